@@ -1,0 +1,49 @@
+"""The project's exception tree: every expected failure is a `ZdictError`.
+
+Callers (the CLI, the relay) catch `ZdictError` and print its message, which names the cause and,
+where there is one, what to do about it. Anything else escaping is a bug.
+"""
+
+
+class ZdictError(Exception):
+    """Root of every expected zdict-sidecar failure."""
+
+
+class ConfigError(ZdictError):
+    """A setting is missing or malformed; the message names the setting and the expected form."""
+
+
+class InputError(ZdictError):
+    """Input the user pointed us at is missing, empty or unreadable."""
+
+
+class CodecError(ZdictError):
+    """A value could not be encoded or decoded."""
+
+
+class UnknownDictionary(CodecError):
+    """A record references a dictionary id that no loaded store or registry has."""
+
+
+class CorruptFrame(CodecError):
+    """A value tagged as compressed is not a valid zstd frame for its dictionary."""
+
+
+class OutputTooLarge(CodecError):
+    """A frame would decompress past the configured output limit (a decompression bomb guard)."""
+
+
+class StoreError(ZdictError):
+    """The dictionary store cannot be read or written."""
+
+
+class DictionaryIntegrityError(StoreError):
+    """A dictionary file does not match its metadata (sha256, size, id) or is not a dictionary."""
+
+
+class DictionaryNotFound(StoreError):
+    """A namespace or dictionary id is not in the store."""
+
+
+class TrainingError(ZdictError):
+    """Training could not produce a usable dictionary (too few or unsuitable samples)."""
