@@ -1,0 +1,44 @@
+# The two commands a newcomer runs: `make demo` and `make test`. Both work on a fresh machine:
+# they create .venv, install the package, and install Debian's zstd CLI when it is missing.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+OUT    := out
+SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: demo test lint unit integration bench tools clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+# The reference zstd CLI is what the interop tests decode with.
+tools:
+	@command -v zstd >/dev/null || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq zstd; }
+
+## demo: generate events, measure what a dictionary saves on them, train and store one
+demo: $(STAMP)
+	@mkdir -p $(OUT)
+	$(BIN)/zdict-sidecar generate --kind product_viewed -n 100000 --seed 1 > $(OUT)/demo-events.ndjson
+	$(BIN)/zdict-sidecar evaluate $(OUT)/demo-events.ndjson
+	$(BIN)/zdict-sidecar train --input $(OUT)/demo-events.ndjson --namespace demo --dictionaries $(OUT)/dictionaries
+	$(BIN)/zdict-sidecar dicts list --dictionaries $(OUT)/dictionaries
+
+## test: lint, type-check, then every test
+test: $(STAMP) tools lint
+	$(BIN)/pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check sidecar tests
+	$(BIN)/ruff format --check sidecar tests
+	$(BIN)/mypy
+
+unit: $(STAMP) tools
+	$(BIN)/pytest -q tests/unit
+
+clean:
+	rm -rf $(OUT) .pytest_cache .mypy_cache .ruff_cache .hypothesis

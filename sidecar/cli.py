@@ -1,0 +1,362 @@
+"""The `zdict-sidecar` command line: thin subcommands over the library modules.
+
+Exit codes: 0 success; 1 an expected failure (the message names the cause); 2 bad usage or
+configuration; 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from sidecar import __version__
+from sidecar.config import Settings, load_settings
+from sidecar.dictionaries.lifecycle import store_trained
+from sidecar.dictionaries.model import Dictionary, validate_namespace
+from sidecar.dictionaries.store import DictionaryStore
+from sidecar.dictionaries.training import (
+    Decision,
+    Measurement,
+    TrainingReport,
+    split_by_key,
+    split_ordered,
+    train,
+)
+from sidecar.errors import ConfigError, InputError, ZdictError
+from sidecar.evaluation import Evaluation, evaluate
+from sidecar.generate import KINDS, generate
+from sidecar.tables import render
+
+PROG = "zdict-sidecar"
+
+
+# -- input ---------------------------------------------------------------------------------------
+
+
+def read_lines(source: str) -> list[bytes]:
+    """Messages from a file (or `-` for stdin), one per line, line endings removed."""
+    if source == "-":
+        data = sys.stdin.buffer.read()
+        name = "standard input"
+    else:
+        path = Path(source)
+        if path.is_dir():
+            raise InputError(f"input {path} is a directory; give a file with one message per line")
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            raise InputError(f"input file {path} does not exist") from None
+        except OSError as exc:
+            raise InputError(f"cannot read input file {path}: {exc.strerror}") from None
+        name = str(path)
+    lines = [line.rstrip(b"\r") for line in data.split(b"\n")]
+    if lines and not lines[-1]:
+        lines.pop()  # the newline that ends the last line
+    if not lines:
+        raise InputError(f"input {name} is empty: give one message per line")
+    return lines
+
+
+# -- reports -------------------------------------------------------------------------------------
+
+
+def _measurement_row(m: Measurement) -> list[object]:
+    size = f"{m.dict_bytes // 1024} KiB" if m.dict_bytes else "-"
+    return [
+        m.label,
+        size,
+        m.level,
+        round(m.ratio, 3),
+        m.output_bytes,
+        round(m.messages_per_second),
+        "yes" if m.meets_budget else "no",
+    ]
+
+
+_MEASUREMENT_HEADERS = ("candidate", "size", "level", "ratio", "bytes", "msg/s", "in budget")
+
+
+def format_training(report: TrainingReport, stored: Dictionary | None, activated: bool) -> str:
+    """The human-readable report of one training run."""
+    out = [
+        f"namespace {report.namespace}: {report.train_count:,} training messages "
+        f"({report.train_bytes:,} B), {report.heldout_count:,} held-out "
+        f"({report.heldout_bytes:,} B)"
+    ]
+    if report.candidates:
+        rows = [_measurement_row(c) for c in report.candidates]
+        out += [
+            "",
+            render(_MEASUREMENT_HEADERS, rows, "candidates (held-out, header bytes counted)"),
+        ]
+    finals = [m for m in (report.chosen, report.nodict, report.champion) if m is not None]
+    if finals:
+        title = f"on all {report.heldout_count:,} held-out messages"
+        out += ["", render(_MEASUREMENT_HEADERS, [_measurement_row(m) for m in finals], title)]
+        out.append(f"break-even size: {report.break_even_size} B (smaller values pass through)")
+        out.append(
+            f"training {report.train_seconds:.2f} s, evaluation {report.eval_seconds:.2f} s, "
+            f"speed budget {report.min_encode_rate:,.0f} msg/s"
+        )
+    out += ["", f"decision: {report.decision.value}: {report.reason}"]
+    if stored is not None:
+        state = "activated" if activated else "stored, not activated (--no-activate)"
+        out.append(f"dictionary {stored.id} (version {stored.meta.version}) {state}")
+    return "\n".join(out)
+
+
+def format_evaluation(evaluation: Evaluation) -> str:
+    """The human-readable `evaluate` report."""
+    report = evaluation.training
+    out = [format_training(report, None, False)]
+    if evaluation.rows:
+        rows = [[r.method, r.output_bytes, round(r.ratio, 3), r.note] for r in evaluation.rows]
+        raw = evaluation.rows[0].raw_bytes
+        title = f"what {report.heldout_count:,} held-out messages ({raw:,} B) would cost"
+        out += ["", render(("method", "bytes", "ratio", "note"), rows, title)]
+    if evaluation.frame_rows:
+        count = max(1, report.heldout_count)
+        rows = [
+            [r.method, r.output_bytes, round(r.output_bytes / count, 2), r.note]
+            for r in evaluation.frame_rows
+        ]
+        title = "frame options (frames only, every message compressed)"
+        out += ["", render(("frame", "bytes", "B/message", "note"), rows, title)]
+        med, lo, hi = evaluation.encode_ns
+        dmed, dlo, dhi = evaluation.decode_ns
+        out.append(
+            f"\nencode {med / 1000:.2f} µs/message [{lo / 1000:.2f}-{hi / 1000:.2f}], "
+            f"decode {dmed / 1000:.2f} µs/message [{dlo / 1000:.2f}-{dhi / 1000:.2f}] "
+            "(one thread, median [min-max] of 3 runs after a warm-up)"
+        )
+    return "\n".join(out)
+
+
+# -- commands ------------------------------------------------------------------------------------
+
+
+def _settings(args: argparse.Namespace, **overrides: Any) -> Settings:
+    if getattr(args, "dictionaries", None) is not None:
+        overrides["dictionaries"] = args.dictionaries
+    return load_settings(getattr(args, "config", None), **overrides)
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    out: BinaryIO = sys.stdout.buffer
+    for event in generate(args.kind, args.count, seed=args.seed, drift_at=args.drift_at):
+        out.write(event + b"\n")
+    out.flush()
+    return 0
+
+
+def _training_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    training: dict[str, Any] = {}
+    if args.min_encode_rate is not None:
+        training["min_encode_rate"] = args.min_encode_rate
+    return {"training": training} if training else {}
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    namespace = validate_namespace(args.namespace)
+    settings = _settings(args, **_training_overrides(args))
+    if args.heldout_fraction is not None:
+        heldout_fraction = args.heldout_fraction
+    else:
+        heldout_fraction = settings.training.heldout_fraction
+    store = DictionaryStore(settings.dictionaries)
+    champion = store.active(namespace)
+    lines = read_lines(args.input)
+    window = f"{args.input} lines 1-{len(lines)}"
+    samples = split_by_key(
+        ((str(i).encode(), line) for i, line in enumerate(lines)), heldout_fraction, window
+    )
+    params = settings.training.params(settings.codec)
+    report = train(samples, params, namespace=namespace, champion=champion)
+    stored = None
+    if report.decision is Decision.PROMOTED:
+        stored = store_trained(
+            store,
+            report,
+            window=window,
+            parent_id=champion.id if champion else None,
+            activate=not args.no_activate,
+        )
+    entry = report.to_dict() | {"stored_id": stored.id if stored else None}
+    store.record_training(namespace, entry)
+    if args.json:
+        print(json.dumps(entry, indent=2))
+    else:
+        print(format_training(report, stored, stored is not None and not args.no_activate))
+    if report.decision is Decision.FAILED:
+        print(f"{PROG}: training failed: {report.reason}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    settings = _settings(args, **_training_overrides(args))
+    lines = read_lines(args.file)
+    samples = split_ordered(lines, args.train_fraction, window=f"{args.file}")
+    evaluation = evaluate(samples, settings.training.params(settings.codec))
+    if args.json:
+        print(json.dumps(evaluation.to_dict(), indent=2))
+    else:
+        print(format_evaluation(evaluation))
+    if evaluation.training.decision is Decision.FAILED:
+        print(f"{PROG}: evaluation failed: {evaluation.training.reason}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def cmd_dicts(args: argparse.Namespace) -> int:
+    store = DictionaryStore(_settings(args).dictionaries)
+    if args.action == "list":
+        namespaces = [validate_namespace(args.namespace)] if args.namespace else store.namespaces()
+        rows: list[list[object]] = []
+        for ns in namespaces:
+            active = store.active_id(ns)
+            for meta in store.versions(ns):
+                rows.append(
+                    [
+                        meta.id,
+                        ns,
+                        meta.version,
+                        meta.size,
+                        meta.level,
+                        meta.heldout_ratio,
+                        meta.break_even_size,
+                        meta.created_at.strftime("%Y-%m-%d %H:%M:%S"),
+                        "*" if meta.id == active else "",
+                    ]
+                )
+        if args.json:
+            print(json.dumps([dict(zip(_DICT_HEADERS, r, strict=True)) for r in rows], indent=2))
+        elif rows:
+            print(render(_DICT_HEADERS, rows))
+        else:
+            print(f"no dictionaries in {store.root}")
+        return 0
+    if args.action == "show":
+        dictionary = store.get(args.id)
+        print(dictionary.meta.model_dump_json(indent=2))
+        return 0
+    namespace = validate_namespace(args.namespace)
+    if args.action == "activate":
+        dictionary = store.activate(namespace, args.id)
+    else:
+        dictionary = store.rollback(namespace)
+    print(
+        f"namespace {namespace}: dictionary {dictionary.id} "
+        f"(version {dictionary.meta.version}) is active"
+    )
+    return 0
+
+
+_DICT_HEADERS = (
+    "id",
+    "namespace",
+    "version",
+    "bytes",
+    "level",
+    "held-out ratio",
+    "break-even",
+    "created (UTC)",
+    "active",
+)
+
+
+# -- parser --------------------------------------------------------------------------------------
+
+
+def _common(parser: argparse.ArgumentParser, store: bool = True) -> None:
+    parser.add_argument("--config", metavar="FILE", help="TOML config file (see README)")
+    if store:
+        parser.add_argument(
+            "--dictionaries",
+            metavar="DIR",
+            help="dictionary store (env ZDICT_DICTIONARIES; default ./dictionaries)",
+        )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Per-message zstd compression with trained, versioned dictionaries for Kafka.",
+    )
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("generate", help="print deterministic sample events, one per line")
+    p.add_argument("--kind", choices=KINDS, default="product_viewed")
+    p.add_argument("-n", "--count", type=int, default=10_000, help="events (default 10000)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--drift-at", type=int, metavar="K", help="change the schema after K events")
+    p.set_defaults(func=cmd_generate)
+
+    p = sub.add_parser(
+        "train", help="train a dictionary from messages, store it, activate if better"
+    )
+    p.add_argument(
+        "--input", required=True, metavar="FILE", help="one message per line; - for stdin"
+    )
+    p.add_argument("--namespace", required=True, help="usually the input topic name")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--heldout-fraction", type=float, metavar="F", help="default 0.2")
+    p.add_argument("--min-encode-rate", type=float, metavar="MSG_PER_S", help="speed budget")
+    p.add_argument(
+        "--no-activate", action="store_true", help="store a winner without activating it"
+    )
+    _common(p)
+    p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("evaluate", help="what would I save on my data? (nothing is stored)")
+    p.add_argument("file", metavar="FILE", help="one message per line; - for stdin")
+    p.add_argument("--train-fraction", type=float, default=0.2, metavar="F", help="default 0.2")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--min-encode-rate", type=float, metavar="MSG_PER_S", help="speed budget")
+    _common(p, store=False)
+    p.set_defaults(func=cmd_evaluate)
+
+    p = sub.add_parser("dicts", help="list, show, activate or roll back stored dictionaries")
+    actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+    a = actions.add_parser("list", help="every dictionary, * marks the active one")
+    a.add_argument("--namespace")
+    a.add_argument("--json", action="store_true")
+    _common(a)
+    a = actions.add_parser("show", help="metadata of one dictionary")
+    a.add_argument("id", type=int)
+    _common(a)
+    a = actions.add_parser("activate", help="make a stored dictionary the active one")
+    a.add_argument("--namespace", required=True)
+    a.add_argument("id", type=int)
+    _common(a)
+    a = actions.add_parser("rollback", help="re-activate the previously active dictionary")
+    a.add_argument("--namespace", required=True)
+    _common(a)
+    p.set_defaults(func=cmd_dicts)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the process exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    func: Callable[[argparse.Namespace], int] = args.func
+    try:
+        return func(args)
+    except ConfigError as exc:
+        print(f"{PROG}: configuration error: {exc}", file=sys.stderr)
+        return 2
+    except ZdictError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        # The reader went away (`generate | head`); nothing is lost that anyone wanted.
+        sys.stderr.close()
+        return 0

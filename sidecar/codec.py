@@ -1,0 +1,524 @@
+"""The wire format: one zstd frame per record value, the dictionary id in a record header.
+
+Pure: no Kafka, no files, no threads of its own. Producers that compress in-process and consumers
+import this module; the relay is a loop around `Encoder.encode_record`.
+
+Wire format (README, "Wire format"):
+
+* A compressed record carries header `zd` (configurable) whose value is the ASCII decimal id of
+  the dictionary, `0` for zstd without a dictionary. A record without it was not compressed by us.
+* The value is one standard zstd frame (RFC 8878) with the content size and the dictionary id
+  fields and without the 4-byte checksum (Kafka's record batches carry a CRC already).
+* Everything else about the record (key, timestamp, other headers) is left as it was.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Final, NamedTuple, Protocol
+
+import zstandard
+
+from sidecar.dictionaries.model import Dictionary
+from sidecar.errors import CorruptFrame, OutputTooLarge, UnknownDictionary
+
+if TYPE_CHECKING:
+    from sidecar.dictionaries.store import DictionaryStore
+
+#: Header key of compressed records. Short on purpose: headers are stored uncompressed with every
+#: record, and each byte of key costs ~1% on a 100-byte event.
+DEFAULT_HEADER_KEY: Final = "zd"
+#: Header value for frames compressed without a dictionary.
+NO_DICTIONARY: Final = 0
+#: Below this size, compressing without a dictionary loses far more often than it wins (measured
+#: on event data: all 32-63 B and 55% of 64-127 B messages grow), so it is not even tried.
+NO_DICTIONARY_MIN_SIZE: Final = 128
+#: Level used without a dictionary, and for a dictionary whose metadata names none.
+DEFAULT_LEVEL: Final = 3
+#: Largest value a Decoder produces unless told otherwise (bytes).
+DEFAULT_MAX_OUTPUT_SIZE: Final = 8 * 1024 * 1024
+
+ZSTD_MAGIC: Final = b"\x28\xb5\x2f\xfd"
+
+# Values that start like this are compressed already; a second pass only burns CPU.
+_COMPRESSED_MAGICS: Final = (
+    ZSTD_MAGIC,
+    b"\x1f\x8b",  # gzip
+    b"PK\x03\x04",  # zip
+    b"\x89PNG",  # png
+    b"\xff\xd8\xff",  # jpeg
+    b"\x04\x22\x4d\x18",  # lz4 frame
+    b"\xff\x06\x00\x00sNaPpY",  # snappy framed
+    b"BZh",  # bzip2
+    b"\xfd7zXZ\x00",  # xz
+    b"GIF8",  # gif
+)
+_SKIPPABLE_FRAME_MAGIC_HIGH: Final = b"\x2a\x4d\x18"  # zstd skippable frames: 50..5F 2A 4D 18
+
+Headers = list[tuple[str, bytes | None]]
+_Compress = Callable[[bytes], bytes]
+
+
+class Outcome:
+    """What the encoder did with one value; the metrics label `outcome`.
+
+    Plain strings rather than an Enum: this is on the per-message path, and hashing an Enum
+    member runs Python code while a str hash is cached.
+    """
+
+    COMPRESSED: Final = "compressed"
+    TOMBSTONE: Final = "tombstone"
+    ALREADY_ENCODED: Final = "already_encoded"
+    BELOW_THRESHOLD: Final = "below_threshold"
+    PRECOMPRESSED: Final = "precompressed"
+    NO_GAIN: Final = "no_gain"
+    ALL: Final = (COMPRESSED, TOMBSTONE, ALREADY_ENCODED, BELOW_THRESHOLD, PRECOMPRESSED, NO_GAIN)
+    SKIPS: Final = (TOMBSTONE, ALREADY_ENCODED, BELOW_THRESHOLD, PRECOMPRESSED, NO_GAIN)
+
+
+@dataclass(frozen=True, slots=True)
+class FrameOptions:
+    """Optional zstd frame fields. The defaults were chosen by measurement (README, "Frame")."""
+
+    checksum: bool = False
+    dict_id: bool = True
+    content_size: bool = True
+
+
+def _varint_size(n: int) -> int:
+    """Bytes of Kafka's zig-zag varint for non-negative `n` (record header length fields)."""
+    zigzag = n << 1
+    size = 1
+    while zigzag >= 0x80:
+        zigzag >>= 7
+        size += 1
+    return size
+
+
+def header_cost(key: str, value: bytes) -> int:
+    """Bytes one record header adds to a Kafka v2 record: key and value with their lengths."""
+    key_bytes = len(key.encode())
+    return _varint_size(key_bytes) + key_bytes + _varint_size(len(value)) + len(value)
+
+
+# First bytes of the magics above (and of zstd skippable frames): most values (JSON, text) are
+# rejected by one set lookup, which matters on the per-message path.
+_MAGIC_FIRST_BYTES: Final = frozenset(m[0] for m in _COMPRESSED_MAGICS) | frozenset(
+    range(0x50, 0x60)
+)
+
+
+def looks_compressed(value: bytes) -> bool:
+    """True when `value` starts with the magic number of a common compressed format."""
+    if not value or value[0] not in _MAGIC_FIRST_BYTES:
+        return False
+    if value.startswith(_COMPRESSED_MAGICS):
+        return True
+    skippable = len(value) >= 4 and value[1:4] == _SKIPPABLE_FRAME_MAGIC_HIGH
+    return skippable and 0x50 <= value[0] <= 0x5F
+
+
+class Encoded(NamedTuple):
+    """One encoded record value (a NamedTuple: built once per message, so it must be cheap).
+
+    `output_bytes` is what the record costs after encoding: the value plus the header we added.
+    """
+
+    value: bytes | None
+    headers: Headers
+    outcome: str
+    input_bytes: int
+    output_bytes: int
+
+
+# NamedTuple's generated __new__ is Python code (~300 ns); tuple.__new__ on the class builds the
+# same object in a quarter of the time.
+_new_encoded: Final = tuple.__new__
+
+
+@dataclass(slots=True)
+class CodecStats:
+    """Counts of one encoder: messages by outcome, and bytes in and out (out includes headers)."""
+
+    outcomes: Counter[str] = field(default_factory=Counter)
+    input_bytes: int = 0
+    output_bytes: int = 0
+
+    def add(self, encoded: Encoded) -> None:
+        self.outcomes[encoded.outcome] += 1
+        self.input_bytes += encoded.input_bytes
+        self.output_bytes += encoded.output_bytes
+
+    def add_all(self, batch: Sequence[Encoded]) -> None:
+        self.outcomes.update(e.outcome for e in batch)
+        self.input_bytes += sum(e.input_bytes for e in batch)
+        self.output_bytes += sum(e.output_bytes for e in batch)
+
+    @property
+    def messages(self) -> int:
+        return sum(self.outcomes.values())
+
+    @property
+    def ratio(self) -> float:
+        """Input bytes / output bytes; 1.0 before any byte was seen."""
+        return self.input_bytes / self.output_bytes if self.output_bytes else 1.0
+
+
+def zstd_dictionary(dictionary: Dictionary) -> zstandard.ZstdCompressionDict:
+    """The zstandard object for `dictionary`, loaded as a full dictionary (never raw content)."""
+    return zstandard.ZstdCompressionDict(dictionary.data, dict_type=zstandard.DICT_TYPE_FULLDICT)
+
+
+def has_header(headers: Iterable[tuple[str, bytes | None]] | None, key: str) -> bool:
+    """True when `headers` contains `key` at least once."""
+    return headers is not None and any(k == key for k, _ in headers)
+
+
+class Encoder:
+    """Compresses record values one by one with one dictionary (or none), applying the skip rules.
+
+    An Encoder may be shared between threads: each thread gets its own zstd compressor, because
+    python-zstandard's compressors are not thread-safe; the precomputed dictionary is shared.
+    """
+
+    def __init__(
+        self,
+        dictionary: Dictionary | None = None,
+        *,
+        level: int | None = None,
+        min_size: int | None = None,
+        header_key: str = DEFAULT_HEADER_KEY,
+        frame: FrameOptions = FrameOptions(),
+    ) -> None:
+        """Build an encoder.
+
+        Args:
+            dictionary: the active dictionary; None compresses without one (header value 0).
+            level: zstd level; default the level chosen at training, else 3.
+            min_size: values shorter than this (bytes) pass through; default the dictionary's
+                measured break-even size, else 128 without a dictionary.
+            header_key: the record header that carries the dictionary id.
+            frame: optional frame fields.
+        """
+        if not header_key:
+            raise ValueError("header_key must not be empty")
+        self.dictionary = dictionary
+        self.header_key = header_key
+        self.frame = frame
+        if dictionary is None:
+            self.level = DEFAULT_LEVEL if level is None else level
+            self.min_size = NO_DICTIONARY_MIN_SIZE if min_size is None else min_size
+            self._zdict: zstandard.ZstdCompressionDict | None = None
+            dict_id = NO_DICTIONARY
+        else:
+            self.level = dictionary.meta.level if level is None else level
+            self.min_size = dictionary.meta.break_even_size if min_size is None else min_size
+            self._zdict = zstd_dictionary(dictionary)
+            self._zdict.precompute_compress(level=self.level)
+            dict_id = dictionary.id
+        self.dict_id = dict_id
+        self._header: tuple[str, bytes] = (header_key, str(dict_id).encode("ascii"))
+        self.header_bytes = header_cost(*self._header)
+        self.stats = CodecStats()
+        self._local = threading.local()
+
+    @classmethod
+    def from_store(
+        cls,
+        store: DictionaryStore,
+        namespace: str,
+        *,
+        level: int | None = None,
+        min_size: int | None = None,
+        header_key: str = DEFAULT_HEADER_KEY,
+        frame: FrameOptions = FrameOptions(),
+    ) -> Encoder:
+        """An encoder for the active dictionary of `namespace` (no dictionary if none is active)."""
+        return cls(
+            store.active(namespace),
+            level=level,
+            min_size=min_size,
+            header_key=header_key,
+            frame=frame,
+        )
+
+    def _compressor(self) -> zstandard.ZstdCompressor:
+        compressor: zstandard.ZstdCompressor | None = getattr(self._local, "compressor", None)
+        if compressor is None:
+            compressor = zstandard.ZstdCompressor(
+                level=self.level,
+                dict_data=self._zdict,
+                write_checksum=self.frame.checksum,
+                write_content_size=self.frame.content_size,
+                write_dict_id=self.frame.dict_id,
+            )
+            self._local.compressor = compressor
+        return compressor
+
+    def compress(self, value: bytes) -> bytes:
+        """One zstd frame for `value`, skip rules not applied (for measurements and tools)."""
+        frame: bytes = self._compressor().compress(value)
+        return frame
+
+    def _skip_reason(self, value: bytes, headers: Headers) -> str | None:
+        """Why a present value is not compressed, or None to compress it."""
+        if headers and has_header(headers, self.header_key):
+            return Outcome.ALREADY_ENCODED
+        if len(value) < self.min_size:
+            return Outcome.BELOW_THRESHOLD
+        if looks_compressed(value):
+            return Outcome.PRECOMPRESSED
+        return None
+
+    def _encode_one(self, value: bytes | None, headers: Headers, compress: _Compress) -> Encoded:
+        if value is None:
+            return _new_encoded(Encoded, (None, headers, Outcome.TOMBSTONE, 0, 0))
+        size = len(value)
+        reason = self._skip_reason(value, headers)
+        if reason is not None:
+            return _new_encoded(Encoded, (value, headers, reason, size, size))
+        frame = compress(value)
+        cost = len(frame) + self.header_bytes
+        if cost >= size:
+            return _new_encoded(Encoded, (value, headers, Outcome.NO_GAIN, size, size))
+        return _new_encoded(
+            Encoded, (frame, [*headers, self._header], Outcome.COMPRESSED, size, cost)
+        )
+
+    def encode_record(
+        self, value: bytes | None, headers: Sequence[tuple[str, bytes | None]] | None = None
+    ) -> Encoded:
+        """Encode one record value; headers out = headers in, plus ours if compressed."""
+        hdrs = list(headers) if headers else []
+        encoded = self._encode_one(value, hdrs, self._compressor().compress)
+        self.stats.add(encoded)
+        return encoded
+
+    def encode(
+        self, value: bytes | None, headers: Sequence[tuple[str, bytes | None]] | None = None
+    ) -> tuple[bytes | None, Headers]:
+        """Encode one value: `(value', headers')`, ready to produce."""
+        encoded = self.encode_record(value, headers)
+        return encoded.value, encoded.headers
+
+    def encode_batch(
+        self, records: Iterable[tuple[bytes | None, Sequence[tuple[str, bytes | None]] | None]]
+    ) -> list[Encoded]:
+        """Encode many records; the same results as `encode_record` on each, in order.
+
+        The relay's path: one compressor lookup and one stats update per batch, not per record.
+        """
+        compress = self._compressor().compress
+        encode_one = self._encode_one
+        results = [
+            encode_one(value, list(headers) if headers else [], compress)
+            for value, headers in records
+        ]
+        self.stats.add_all(results)
+        return results
+
+
+class DictionaryResolver(Protocol):
+    """Where a Decoder finds dictionaries by id: the local store, the registry, a fixed set."""
+
+    def get(self, dict_id: int) -> Dictionary:
+        """The dictionary with `dict_id`; raise `UnknownDictionary` if there is none."""
+        ...
+
+    def describe(self) -> str:
+        """Where dictionaries were looked for, for error messages (e.g. "store ./dictionaries")."""
+        ...
+
+
+class StaticResolver:
+    """A fixed set of dictionaries, for tests and for callers that load dictionaries themselves."""
+
+    def __init__(self, dictionaries: Iterable[Dictionary] = ()) -> None:
+        self._by_id = {d.id: d for d in dictionaries}
+
+    def get(self, dict_id: int) -> Dictionary:
+        try:
+            return self._by_id[dict_id]
+        except KeyError:
+            raise UnknownDictionary(
+                f"unknown dictionary id {dict_id}: not among the {len(self._by_id)} "
+                "dictionaries given to the decoder"
+            ) from None
+
+    def describe(self) -> str:
+        return f"{len(self._by_id)} given dictionaries"
+
+
+def _power_of_two_at_least(n: int) -> int:
+    return 1 << max(10, (n - 1).bit_length())
+
+
+class Decoder:
+    """Decodes record values produced by `Encoder` (or any zstd encoder using our header).
+
+    Safe on untrusted input: output is bounded by `max_output_size` before anything is allocated
+    (python-zstandard would allocate whatever size a frame header declares), frames without a
+    declared size are decompressed in bounded steps, the frame's own dictionary id must match the
+    header's, and a value must be exactly one frame. Shareable between threads.
+    """
+
+    def __init__(
+        self,
+        resolver: DictionaryResolver | None = None,
+        *,
+        max_output_size: int = DEFAULT_MAX_OUTPUT_SIZE,
+        header_key: str = DEFAULT_HEADER_KEY,
+    ) -> None:
+        """Build a decoder; `max_output_size` bounds every decoded value (bytes)."""
+        if max_output_size < 1:
+            raise ValueError("max_output_size must be at least 1 byte")
+        self.resolver = resolver if resolver is not None else StaticResolver()
+        self.max_output_size = max_output_size
+        self.header_key = header_key
+        # The window is the decoder's other memory cost; a frame never needs one larger than the
+        # largest output we accept.
+        self._max_window = min(_power_of_two_at_least(max_output_size), 1 << 31)
+        self._dicts: dict[int, tuple[Dictionary, zstandard.ZstdCompressionDict]] = {}
+        self._dicts_lock = threading.Lock()
+        self._local = threading.local()
+
+    @classmethod
+    def from_store(
+        cls,
+        store: DictionaryStore,
+        *,
+        max_output_size: int = DEFAULT_MAX_OUTPUT_SIZE,
+        header_key: str = DEFAULT_HEADER_KEY,
+    ) -> Decoder:
+        """A decoder that resolves ids in a local dictionary store (any namespace)."""
+        return cls(store, max_output_size=max_output_size, header_key=header_key)
+
+    def dictionary_id(self, headers: Sequence[tuple[str, bytes | None]] | None) -> int | None:
+        """The dictionary id our header names, None when the record is not ours to decode."""
+        found: list[bytes | None] = [v for k, v in headers or () if k == self.header_key]
+        if not found:
+            return None
+        if len(found) > 1:
+            raise CorruptFrame(
+                f"record has {len(found)} {self.header_key!r} headers; exactly one is allowed"
+            )
+        raw = found[0]
+        if raw is None or not (raw.isdigit() and raw.isascii() and len(raw) <= 10):
+            raise CorruptFrame(
+                f"header {self.header_key!r} is {raw!r}; expected the ASCII decimal id of a "
+                "dictionary (0 for none)"
+            )
+        return int(raw)
+
+    def _decompressor(self, dict_id: int) -> zstandard.ZstdDecompressor:
+        cache: dict[int, zstandard.ZstdDecompressor] | None = getattr(self._local, "dctx", None)
+        if cache is None:
+            cache = self._local.dctx = {}
+        dctx = cache.get(dict_id)
+        if dctx is None:
+            zdict = None if dict_id == NO_DICTIONARY else self._load(dict_id)[1]
+            dctx = zstandard.ZstdDecompressor(dict_data=zdict, max_window_size=self._max_window)
+            cache[dict_id] = dctx
+        return dctx
+
+    def _load(self, dict_id: int) -> tuple[Dictionary, zstandard.ZstdCompressionDict]:
+        with self._dicts_lock:
+            entry = self._dicts.get(dict_id)
+            if entry is None:
+                dictionary = self.resolver.get(dict_id)
+                zdict = zstd_dictionary(dictionary)
+                entry = self._dicts[dict_id] = (dictionary, zdict)
+            return entry
+
+    def _where(self, dict_id: int) -> str:
+        if dict_id == NO_DICTIONARY:
+            return "no dictionary"
+        entry = self._dicts.get(dict_id)
+        namespace = entry[0].namespace if entry else "?"
+        return f"dictionary {dict_id} (namespace {namespace})"
+
+    def decode(
+        self, value: bytes | None, headers: Sequence[tuple[str, bytes | None]] | None = None
+    ) -> bytes | None:
+        """The original value of a record; records without our header are returned unchanged.
+
+        Raises:
+            UnknownDictionary: the header names an id the resolver does not have.
+            CorruptFrame: the header is malformed, or the value is not one valid frame for it.
+            OutputTooLarge: the frame would decode past `max_output_size`.
+        """
+        dict_id = self.dictionary_id(headers)
+        if dict_id is None:
+            return value
+        if value is None:
+            raise CorruptFrame(f"record has header {self.header_key!r} but no value (tombstone)")
+        dctx = self._decompressor(dict_id)
+        if not value.startswith(ZSTD_MAGIC):
+            raise CorruptFrame(f"value for {self._where(dict_id)} is not a zstd frame (no magic)")
+        try:
+            params = zstandard.get_frame_parameters(value)
+        except zstandard.ZstdError as exc:
+            raise CorruptFrame(
+                f"value for {self._where(dict_id)} has a bad frame header: {exc}"
+            ) from None
+        if params.dict_id and params.dict_id != dict_id:
+            raise CorruptFrame(
+                f"frame was compressed with dictionary {params.dict_id}, but the record header "
+                f"names {self._where(dict_id)}: the record was mislabelled; decoding it would "
+                "give garbage"
+            )
+        size = params.content_size
+        unknown_size = size == zstandard.CONTENTSIZE_UNKNOWN
+        if size > self.max_output_size and not unknown_size:
+            raise OutputTooLarge(
+                f"frame for {self._where(dict_id)} declares {size} bytes of content; the limit "
+                f"is {self.max_output_size} bytes (max_output_size)"
+            )
+        if params.window_size > self._max_window:
+            raise OutputTooLarge(
+                f"frame for {self._where(dict_id)} needs a {params.window_size}-byte window; the "
+                f"limit is {self._max_window} bytes (raise max_output_size if such values are "
+                "legitimate)"
+            )
+        if unknown_size:
+            self._bounded_probe(dctx, value, dict_id)
+        return self._decompress_single_frame(dctx, value, dict_id)
+
+    def _bounded_probe(self, dctx: zstandard.ZstdDecompressor, value: bytes, dict_id: int) -> None:
+        """Decompress a frame of undeclared size in bounded steps; raise past the output limit."""
+        try:
+            with dctx.stream_reader(value, read_across_frames=False) as reader:
+                produced = 0
+                while chunk := reader.read(min(1 << 17, self.max_output_size + 1)):
+                    produced += len(chunk)
+                    if produced > self.max_output_size:
+                        raise OutputTooLarge(
+                            f"frame for {self._where(dict_id)} (no declared size) decodes past "
+                            f"the limit of {self.max_output_size} bytes (max_output_size)"
+                        )
+        except zstandard.ZstdError as exc:
+            raise CorruptFrame(
+                f"value for {self._where(dict_id)} does not decompress: {exc}"
+            ) from None
+
+    def _decompress_single_frame(
+        self, dctx: zstandard.ZstdDecompressor, value: bytes, dict_id: int
+    ) -> bytes:
+        try:
+            dobj = dctx.decompressobj()
+            out: bytes = dobj.decompress(value)
+        except zstandard.ZstdError as exc:
+            raise CorruptFrame(
+                f"value for {self._where(dict_id)} does not decompress: {exc}"
+            ) from None
+        if not dobj.eof:
+            raise CorruptFrame(f"value for {self._where(dict_id)} is a truncated zstd frame")
+        if dobj.unused_data:
+            raise CorruptFrame(
+                f"value for {self._where(dict_id)} has {len(dobj.unused_data)} bytes after its "
+                "zstd frame; a record value must be exactly one frame"
+            )
+        return out

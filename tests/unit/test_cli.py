@@ -1,0 +1,197 @@
+"""The command line: the train → list → activate → rollback flow, reports, and clear errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sidecar.cli import main
+from sidecar.dictionaries import DictionaryStore
+
+FAST = ["--min-encode-rate", "0"]
+
+
+@pytest.fixture(scope="module")
+def events_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("cli") / "events.ndjson"
+    out = subprocess.run(
+        [sys.executable, "-m", "sidecar", "generate", "-n", "3000", "--seed", "11"],
+        capture_output=True,
+        check=True,
+    )
+    path.write_bytes(out.stdout)
+    return path
+
+
+@pytest.fixture
+def small_grid(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ZDICT_TRAINING__DICT_SIZES", "[4096, 8192]")
+    monkeypatch.setenv("ZDICT_TRAINING__LEVELS", "[1, 3]")
+    monkeypatch.setenv("ZDICT_TRAINING__MIN_ENCODE_RATE", "0")
+
+
+def test_generate_is_deterministic_and_one_event_per_line(
+    capsysbinary: pytest.CaptureFixture[bytes],
+) -> None:
+    assert main(["generate", "-n", "50", "--seed", "3"]) == 0
+    first = capsysbinary.readouterr().out
+    assert main(["generate", "-n", "50", "--seed", "3"]) == 0
+    assert capsysbinary.readouterr().out == first
+    assert first.count(b"\n") == 50
+
+
+@pytest.mark.usefixtures("small_grid")
+def test_train_stores_and_activates_then_list_activate_and_rollback_work(
+    tmp_path: Path, events_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store_dir = tmp_path / "dicts"
+    args = [
+        "train",
+        "--input",
+        str(events_file),
+        "--namespace",
+        "orders",
+        "--dictionaries",
+        str(store_dir),
+    ]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "decision: promoted" in out and "activated" in out
+    store = DictionaryStore(store_dir)
+    first = store.active_id("orders")
+    assert first is not None
+
+    # The same data again cannot beat the champion by the margin: rejected, nothing stored.
+    assert main([*args, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["decision"] == "rejected" and report["stored_id"] is None
+    assert store.active_id("orders") == first
+
+    assert main(["dicts", "list", "--dictionaries", str(store_dir), "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert [row["id"] for row in listed] == [first] and listed[0]["active"] == "*"
+
+    assert main([*args, "--no-activate", "--heldout-fraction", "0.5"]) == 0
+    capsys.readouterr()
+    assert main(["dicts", "show", str(first), "--dictionaries", str(store_dir)]) == 0
+    assert json.loads(capsys.readouterr().out)["id"] == first
+    assert (store_dir / "orders" / "TRAINING.jsonl").read_text().count("\n") == 3
+
+
+@pytest.mark.usefixtures("small_grid")
+def test_evaluate_reports_dictionary_batches_oracle_and_frame_options(
+    events_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["evaluate", str(events_file), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    methods = [row["method"] for row in report["alternatives"]]
+    assert methods[0].startswith("per message, dictionary")
+    assert any("batches of 512" in m for m in methods)
+    assert any("whole stream" in m for m in methods)
+    assert report["training"]["heldout"]["count"] == 2400  # trained on the first 20%
+    assert len(report["frame_options"]) == 5
+    assert report["encode_ns_per_message"]["median"] > 0
+
+
+def test_activate_and_rollback_report_missing_things_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store_dir = str(tmp_path / "dicts")
+    assert (
+        main(["dicts", "activate", "--namespace", "orders", "40000", "--dictionaries", store_dir])
+        == 1
+    )
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "dictionary 40000 is not in namespace orders" in err
+    assert main(["dicts", "rollback", "--namespace", "orders", "--dictionaries", store_dir]) == 1
+    assert "no earlier active dictionary" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "code", "message"),
+    [
+        (
+            ["train", "--input", "/nonexistent/x", "--namespace", "o"],
+            1,
+            "input file /nonexistent/x does not exist",
+        ),
+        (["train", "--input", "{empty}", "--namespace", "o"], 1, "is empty"),
+        (["train", "--input", "{dir}", "--namespace", "o"], 1, "is a directory"),
+        (["train", "--input", "{empty}", "--namespace", "a/b"], 2, "invalid namespace 'a/b'"),
+        (["evaluate", "/nonexistent/y"], 1, "input file /nonexistent/y does not exist"),
+        (
+            ["evaluate", "{empty}", "--config", "/nonexistent.toml"],
+            2,
+            "config file /nonexistent.toml",
+        ),
+    ],
+    ids=["missing", "empty", "directory", "bad-namespace", "evaluate-missing", "missing-config"],
+)
+def test_bad_input_exits_non_zero_with_one_line_naming_the_cause(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], code: int, message: str
+) -> None:
+    empty = tmp_path / "empty.txt"
+    empty.write_bytes(b"")
+    argv = [a.replace("{empty}", str(empty)).replace("{dir}", str(tmp_path)) for a in argv]
+    assert (
+        main([*argv, "--dictionaries", str(tmp_path / "d")] if argv[0] == "train" else argv) == code
+    )
+    err = capsys.readouterr().err.strip()
+    assert message in err
+    assert err.count("\n") == 0
+
+
+@pytest.mark.usefixtures("small_grid")
+def test_too_few_messages_fail_training_with_exit_1_and_the_counts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    few = tmp_path / "few.ndjson"
+    few.write_bytes(b'{"a":1}\n' * 30)
+    assert (
+        main(
+            [
+                "train",
+                "--input",
+                str(few),
+                "--namespace",
+                "o",
+                "--dictionaries",
+                str(tmp_path / "d"),
+            ]
+        )
+        == 1
+    )
+    captured = capsys.readouterr()
+    assert "too few usable samples" in captured.err
+    assert "decision: failed" in captured.out
+
+
+def test_an_invalid_setting_from_the_environment_names_the_variable(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    events_file: Path,
+) -> None:
+    monkeypatch.setenv("ZDICT_TRAINING__PROMOTION_MARGIN", "lots")
+    argv = [
+        "train",
+        "--input",
+        str(events_file),
+        "--namespace",
+        "o",
+        "--dictionaries",
+        str(tmp_path),
+    ]
+    assert main(argv) == 2
+    assert "ZDICT_TRAINING__PROMOTION_MARGIN" in capsys.readouterr().err
+
+
+def test_python_dash_m_sidecar_is_the_same_program() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "sidecar", "--version"], capture_output=True, text=True
+    )
+    assert result.returncode == 0 and result.stdout.startswith("zdict-sidecar ")

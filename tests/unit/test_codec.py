@@ -1,0 +1,394 @@
+"""The wire format: skip rules, round trips, and a Decoder that survives hostile input."""
+
+from __future__ import annotations
+
+import gzip
+import threading
+import tracemalloc
+
+import pytest
+import zstandard
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sidecar.codec import (
+    NO_DICTIONARY,
+    Decoder,
+    Encoder,
+    FrameOptions,
+    Outcome,
+    StaticResolver,
+    header_cost,
+    looks_compressed,
+)
+from sidecar.dictionaries import Dictionary, DictionaryStore
+from sidecar.errors import CorruptFrame, OutputTooLarge, UnknownDictionary
+from tests.unit.conftest import AddDictionary
+
+MiB = 1024 * 1024
+
+
+@pytest.fixture
+def dictionary(add_dictionary: AddDictionary) -> Dictionary:
+    return add_dictionary()
+
+
+@pytest.fixture
+def encoder(dictionary: Dictionary) -> Encoder:
+    return Encoder(dictionary)
+
+
+@pytest.fixture
+def decoder(dictionary: Dictionary) -> Decoder:
+    return Decoder(StaticResolver([dictionary]))
+
+
+# -- skip rules ----------------------------------------------------------------------------------
+
+
+def test_tombstones_pass_through_unchanged(encoder: Encoder) -> None:
+    encoded = encoder.encode_record(None, [("trace", b"1")])
+    assert encoded.value is None
+    assert encoded.headers == [("trace", b"1")]
+    assert encoded.outcome == Outcome.TOMBSTONE
+
+
+def test_values_already_carrying_our_header_are_never_compressed_twice(
+    encoder: Encoder, events: list[bytes]
+) -> None:
+    value, headers = encoder.encode(events[4000])
+    again = encoder.encode_record(value, headers)
+    assert (again.value, again.headers, again.outcome) == (value, headers, Outcome.ALREADY_ENCODED)
+
+
+def test_values_under_the_size_threshold_pass_through(dictionary: Dictionary) -> None:
+    encoder = Encoder(dictionary, min_size=64)
+    encoded = encoder.encode_record(b'{"short":true}' * 4)
+    assert encoded.outcome == Outcome.BELOW_THRESHOLD
+    assert encoded.headers == []
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        zstandard.ZstdCompressor().compress(b"x" * 500),
+        gzip.compress(b"y" * 500),
+        b"\x89PNG\r\n\x1a\n" + bytes(300),
+        b"\xff\xd8\xff\xe0" + bytes(300),
+        b"PK\x03\x04" + bytes(300),
+        b"\x50\x2a\x4d\x18" + bytes(300),  # zstd skippable frame
+    ],
+    ids=["zstd", "gzip", "png", "jpeg", "zip", "zstd-skippable"],
+)
+def test_recognisably_compressed_values_pass_through(dictionary: Dictionary, value: bytes) -> None:
+    encoded = Encoder(dictionary, min_size=0).encode_record(value)
+    assert encoded.outcome == Outcome.PRECOMPRESSED
+    assert encoded.value == value
+
+
+def test_plain_text_is_not_mistaken_for_compressed_data() -> None:
+    assert not looks_compressed(b'{"event":"x"}')
+    assert not looks_compressed(b"")
+    assert not looks_compressed(b"P")  # first byte of zip and of skippable frames, alone
+
+
+def test_values_that_would_not_shrink_with_the_header_counted_pass_through(
+    dictionary: Dictionary,
+) -> None:
+    encoder = Encoder(dictionary, min_size=0)
+    value = b"\x07\x93q"  # 3 random-looking bytes: any frame plus header is larger
+    encoded = encoder.encode_record(value)
+    assert encoded.outcome == Outcome.NO_GAIN
+    assert (encoded.value, encoded.headers) == (value, [])
+
+
+def test_compressed_records_keep_every_input_header_and_add_the_dictionary_id(
+    encoder: Encoder, dictionary: Dictionary, events: list[bytes]
+) -> None:
+    headers = [("trace-id", b"abc"), ("empty", None), ("dup", b"1"), ("dup", b"2")]
+    encoded = encoder.encode_record(events[4001], headers)
+    assert encoded.outcome == Outcome.COMPRESSED
+    assert encoded.headers == [*headers, ("zd", str(dictionary.id).encode())]
+
+
+def test_output_bytes_count_the_header_we_add(encoder: Encoder, events: list[bytes]) -> None:
+    encoded = encoder.encode_record(events[4002])
+    assert encoded.value is not None
+    assert encoded.output_bytes == len(encoded.value) + header_cost("zd", b"32768")
+    assert header_cost("zd", b"32768") == 9  # 1 + 2 key bytes, 1 + 5 value bytes
+
+
+def test_every_outcome_is_counted_with_its_bytes(
+    dictionary: Dictionary, events: list[bytes]
+) -> None:
+    encoder = Encoder(dictionary, min_size=32)
+    encoder.encode(None)
+    encoder.encode(b"tiny")
+    encoder.encode(gzip.compress(bytes(range(256))))
+    encoder.encode(events[4003])
+    encoder.encode(events[4004], [("zd", b"1")])
+    stats = encoder.stats
+    assert stats.outcomes == {
+        Outcome.TOMBSTONE: 1,
+        Outcome.BELOW_THRESHOLD: 1,
+        Outcome.PRECOMPRESSED: 1,
+        Outcome.COMPRESSED: 1,
+        Outcome.ALREADY_ENCODED: 1,
+    }
+    assert stats.messages == 5
+    assert stats.input_bytes > stats.output_bytes > 0
+
+
+def test_encode_batch_gives_the_same_records_as_one_by_one(
+    dictionary: Dictionary, events: list[bytes]
+) -> None:
+    records: list[tuple[bytes | None, list[tuple[str, bytes | None]] | None]] = [
+        (v, [("k", b"v")] if i % 3 else None) for i, v in enumerate(events[4000:4500])
+    ]
+    records += [(None, None), (b"", None), (b"tiny", [("zd", b"0")])]
+    one_by_one = Encoder(dictionary)
+    batched = Encoder(dictionary)
+    assert batched.encode_batch(records) == [one_by_one.encode_record(v, h) for v, h in records]
+    assert batched.stats == one_by_one.stats
+
+
+def test_no_dictionary_mode_compresses_larger_values_with_id_zero(events: list[bytes]) -> None:
+    encoder = Encoder(None)
+    value = b"".join(events[:5])  # ~500 bytes of JSON
+    out, headers = encoder.encode(value)
+    assert headers == [("zd", b"0")]
+    assert out is not None and len(out) < len(value)
+    assert Decoder().decode(out, headers) == value
+    assert encoder.dict_id == NO_DICTIONARY
+
+
+def test_a_custom_header_key_is_used_on_both_sides(
+    dictionary: Dictionary, events: list[bytes]
+) -> None:
+    encoder = Encoder(dictionary, header_key="x-zdict")
+    value, headers = encoder.encode(events[4005])
+    assert headers[-1][0] == "x-zdict"
+    assert (
+        Decoder(StaticResolver([dictionary]), header_key="x-zdict").decode(value, headers)
+        == events[4005]
+    )
+    assert Decoder(StaticResolver([dictionary])).decode(value, headers) == value  # not ours
+
+
+# -- round trips ---------------------------------------------------------------------------------
+
+header_lists = st.lists(
+    st.tuples(
+        st.text(max_size=12).filter(lambda k: k != "zd"),
+        st.none() | st.binary(max_size=16),
+    ),
+    max_size=4,
+)
+
+
+@settings(max_examples=10_000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    value=st.none() | st.binary(max_size=1500), headers=header_lists, min_size=st.integers(0, 64)
+)
+def test_decode_of_encode_is_the_input_for_any_bytes_and_headers(
+    dictionary_for_hypothesis: Dictionary,
+    value: bytes | None,
+    headers: list[tuple[str, bytes | None]],
+    min_size: int,
+) -> None:
+    encoder = Encoder(dictionary_for_hypothesis, min_size=min_size)
+    decoder = Decoder(StaticResolver([dictionary_for_hypothesis]))
+    encoded = encoder.encode_record(value, headers)
+    assert decoder.decode(encoded.value, encoded.headers) == value
+    if encoded.outcome == Outcome.COMPRESSED:
+        assert encoded.headers == [*headers, ("zd", str(dictionary_for_hypothesis.id).encode())]
+        assert value is not None and encoded.output_bytes < len(value)
+    else:
+        assert encoded.headers == headers
+        assert encoded.value == value
+
+
+@pytest.fixture(scope="module")
+def dictionary_for_hypothesis(
+    tmp_path_factory: pytest.TempPathFactory, trained_bytes: bytes
+) -> Dictionary:
+    # hypothesis runs a test body many times per fixture instance: module scope, built once.
+    from sidecar.dictionaries import TrainingSample
+
+    store = DictionaryStore(tmp_path_factory.mktemp("hypothesis-store"))
+    return store.add(
+        "roundtrip",
+        trained_bytes,
+        level=3,
+        heldout_ratio=2.0,
+        nodict_ratio=1.0,
+        break_even_size=0,
+        training=TrainingSample(count=1, bytes=1, heldout_count=1, heldout_bytes=1),
+    )
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [FrameOptions(), FrameOptions(checksum=True), FrameOptions(dict_id=False, content_size=False)],
+    ids=["default", "checksum", "bare"],
+)
+def test_every_frame_option_round_trips(
+    dictionary: Dictionary, events: list[bytes], frame: FrameOptions
+) -> None:
+    encoder = Encoder(dictionary, frame=frame)
+    decoder = Decoder(StaticResolver([dictionary]))
+    for raw in events[4000:4200]:
+        assert decoder.decode(*encoder.encode(raw)) == raw
+
+
+def test_an_encoder_and_a_decoder_can_be_shared_by_threads(
+    dictionary: Dictionary, events: list[bytes]
+) -> None:
+    encoder = Encoder(dictionary)
+    decoder = Decoder(StaticResolver([dictionary]))
+    failures: list[str] = []
+
+    def work(offset: int) -> None:
+        for raw in events[offset : offset + 500]:
+            if decoder.decode(*encoder.encode(raw)) != raw:
+                failures.append(f"mismatch at {offset}")
+
+    threads = [threading.Thread(target=work, args=(4000 + 500 * i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert failures == []
+    assert encoder.stats.messages == 2000
+
+
+# -- hostile input -------------------------------------------------------------------------------
+
+HUGE_DECLARED_SIZE = bytes.fromhex("28b52ffde06c06060663636363")
+
+
+def test_a_frame_declaring_a_huge_content_size_is_refused_before_allocating() -> None:
+    tracemalloc.start()
+    with pytest.raises(OutputTooLarge, match=r"declares \d+ bytes.*limit is 1048576"):
+        Decoder(max_output_size=MiB).decode(HUGE_DECLARED_SIZE, [("zd", b"0")])
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert peak < MiB
+
+
+def test_a_zero_run_bomb_without_content_size_is_stopped_at_the_limit() -> None:
+    # A 1 MiB window passes the window check, so the bounded decompression itself is tested.
+    params = zstandard.ZstdCompressionParameters.from_level(19, window_log=20, write_content_size=0)
+    cobj = zstandard.ZstdCompressor(compression_params=params).compressobj()
+    bomb = b"".join(cobj.compress(bytes(MiB)) for _ in range(64)) + cobj.flush()  # 64 MiB of zeros
+    assert len(bomb) < 64 * 1024
+    assert zstandard.get_frame_parameters(bomb).content_size == zstandard.CONTENTSIZE_UNKNOWN
+    tracemalloc.start()
+    with pytest.raises(OutputTooLarge, match="no declared size"):
+        Decoder(max_output_size=MiB).decode(bomb, [("zd", b"0")])
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert peak < 4 * MiB
+
+
+def test_a_frame_of_unknown_size_within_the_limit_decodes() -> None:
+    raw = b"hello, streaming world " * 100
+    frame = zstandard.ZstdCompressor(write_content_size=False).compress(raw)
+    assert Decoder().decode(frame, [("zd", b"0")]) == raw
+
+
+def test_a_frame_needing_a_larger_window_than_allowed_is_refused() -> None:
+    params = zstandard.ZstdCompressionParameters.from_level(3, window_log=24, write_content_size=0)
+    cobj = zstandard.ZstdCompressor(compression_params=params).compressobj()
+    frame = cobj.compress(bytes(4096)) + cobj.flush()
+    with pytest.raises(OutputTooLarge, match="window"):
+        Decoder(max_output_size=64 * 1024).decode(frame, [("zd", b"0")])
+
+
+@pytest.mark.parametrize("cut", [1, 3, 6, 12])
+def test_truncated_frames_are_corrupt(
+    encoder: Encoder, decoder: Decoder, events: list[bytes], cut: int
+) -> None:
+    value, headers = encoder.encode(events[4010])
+    assert value is not None
+    with pytest.raises(CorruptFrame):
+        decoder.decode(value[:-cut], headers)
+
+
+def test_bytes_after_the_frame_are_corrupt(
+    encoder: Encoder, decoder: Decoder, events: list[bytes]
+) -> None:
+    value, headers = encoder.encode(events[4011])
+    assert value is not None
+    with pytest.raises(CorruptFrame, match="after its zstd frame"):
+        decoder.decode(value + b"\x00\x01", headers)
+    with pytest.raises(CorruptFrame, match="after its zstd frame"):
+        decoder.decode(value + value, headers)
+
+
+def test_a_value_that_is_not_zstd_under_our_header_is_corrupt(
+    decoder: Decoder, dictionary: Dictionary
+) -> None:
+    with pytest.raises(CorruptFrame, match="not a zstd frame"):
+        decoder.decode(b'{"plain":"json"}', [("zd", str(dictionary.id).encode())])
+
+
+def test_a_record_labelled_with_the_wrong_dictionary_is_refused(
+    add_dictionary: AddDictionary, events: list[bytes], trained_bytes: bytes
+) -> None:
+    first = add_dictionary()
+    second = add_dictionary()
+    value, _ = Encoder(first).encode(events[4012])
+    decoder = Decoder(StaticResolver([first, second]))
+    with pytest.raises(
+        CorruptFrame, match=f"compressed with dictionary {first.id}.*names dictionary {second.id}"
+    ):
+        decoder.decode(value, [("zd", str(second.id).encode())])
+    with pytest.raises(CorruptFrame, match=f"compressed with dictionary {first.id}"):
+        decoder.decode(value, [("zd", b"0")])
+
+
+def test_an_unknown_dictionary_id_names_the_id(encoder: Encoder, events: list[bytes]) -> None:
+    value, headers = encoder.encode(events[4013])
+    with pytest.raises(UnknownDictionary, match=f"unknown dictionary id {encoder.dict_id}"):
+        Decoder().decode(value, headers)
+
+
+def test_an_unknown_id_in_a_store_names_the_store(store: DictionaryStore) -> None:
+    with pytest.raises(
+        UnknownDictionary, match=r"unknown dictionary id 40000: not in dictionary store"
+    ):
+        Decoder.from_store(store).decode(b"\x28\xb5\x2f\xfd", [("zd", b"40000")])
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        [("zd", b"0"), ("zd", b"0")],
+        [("zd", b"-1")],
+        [("zd", b"12a")],
+        [("zd", b"")],
+        [("zd", None)],
+        [("zd", b"\xd9\xa3")],  # a non-ASCII digit
+        [("zd", b"99999999999")],
+    ],
+    ids=["duplicate", "negative", "letters", "empty", "none", "unicode-digit", "too-long"],
+)
+def test_malformed_or_duplicate_headers_are_corrupt(
+    headers: list[tuple[str, bytes | None]],
+) -> None:
+    with pytest.raises(CorruptFrame):
+        Decoder().decode(b"\x28\xb5\x2f\xfd", headers)
+
+
+def test_a_tombstone_with_our_header_is_corrupt() -> None:
+    with pytest.raises(CorruptFrame, match="no value"):
+        Decoder().decode(None, [("zd", b"0")])
+
+
+def test_records_without_our_header_come_back_untouched(decoder: Decoder) -> None:
+    assert (
+        decoder.decode(b"\x28\xb5\x2f\xfd garbage", [("other", b"1")])
+        == b"\x28\xb5\x2f\xfd garbage"
+    )
+    assert decoder.decode(None, None) is None

@@ -1,0 +1,72 @@
+"""Settings: sources, precedence and errors that name the setting."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sidecar.config import load_settings
+from sidecar.errors import ConfigError
+
+
+def test_defaults_need_no_configuration() -> None:
+    settings = load_settings()
+    assert settings.codec.header_key == "zd"
+    assert settings.dictionaries == Path("dictionaries")
+
+
+def test_nested_environment_variables_set_nested_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ZDICT_CODEC__LEVEL", "1")
+    monkeypatch.setenv("ZDICT_TRAINING__LEVELS", "[1, 3]")
+    settings = load_settings()
+    assert settings.codec.level == 1
+    assert settings.training.levels == (1, 3)
+
+
+def test_flags_beat_environment_beats_config_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = tmp_path / "zdict.toml"
+    config.write_text('dictionaries = "/from/file"\n[codec]\nlevel = 5\nmin_size = 40\n')
+    monkeypatch.setenv("ZDICT_CODEC__LEVEL", "2")
+    settings = load_settings(config)
+    assert (settings.codec.level, settings.codec.min_size) == (2, 40)
+    assert settings.dictionaries == Path("/from/file")
+    assert load_settings(config, dictionaries="/from/flag").dictionaries == Path("/from/flag")
+
+
+@pytest.mark.parametrize(
+    ("var", "value", "message"),
+    [
+        (
+            "ZDICT_CODEC__LEVEL",
+            "99",
+            "ZDICT_CODEC__LEVEL: Input should be less than or equal to 22",
+        ),
+        ("ZDICT_CODEC__HEADER_KEY", "", "ZDICT_CODEC__HEADER_KEY"),
+        ("ZDICT_TRAINING__DICT_SIZES", "[10]", "ZDICT_TRAINING__DICT_SIZES"),
+        ("ZDICT_TRAINING__HELDOUT_FRACTION", "1.5", "ZDICT_TRAINING__HELDOUT_FRACTION"),
+        ("ZDICT_LOG_FORMAT", "xml", "ZDICT_LOG_FORMAT"),
+    ],
+)
+def test_invalid_values_name_the_setting(
+    monkeypatch: pytest.MonkeyPatch, var: str, value: str, message: str
+) -> None:
+    monkeypatch.setenv(var, value)
+    with pytest.raises(ConfigError, match=message):
+        load_settings()
+
+
+def test_unknown_keys_in_a_config_file_are_refused(tmp_path: Path) -> None:
+    config = tmp_path / "zdict.toml"
+    config.write_text("[codec]\nlevle = 3\n")
+    with pytest.raises(ConfigError, match="ZDICT_CODEC__LEVLE: Extra inputs are not permitted"):
+        load_settings(config)
+
+
+def test_a_config_file_with_a_syntax_error_is_named(tmp_path: Path) -> None:
+    config = tmp_path / "zdict.toml"
+    config.write_text("[codec\n")
+    with pytest.raises(ConfigError, match=r"zdict\.toml"):
+        load_settings(config)
