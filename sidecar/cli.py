@@ -216,26 +216,30 @@ def cmd_dicts(args: argparse.Namespace) -> int:
     store = DictionaryStore(_settings(args).dictionaries)
     if args.action == "list":
         namespaces = [validate_namespace(args.namespace)] if args.namespace else store.namespaces()
-        rows: list[list[object]] = []
-        for ns in namespaces:
-            active = store.active_id(ns)
-            for meta in store.versions(ns):
-                rows.append(
-                    [
-                        meta.id,
-                        ns,
-                        meta.version,
-                        meta.size,
-                        meta.level,
-                        meta.heldout_ratio,
-                        meta.break_even_size,
-                        meta.created_at.strftime("%Y-%m-%d %H:%M:%S"),
-                        "*" if meta.id == active else "",
-                    ]
-                )
+        listed = [
+            (meta, meta.id == active)
+            for ns in namespaces
+            for active in [store.active_id(ns)]
+            for meta in store.versions(ns)
+        ]
         if args.json:
-            print(json.dumps([dict(zip(_DICT_HEADERS, r, strict=True)) for r in rows], indent=2))
-        elif rows:
+            entries = [meta.model_dump(mode="json") | {"active": on} for meta, on in listed]
+            print(json.dumps(entries, indent=2))
+        elif listed:
+            rows: list[list[object]] = [
+                [
+                    str(meta.id),
+                    meta.namespace,
+                    meta.version,
+                    meta.size,
+                    meta.level,
+                    meta.heldout_ratio,
+                    meta.break_even_size,
+                    meta.created_at.strftime("%Y-%m-%d %H:%M:%S"),
+                    "*" if on else "",
+                ]
+                for meta, on in listed
+            ]
             print(render(_DICT_HEADERS, rows))
         else:
             print(f"no dictionaries in {store.root}")
@@ -253,6 +257,81 @@ def cmd_dicts(args: argparse.Namespace) -> int:
         f"namespace {namespace}: dictionary {dictionary.id} "
         f"(version {dictionary.meta.version}) is active"
     )
+    return 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from sidecar import bench  # imported on use: it is the only command that needs the zstd CLI
+
+    if args.runs < 3:
+        raise ConfigError("--runs must be at least 3 (the median of fewer runs says little)")
+    if args.input:
+        sets = [(Path(args.input).name, read_lines(args.input))]
+    else:
+        kinds = args.kind or ["product_viewed", "customer"]
+        sets = [(kind, list(generate(kind, args.count, seed=args.seed))) for kind in kinds]
+    results = [bench.bench_codec(label, values, runs=args.runs) for label, values in sets]
+    rows: list[list[object]] = []
+    for r in results:
+        native = r.native["compress_msg_per_s"]
+        for path, speed in r.speeds.items():
+            rows.append([r.label, path, str(speed), round(speed.median / native, 2)])
+        rows.append([r.label, "zstd -b (native, same messages)", f"{native:,.0f}", 1.0])
+        rows.append(
+            [
+                r.label,
+                "zstd -d (native decompress)",
+                f"{r.native['decompress_msg_per_s']:,.0f}",
+                "-",
+            ]
+        )
+    print(
+        render(
+            ("messages", "path", "msg/s median [min-max]", "x native"),
+            rows,
+            f"codec speed, one thread, {args.runs} runs after a warm-up",
+        )
+    )
+    summary = [
+        [
+            r.label,
+            r.messages,
+            round(r.mean_size, 1),
+            f"{r.dict_bytes // 1024} KiB",
+            r.level,
+            round(r.ratio_with_header, 3),
+            round(r.ratio_frames_only, 3),
+            round(r.nodict_ratio, 3),
+        ]
+        for r in results
+    ]
+    print()
+    print(
+        render(
+            (
+                "messages",
+                "held-out",
+                "mean B",
+                "dict",
+                "level",
+                "ratio (with header)",
+                "ratio (frames)",
+                "no dict",
+            ),
+            summary,
+            "held-out ratio (trained on the first 20%)",
+        )
+    )
+    out = Path(args.json_out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    payload = {
+        "benchmark": "codec",
+        "environment": bench.environment(),
+        "settings": {"runs": args.runs, "count": args.count, "seed": args.seed},
+        "results": [bench.result_dict(r) for r in results],
+    }
+    out.write_text(json.dumps(payload, indent=2))
+    print(f"\nwrote {out}")
     return 0
 
 
@@ -320,6 +399,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--min-encode-rate", type=float, metavar="MSG_PER_S", help="speed budget")
     _common(p, store=False)
     p.set_defaults(func=cmd_evaluate)
+
+    p = sub.add_parser("bench", help="benchmarks that print tables and write JSON")
+    kinds = p.add_subparsers(dest="bench", required=True, metavar="BENCH")
+    b = kinds.add_parser("codec", help="codec speed and ratio next to the native zstd CLI")
+    b.add_argument("--kind", action="append", choices=KINDS, help="repeatable; default two kinds")
+    b.add_argument("--input", metavar="FILE", help="benchmark these messages instead")
+    b.add_argument("-n", "--count", type=int, default=100_000)
+    b.add_argument("--seed", type=int, default=1)
+    b.add_argument("--runs", type=int, default=3, help="measured runs after one warm-up (>= 3)")
+    b.add_argument("--json-out", default="out/bench-codec.json", metavar="FILE")
+    b.set_defaults(func=cmd_bench, kind=None)
 
     p = sub.add_parser("dicts", help="list, show, activate or roll back stored dictionaries")
     actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")

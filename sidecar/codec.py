@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, NamedTuple, Protocol
 
@@ -59,7 +59,6 @@ _COMPRESSED_MAGICS: Final = (
 _SKIPPABLE_FRAME_MAGIC_HIGH: Final = b"\x2a\x4d\x18"  # zstd skippable frames: 50..5F 2A 4D 18
 
 Headers = list[tuple[str, bytes | None]]
-_Compress = Callable[[bytes], bytes]
 
 
 class Outcome:
@@ -147,16 +146,6 @@ class CodecStats:
     input_bytes: int = 0
     output_bytes: int = 0
 
-    def add(self, encoded: Encoded) -> None:
-        self.outcomes[encoded.outcome] += 1
-        self.input_bytes += encoded.input_bytes
-        self.output_bytes += encoded.output_bytes
-
-    def add_all(self, batch: Sequence[Encoded]) -> None:
-        self.outcomes.update(e.outcome for e in batch)
-        self.input_bytes += sum(e.input_bytes for e in batch)
-        self.output_bytes += sum(e.output_bytes for e in batch)
-
     @property
     def messages(self) -> int:
         return sum(self.outcomes.values())
@@ -170,11 +159,6 @@ class CodecStats:
 def zstd_dictionary(dictionary: Dictionary) -> zstandard.ZstdCompressionDict:
     """The zstandard object for `dictionary`, loaded as a full dictionary (never raw content)."""
     return zstandard.ZstdCompressionDict(dictionary.data, dict_type=zstandard.DICT_TYPE_FULLDICT)
-
-
-def has_header(headers: Iterable[tuple[str, bytes | None]] | None, key: str) -> bool:
-    """True when `headers` contains `key` at least once."""
-    return headers is not None and any(k == key for k, _ in headers)
 
 
 class Encoder:
@@ -263,39 +247,11 @@ class Encoder:
         frame: bytes = self._compressor().compress(value)
         return frame
 
-    def _skip_reason(self, value: bytes, headers: Headers) -> str | None:
-        """Why a present value is not compressed, or None to compress it."""
-        if headers and has_header(headers, self.header_key):
-            return Outcome.ALREADY_ENCODED
-        if len(value) < self.min_size:
-            return Outcome.BELOW_THRESHOLD
-        if looks_compressed(value):
-            return Outcome.PRECOMPRESSED
-        return None
-
-    def _encode_one(self, value: bytes | None, headers: Headers, compress: _Compress) -> Encoded:
-        if value is None:
-            return _new_encoded(Encoded, (None, headers, Outcome.TOMBSTONE, 0, 0))
-        size = len(value)
-        reason = self._skip_reason(value, headers)
-        if reason is not None:
-            return _new_encoded(Encoded, (value, headers, reason, size, size))
-        frame = compress(value)
-        cost = len(frame) + self.header_bytes
-        if cost >= size:
-            return _new_encoded(Encoded, (value, headers, Outcome.NO_GAIN, size, size))
-        return _new_encoded(
-            Encoded, (frame, [*headers, self._header], Outcome.COMPRESSED, size, cost)
-        )
-
     def encode_record(
         self, value: bytes | None, headers: Sequence[tuple[str, bytes | None]] | None = None
     ) -> Encoded:
         """Encode one record value; headers out = headers in, plus ours if compressed."""
-        hdrs = list(headers) if headers else []
-        encoded = self._encode_one(value, hdrs, self._compressor().compress)
-        self.stats.add(encoded)
-        return encoded
+        return self.encode_batch(((value, headers),))[0]
 
     def encode(
         self, value: bytes | None, headers: Sequence[tuple[str, bytes | None]] | None = None
@@ -307,17 +263,53 @@ class Encoder:
     def encode_batch(
         self, records: Iterable[tuple[bytes | None, Sequence[tuple[str, bytes | None]] | None]]
     ) -> list[Encoded]:
-        """Encode many records; the same results as `encode_record` on each, in order.
+        """Encode many records, in order; the relay's path and the one place the rules live.
 
-        The relay's path: one compressor lookup and one stats update per batch, not per record.
+        Skip rules, in order: tombstone; our header already present; shorter than `min_size`;
+        recognisably compressed; would not shrink once our header is counted.
+
+        One loop with everything in locals: at ~1 µs of zstd per 100-byte message, each Python
+        call or attribute lookup per record shows in the throughput.
         """
         compress = self._compressor().compress
-        encode_one = self._encode_one
-        results = [
-            encode_one(value, list(headers) if headers else [], compress)
-            for value, headers in records
-        ]
-        self.stats.add_all(results)
+        key, our_header, header_bytes = self.header_key, self._header, self.header_bytes
+        min_size, magic_first = self.min_size, _MAGIC_FIRST_BYTES
+        results: list[Encoded] = []
+        append = results.append
+        compressed = in_bytes = out_bytes = 0
+        outcomes = self.stats.outcomes
+        for value, headers in records:
+            hdrs = list(headers) if headers else []
+            if value is None:
+                outcomes[Outcome.TOMBSTONE] += 1
+                append(_new_encoded(Encoded, (None, hdrs, Outcome.TOMBSTONE, 0, 0)))
+                continue
+            size = len(value)
+            if hdrs and any(k == key for k, _ in hdrs):
+                reason = Outcome.ALREADY_ENCODED
+            elif size < min_size:
+                reason = Outcome.BELOW_THRESHOLD
+            elif value and value[0] in magic_first and looks_compressed(value):
+                reason = Outcome.PRECOMPRESSED
+            else:
+                frame = compress(value)
+                cost = len(frame) + header_bytes
+                if cost < size:
+                    hdrs.append(our_header)
+                    append(_new_encoded(Encoded, (frame, hdrs, Outcome.COMPRESSED, size, cost)))
+                    compressed += 1
+                    in_bytes += size
+                    out_bytes += cost
+                    continue
+                reason = Outcome.NO_GAIN
+            outcomes[reason] += 1
+            in_bytes += size
+            out_bytes += size
+            append(_new_encoded(Encoded, (value, hdrs, reason, size, size)))
+        if compressed:
+            outcomes[Outcome.COMPRESSED] += compressed
+        self.stats.input_bytes += in_bytes
+        self.stats.output_bytes += out_bytes
         return results
 
 

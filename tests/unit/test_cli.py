@@ -73,7 +73,7 @@ def test_train_stores_and_activates_then_list_activate_and_rollback_work(
 
     assert main(["dicts", "list", "--dictionaries", str(store_dir), "--json"]) == 0
     listed = json.loads(capsys.readouterr().out)
-    assert [row["id"] for row in listed] == [first] and listed[0]["active"] == "*"
+    assert [row["id"] for row in listed] == [first] and listed[0]["active"] is True
 
     assert main([*args, "--no-activate", "--heldout-fraction", "0.5"]) == 0
     capsys.readouterr()
