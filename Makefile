@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed-stamp
 OUT    := out
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test lint unit integration bench tools clean
+.PHONY: demo test lint unit integration tools clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,9 +28,13 @@ demo: $(STAMP)
 	$(BIN)/zdict-sidecar train --input $(OUT)/demo-events.ndjson --namespace demo --dictionaries $(OUT)/dictionaries
 	$(BIN)/zdict-sidecar dicts list --dictionaries $(OUT)/dictionaries
 
-## test: lint, type-check, then every test
+## test: lint, type-check, then every test; the integration tests get a real Kafka broker:
+## KAFKA_BOOTSTRAP_SERVERS if set, else deploy/kafka/kafka-local starts one and stops it after.
 test: $(STAMP) tools lint
-	$(BIN)/pytest -q
+	deploy/kafka/kafka-local exec -- $(BIN)/pytest -q
+
+integration: $(STAMP)
+	deploy/kafka/kafka-local exec -- $(BIN)/pytest -q tests/integration
 
 lint: $(STAMP)
 	$(BIN)/ruff check sidecar tests

@@ -1,0 +1,690 @@
+"""Every Prometheus metric of the process; the HTTP server for /metrics, /healthz and /readyz.
+
+All metrics are defined once, in `Metrics`, against a `CollectorRegistry` the caller passes in
+(the process makes one; each test makes a fresh one). Conventions (DESIGN.md §6): base units,
+`_total` counters, `_seconds` / `_bytes` suffixes, and only bounded labels (namespace, outcome,
+result, topic, partition, reason), never anything per message.
+
+The relay's hot path is `NamespaceMetrics.observe_batch`: one call per consumed batch, one
+`inc(n)` per distinct label set, on children resolved once when the namespace was registered.
+
+Metrics (counters are exposed with `_total`; counters and histograms also get `_created`):
+
+* `zdict_messages_total{namespace,outcome}` counter: records by what the encoder did (Outcome)
+* `zdict_input_bytes_total{namespace}` counter: raw value bytes in
+* `zdict_output_bytes_total{namespace}` counter: value bytes out plus the header bytes we add
+* `zdict_compress_seconds{namespace}` histogram: per-message encode time, the batch mean
+* `zdict_relay_latency_seconds{namespace}` histogram: input record timestamp → output acked
+* `zdict_produce_errors_total{reason}` counter: failed deliveries by error name
+* `zdict_commits_total{result}` counter: offset commits, ok / failed
+* `zdict_consumer_lag_messages{topic,partition}` gauge: high watermark - position
+* `zdict_assigned_partitions` gauge: input partitions assigned to this process
+* `zdict_dictionary_info{namespace,dict_id,version}` gauge (info): 1 for the active dictionary
+  of each namespace, exactly one series per namespace (dict_id 0: no dictionary)
+* `zdict_dictionary_heldout_ratio{namespace}` gauge: the active dictionary's held-out ratio
+* `zdict_dictionary_created_timestamp_seconds{namespace}` gauge: when it was trained
+* `zdict_training_runs_total{namespace,result}` counter: promoted / rejected / failed
+* `zdict_training_seconds{namespace}` histogram: wall time of one training run
+* `zdict_build_info{version,python,zstandard,libzstd,confluent_kafka,librdkafka}` gauge (info)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import platform
+import threading
+import time
+from collections import Counter as _Tally
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from operator import itemgetter
+from typing import TYPE_CHECKING, Any, Final
+from urllib.parse import urlsplit
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
+from prometheus_client.exposition import choose_encoder, gzip_accepted
+
+from sidecar import __version__
+from sidecar.codec import Encoded, Outcome
+from sidecar.dictionaries.training import Decision
+from sidecar.logs import get_logger
+
+if TYPE_CHECKING:
+    from sidecar.dictionaries.model import Dictionary
+
+__all__ = [
+    "COMMIT_FAILED",
+    "COMMIT_OK",
+    "COMPRESS_BUCKETS",
+    "RELAY_LATENCY_BUCKETS",
+    "TRAINING_BUCKETS",
+    "TRAINING_RESULTS",
+    "Health",
+    "Metrics",
+    "NamespaceMetrics",
+    "ObservabilityServer",
+    "build_info",
+]
+
+#: Per-message encode time: ~1 µs for a 100-byte event with a dictionary, up to a millisecond
+#: for large values or high levels.
+COMPRESS_BUCKETS: Final = (
+    0.5e-6,
+    1e-6,
+    2e-6,
+    5e-6,
+    10e-6,
+    20e-6,
+    50e-6,
+    100e-6,
+    200e-6,
+    500e-6,
+    1e-3,
+)
+#: Record timestamp → delivery acknowledged: milliseconds when keeping up, minutes when lagging.
+RELAY_LATENCY_BUCKETS: Final = (
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
+    120.0,
+    300.0,
+    600.0,
+)
+#: One training run: seconds for a small sample, up to an hour for a large grid.
+TRAINING_BUCKETS: Final = (1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0)
+
+#: Values of the `result` label of `zdict_training_runs_total`.
+TRAINING_RESULTS: Final = tuple(d.value for d in Decision)
+#: Values of the `result` label of `zdict_commits_total`.
+COMMIT_OK: Final = "ok"
+COMMIT_FAILED: Final = "failed"
+#: Distinct `reason` values kept for produce errors; later ones are counted as "other", so a
+#: broker returning unexpected error names cannot grow the series without bound.
+MAX_PRODUCE_ERROR_REASONS: Final = 64
+OTHER_REASON: Final = "other"
+
+_OUTCOME: Final = itemgetter(2)  # Encoded.outcome
+_INPUT_BYTES: Final = itemgetter(3)  # Encoded.input_bytes
+_OUTPUT_BYTES: Final = itemgetter(4)  # Encoded.output_bytes
+
+_log = get_logger(__name__)
+
+
+def build_info() -> dict[str, str]:
+    """Versions of this process and of the native libraries it runs on (zdict_build labels)."""
+    info = {
+        "version": __version__,
+        "python": platform.python_version(),
+        "zstandard": "unknown",
+        "libzstd": "unknown",
+        "confluent_kafka": "unknown",
+        "librdkafka": "unknown",
+    }
+    try:
+        import zstandard
+
+        info["zstandard"] = str(zstandard.__version__)
+        info["libzstd"] = ".".join(str(part) for part in zstandard.ZSTD_VERSION)
+    except ImportError:  # pragma: no cover - a dependency
+        pass
+    try:
+        import confluent_kafka
+
+        info["confluent_kafka"] = str(confluent_kafka.version()[0])
+        info["librdkafka"] = str(confluent_kafka.libversion()[0])
+    except ImportError:  # pragma: no cover - a dependency
+        pass
+    return info
+
+
+class NamespaceMetrics:
+    """The labelled children of one namespace, resolved once: what the relay holds per namespace.
+
+    Get it from `Metrics.namespace`; every method is label-lookup free.
+    """
+
+    __slots__ = (
+        "_compress",
+        "_input",
+        "_latency",
+        "_messages",
+        "_outcomes",
+        "_output",
+        "_training",
+        "_training_seconds",
+        "name",
+    )
+
+    def __init__(self, metrics: Metrics, namespace: str) -> None:
+        self.name = namespace
+        self._messages = metrics.messages
+        # Every outcome exists from the first scrape, so rate() has a zero to start from.
+        self._outcomes: dict[str, Counter] = {
+            outcome: metrics.messages.labels(namespace, outcome) for outcome in Outcome.ALL
+        }
+        self._input = metrics.input_bytes.labels(namespace)
+        self._output = metrics.output_bytes.labels(namespace)
+        self._compress = metrics.compress_seconds.labels(namespace)
+        self._latency = metrics.relay_latency_seconds.labels(namespace)
+        self._training: dict[str, Counter] = {
+            result: metrics.training_runs.labels(namespace, result) for result in TRAINING_RESULTS
+        }
+        self._training_seconds = metrics.training_seconds.labels(namespace)
+
+    def observe_batch(self, encoded: Sequence[Encoded], encode_seconds: float) -> None:
+        """Count one encoded batch: outcomes, bytes in and out, and the mean encode time.
+
+        `encode_seconds` is the wall time of encoding the whole batch; `zdict_compress_seconds`
+        gets one observation per batch, the per-message mean (observing every message would cost
+        more than compressing it). An empty batch is not observed.
+        """
+        if not encoded:
+            return
+        self.observe_counts(
+            _Tally(map(_OUTCOME, encoded)),
+            sum(map(_INPUT_BYTES, encoded)),
+            sum(map(_OUTPUT_BYTES, encoded)),
+            encode_seconds,
+        )
+
+    def observe_counts(
+        self,
+        outcomes: Mapping[str, int],
+        input_bytes: int,
+        output_bytes: int,
+        encode_seconds: float,
+    ) -> None:
+        """`observe_batch` from totals the caller has already (e.g. a `CodecStats` delta).
+
+        Costs nothing per message: for callers that tally outcomes and bytes themselves.
+        """
+        messages = 0
+        children = self._outcomes
+        for outcome, count in outcomes.items():
+            if not count:
+                continue
+            child = children.get(outcome)
+            if child is None:  # an outcome the codec added after this module was written
+                child = children[outcome] = self._messages.labels(self.name, outcome)
+            child.inc(count)
+            messages += count
+        if not messages:
+            return
+        self._input.inc(input_bytes)
+        self._output.inc(output_bytes)
+        self._compress.observe(encode_seconds / messages)
+
+    def observe_delivery_latency(self, seconds: float) -> None:
+        """One delivered record: input record timestamp → output acknowledged (clamped at 0)."""
+        self._latency.observe(seconds if seconds > 0.0 else 0.0)
+
+    def training_run(self, result: str, seconds: float) -> None:
+        """One training run ended with `result` (a `Decision`: promoted, rejected or failed)."""
+        child = self._training.get(result)
+        if child is None:
+            raise ValueError(f"training result {result!r} is not one of {TRAINING_RESULTS}")
+        child.inc()
+        self._training_seconds.observe(seconds)
+
+
+class Metrics:
+    """All metrics of the process, registered in `registry`.
+
+    Thread-safe: the relay, delivery callbacks and the training thread may call it concurrently.
+    The metric objects are public attributes for tests and for anything not covered by a method.
+    """
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+        reg = registry
+        self.messages = Counter(
+            "zdict_messages",
+            "Records handled, by what the encoder did with the value (codec Outcome).",
+            ("namespace", "outcome"),
+            registry=reg,
+        )
+        self.input_bytes = Counter(
+            "zdict_input_bytes",
+            "Raw record value bytes consumed (tombstones count 0).",
+            ("namespace",),
+            registry=reg,
+        )
+        self.output_bytes = Counter(
+            "zdict_output_bytes",
+            "Record value bytes produced, plus the bytes of the header we add to compressed ones.",
+            ("namespace",),
+            registry=reg,
+        )
+        self.compress_seconds = Histogram(
+            "zdict_compress_seconds",
+            "Per-message encode time, observed once per consumed batch as the batch mean.",
+            ("namespace",),
+            buckets=COMPRESS_BUCKETS,
+            registry=reg,
+        )
+        self.relay_latency_seconds = Histogram(
+            "zdict_relay_latency_seconds",
+            "Input record timestamp to output record acknowledged by the broker.",
+            ("namespace",),
+            buckets=RELAY_LATENCY_BUCKETS,
+            registry=reg,
+        )
+        self.produce_errors = Counter(
+            "zdict_produce_errors",
+            "Records the producer failed to deliver, by error name.",
+            ("reason",),
+            registry=reg,
+        )
+        self.commits = Counter(
+            "zdict_commits",
+            "Consumer offset commits, by result (ok, failed).",
+            ("result",),
+            registry=reg,
+        )
+        self.consumer_lag = Gauge(
+            "zdict_consumer_lag_messages",
+            "Messages between the consumer position and the high watermark, per input partition.",
+            ("topic", "partition"),
+            registry=reg,
+        )
+        self.assigned_partitions = Gauge(
+            "zdict_assigned_partitions",
+            "Input partitions currently assigned to this process.",
+            registry=reg,
+        )
+        self.dictionary_info = Info(
+            "zdict_dictionary",
+            "The active dictionary of each namespace (dict_id 0: compressing without one).",
+            ("namespace",),
+            registry=reg,
+        )
+        self.dictionary_heldout_ratio = Gauge(
+            "zdict_dictionary_heldout_ratio",
+            "Raw / (frame + header) bytes of the active dictionary on its held-out data.",
+            ("namespace",),
+            registry=reg,
+        )
+        self.dictionary_created = Gauge(
+            "zdict_dictionary_created_timestamp_seconds",
+            "When the active dictionary was trained (Unix time).",
+            ("namespace",),
+            registry=reg,
+        )
+        self.training_runs = Counter(
+            "zdict_training_runs",
+            "Training runs, by result (promoted, rejected, failed).",
+            ("namespace", "result"),
+            registry=reg,
+        )
+        self.training_seconds = Histogram(
+            "zdict_training_seconds",
+            "Wall time of one training run, sampling excluded.",
+            ("namespace",),
+            buckets=TRAINING_BUCKETS,
+            registry=reg,
+        )
+        self.build = Info(
+            "zdict_build", "Versions of zdict-sidecar and its libraries.", registry=reg
+        )
+        self.build.info(build_info())
+
+        self._lock = threading.Lock()
+        self._namespaces: dict[str, NamespaceMetrics] = {}
+        self._lag: dict[tuple[str, int], Gauge] = {}
+        self._produce_errors: dict[str, Counter] = {}
+        self._commits = {
+            COMMIT_OK: self.commits.labels(COMMIT_OK),
+            COMMIT_FAILED: self.commits.labels(COMMIT_FAILED),
+        }
+        self.assigned_partitions.set(0)
+
+    # -- per namespace -------------------------------------------------------------------------
+
+    def namespace(self, namespace: str) -> NamespaceMetrics:
+        """The cached children of `namespace`, registering it (all outcomes at 0) on first use."""
+        children = self._namespaces.get(namespace)
+        if children is None:
+            with self._lock:
+                children = self._namespaces.get(namespace)
+                if children is None:
+                    children = self._namespaces[namespace] = NamespaceMetrics(self, namespace)
+        return children
+
+    def observe_batch(
+        self, namespace: str, encoded: Sequence[Encoded], encode_seconds: float
+    ) -> None:
+        """`NamespaceMetrics.observe_batch` for `namespace` (one dict lookup more)."""
+        self.namespace(namespace).observe_batch(encoded, encode_seconds)
+
+    def observe_delivery_latency(self, namespace: str, seconds: float) -> None:
+        """`NamespaceMetrics.observe_delivery_latency` for `namespace`."""
+        self.namespace(namespace).observe_delivery_latency(seconds)
+
+    def training_run(self, namespace: str, result: str, seconds: float) -> None:
+        """`NamespaceMetrics.training_run` for `namespace`; `result` must be a `Decision`."""
+        self.namespace(namespace).training_run(result, seconds)
+
+    def set_active_dictionary(
+        self,
+        namespace: str,
+        dict_id: int,
+        version: int,
+        heldout_ratio: float | None,
+        created_at: datetime | None,
+    ) -> None:
+        """Make `dict_id` (0 = none) the one `zdict_dictionary_info` series of `namespace`.
+
+        The previous dictionary's series is replaced, not left at 0: exactly one series per
+        namespace is 1. `heldout_ratio` / `created_at` None remove those gauges (e.g. no
+        dictionary). A naive `created_at` is taken as UTC.
+        """
+        self.namespace(namespace)
+        with self._lock:
+            self.dictionary_info.labels(namespace).info(
+                {"dict_id": str(dict_id), "version": str(version)}
+            )
+            if heldout_ratio is None:
+                _remove(self.dictionary_heldout_ratio, namespace)
+            else:
+                self.dictionary_heldout_ratio.labels(namespace).set(heldout_ratio)
+            if created_at is None:
+                _remove(self.dictionary_created, namespace)
+            else:
+                if created_at.tzinfo is None:
+                    created_at = created_at.replace(tzinfo=UTC)
+                self.dictionary_created.labels(namespace).set(created_at.timestamp())
+
+    def set_dictionary(self, namespace: str, dictionary: Dictionary | None) -> None:
+        """`set_active_dictionary` from a store `Dictionary`; None: compressing without one."""
+        if dictionary is None:
+            self.set_active_dictionary(namespace, 0, 0, None, None)
+            return
+        meta = dictionary.meta
+        self.set_active_dictionary(
+            namespace, meta.id, meta.version, meta.heldout_ratio, meta.created_at
+        )
+
+    # -- consumer and producer -----------------------------------------------------------------
+
+    def set_lag(self, topic: str, partition: int, lag: int) -> None:
+        """Messages between the consumer position and the high watermark of one partition."""
+        key = (topic, partition)
+        child = self._lag.get(key)
+        if child is None:
+            with self._lock:
+                child = self._lag.get(key)
+                if child is None:
+                    child = self._lag[key] = self.consumer_lag.labels(topic, str(partition))
+        child.set(lag)
+
+    def remove_partition(self, topic: str, partition: int) -> None:
+        """Forget a revoked partition's lag series (no-op if it had none)."""
+        with self._lock:
+            if self._lag.pop((topic, partition), None) is not None:
+                _remove(self.consumer_lag, topic, str(partition))
+
+    def set_assigned_partitions(self, count: int) -> None:
+        """How many input partitions this process holds after a rebalance."""
+        self.assigned_partitions.set(count)
+
+    def produce_error(self, reason: str) -> None:
+        """One record failed delivery; `reason` is a bounded error name (e.g. KafkaError.name())."""
+        child = self._produce_errors.get(reason)
+        if child is None:
+            with self._lock:
+                child = self._produce_errors.get(reason)
+                if child is None:
+                    if len(self._produce_errors) >= MAX_PRODUCE_ERROR_REASONS:
+                        reason = OTHER_REASON
+                    child = self._produce_errors.get(reason)
+                    if child is None:
+                        child = self._produce_errors[reason] = self.produce_errors.labels(reason)
+        child.inc()
+
+    def commit(self, ok: bool) -> None:
+        """One offset commit finished, successfully or not."""
+        self._commits[COMMIT_OK if ok else COMMIT_FAILED].inc()
+
+
+def _remove(metric: Gauge | Counter, *labelvalues: str) -> None:
+    with contextlib.suppress(KeyError):
+        metric.remove(*labelvalues)
+
+
+# --------------------------------------------------------------------------------------------
+# Health and the HTTP server
+# --------------------------------------------------------------------------------------------
+
+
+class Health:
+    """Liveness (a heartbeat the process loop touches) and readiness, shared with the server.
+
+    Alive while the last `beat()` is at most `staleness_seconds` old (the constructor counts as
+    a beat, so a process that is starting up is alive). Ready when alive, not stopping, an
+    encoder is ready and at least one partition is assigned. Thread-safe.
+    """
+
+    def __init__(
+        self, staleness_seconds: float = 30.0, *, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        if not staleness_seconds > 0:
+            raise ValueError(f"staleness_seconds must be > 0, got {staleness_seconds}")
+        self.staleness_seconds = staleness_seconds
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._last_beat = clock()
+        self._assigned = 0
+        self._encoder_ready = False
+        self._stopping = False
+
+    def beat(self) -> None:
+        """The process loop is alive; call once per poll iteration."""
+        now = self._clock()
+        with self._lock:
+            self._last_beat = now
+
+    def set_assigned_partitions(self, count: int) -> None:
+        with self._lock:
+            self._assigned = count
+
+    def set_encoder_ready(self, ready: bool = True) -> None:
+        """An encoder (with the active dictionary, or the no-dictionary path) is ready."""
+        with self._lock:
+            self._encoder_ready = ready
+
+    def set_stopping(self) -> None:
+        """Shutting down: not ready any more, whatever else holds."""
+        with self._lock:
+            self._stopping = True
+
+    def liveness(self) -> tuple[bool, str]:
+        """(alive, one-line reason)."""
+        now = self._clock()
+        with self._lock:
+            age = now - self._last_beat
+        if age > self.staleness_seconds:
+            return False, (
+                f"process loop heartbeat is {age:.1f}s old (limit {self.staleness_seconds:g}s)"
+            )
+        return True, "ok"
+
+    def readiness(self) -> tuple[bool, str]:
+        """(ready, one-line reason)."""
+        alive, why = self.liveness()
+        with self._lock:
+            stopping, encoder_ready, assigned = self._stopping, self._encoder_ready, self._assigned
+        if stopping:
+            return False, "shutting down"
+        if not alive:
+            return False, why
+        if not encoder_ready:
+            return False, "no encoder ready yet"
+        if assigned <= 0:
+            return False, "no partitions assigned"
+        return True, "ready"
+
+    @property
+    def alive(self) -> bool:
+        return self.liveness()[0]
+
+    @property
+    def ready(self) -> bool:
+        return self.readiness()[0]
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(
+        self, address: tuple[str, int], registry: CollectorRegistry, health: Health
+    ) -> None:
+        self.registry = registry
+        self.health = health
+        super().__init__(address, _Handler)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # socketserver would print the traceback to stderr, outside the log format.
+        _log.exception("http_handler_failed", client=str(client_address[0]))
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+    #: A client that stops sending mid-request does not hold a thread for long.
+    timeout = 10
+    server_version = "zdict-sidecar"
+
+    def version_string(self) -> str:
+        return self.server_version  # no Python version in the Server header
+
+    def do_GET(self) -> None:
+        self._respond(head=False)
+
+    def do_HEAD(self) -> None:
+        self._respond(head=True)
+
+    def _respond(self, *, head: bool) -> None:
+        path = urlsplit(self.path).path
+        headers: list[tuple[str, str]] = []
+        if path == "/metrics":
+            try:
+                encoder, content_type = choose_encoder(self.headers.get("Accept", ""))
+                body = encoder(self.server.registry)
+            except Exception:
+                _log.exception("metrics_exposition_failed")
+                self._send(500, b"metrics exposition failed\n", head=head)
+                return
+            if gzip_accepted(self.headers.get("Accept-Encoding", "")):
+                body = gzip.compress(body)
+                headers.append(("Content-Encoding", "gzip"))
+            self._send(200, body, content_type, headers, head=head)
+        elif path == "/healthz":
+            alive, why = self.server.health.liveness()
+            self._send(200 if alive else 503, why.encode() + b"\n", head=head)
+        elif path == "/readyz":
+            ready, why = self.server.health.readiness()
+            self._send(200 if ready else 503, why.encode() + b"\n", head=head)
+        else:
+            self._send(404, b"not found: try /metrics, /healthz or /readyz\n", head=head)
+
+    def _send(
+        self,
+        status: int,
+        body: bytes,
+        content_type: str = "text/plain; charset=utf-8",
+        headers: Sequence[tuple[str, str]] = (),
+        *,
+        head: bool,
+    ) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Cache-Control", "no-store")
+        for name, value in headers:
+            self.send_header(name, value)
+        self.end_headers()
+        if not head:
+            self.wfile.write(body)
+
+    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+        # A request that failed to parse has no command or path yet.
+        _log.debug(
+            "http_request",
+            method=getattr(self, "command", None),
+            path=getattr(self, "path", None),
+            status=code,
+        )
+
+    def log_message(self, format: str, *args: Any) -> None:
+        _log.warning("http_error", client=self.client_address[0], detail=format % args)
+
+
+class ObservabilityServer:
+    """`/metrics` (Prometheus text or OpenMetrics, gzip if asked), `/healthz`, `/readyz`; else 404.
+
+    Serves from a daemon thread; nothing it exposes comes from the configuration, so no secret
+    can leak through it.
+    """
+
+    def __init__(self, registry: CollectorRegistry, health: Health) -> None:
+        self.registry = registry
+        self.health = health
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self, host: str = "0.0.0.0", port: int = 9400) -> tuple[ThreadingHTTPServer, int]:
+        """Listen on (host, port) and serve in a daemon thread; port 0 picks a free port.
+
+        Returns the server and the port actually bound.
+        """
+        if self._server is not None:
+            raise RuntimeError("the observability server is already running")
+        server = _Server((host, port), self.registry, self.health)
+        actual_port: int = server.server_address[1]
+        thread = threading.Thread(
+            target=server.serve_forever,
+            kwargs={"poll_interval": 0.05},  # how fast stop() returns
+            name=f"zdict-http-{actual_port}",
+            daemon=True,
+        )
+        thread.start()
+        self._server, self._thread = server, thread
+        _log.info("http_server_started", host=host, port=actual_port)
+        return server, actual_port
+
+    @property
+    def port(self) -> int | None:
+        """The bound port while running, else None."""
+        return None if self._server is None else int(self._server.server_address[1])
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop serving and close the socket; a no-op when not running."""
+        server, thread = self._server, self._thread
+        if server is None:
+            return
+        self._server = self._thread = None
+        server.shutdown()
+        server.server_close()
+        if thread is not None:
+            thread.join(timeout)
+        _log.info("http_server_stopped")
+
+    def __enter__(self) -> ObservabilityServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,548 @@
+"""Metrics, health and the observability HTTP server; a fresh registry in every test."""
+
+from __future__ import annotations
+
+import gzip
+import socket
+import urllib.error
+import urllib.request
+from collections import Counter as Tally
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+
+import pytest
+from prometheus_client import CollectorRegistry, Counter, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from sidecar.codec import DEFAULT_HEADER_KEY, Encoded, Encoder, Outcome
+from sidecar.dictionaries.model import Dictionary
+from sidecar.dictionaries.training import Decision
+from sidecar.generate import generate
+from sidecar.metrics import (
+    COMPRESS_BUCKETS,
+    MAX_PRODUCE_ERROR_REASONS,
+    OTHER_REASON,
+    TRAINING_RESULTS,
+    Health,
+    Metrics,
+    ObservabilityServer,
+    build_info,
+)
+
+AddDictionary = Callable[..., Dictionary]  # the conftest fixture
+
+# -- fixtures and helpers -------------------------------------------------------------------
+
+
+@pytest.fixture
+def registry() -> CollectorRegistry:
+    return CollectorRegistry()
+
+
+@pytest.fixture
+def metrics(registry: CollectorRegistry) -> Metrics:
+    return Metrics(registry)
+
+
+@pytest.fixture(scope="module")
+def encoded() -> list[Encoded]:
+    """A batch hitting every outcome, encoded by a real no-dictionary Encoder."""
+    records: list[tuple[bytes | None, list[tuple[str, bytes | None]] | None]] = [
+        (v, None) for v in generate("product_viewed", 400, seed=3)
+    ]
+    records += [(v, None) for v in generate("access_log", 200, seed=3)]
+    records += [(None, None)] * 7  # tombstones
+    records += [(b'{"already": "encoded"}' * 10, [(DEFAULT_HEADER_KEY, b"0")])] * 3
+    records += [(gzip.compress(b"x" * 4000) + b"\0" * 200, None)] * 2  # precompressed
+    records += [(bytes(range(256)), None)]  # random-ish, does not shrink: no_gain
+    batch = Encoder(None).encode_batch(records)
+    assert {e.outcome for e in batch} == set(Outcome.ALL), "the batch must cover every outcome"
+    return batch
+
+
+def scrape(registry: CollectorRegistry) -> dict[str, tuple[str, list[tuple[str, dict[str, str]]]]]:
+    """Exposition text parsed back: family name -> (type, [(sample name, labels)])."""
+    text = generate_latest(registry).decode()
+    return {
+        f.name: (f.type, [(s.name, dict(s.labels)) for s in f.samples])
+        for f in text_string_to_metric_families(text)
+    }
+
+
+def value(registry: CollectorRegistry, name: str, **labels: str) -> float | None:
+    return registry.get_sample_value(name, labels)
+
+
+# -- names, types, labels ---------------------------------------------------------------------
+
+EXPECTED_FAMILIES = {
+    # family name as parsed: (type, label names of its samples, "le" aside)
+    "zdict_messages": ("counter", {"namespace", "outcome"}),
+    "zdict_input_bytes": ("counter", {"namespace"}),
+    "zdict_output_bytes": ("counter", {"namespace"}),
+    "zdict_compress_seconds": ("histogram", {"namespace"}),
+    "zdict_relay_latency_seconds": ("histogram", {"namespace"}),
+    "zdict_produce_errors": ("counter", {"reason"}),
+    "zdict_commits": ("counter", {"result"}),
+    "zdict_consumer_lag_messages": ("gauge", {"topic", "partition"}),
+    "zdict_assigned_partitions": ("gauge", set()),
+    "zdict_dictionary_info": ("gauge", {"namespace", "dict_id", "version"}),
+    "zdict_dictionary_heldout_ratio": ("gauge", {"namespace"}),
+    "zdict_dictionary_created_timestamp_seconds": ("gauge", {"namespace"}),
+    "zdict_training_runs": ("counter", {"namespace", "result"}),
+    "zdict_training_seconds": ("histogram", {"namespace"}),
+    "zdict_build_info": (
+        "gauge",
+        {"version", "python", "zstandard", "libzstd", "confluent_kafka", "librdkafka"},
+    ),
+}
+
+
+def test_every_metric_is_exposed_with_its_name_type_and_bounded_labels(
+    metrics: Metrics, registry: CollectorRegistry, encoded: list[Encoded]
+) -> None:
+    metrics.observe_batch("orders", encoded, 0.001)
+    metrics.observe_delivery_latency("orders", 0.02)
+    metrics.produce_error("_MSG_TIMED_OUT")
+    metrics.commit(ok=True)
+    metrics.set_lag("orders", 0, 12)
+    metrics.set_assigned_partitions(3)
+    metrics.set_active_dictionary("orders", 4242, 2, 2.5, datetime(2025, 1, 2, tzinfo=UTC))
+    metrics.training_run("orders", Decision.PROMOTED, 12.0)
+
+    families = scrape(registry)
+
+    for name, (kind, labels) in EXPECTED_FAMILIES.items():
+        assert name in families, f"{name} missing from the exposition"
+        got_kind, samples = families[name]
+        assert got_kind == kind, name
+        main = [lbl for s, lbl in samples if not s.endswith("_created")]
+        assert main, f"{name} has no samples"
+        for lbl in main:
+            assert set(lbl) - {"le"} == labels, (name, lbl)
+    counter_samples = {s for s, _ in families["zdict_messages"][1]}
+    assert "zdict_messages_total" in counter_samples
+    assert value(registry, "zdict_dictionary_info", namespace="orders", dict_id="4242", version="2")
+    assert value(registry, "zdict_build_info", **build_info()) == 1.0
+
+
+def test_compress_histogram_has_microsecond_buckets(
+    metrics: Metrics, registry: CollectorRegistry
+) -> None:
+    metrics.namespace("orders")
+    _, samples = scrape(registry)["zdict_compress_seconds"]
+    bounds = [float(lbl["le"]) for s, lbl in samples if s.endswith("_bucket")]
+    assert bounds[: len(COMPRESS_BUCKETS)] == list(COMPRESS_BUCKETS)
+    assert bounds[0] == 0.5e-6 and bounds[-2] == 1e-3 and bounds[-1] == float("inf")
+
+
+def test_registering_a_namespace_initialises_every_outcome_at_zero(
+    metrics: Metrics, registry: CollectorRegistry
+) -> None:
+    metrics.namespace("orders")
+    for outcome in Outcome.ALL:
+        assert value(registry, "zdict_messages_total", namespace="orders", outcome=outcome) == 0
+    for result in TRAINING_RESULTS:
+        assert value(registry, "zdict_training_runs_total", namespace="orders", result=result) == 0
+    assert value(registry, "zdict_input_bytes_total", namespace="orders") == 0
+    assert value(registry, "zdict_commits_total", result="failed") == 0
+    assert value(registry, "zdict_assigned_partitions") == 0
+
+
+def test_each_registry_is_independent_and_a_second_metrics_on_one_registry_is_refused(
+    registry: CollectorRegistry,
+) -> None:
+    first = Metrics(registry)
+    other = CollectorRegistry()
+    Metrics(other).set_assigned_partitions(5)
+    assert value(registry, "zdict_assigned_partitions") == 0
+    assert first.registry is registry
+    with pytest.raises(ValueError, match="Duplicated timeseries"):
+        Metrics(registry)
+
+
+# -- the hot path -----------------------------------------------------------------------------
+
+
+def test_observe_batch_counts_add_up_to_the_encoded_outcomes_and_bytes(
+    metrics: Metrics, registry: CollectorRegistry, encoded: list[Encoded]
+) -> None:
+    metrics.observe_batch("orders", encoded, 0.002)
+    metrics.observe_batch("orders", encoded[:10], 0.0001)
+
+    expected = Tally(e.outcome for e in encoded) + Tally(e.outcome for e in encoded[:10])
+    for outcome in Outcome.ALL:
+        got = value(registry, "zdict_messages_total", namespace="orders", outcome=outcome)
+        assert got == expected[outcome], outcome
+    in_bytes = sum(e.input_bytes for e in encoded) + sum(e.input_bytes for e in encoded[:10])
+    out_bytes = sum(e.output_bytes for e in encoded) + sum(e.output_bytes for e in encoded[:10])
+    assert value(registry, "zdict_input_bytes_total", namespace="orders") == in_bytes
+    assert value(registry, "zdict_output_bytes_total", namespace="orders") == out_bytes
+    assert out_bytes < in_bytes  # compressed records make up for the header bytes
+
+
+def test_observe_batch_matches_the_encoders_own_stats(
+    metrics: Metrics, registry: CollectorRegistry
+) -> None:
+    encoder = Encoder(None)
+    batch = encoder.encode_batch((v, None) for v in generate("customer", 300, seed=11))
+    metrics.observe_batch("customers", batch, 0.001)
+    stats = encoder.stats
+    for outcome in Outcome.ALL:
+        got = value(registry, "zdict_messages_total", namespace="customers", outcome=outcome)
+        assert got == stats.outcomes[outcome]
+    assert value(registry, "zdict_input_bytes_total", namespace="customers") == stats.input_bytes
+    assert value(registry, "zdict_output_bytes_total", namespace="customers") == stats.output_bytes
+
+
+def test_observe_batch_increments_once_per_distinct_label_set_not_per_message(
+    metrics: Metrics, encoded: list[Encoded], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    children = metrics.namespace("orders")
+    calls: list[float] = []
+    real_inc = Counter.inc
+
+    def counting_inc(self: Counter, amount: float = 1, exemplar: object = None) -> None:
+        calls.append(amount)
+        real_inc(self, amount)
+
+    monkeypatch.setattr(Counter, "inc", counting_inc)
+    children.observe_batch(encoded, 0.001)
+    distinct_outcomes = len({e.outcome for e in encoded})
+    assert len(calls) == distinct_outcomes + 2  # + input bytes + output bytes
+    assert len(encoded) > 10 * len(calls)
+
+
+def test_compress_seconds_is_observed_once_per_batch_as_the_per_message_mean(
+    metrics: Metrics, registry: CollectorRegistry, encoded: list[Encoded]
+) -> None:
+    metrics.observe_batch("orders", encoded, 0.003)
+    assert value(registry, "zdict_compress_seconds_count", namespace="orders") == 1
+    mean = value(registry, "zdict_compress_seconds_sum", namespace="orders")
+    assert mean == pytest.approx(0.003 / len(encoded))
+
+
+def test_an_empty_batch_observes_nothing(metrics: Metrics, registry: CollectorRegistry) -> None:
+    metrics.observe_batch("orders", [], 0.5)
+    assert value(registry, "zdict_compress_seconds_count", namespace="orders") == 0
+    assert value(registry, "zdict_input_bytes_total", namespace="orders") == 0
+
+
+def test_observe_counts_takes_pre_aggregated_totals(
+    metrics: Metrics, registry: CollectorRegistry
+) -> None:
+    children = metrics.namespace("orders")
+    children.observe_counts({Outcome.COMPRESSED: 8, Outcome.TOMBSTONE: 2}, 1000, 300, 0.00001)
+    assert value(registry, "zdict_messages_total", namespace="orders", outcome="compressed") == 8
+    assert value(registry, "zdict_output_bytes_total", namespace="orders") == 300
+    assert value(registry, "zdict_compress_seconds_sum", namespace="orders") == pytest.approx(1e-6)
+
+
+def test_delivery_latency_is_a_histogram_and_negative_skew_counts_as_zero(
+    metrics: Metrics, registry: CollectorRegistry
+) -> None:
+    metrics.observe_delivery_latency("orders", 0.004)
+    metrics.observe_delivery_latency("orders", -2.0)  # producer clock ahead of ours
+    assert value(registry, "zdict_relay_latency_seconds_count", namespace="orders") == 2
+    assert value(registry, "zdict_relay_latency_seconds_sum", namespace="orders") == 0.004
+    le_1ms = value(registry, "zdict_relay_latency_seconds_bucket", namespace="orders", le="0.001")
+    assert le_1ms == 1
+
+
+# -- dictionaries -----------------------------------------------------------------------------
+
+
+def info_series(registry: CollectorRegistry) -> list[tuple[dict[str, str], float]]:
+    text = generate_latest(registry).decode()
+    return [
+        (dict(s.labels), s.value)
+        for f in text_string_to_metric_families(text)
+        if f.name == "zdict_dictionary_info"
+        for s in f.samples
+    ]
+
+
+def test_switching_the_active_dictionary_leaves_exactly_one_info_series_per_namespace(
+    metrics: Metrics, registry: CollectorRegistry
+) -> None:
+    created = datetime(2025, 6, 1, 12, tzinfo=UTC)
+    metrics.set_active_dictionary("orders", 0, 0, None, None)
+    metrics.set_active_dictionary("orders", 1001, 1, 2.1, created)
+    metrics.set_active_dictionary("clicks", 2002, 1, 3.0, created)
+    metrics.set_active_dictionary("orders", 1003, 2, 2.4, created)
+
+    series = info_series(registry)
+    by_namespace = Tally(labels["namespace"] for labels, _ in series)
+    assert by_namespace == {"orders": 1, "clicks": 1}
+    assert ({"namespace": "orders", "dict_id": "1003", "version": "2"}, 1.0) in series
+    assert ({"namespace": "clicks", "dict_id": "2002", "version": "1"}, 1.0) in series
+    assert value(registry, "zdict_dictionary_heldout_ratio", namespace="orders") == 2.4
+    assert value(
+        registry, "zdict_dictionary_created_timestamp_seconds", namespace="orders"
+    ) == pytest.approx(created.timestamp())
+
+
+def test_no_dictionary_is_dict_id_zero_and_drops_the_ratio_and_creation_time(
+    metrics: Metrics, registry: CollectorRegistry
+) -> None:
+    metrics.set_active_dictionary("orders", 1001, 1, 2.1, datetime(2025, 1, 1, tzinfo=UTC))
+    metrics.set_dictionary("orders", None)
+    assert info_series(registry) == [({"namespace": "orders", "dict_id": "0", "version": "0"}, 1.0)]
+    assert value(registry, "zdict_dictionary_heldout_ratio", namespace="orders") is None
+    assert value(registry, "zdict_dictionary_created_timestamp_seconds", namespace="orders") is None
+
+
+def test_set_dictionary_takes_identity_and_ratio_from_a_stored_dictionary(
+    metrics: Metrics, registry: CollectorRegistry, add_dictionary: AddDictionary
+) -> None:
+    dictionary = add_dictionary("orders", heldout_ratio=2.75)
+    metrics.set_dictionary("orders", dictionary)
+    labels = {
+        "namespace": "orders",
+        "dict_id": str(dictionary.id),
+        "version": str(dictionary.meta.version),
+    }
+    assert info_series(registry) == [(labels, 1.0)]
+    assert value(registry, "zdict_dictionary_heldout_ratio", namespace="orders") == 2.75
+    assert value(
+        registry, "zdict_dictionary_created_timestamp_seconds", namespace="orders"
+    ) == pytest.approx(dictionary.meta.created_at.timestamp())
+
+
+def test_a_naive_creation_time_is_taken_as_utc(
+    metrics: Metrics, registry: CollectorRegistry
+) -> None:
+    metrics.set_active_dictionary("orders", 7, 1, 2.0, datetime(2025, 1, 1))
+    got = value(registry, "zdict_dictionary_created_timestamp_seconds", namespace="orders")
+    assert got == datetime(2025, 1, 1, tzinfo=UTC).timestamp()
+
+
+# -- consumer, producer, training -------------------------------------------------------------
+
+
+def test_lag_is_per_partition_and_removed_with_the_partition(
+    metrics: Metrics, registry: CollectorRegistry
+) -> None:
+    metrics.set_lag("orders", 0, 5)
+    metrics.set_lag("orders", 1, 7)
+    metrics.set_lag("orders", 0, 3)
+    assert value(registry, "zdict_consumer_lag_messages", topic="orders", partition="0") == 3
+    metrics.remove_partition("orders", 0)
+    metrics.remove_partition("orders", 9)  # never seen: a no-op
+    assert value(registry, "zdict_consumer_lag_messages", topic="orders", partition="0") is None
+    assert value(registry, "zdict_consumer_lag_messages", topic="orders", partition="1") == 7
+
+
+def test_produce_error_reasons_are_counted_and_bounded(
+    metrics: Metrics, registry: CollectorRegistry
+) -> None:
+    metrics.produce_error("_MSG_TIMED_OUT")
+    metrics.produce_error("_MSG_TIMED_OUT")
+    assert value(registry, "zdict_produce_errors_total", reason="_MSG_TIMED_OUT") == 2
+    for i in range(MAX_PRODUCE_ERROR_REASONS + 10):
+        metrics.produce_error(f"E{i}")
+    reasons = {lbl["reason"] for s, lbl in scrape(registry)["zdict_produce_errors"][1]}
+    assert len(reasons) == MAX_PRODUCE_ERROR_REASONS + 1  # the first 64, then "other"
+    assert value(registry, "zdict_produce_errors_total", reason=OTHER_REASON) == 11
+
+
+def test_commits_are_counted_by_result(metrics: Metrics, registry: CollectorRegistry) -> None:
+    metrics.commit(ok=True)
+    metrics.commit(ok=True)
+    metrics.commit(ok=False)
+    assert value(registry, "zdict_commits_total", result="ok") == 2
+    assert value(registry, "zdict_commits_total", result="failed") == 1
+
+
+def test_training_runs_are_counted_by_result_and_timed(
+    metrics: Metrics, registry: CollectorRegistry
+) -> None:
+    metrics.training_run("orders", Decision.PROMOTED, 40.0)
+    metrics.training_run("orders", "rejected", 20.0)
+    assert value(registry, "zdict_training_runs_total", namespace="orders", result="promoted") == 1
+    assert value(registry, "zdict_training_runs_total", namespace="orders", result="rejected") == 1
+    assert value(registry, "zdict_training_seconds_sum", namespace="orders") == 60.0
+    with pytest.raises(ValueError, match="training result 'maybe'"):
+        metrics.training_run("orders", "maybe", 1.0)
+
+
+def test_build_info_names_our_version_and_the_native_libraries(
+    registry: CollectorRegistry,
+) -> None:
+    import zstandard
+
+    from sidecar import __version__
+
+    Metrics(registry)
+    info = build_info()
+    assert info["version"] == __version__
+    assert info["libzstd"] == ".".join(map(str, zstandard.ZSTD_VERSION))
+    assert info["librdkafka"] != "unknown" and info["confluent_kafka"] != "unknown"
+    assert value(registry, "zdict_build_info", **info) == 1.0
+
+
+# -- health -----------------------------------------------------------------------------------
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_health_is_alive_until_the_heartbeat_is_older_than_the_staleness() -> None:
+    clock = FakeClock()
+    health = Health(staleness_seconds=10, clock=clock)
+    assert health.liveness() == (True, "ok")
+    clock.now += 9
+    assert health.alive
+    clock.now += 2
+    alive, why = health.liveness()
+    assert not alive and "11.0s old" in why and "limit 10s" in why
+    health.beat()
+    assert health.alive
+
+
+def test_health_is_ready_only_with_an_encoder_and_partitions_and_not_stopping() -> None:
+    clock = FakeClock()
+    health = Health(staleness_seconds=5, clock=clock)
+    assert health.readiness() == (False, "no encoder ready yet")
+    health.set_encoder_ready()
+    assert health.readiness() == (False, "no partitions assigned")
+    health.set_assigned_partitions(2)
+    assert health.readiness() == (True, "ready")
+    clock.now += 6
+    assert not health.ready and "heartbeat" in health.readiness()[1]
+    health.beat()
+    health.set_stopping()
+    assert health.readiness() == (False, "shutting down")
+
+
+def test_health_refuses_a_non_positive_staleness() -> None:
+    with pytest.raises(ValueError, match="staleness_seconds"):
+        Health(staleness_seconds=0)
+
+
+# -- the HTTP server, on a real loopback socket -----------------------------------------------
+
+_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never via a proxy
+
+
+def get(url: str, headers: dict[str, str] | None = None) -> tuple[int, bytes, dict[str, str]]:
+    request = urllib.request.Request(url, headers=headers or {})
+    try:
+        with _OPENER.open(request, timeout=5) as response:
+            return response.status, response.read(), dict(response.headers)
+    except urllib.error.HTTPError as error:
+        with error:
+            return error.code, error.read(), dict(error.headers)
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def health(clock: FakeClock) -> Health:
+    return Health(staleness_seconds=30, clock=clock)
+
+
+@pytest.fixture
+def server(registry: CollectorRegistry, metrics: Metrics, health: Health) -> Iterator[str]:
+    """Base URL of a running server on a free loopback port."""
+    http = ObservabilityServer(registry, health)
+    _, port = http.start("127.0.0.1", 0)
+    assert port > 0 and http.port == port
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        http.stop()
+
+
+def test_metrics_endpoint_serves_the_registry_in_prometheus_text_format(
+    server: str, metrics: Metrics, encoded: list[Encoded]
+) -> None:
+    metrics.observe_batch("orders", encoded, 0.001)
+    status, body, headers = get(server + "/metrics")
+    assert status == 200
+    assert headers["Content-Type"].startswith("text/plain; version=")
+    families = {f.name: f for f in text_string_to_metric_families(body.decode())}
+    compressed = [
+        s
+        for s in families["zdict_messages"].samples
+        if s.name == "zdict_messages_total" and s.labels["outcome"] == "compressed"
+    ]
+    assert compressed[0].value == sum(e.outcome == Outcome.COMPRESSED for e in encoded)
+
+
+def test_metrics_endpoint_gzips_when_asked(server: str) -> None:
+    status, body, headers = get(server + "/metrics", {"Accept-Encoding": "gzip"})
+    assert status == 200 and headers["Content-Encoding"] == "gzip"
+    assert b"zdict_assigned_partitions 0.0" in gzip.decompress(body)
+
+
+def test_metrics_endpoint_speaks_openmetrics_when_asked(server: str) -> None:
+    status, body, headers = get(server + "/metrics", {"Accept": "application/openmetrics-text"})
+    assert status == 200 and headers["Content-Type"].startswith("application/openmetrics-text")
+    assert body.rstrip().endswith(b"# EOF")
+    assert b"# TYPE zdict_dictionary info" in body
+
+
+def test_healthz_is_200_while_the_heartbeat_is_fresh_and_503_once_stale(
+    server: str, health: Health, clock: FakeClock
+) -> None:
+    assert get(server + "/healthz")[:2] == (200, b"ok\n")
+    clock.now += 31
+    status, body, _ = get(server + "/healthz")
+    assert status == 503 and b"heartbeat is 31.0s old" in body
+    health.beat()
+    assert get(server + "/healthz")[0] == 200
+
+
+def test_readyz_is_503_with_a_one_line_reason_until_ready(server: str, health: Health) -> None:
+    status, body, _ = get(server + "/readyz")
+    assert (status, body) == (503, b"no encoder ready yet\n")
+    health.set_encoder_ready()
+    health.set_assigned_partitions(1)
+    assert get(server + "/readyz")[:2] == (200, b"ready\n")
+    health.set_assigned_partitions(0)
+    assert get(server + "/readyz")[:2] == (503, b"no partitions assigned\n")
+
+
+@pytest.mark.parametrize("path", ["/", "/metrics/extra", "/healthz/", "/favicon.ico"])
+def test_any_other_path_is_404(server: str, path: str) -> None:
+    assert get(server + path)[0] == 404
+
+
+def test_query_strings_do_not_change_the_route(server: str) -> None:
+    assert get(server + "/healthz?verbose=1")[:2] == (200, b"ok\n")
+
+
+def test_a_malformed_request_gets_400_and_the_server_keeps_serving(server: str) -> None:
+    host, port = server.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=5) as conn:
+        conn.sendall(b"GARBAGE\r\n\r\n")
+        response = conn.recv(4096)  # an HTTP/0.9-style reply: the error page without a status line
+        assert b"Error code: 400" in response
+    assert get(server + "/healthz")[0] == 200
+
+
+def test_stop_closes_the_socket_and_a_stopped_server_can_start_again(
+    registry: CollectorRegistry, health: Health
+) -> None:
+    http = ObservabilityServer(registry, health)
+    _, port = http.start("127.0.0.1", 0)
+    with pytest.raises(RuntimeError, match="already running"):
+        http.start("127.0.0.1", 0)
+    http.stop()
+    assert http.port is None
+    with pytest.raises(urllib.error.URLError):
+        _OPENER.open(f"http://127.0.0.1:{port}/healthz", timeout=2)
+    http.stop()  # idempotent
+    with http:
+        _, port = http.start("127.0.0.1", 0)
+        assert get(f"http://127.0.0.1:{port}/healthz")[0] == 200
+    assert http.port is None
