@@ -335,6 +335,62 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_run(args: argparse.Namespace) -> int:
+    from sidecar import service
+    from sidecar.logs import configure_logging
+
+    relay: dict[str, Any] = {}
+    if args.input_topic:
+        relay["input_topics"] = tuple(args.input_topic)
+    for key in ("output_topic", "group_id", "batch_size", "workers"):
+        if getattr(args, key) is not None:
+            relay[key] = getattr(args, key)
+    if args.create_topics:
+        relay["create_topics"] = True
+    if args.pass_through:
+        relay["compress"] = False
+    overrides: dict[str, Any] = {"relay": relay} if relay else {}
+    if args.metrics_port is not None:
+        overrides["metrics"] = {"port": args.metrics_port}
+    settings = _settings(args, **overrides)
+    configure_logging(settings.log_format, settings.log_level)
+    if settings.relay.workers > 1:
+        argv = _without_option(args.argv, "--workers")
+        return service.run_workers(argv, settings.relay.workers, settings.metrics.port)
+    return service.run_relay(settings)
+
+
+def _without_option(argv: Sequence[str], option: str) -> list[str]:
+    out: list[str] = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == option:
+            skip = True
+        elif not arg.startswith(option + "="):
+            out.append(arg)
+    return out
+
+
+_RUN_EPILOG = """\
+environment (every setting has one; see the README, Configuration):
+  ZDICT_RELAY__INPUT_TOPICS         JSON list of input topics
+  ZDICT_RELAY__OUTPUT_TOPIC         output topic name, default {topic}.zd
+  ZDICT_RELAY__GROUP_ID             consumer group, default zdict-sidecar
+  ZDICT_RELAY__WORKERS              processes in the group
+  ZDICT_RELAY__CREATE_TOPICS        create missing output topics (true/false)
+  ZDICT_RELAY__UNREACHABLE_TIMEOUT  seconds without a broker before exiting 1
+  ZDICT_METRICS__HOST, __PORT       /metrics /healthz /readyz, default 0.0.0.0:9400
+  ZDICT_DICTIONARIES                the dictionary store
+  ZDICT_KAFKA__<PROPERTY>           any librdkafka property, '_' for '.'
+                                    (e.g. ZDICT_KAFKA__SASL_PASSWORD; never logged)
+  ZDICT_CONSUMER__<PROPERTY>        consumer-only properties; ZDICT_PRODUCER__ likewise
+  KAFKA_BOOTSTRAP_SERVERS           used when ZDICT_KAFKA__BOOTSTRAP_SERVERS is not set
+  ZDICT_LOG_FORMAT, ZDICT_LOG_LEVEL auto|json|console, debug|info|warning|error
+"""
+
+
 _DICT_HEADERS = (
     "id",
     "namespace",
@@ -400,6 +456,23 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p, store=False)
     p.set_defaults(func=cmd_evaluate)
 
+    p = sub.add_parser(
+        "run",
+        help="relay input topics to compressed output topics (at least once)",
+        epilog=_RUN_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--input-topic", action="append", metavar="TOPIC", help="repeatable")
+    p.add_argument("--output-topic", metavar="NAME", help="default {topic}.zd")
+    p.add_argument("--group-id", metavar="GROUP")
+    p.add_argument("--create-topics", action="store_true", help="create missing output topics")
+    p.add_argument("--workers", type=int, metavar="N", help="processes in the consumer group")
+    p.add_argument("--batch-size", type=int, metavar="N")
+    p.add_argument("--metrics-port", type=int, metavar="PORT", help="0 picks a free port")
+    p.add_argument("--pass-through", action="store_true", help="encode nothing (a cost baseline)")
+    _common(p)
+    p.set_defaults(func=cmd_run)
+
     p = sub.add_parser("bench", help="benchmarks that print tables and write JSON")
     kinds = p.add_subparsers(dest="bench", required=True, metavar="BENCH")
     b = kinds.add_parser("codec", help="codec speed and ratio next to the native zstd CLI")
@@ -435,6 +508,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the process exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.argv = list(argv) if argv is not None else sys.argv[1:]
     func: Callable[[argparse.Namespace], int] = args.func
     try:
         return func(args)

@@ -8,10 +8,19 @@ variable) and the expected form.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -115,6 +124,120 @@ class TrainingSettings(BaseModel):
         )
 
 
+# librdkafka property names whose values are secrets: kept as SecretStr, never logged or printed.
+_SECRET_PROPERTY_MARKERS = ("password", "secret", "token", "jaas", "private", "key.pem")
+
+
+def is_secret_property(name: str) -> bool:
+    """True for librdkafka properties holding credentials (sasl.password, ssl.key.password...)."""
+    return any(marker in name for marker in _SECRET_PROPERTY_MARKERS)
+
+
+class KafkaSettings(BaseModel):
+    """librdkafka client properties, passed through verbatim by their librdkafka names.
+
+    In TOML: a `[kafka]` table with quoted keys (`"sasl.password" = "..."`). In the environment:
+    `ZDICT_KAFKA__SASL_PASSWORD` - the part after `KAFKA__`, lower-cased, with `_` read as `.`
+    (librdkafka names use dots, never underscores). `bootstrap.servers` falls back to the
+    `KAFKA_BOOTSTRAP_SERVERS` variable that Kafka tooling commonly sets.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    properties: dict[str, str | SecretStr] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _collect(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "properties" not in data:
+            data = {"properties": data}
+        if not isinstance(data, dict) or not isinstance(data.get("properties"), dict):
+            return data
+        normalised: dict[str, str | SecretStr] = {}
+        for key, value in data["properties"].items():
+            name = str(key).lower().replace("_", ".")
+            if isinstance(value, bool):
+                value = "true" if value else "false"
+            if isinstance(value, SecretStr):
+                normalised[name] = value
+            elif is_secret_property(name):
+                normalised[name] = SecretStr(str(value))
+            else:
+                normalised[name] = str(value)
+        return {"properties": normalised}
+
+    def as_librdkafka_dict(self) -> dict[str, str]:
+        """The properties as confluent-kafka takes them, secrets revealed (only for the client)."""
+        out = {
+            k: v.get_secret_value() if isinstance(v, SecretStr) else v
+            for k, v in self.properties.items()
+        }
+        return out
+
+    def redacted(self) -> dict[str, str]:
+        """The properties for logs: secrets as `***`."""
+        return {k: "***" if isinstance(v, SecretStr) else v for k, v in self.properties.items()}
+
+    def client_config(self, *layers: KafkaSettings) -> dict[str, str]:
+        """These properties with `layers` (e.g. consumer-only ones) on top, ready for a client.
+
+        `bootstrap.servers` falls back to $KAFKA_BOOTSTRAP_SERVERS, then 127.0.0.1:9092.
+        """
+        merged = self.as_librdkafka_dict()
+        for layer in layers:
+            merged.update(layer.as_librdkafka_dict())
+        merged.setdefault(
+            "bootstrap.servers", os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:9092")
+        )
+        return merged
+
+
+class RelaySettings(BaseModel):
+    """The consume → encode → produce → commit loop."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    input_topics: tuple[str, ...] = Field(default=(), description="topics to compress")
+    output_topic: str = Field(
+        default="{topic}.zd", description="output topic; {topic} is replaced by the input topic"
+    )
+    group_id: str = Field(default="zdict-sidecar", min_length=1)
+    mode: str = Field(default="encode", pattern="^(encode|decode)$")
+    create_topics: bool = Field(default=False, description="create missing output topics")
+    batch_size: int = Field(default=1000, ge=1, le=100_000, description="records per consume()")
+    poll_timeout: float = Field(default=0.5, gt=0.0, le=10.0, description="seconds")
+    commit_interval: float = Field(
+        default=1.0, gt=0.0, le=60.0, description="seconds between offset commits"
+    )
+    unreachable_timeout: float = Field(
+        default=60.0, gt=0.0, description="seconds without a broker before exiting non-zero"
+    )
+    workers: int = Field(default=1, ge=1, le=64, description="processes in the consumer group")
+    compress: bool = Field(
+        default=True, description="false: pass every record through (a cost baseline)"
+    )
+
+    @field_validator("output_topic")
+    @classmethod
+    def _output_differs(cls, value: str) -> str:
+        if value.strip() in {"", "{topic}"}:
+            raise ValueError("the output topic must differ from the input topic")
+        return value
+
+    def output_for(self, topic: str) -> str:
+        return self.output_topic.replace("{topic}", topic)
+
+
+class MetricsSettings(BaseModel):
+    """The /metrics, /healthz and /readyz endpoint."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    host: str = "0.0.0.0"
+    port: int = Field(default=9400, ge=0, le=65535, description="0 picks a free port")
+    enabled: bool = True
+
+
 class Settings(BaseSettings):
     """The root of the settings tree."""
 
@@ -130,6 +253,15 @@ class Settings(BaseSettings):
     log_level: str = Field(default="info", pattern="^(debug|info|warning|error)$")
     codec: CodecSettings = Field(default_factory=CodecSettings)
     training: TrainingSettings = Field(default_factory=TrainingSettings)
+    kafka: KafkaSettings = Field(default_factory=KafkaSettings)
+    consumer: KafkaSettings = Field(
+        default_factory=KafkaSettings, description="consumer-only librdkafka properties"
+    )
+    producer: KafkaSettings = Field(
+        default_factory=KafkaSettings, description="producer-only librdkafka properties"
+    )
+    relay: RelaySettings = Field(default_factory=RelaySettings)
+    metrics: MetricsSettings = Field(default_factory=MetricsSettings)
 
     @classmethod
     def settings_customise_sources(
@@ -155,6 +287,15 @@ def _setting_name(loc: tuple[int | str, ...]) -> str:
     return ENV_PREFIX + ENV_DELIMITER.join(str(part).upper() for part in loc)
 
 
+def _describe(err: Any) -> str:
+    loc = tuple(err["loc"])
+    text = f"{_setting_name(loc)}: {err['msg']}"
+    # Inputs are echoed to help, except anything under kafka (it may hold credentials).
+    if loc and loc[0] not in {"kafka", "consumer", "producer"}:
+        text += f" (got {err.get('input')!r})"
+    return text
+
+
 def load_settings(config_file: str | Path | None = None, **overrides: Any) -> Settings:
     """Build and validate the settings; `overrides` (from CLI flags) win over everything.
 
@@ -170,10 +311,7 @@ def load_settings(config_file: str | Path | None = None, **overrides: Any) -> Se
     try:
         return Settings(**{k: v for k, v in overrides.items() if v is not None})
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{_setting_name(err['loc'])}: {err['msg']} (got {err.get('input')!r})"
-            for err in exc.errors()
-        )
+        problems = "; ".join(_describe(err) for err in exc.errors())
         raise ConfigError(f"invalid configuration: {problems}") from None
     except ValueError as exc:  # a TOML syntax error
         raise ConfigError(f"invalid config file {config_file}: {exc}") from None

@@ -1,0 +1,149 @@
+"""Kafka client construction and topic checks, apart from the relay loop.
+
+The relay's correctness depends on a few client properties (manual commits, acks=all,
+idempotence); they are set here and cannot be overridden into something unsafe.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any, Final
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka.admin import (  # type: ignore[attr-defined]  # public, but not in __all__
+    AdminClient,
+    NewTopic,
+)
+
+from sidecar.config import Settings
+from sidecar.errors import ConfigError, ZdictError
+
+
+class KafkaUnavailable(ZdictError):
+    """The cluster cannot be reached, or refused us (authentication, authorisation)."""
+
+
+class TopicMissing(ZdictError):
+    """An input or output topic does not exist."""
+
+
+# Properties the at-least-once guarantee rests on: user settings cannot change them.
+_CONSUMER_FIXED: Final = {
+    "enable.auto.commit": "false",
+    "enable.auto.offset.store": "false",
+}
+_PRODUCER_FIXED: Final = {"acks": "all", "enable.idempotence": "true"}
+_CONSUMER_DEFAULTS: Final = {"auto.offset.reset": "earliest"}
+_PRODUCER_DEFAULTS: Final = {
+    "linger.ms": "5",
+    "compression.type": "none",
+    "queue.buffering.max.messages": "200000",
+}
+
+ErrorCallback = Callable[[KafkaError], None]
+
+
+def _checked(role: str, user: dict[str, str], fixed: dict[str, str]) -> dict[str, str]:
+    for key, required in fixed.items():
+        if key in user and user[key].lower() != required:
+            raise ConfigError(
+                f"ZDICT_{role.upper()}__{key.upper().replace('.', '_')}={user[key]!r} would break "
+                f"the delivery guarantee; zdict-sidecar always uses {key}={required}"
+            )
+    return user
+
+
+def consumer_config(settings: Settings, error_cb: ErrorCallback | None = None) -> dict[str, Any]:
+    """librdkafka consumer properties: the user's, our defaults below them, the fixed above."""
+    user = _checked("consumer", settings.kafka.client_config(settings.consumer), _CONSUMER_FIXED)
+    config: dict[str, Any] = {**_CONSUMER_DEFAULTS, **user, **_CONSUMER_FIXED}
+    config["group.id"] = user.get("group.id", settings.relay.group_id)
+    config["logger"] = logging.getLogger("librdkafka.consumer")
+    if error_cb is not None:
+        config["error_cb"] = error_cb
+    return config
+
+
+def producer_config(settings: Settings, error_cb: ErrorCallback | None = None) -> dict[str, Any]:
+    """librdkafka producer properties: the user's, our defaults below them, the fixed above."""
+    user = _checked("producer", settings.kafka.client_config(settings.producer), _PRODUCER_FIXED)
+    config: dict[str, Any] = {**_PRODUCER_DEFAULTS, **user, **_PRODUCER_FIXED}
+    config["logger"] = logging.getLogger("librdkafka.producer")
+    if error_cb is not None:
+        config["error_cb"] = error_cb
+    return config
+
+
+def make_consumer(settings: Settings, error_cb: ErrorCallback | None = None) -> Consumer:
+    return Consumer(consumer_config(settings, error_cb))
+
+
+def make_producer(settings: Settings, error_cb: ErrorCallback | None = None) -> Producer:
+    return Producer(producer_config(settings, error_cb))
+
+
+def make_admin(settings: Settings) -> AdminClient:
+    config: dict[str, Any] = dict(settings.kafka.client_config())
+    config["logger"] = logging.getLogger("librdkafka.admin")
+    return AdminClient(config)
+
+
+def partition_counts(
+    admin: AdminClient, topics: list[str], timeout: float, bootstrap: str = "?"
+) -> dict[str, int]:
+    """Partitions per existing topic among `topics` (missing topics are absent from the result).
+
+    Raises:
+        KafkaUnavailable: no broker answered within `timeout` seconds.
+    """
+    try:
+        metadata = admin.list_topics(timeout=timeout)
+    except KafkaException as exc:
+        raise KafkaUnavailable(
+            f"no Kafka broker answered within {timeout:.0f} s at bootstrap.servers={bootstrap}: "
+            f"{exc.args[0]}"
+        ) from None
+    counts: dict[str, int] = {}
+    for name in topics:
+        topic = metadata.topics.get(name)
+        if topic is not None and topic.error is None:
+            counts[name] = len(topic.partitions)
+    return counts
+
+
+def ensure_output_topics(
+    admin: AdminClient, pairs: dict[str, str], create: bool, timeout: float, bootstrap: str = "?"
+) -> dict[str, int]:
+    """Check (or create) every output topic; returns partitions per input and output topic.
+
+    `pairs` maps input topic → output topic. Missing outputs are created with the input's
+    partition count when `create` is true, otherwise reported.
+    """
+    topics = sorted(set(pairs) | set(pairs.values()))
+    counts = partition_counts(admin, topics, timeout, bootstrap)
+    missing_inputs = [t for t in pairs if t not in counts]
+    if missing_inputs:
+        raise TopicMissing(
+            f"input topic(s) {', '.join(missing_inputs)} do not exist; create them or fix "
+            "ZDICT_RELAY__INPUT_TOPICS / --input-topic"
+        )
+    to_create = [
+        NewTopic(out, num_partitions=counts[inp]) for inp, out in pairs.items() if out not in counts
+    ]
+    if to_create and not create:
+        names = ", ".join(t.topic for t in to_create)
+        raise TopicMissing(
+            f"output topic(s) {names} do not exist; create them, or run with --create-topics to "
+            "create them with the input's partition count"
+        )
+    futures = admin.create_topics(to_create, operation_timeout=timeout) if to_create else {}
+    for future in futures.values():
+        try:
+            future.result(timeout=timeout)
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:  # another worker won
+                raise KafkaUnavailable(f"could not create output topic: {exc.args[0]}") from None
+    if to_create:
+        counts.update(partition_counts(admin, [t.topic for t in to_create], timeout, bootstrap))
+    return counts

@@ -1,0 +1,438 @@
+"""The relay: consume → encode → produce → (acknowledged) → commit, at least once.
+
+One direction only. The loop, per consumed batch:
+
+1. consume up to `batch_size` records from the assigned input partitions;
+2. encode them per namespace (input topic) with that namespace's encoder, in one call;
+3. produce each output record with the input's key, timestamp and headers, to the same
+   partition number when input and output have as many partitions (else by key); a full producer
+   queue is drained (`poll`) and the record retried, never dropped;
+4. every delivery acknowledgement marks its input offset done; per input partition the
+   committable offset is the first one not yet acknowledged, so nothing is committed past a
+   record that is not safely in the output topic;
+5. about every `commit_interval` seconds, commit what is committable.
+
+Partitions being revoked are flushed and committed first. On SIGTERM/SIGINT the loop stops
+fetching, flushes, commits and closes (exit 0). A failed delivery, a fatal client error or a
+broker unreachable past `unreachable_timeout` stops the relay with a `RelayFailed` (exit 1),
+committing only what was acknowledged: a restart re-reads the rest.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, cast
+
+import structlog
+from confluent_kafka import (
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
+
+from sidecar.codec import Encoder
+from sidecar.dictionaries.store import DictionaryStore
+from sidecar.errors import ZdictError
+from sidecar.metrics import Health, Metrics, NamespaceMetrics
+from sidecar.runtime import tune_gc
+
+log = structlog.get_logger("sidecar.relay")
+
+Records = list[tuple[bytes | None, list[tuple[str, bytes | None]] | None]]
+
+#: Seconds between checks of the store for a newly activated dictionary.
+DICTIONARY_CHECK_INTERVAL: Final = 5.0
+#: One delivery in this many feeds the latency histogram (each observation costs ~1 µs).
+LATENCY_SAMPLE_EVERY: Final = 8
+
+
+class RelayFailed(ZdictError):
+    """The relay cannot go on without risking loss; it stopped after committing what is safe."""
+
+
+class OffsetTracker:
+    """Per input partition: offsets in flight and the highest offset safe to commit.
+
+    Pure bookkeeping, no Kafka: `sent` in consume order, `acked` in any order; `committable`
+    is one past the last offset below which everything was acknowledged.
+    """
+
+    def __init__(self) -> None:
+        self._pending: dict[tuple[str, int], deque[int]] = {}
+        self._acked: dict[tuple[str, int], set[int]] = {}
+        self._safe: dict[tuple[str, int], int] = {}
+        self._committed: dict[tuple[str, int], int] = {}
+        # Callbacks run inside poll/flush on the relay thread; the lock keeps the tracker safe
+        # should a caller ever flush from another thread.
+        self._lock = threading.Lock()
+
+    def sent(self, topic: str, partition: int, offset: int) -> None:
+        key = (topic, partition)
+        self._pending.setdefault(key, deque()).append(offset)
+
+    def acked(self, topic: str, partition: int, offset: int) -> None:
+        key = (topic, partition)
+        with self._lock:
+            pending = self._pending.get(key)
+            if not pending:
+                return  # the partition was revoked and forgotten meanwhile
+            acked = self._acked.setdefault(key, set())
+            acked.add(offset)
+            safe = None
+            while pending and pending[0] in acked:
+                done = pending.popleft()
+                acked.discard(done)
+                safe = done + 1
+            if safe is not None:
+                self._safe[key] = safe
+
+    def in_flight(self) -> int:
+        return sum(len(p) for p in self._pending.values())
+
+    def to_commit(self) -> list[TopicPartition]:
+        """Partitions whose safe offset moved since the last commit, as commit offsets."""
+        with self._lock:
+            return [
+                TopicPartition(t, p, safe)
+                for (t, p), safe in self._safe.items()
+                if self._committed.get((t, p)) != safe
+            ]
+
+    def committed(self, offsets: Sequence[TopicPartition]) -> None:
+        with self._lock:
+            for tp in offsets:
+                self._committed[(tp.topic, tp.partition)] = tp.offset
+
+    def forget(self, topic: str, partition: int) -> None:
+        key = (topic, partition)
+        with self._lock:
+            for table in (self._pending, self._acked, self._safe, self._committed):
+                table.pop(key, None)
+
+
+@dataclass(slots=True)
+class _Namespace:
+    """Per input topic: where its records go and how they are encoded."""
+
+    topic: str
+    output: str
+    same_partitions: bool
+    encoder: Encoder
+    metrics: NamespaceMetrics
+    active_id: int | None
+
+
+@dataclass(slots=True)
+class RelayStats:
+    """Totals of one relay run, for the shutdown log line and tests."""
+
+    consumed: int = 0
+    produced: int = 0
+    delivered: int = 0
+    commits: int = 0
+    queue_full_waits: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+class Relay:
+    """The loop; clients, store, metrics and health are given, so tests can pass their own."""
+
+    def __init__(
+        self,
+        *,
+        consumer: Consumer,
+        producer: Producer,
+        store: DictionaryStore,
+        outputs: dict[str, str],
+        partitions: dict[str, int],
+        metrics: Metrics,
+        health: Health,
+        encoder_factory: Callable[[DictionaryStore, str], Encoder],
+        batch_size: int = 1000,
+        poll_timeout: float = 0.5,
+        commit_interval: float = 1.0,
+        unreachable_timeout: float = 60.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.consumer = consumer
+        self.producer = producer
+        self.store = store
+        self.metrics = metrics
+        self.health = health
+        self.batch_size = batch_size
+        self.poll_timeout = poll_timeout
+        self.commit_interval = commit_interval
+        self.unreachable_timeout = unreachable_timeout
+        self.clock = clock
+        self._encoder_factory = encoder_factory
+        self.offsets = OffsetTracker()
+        self.stats = RelayStats()
+        self._stop = threading.Event()
+        self._failure: str | None = None
+        self._down_since: float | None = None
+        self._assigned: set[tuple[str, int]] = set()
+        self._latency_tick = 0
+        self.namespaces: dict[str, _Namespace] = {}
+        for topic, output in outputs.items():
+            encoder = encoder_factory(store, topic)
+            self.namespaces[topic] = _Namespace(
+                topic=topic,
+                output=output,
+                same_partitions=partitions.get(topic) == partitions.get(output),
+                encoder=encoder,
+                metrics=metrics.namespace(topic),
+                active_id=encoder.dict_id or None,
+            )
+            self._announce_encoder(self.namespaces[topic])
+        health.set_encoder_ready(True)
+
+    # -- callbacks (run inside consume/poll/flush on this thread) ------------------------------
+
+    def on_error(self, error: KafkaError) -> None:
+        """librdkafka's error_cb: fatal errors stop the relay; 'all brokers down' starts a clock."""
+        if error.fatal():
+            self.fail(f"fatal Kafka client error: {error.str()}")
+        elif error.code() == KafkaError._ALL_BROKERS_DOWN:
+            if self._down_since is None:
+                self._down_since = self.clock()
+            log.warning("brokers_unreachable", error=error.str())
+        elif error.code() in (KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED):
+            self.fail(f"Kafka authentication failed: {error.str()}")
+        else:
+            log.warning("kafka_error", error=error.str(), code=error.name())
+
+    def _delivery_for(
+        self, topic: str, partition: int, offset: int, ns: _Namespace
+    ) -> Callable[[KafkaError | None, Message], None]:
+        def delivered(err: KafkaError | None, msg: Message) -> None:
+            if err is not None:
+                self.metrics.produce_error(err.name())
+                self.fail(
+                    f"delivery of {topic}[{partition}]@{offset} to {ns.output} failed: "
+                    f"{err.str()}; nothing past it is committed"
+                )
+                return
+            self._down_since = None
+            self.stats.delivered += 1
+            self.offsets.acked(topic, partition, offset)
+            self._latency_tick += 1
+            if self._latency_tick % LATENCY_SAMPLE_EVERY == 0:
+                ts_type, ts = msg.timestamp()
+                if ts_type and ts > 0:
+                    ns.metrics.observe_delivery_latency(time.time() - ts / 1000.0)
+
+        return delivered
+
+    def on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        for tp in partitions:
+            self._assigned.add((tp.topic, tp.partition))
+        self._set_assigned()
+        log.info(
+            "partitions_assigned", partitions=[f"{p.topic}[{p.partition}]" for p in partitions]
+        )
+
+    def on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        """Before partitions go to another member: deliver what is in flight, commit it."""
+        self.producer.flush(30.0)
+        self.commit()
+        for tp in partitions:
+            self._assigned.discard((tp.topic, tp.partition))
+            self.offsets.forget(tp.topic, tp.partition)
+            self.metrics.remove_partition(tp.topic, tp.partition)
+        self._set_assigned()
+        log.info("partitions_revoked", partitions=[f"{p.topic}[{p.partition}]" for p in partitions])
+
+    def on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        # Lost, not revoked: the group moved on; committing now would be refused or wrong.
+        for tp in partitions:
+            self._assigned.discard((tp.topic, tp.partition))
+            self.offsets.forget(tp.topic, tp.partition)
+        self._set_assigned()
+        log.warning("partitions_lost", partitions=[f"{p.topic}[{p.partition}]" for p in partitions])
+
+    def _set_assigned(self) -> None:
+        self.metrics.set_assigned_partitions(len(self._assigned))
+        self.health.set_assigned_partitions(len(self._assigned))
+
+    # -- control -------------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Ask the loop to finish: stop fetching, flush, commit, close. Signal-handler safe."""
+        self._stop.set()
+
+    def fail(self, reason: str) -> None:
+        if self._failure is None:
+            self._failure = reason
+            self.stats.errors.append(reason)
+        self._stop.set()
+
+    def commit(self) -> None:
+        offsets = self.offsets.to_commit()
+        if not offsets:
+            return
+        try:
+            self.consumer.commit(offsets=offsets, asynchronous=False)
+        except Exception as exc:  # a KafkaException: the next commit retries with newer offsets
+            self.metrics.commit(ok=False)
+            log.warning("commit_failed", error=str(exc))
+            return
+        self.offsets.committed(offsets)
+        self.metrics.commit(ok=True)
+        self.stats.commits += 1
+
+    # -- the loop ------------------------------------------------------------------------------
+
+    def run(self) -> RelayStats:
+        """Relay until stopped; raises `RelayFailed` if it had to stop to avoid loss."""
+        self.consumer.subscribe(
+            list(self.namespaces),
+            on_assign=self.on_assign,
+            on_revoke=self.on_revoke,
+            on_lost=self.on_lost,
+        )
+        log.info("relay_started", topics=list(self.namespaces))
+        last_commit = last_dict_check = self.clock()
+        with tune_gc():
+            while not self._stop.is_set():
+                self.health.beat()
+                messages = self.consumer.consume(self.batch_size, self.poll_timeout)
+                if messages:
+                    self._relay_batch(messages)
+                self.producer.poll(0)
+                now = self.clock()
+                if now - last_commit >= self.commit_interval:
+                    self.commit()
+                    last_commit = now
+                if now - last_dict_check >= DICTIONARY_CHECK_INTERVAL:
+                    self._refresh_encoders()
+                    last_dict_check = now
+                if (
+                    self._down_since is not None
+                    and now - self._down_since > self.unreachable_timeout
+                ):
+                    self.fail(
+                        f"no Kafka broker reachable for {now - self._down_since:.0f} s "
+                        f"(unreachable_timeout {self.unreachable_timeout:.0f} s)"
+                    )
+        self._shutdown()
+        if self._failure is not None:
+            raise RelayFailed(self._failure)
+        return self.stats
+
+    def _relay_batch(self, messages: list[Message]) -> None:
+        by_topic: dict[str, list[Message]] = {}
+        for msg in messages:
+            err = msg.error()
+            if err is not None:
+                if err.code() == KafkaError._PARTITION_EOF:
+                    continue
+                if err.fatal() or not err.retriable():
+                    self.fail(f"consume error on {msg.topic()}[{msg.partition()}]: {err.str()}")
+                    return
+                log.warning("consume_error", error=err.str())
+                continue
+            by_topic.setdefault(msg.topic(), []).append(msg)  # type: ignore[arg-type]
+        for topic, batch in by_topic.items():
+            ns = self.namespaces[topic]
+            started = time.perf_counter()
+            # A consumed record's headers are always a list of (str, bytes | None) pairs.
+            records = cast(Records, [(m.value(), m.headers()) for m in batch])
+            encoded = ns.encoder.encode_batch(records)
+            ns.metrics.observe_batch(encoded, (time.perf_counter() - started) / len(batch))
+            self.stats.consumed += len(batch)
+            for msg, enc in zip(batch, encoded, strict=True):
+                self._produce(ns, msg, enc.value, enc.headers)
+
+    def _produce(self, ns: _Namespace, msg: Message, value: bytes | None, headers: Any) -> None:
+        topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
+        assert topic is not None and partition is not None and offset is not None
+        ts_type, ts = msg.timestamp()
+        kwargs: dict[str, Any] = {
+            "key": msg.key(),
+            "value": value,
+            "headers": headers or None,
+            "on_delivery": self._delivery_for(topic, partition, offset, ns),
+        }
+        if ts_type and ts >= 0:
+            kwargs["timestamp"] = ts
+        if ns.same_partitions:
+            kwargs["partition"] = partition
+        self.offsets.sent(topic, partition, offset)
+        while True:
+            try:
+                self.producer.produce(ns.output, **kwargs)
+                break
+            except KafkaException as exc:  # refused outright, e.g. larger than message.max.bytes
+                self.metrics.produce_error(exc.args[0].name())
+                self.fail(
+                    f"cannot produce {topic}[{partition}]@{offset} to {ns.output}: "
+                    f"{exc.args[0].str()}; nothing past it is committed"
+                )
+                return
+            except BufferError:
+                # Queue full: let deliveries drain it. Consuming waits meanwhile (backpressure).
+                self.stats.queue_full_waits += 1
+                self.producer.poll(0.1)
+                self.health.beat()
+        self.stats.produced += 1
+
+    def _refresh_encoders(self) -> None:
+        for ns in self.namespaces.values():
+            try:
+                active = self.store.active_id(ns.topic)
+            except ZdictError as exc:
+                log.error("dictionary_check_failed", namespace=ns.topic, error=str(exc))
+                continue
+            if active != ns.active_id:
+                try:
+                    ns.encoder = self._encoder_factory(self.store, ns.topic)
+                except ZdictError as exc:  # keep the current encoder rather than stop
+                    log.error("dictionary_load_failed", namespace=ns.topic, error=str(exc))
+                    ns.active_id = active
+                    continue
+                ns.active_id = active
+                self._announce_encoder(ns)
+
+    def _announce_encoder(self, ns: _Namespace) -> None:
+        dictionary = ns.encoder.dictionary
+        self.metrics.set_dictionary(ns.topic, dictionary)
+        if dictionary is None:
+            log.warning(
+                "no_dictionary",
+                namespace=ns.topic,
+                detail="compressing without a dictionary (zd=0) where that still shrinks; "
+                "train one with `zdict-sidecar train`",
+            )
+        else:
+            log.info(
+                "dictionary_loaded",
+                namespace=ns.topic,
+                dict_id=dictionary.id,
+                version=dictionary.meta.version,
+                heldout_ratio=dictionary.meta.heldout_ratio,
+                level=ns.encoder.level,
+            )
+
+    def _shutdown(self) -> None:
+        self.health.set_stopping()
+        log.info(
+            "shutting_down", in_flight=self.offsets.in_flight(), reason=self._failure or "stop"
+        )
+        remaining = self.producer.flush(30.0)
+        if remaining:
+            log.error("flush_incomplete", undelivered=remaining)
+        self.commit()
+        self.consumer.close()
+        log.info(
+            "relay_stopped",
+            consumed=self.stats.consumed,
+            delivered=self.stats.delivered,
+            commits=self.stats.commits,
+        )

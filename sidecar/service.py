@@ -1,0 +1,156 @@
+"""`zdict-sidecar run`: wiring one relay process (or N worker processes) from the settings.
+
+The relay loop itself is in `relay.py`; this module builds its parts — logging, metrics
+endpoint, Kafka clients, topic checks, encoders — handles signals, and maps failures to exit
+codes: 0 after a graceful stop, 1 when the relay had to stop (the log line says why), 2 for
+configuration errors.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from types import FrameType
+
+from confluent_kafka import KafkaError
+from prometheus_client import CollectorRegistry
+
+from sidecar.codec import Encoder
+from sidecar.config import Settings
+from sidecar.dictionaries.store import DictionaryStore
+from sidecar.errors import ConfigError, ZdictError
+from sidecar.kafka import ensure_output_topics, make_admin, make_consumer, make_producer
+from sidecar.logs import get_logger
+from sidecar.metrics import Health, Metrics, ObservabilityServer
+from sidecar.relay import Relay
+
+log = get_logger("sidecar.service")
+
+#: `min_size` that makes every value pass through: the pass-through baseline runs the same path.
+_NEVER: int = 2**62
+
+
+def encoder_factory(settings: Settings) -> Callable[[DictionaryStore, str], Encoder]:
+    """How the relay builds an encoder for a namespace from the current settings."""
+    codec = settings.codec
+    min_size = codec.min_size if settings.relay.compress else _NEVER
+
+    def build(store: DictionaryStore, namespace: str) -> Encoder:
+        return Encoder.from_store(
+            store,
+            namespace,
+            level=codec.level,
+            min_size=min_size,
+            header_key=codec.header_key,
+            frame=codec.frame,
+        )
+
+    return build
+
+
+def run_relay(settings: Settings) -> int:
+    """Run one relay process until SIGTERM/SIGINT (exit 0) or a failure (exit 1)."""
+    relay_settings = settings.relay
+    if not relay_settings.input_topics:
+        raise ConfigError(
+            "no input topic: give --input-topic TOPIC (repeatable) or ZDICT_RELAY__INPUT_TOPICS"
+        )
+    if relay_settings.mode != "encode":
+        raise ConfigError("ZDICT_RELAY__MODE=decode is not available yet; use `encode`")
+    registry = CollectorRegistry()
+    metrics = Metrics(registry)
+    health = Health()
+    server = ObservabilityServer(registry, health)
+    if settings.metrics.enabled:
+        _, port = server.start(settings.metrics.host, settings.metrics.port)
+        log.info("metrics_listening", url=f"http://{settings.metrics.host}:{port}/metrics")
+    try:
+        pairs = {t: relay_settings.output_for(t) for t in relay_settings.input_topics}
+        bootstrap = settings.kafka.client_config()["bootstrap.servers"]
+        admin = make_admin(settings)
+        counts = ensure_output_topics(
+            admin,
+            pairs,
+            relay_settings.create_topics,
+            min(relay_settings.unreachable_timeout, 30.0),
+            bootstrap,
+        )
+        relay: Relay | None = None
+
+        def on_error(error: KafkaError) -> None:
+            if relay is not None:
+                relay.on_error(error)
+
+        relay = Relay(
+            consumer=make_consumer(settings, on_error),
+            producer=make_producer(settings, on_error),
+            store=DictionaryStore(settings.dictionaries),
+            outputs=pairs,
+            partitions=counts,
+            metrics=metrics,
+            health=health,
+            encoder_factory=encoder_factory(settings),
+            batch_size=relay_settings.batch_size,
+            poll_timeout=relay_settings.poll_timeout,
+            commit_interval=relay_settings.commit_interval,
+            unreachable_timeout=relay_settings.unreachable_timeout,
+        )
+
+        def stop(signum: int, frame: FrameType | None) -> None:
+            log.info("signal_received", signal=signal.Signals(signum).name)
+            assert relay is not None
+            relay.stop()
+
+        signal.signal(signal.SIGTERM, stop)
+        signal.signal(signal.SIGINT, stop)
+        log.info(
+            "relay_configured", outputs=pairs, kafka=settings.kafka.redacted(), bootstrap=bootstrap
+        )
+        relay.run()
+        return 0
+    except ZdictError as exc:
+        if isinstance(exc, ConfigError):
+            raise
+        log.error("relay_failed", error=str(exc))
+        return 1
+    finally:
+        server.stop()
+
+
+def run_workers(argv: Sequence[str], workers: int, metrics_port: int) -> int:
+    """Run `workers` relay processes in one consumer group; forward signals; worst exit wins.
+
+    Each worker is this program again with `--workers 1`; with a fixed metrics port, worker i
+    listens on port + i.
+    """
+    base = [sys.executable, "-m", "sidecar", *argv, "--workers", "1"]
+    procs: list[subprocess.Popen[bytes]] = []
+    for i in range(workers):
+        env = dict(os.environ)
+        if metrics_port:
+            env["ZDICT_METRICS__PORT"] = str(metrics_port + i)
+        procs.append(subprocess.Popen(base, env=env))
+    log.info("workers_started", workers=workers, pids=[p.pid for p in procs])
+
+    def forward(signum: int, frame: FrameType | None) -> None:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.send_signal(signum)
+
+    signal.signal(signal.SIGTERM, forward)
+    signal.signal(signal.SIGINT, forward)
+    codes: list[int] = []
+    while procs:
+        for proc in list(procs):
+            code = proc.poll()
+            if code is not None:
+                procs.remove(proc)
+                codes.append(code)
+                if code != 0:
+                    log.error("worker_exited", pid=proc.pid, code=code)
+        time.sleep(0.2)
+    return max(codes, key=lambda c: (c != 0, abs(c)), default=0)
