@@ -161,7 +161,9 @@ def _training_overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    namespace = validate_namespace(args.namespace)
+    if args.namespace is None and args.topic is None:
+        raise ConfigError("--namespace is required with --input (it is usually the topic name)")
+    namespace = validate_namespace(args.namespace or args.topic)
     settings = _settings(args, **_training_overrides(args))
     if args.heldout_fraction is not None:
         heldout_fraction = args.heldout_fraction
@@ -169,11 +171,16 @@ def cmd_train(args: argparse.Namespace) -> int:
         heldout_fraction = settings.training.heldout_fraction
     store = DictionaryStore(settings.dictionaries)
     champion = store.active(namespace)
-    lines = read_lines(args.input)
-    window = f"{args.input} lines 1-{len(lines)}"
-    samples = split_by_key(
-        ((str(i).encode(), line) for i, line in enumerate(lines)), heldout_fraction, window
-    )
+    if args.topic:
+        from sidecar.topic_sample import read_sample
+
+        sample = read_sample(settings, args.topic, args.sample)
+        records, window = sample.records, sample.window
+    else:
+        lines = read_lines(args.input)
+        records = [(str(i).encode(), line) for i, line in enumerate(lines)]
+        window = f"{args.input} lines 1-{len(lines)}"
+    samples = split_by_key(records, heldout_fraction, window)
     params = settings.training.params(settings.codec)
     report = train(samples, params, namespace=namespace, champion=champion)
     stored = None
@@ -435,10 +442,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "train", help="train a dictionary from messages, store it, activate if better"
     )
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--input", metavar="FILE", help="one message per line; - for stdin")
+    source.add_argument("--topic", metavar="TOPIC", help="sample the latest records of a topic")
     p.add_argument(
-        "--input", required=True, metavar="FILE", help="one message per line; - for stdin"
+        "--sample", type=int, default=20_000, metavar="N", help="records to read with --topic"
     )
-    p.add_argument("--namespace", required=True, help="usually the input topic name")
+    p.add_argument("--namespace", help="default: the --topic name (required with --input)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--heldout-fraction", type=float, metavar="F", help="default 0.2")
     p.add_argument("--min-encode-rate", type=float, metavar="MSG_PER_S", help="speed budget")

@@ -158,6 +158,8 @@ class KafkaSettings(BaseModel):
             name = str(key).lower().replace("_", ".")
             if isinstance(value, bool):
                 value = "true" if value else "false"
+            elif not isinstance(value, str | int | float | SecretStr):
+                raise ValueError(f"librdkafka property {name} must be a string or number")
             if isinstance(value, SecretStr):
                 normalised[name] = value
             elif is_secret_property(name):

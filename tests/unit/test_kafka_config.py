@@ -1,0 +1,74 @@
+"""Kafka client properties: passed through verbatim, secrets kept secret, guarantees fixed."""
+
+from __future__ import annotations
+
+import pytest
+
+from sidecar.config import load_settings
+from sidecar.errors import ConfigError
+from sidecar.kafka import consumer_config, producer_config
+
+
+def test_environment_properties_reach_the_clients_by_their_librdkafka_names(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("ZDICT_KAFKA__BOOTSTRAP_SERVERS", "k1:9092,k2:9092")
+    monkeypatch.setenv("ZDICT_KAFKA__SECURITY_PROTOCOL", "SASL_SSL")
+    monkeypatch.setenv("ZDICT_KAFKA__SASL_MECHANISM", "SCRAM-SHA-512")
+    monkeypatch.setenv("ZDICT_KAFKA__SASL_USERNAME", "relay")
+    monkeypatch.setenv("ZDICT_KAFKA__SASL_PASSWORD", "s3cr3t")
+    monkeypatch.setenv("ZDICT_PRODUCER__LINGER_MS", "20")
+    monkeypatch.setenv("ZDICT_CONSUMER__FETCH_MIN_BYTES", "1024")
+    settings = load_settings()
+    producer = producer_config(settings)
+    consumer = consumer_config(settings)
+    assert producer["bootstrap.servers"] == consumer["bootstrap.servers"] == "k1:9092,k2:9092"
+    assert producer["sasl.password"] == "s3cr3t" and producer["sasl.mechanism"] == "SCRAM-SHA-512"
+    assert producer["linger.ms"] == "20" and "linger.ms" not in consumer
+    assert consumer["fetch.min.bytes"] == "1024" and "fetch.min.bytes" not in producer
+    assert consumer["group.id"] == "zdict-sidecar"
+
+
+def test_secrets_never_appear_in_reprs_or_redacted_views(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ZDICT_KAFKA__SASL_PASSWORD", "s3cr3t")
+    monkeypatch.setenv("ZDICT_KAFKA__SSL_KEY_PASSWORD", "k3y")
+    settings = load_settings()
+    assert "s3cr3t" not in repr(settings) and "k3y" not in repr(settings)
+    assert settings.kafka.redacted() == {"sasl.password": "***", "ssl.key.password": "***"}
+
+
+def test_an_invalid_kafka_value_is_reported_without_echoing_it() -> None:
+    with pytest.raises(ConfigError) as info:
+        load_settings(kafka={"sasl.password": ["not", "a", "string", "s3cr3t"]})
+    assert "s3cr3t" not in str(info.value)
+    assert "sasl.password must be a string or number" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("var", "value"),
+    [
+        ("ZDICT_PRODUCER__ACKS", "1"),
+        ("ZDICT_PRODUCER__ENABLE_IDEMPOTENCE", "false"),
+        ("ZDICT_CONSUMER__ENABLE_AUTO_COMMIT", "true"),
+    ],
+)
+def test_settings_that_would_break_at_least_once_are_refused(
+    monkeypatch: pytest.MonkeyPatch, var: str, value: str
+) -> None:
+    monkeypatch.setenv(var, value)
+    settings = load_settings()
+    with pytest.raises(ConfigError, match=var):
+        producer_config(settings)
+        consumer_config(settings)
+
+
+def test_the_guarantee_settings_are_always_on() -> None:
+    settings = load_settings()
+    assert producer_config(settings)["acks"] == "all"
+    assert producer_config(settings)["enable.idempotence"] == "true"
+    assert consumer_config(settings)["enable.auto.commit"] == "false"
+
+
+def test_the_output_topic_must_differ_from_the_input() -> None:
+    with pytest.raises(ConfigError, match="ZDICT_RELAY__OUTPUT_TOPIC"):
+        load_settings(relay={"output_topic": "{topic}"})
