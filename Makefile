@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed-stamp
 OUT    := out
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test lint unit integration tools clean
+.PHONY: demo evaluate test lint unit integration tools clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,8 +20,13 @@ $(STAMP): pyproject.toml
 tools:
 	@command -v zstd >/dev/null || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq zstd; }
 
-## demo: generate events, measure what a dictionary saves on them, train and store one
+## demo: a local broker, events at 5,000/s, a dictionary trained from the topic, the sidecar for a
+## minute, then what it saved, read back from the output topic
 demo: $(STAMP)
+	deploy/kafka/kafka-local exec -- $(BIN)/zdict-sidecar demo
+
+## evaluate: the offline path: generate events, measure what a dictionary saves, train and store one
+evaluate: $(STAMP)
 	@mkdir -p $(OUT)
 	$(BIN)/zdict-sidecar generate --kind product_viewed -n 100000 --seed 1 > $(OUT)/demo-events.ndjson
 	$(BIN)/zdict-sidecar evaluate $(OUT)/demo-events.ndjson

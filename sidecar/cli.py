@@ -367,6 +367,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     return service.run_relay(settings)
 
 
+def cmd_demo(args: argparse.Namespace) -> int:
+    from sidecar import demo
+
+    return demo.main(duration=args.duration, rate=args.rate)
+
+
 def _without_option(argv: Sequence[str], option: str) -> list[str]:
     out: list[str] = []
     skip = False
@@ -482,6 +488,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pass-through", action="store_true", help="encode nothing (a cost baseline)")
     _common(p)
     p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("demo", help="the whole job on a local broker (make demo)")
+    p.add_argument("--duration", type=float, default=60.0, metavar="S", help="seconds of traffic")
+    p.add_argument("--rate", type=int, default=5000, metavar="N", help="events per second")
+    p.set_defaults(func=cmd_demo)
 
     p = sub.add_parser("bench", help="benchmarks that print tables and write JSON")
     kinds = p.add_subparsers(dest="bench", required=True, metavar="BENCH")
