@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed-stamp
 OUT    := out
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo evaluate test lint unit integration tools clean
+.PHONY: demo evaluate test lint unit integration bench tools clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -45,6 +45,11 @@ lint: $(STAMP)
 	$(BIN)/ruff check sidecar tests
 	$(BIN)/ruff format --check sidecar tests
 	$(BIN)/mypy
+
+## bench: the standard benchmarks (tables on stdout, JSON in out/)
+bench: $(STAMP) tools
+	$(BIN)/zdict-sidecar bench codec
+	deploy/kafka/kafka-local exec -- $(BIN)/zdict-sidecar bench relay
 
 unit: $(STAMP) tools
 	$(BIN)/pytest -q tests/unit

@@ -12,14 +12,16 @@ import os
 import platform
 import re
 import shutil
+import signal
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import zstandard
 
@@ -184,3 +186,171 @@ def result_dict(result: CodecResult) -> dict[str, Any]:
     data = asdict(result)
     data["speeds"] = {k: asdict(v) for k, v in result.speeds.items()}
     return data
+
+
+# -- bench relay ------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class RelayRun:
+    """One timed relay run over a pre-loaded topic."""
+
+    variant: str
+    messages: int
+    seconds: float  # first output record to last
+    cpu_seconds: float  # user + system of the sidecar process(es), whole run
+    peak_rss_bytes: int
+
+    @property
+    def rate(self) -> float:
+        return self.messages / self.seconds if self.seconds else 0.0
+
+
+def preload(bootstrap: str, topic: str, kind: str, count: int, partitions: int) -> int:
+    """Create `topic` and fill it with `count` generated events; returns the value bytes."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+    from sidecar.generate import generate
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(topic, num_partitions=partitions)]).values():
+        future.result(30)
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": 50,
+            "batch.size": 1_000_000,
+            "queue.buffering.max.messages": 1_000_000,
+        }
+    )
+    total = 0
+    for i, value in enumerate(generate(kind, count, seed=7)):
+        while True:
+            try:
+                producer.produce(topic, value, partition=i % partitions)
+                break
+            except BufferError:
+                producer.poll(0.1)
+        total += len(value)
+        if i % 10_000 == 0:
+            producer.poll(0)
+    producer.flush(120)
+    return total
+
+
+def _output_count(consumer: Any, topic: str, partitions: int) -> int:
+    from confluent_kafka import TopicPartition
+
+    return sum(
+        consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)[1]
+        for p in range(partitions)
+    )
+
+
+def time_relay(
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    messages: int,
+    variant: str,
+    store: Path,
+    workers: int,
+    pass_through: bool,
+) -> RelayRun:
+    """Relay the pre-loaded `topic` into a fresh output topic; seconds to the last record."""
+    import uuid
+
+    from confluent_kafka import Consumer
+
+    run_id = uuid.uuid4().hex[:8]
+    output = f"{topic}.{run_id}"
+    argv = [
+        sys.executable,
+        "-m",
+        "sidecar",
+        "run",
+        "--input-topic",
+        topic,
+        "--output-topic",
+        output,
+        "--group-id",
+        f"bench-{run_id}",
+        "--create-topics",
+        "--dictionaries",
+        str(store),
+        "--metrics-port",
+        "0",
+        "--workers",
+        str(workers),
+    ]
+    if pass_through:
+        argv.append("--pass-through")
+    env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": bootstrap, "ZDICT_LOG_LEVEL": "warning"}
+    watcher = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-watch-{run_id}"})
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    first = last = 0.0
+    try:
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline:
+            try:
+                done = _output_count(watcher, output, partitions)
+            except Exception:  # the output topic does not exist yet
+                done = 0
+            now = time.monotonic()
+            if done and not first:
+                first = now
+            if done >= messages:
+                last = now
+                break
+            time.sleep(0.05)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, status, usage = os.wait4(proc.pid, 0)
+        watcher.close()
+    if not last:
+        raise InputError(f"bench relay: {variant} did not relay {messages} records in time")
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise InputError(f"bench relay: {variant} exited {os.waitstatus_to_exitcode(status)}")
+    # wait4's usage covers the process and, with --workers N, the workers it waited for; the
+    # peak RSS is then the largest single process, not the sum.
+    cpu = usage.ru_utime + usage.ru_stime
+    return RelayRun(variant, messages, last - first, cpu, usage.ru_maxrss * 1024)
+
+
+RELAY_VARIANTS: Final = (
+    ("pass-through, 1 worker", 1, True),
+    ("compress, 1 worker", 1, False),
+    ("compress, 2 workers", 2, False),
+)
+
+
+def bench_relay(
+    bootstrap: str, kind: str, count: int, partitions: int, runs: int
+) -> tuple[dict[str, list[RelayRun]], int]:
+    """Pre-load `count` events, then time every variant `runs` times after one warm-up round.
+
+    Variants run interleaved, round by round, so machine noise spreads over all of them.
+    Returns the measured runs per variant and the pre-loaded value bytes.
+    """
+    import uuid
+
+    from sidecar.dictionaries.lifecycle import store_trained
+    from sidecar.dictionaries.store import DictionaryStore
+    from sidecar.generate import generate
+
+    topic = f"bench-relay-{kind}-{uuid.uuid4().hex[:6]}"
+    raw = preload(bootstrap, topic, kind, count, partitions)
+    store_dir = Path(tempfile.mkdtemp(prefix="zdict-bench-relay-"))
+    samples = split_ordered(generate(kind, 25_000, seed=99), 0.8)
+    report = train(samples, TrainingParams(), namespace=topic)
+    store_trained(DictionaryStore(store_dir), report, window="bench", parent_id=None)
+    results: dict[str, list[RelayRun]] = {name: [] for name, _, _ in RELAY_VARIANTS}
+    for round_ in range(runs + 1):
+        for name, workers, pass_through in RELAY_VARIANTS:
+            run = time_relay(
+                bootstrap, topic, partitions, count, name, store_dir, workers, pass_through
+            )
+            if round_:  # round 0 is the warm-up
+                results[name].append(run)
+    return results, raw

@@ -7,7 +7,9 @@ configuration; 130 interrupted.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+import statistics
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -267,6 +269,63 @@ def cmd_dicts(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench_relay(args: argparse.Namespace) -> int:
+    import os
+
+    from sidecar import bench
+
+    if args.runs < 3:
+        raise ConfigError("--runs must be at least 3 (the median of fewer runs says little)")
+    bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+    if not bootstrap:
+        raise ConfigError("KAFKA_BOOTSTRAP_SERVERS is not set (make bench starts a local broker)")
+    results, raw = bench.bench_relay(bootstrap, args.kind, args.count, args.partitions, args.runs)
+    base = statistics.median(r.rate for r in results[bench.RELAY_VARIANTS[0][0]])
+    rows: list[list[object]] = []
+    for name, runs in results.items():
+        rates = [r.rate for r in runs]
+        med = statistics.median(rates)
+        cpu = statistics.median(r.cpu_seconds for r in runs) / (args.count / 1e6)
+        rss = max(r.peak_rss_bytes for r in runs) / 2**20
+        rows.append(
+            [
+                name,
+                f"{med:,.0f} [{min(rates):,.0f}-{max(rates):,.0f}]",
+                round(med / base, 2),
+                round(cpu, 1),
+                round(rss),
+            ]
+        )
+    title = (
+        f"relay over {args.count:,} pre-loaded {args.kind} events ({raw / args.count:.0f} B), "
+        f"{args.partitions} partitions, {args.runs} runs after a warm-up round"
+    )
+    print(
+        render(
+            (
+                "variant",
+                "msg/s median [min-max]",
+                "x pass-through",
+                "CPU s / M msgs",
+                "peak RSS MiB",
+            ),
+            rows,
+            title,
+        )
+    )
+    out = Path(args.json_out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    payload = {
+        "benchmark": "relay",
+        "environment": bench.environment(),
+        "settings": vars(args) | {"func": None, "argv": None},
+        "results": {k: [dataclasses.asdict(r) for r in v] for k, v in results.items()},
+    }
+    out.write_text(json.dumps(payload, indent=2, default=str))
+    print(f"\nwrote {out}")
+    return 0
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     from sidecar import bench  # imported on use: it is the only command that needs the zstd CLI
 
@@ -504,6 +563,13 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--runs", type=int, default=3, help="measured runs after one warm-up (>= 3)")
     b.add_argument("--json-out", default="out/bench-codec.json", metavar="FILE")
     b.set_defaults(func=cmd_bench, kind=None)
+    b = kinds.add_parser("relay", help="the relay on a real broker: compress vs pass-through")
+    b.add_argument("--kind", choices=KINDS, default="product_viewed")
+    b.add_argument("-n", "--count", type=int, default=1_000_000)
+    b.add_argument("--partitions", type=int, default=4)
+    b.add_argument("--runs", type=int, default=3, help="measured rounds after one warm-up (>= 3)")
+    b.add_argument("--json-out", default="out/bench-relay.json", metavar="FILE")
+    b.set_defaults(func=cmd_bench_relay)
 
     p = sub.add_parser("dicts", help="list, show, activate or roll back stored dictionaries")
     actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
