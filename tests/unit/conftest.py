@@ -14,6 +14,19 @@ from sidecar.generate import generate
 AddDictionary = Callable[..., Dictionary]
 
 
+def add_to_store(store: DictionaryStore, namespace: str, data: bytes, **meta: object) -> Dictionary:
+    """Store `data` with placeholder metadata (tests that care about a field pass it)."""
+    fields: dict[str, object] = {
+        "level": 3,
+        "heldout_ratio": 2.0,
+        "nodict_ratio": 1.0,
+        "break_even_size": 0,
+        "training": TrainingSample(count=4000, bytes=1, heldout_count=2000, heldout_bytes=1),
+    }
+    fields.update(meta)
+    return store.add(namespace, data, **fields)  # type: ignore[arg-type]
+
+
 @pytest.fixture(scope="session")
 def events() -> list[bytes]:
     """6,000 generated ~100-byte JSON events, the same on every run."""
@@ -36,14 +49,6 @@ def add_dictionary(store: DictionaryStore, trained_bytes: bytes) -> AddDictionar
     """Factory: store a dictionary in `namespace` (default "orders") and return it."""
 
     def add(namespace: str = "orders", data: bytes | None = None, **meta: object) -> Dictionary:
-        fields: dict[str, object] = {
-            "level": 3,
-            "heldout_ratio": 2.0,
-            "nodict_ratio": 1.0,
-            "break_even_size": 0,
-            "training": TrainingSample(count=4000, bytes=1, heldout_count=2000, heldout_bytes=1),
-        }
-        fields.update(meta)
-        return store.add(namespace, data if data is not None else trained_bytes, **fields)  # type: ignore[arg-type]
+        return add_to_store(store, namespace, data if data is not None else trained_bytes, **meta)
 
     return add

@@ -23,7 +23,7 @@ from sidecar.codec import (
 )
 from sidecar.dictionaries import Dictionary, DictionaryStore
 from sidecar.errors import CorruptFrame, OutputTooLarge, UnknownDictionary
-from tests.unit.conftest import AddDictionary
+from tests.unit.conftest import AddDictionary, add_to_store
 
 MiB = 1024 * 1024
 
@@ -213,18 +213,8 @@ def dictionary_for_hypothesis(
     tmp_path_factory: pytest.TempPathFactory, trained_bytes: bytes
 ) -> Dictionary:
     # hypothesis runs a test body many times per fixture instance: module scope, built once.
-    from sidecar.dictionaries import TrainingSample
-
     store = DictionaryStore(tmp_path_factory.mktemp("hypothesis-store"))
-    return store.add(
-        "roundtrip",
-        trained_bytes,
-        level=3,
-        heldout_ratio=2.0,
-        nodict_ratio=1.0,
-        break_even_size=0,
-        training=TrainingSample(count=1, bytes=1, heldout_count=1, heldout_bytes=1),
-    )
+    return add_to_store(store, "roundtrip", trained_bytes)
 
 
 @pytest.mark.parametrize(

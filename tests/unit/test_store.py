@@ -10,7 +10,7 @@ import pytest
 import zstandard
 
 from sidecar.codec import Decoder, Encoder
-from sidecar.dictionaries import DictionaryStore, TrainingSample
+from sidecar.dictionaries import DictionaryStore
 from sidecar.dictionaries.model import MIN_DICT_ID, embedded_dict_id
 from sidecar.errors import (
     ConfigError,
@@ -18,7 +18,7 @@ from sidecar.errors import (
     DictionaryNotFound,
     UnknownDictionary,
 )
-from tests.unit.conftest import AddDictionary
+from tests.unit.conftest import AddDictionary, add_to_store
 
 
 def test_a_stored_dictionary_has_the_documented_layout(
@@ -109,20 +109,11 @@ def test_a_missing_dictionary_file_is_an_integrity_error(
 
 
 def test_a_file_that_is_not_a_zstd_dictionary_is_refused_even_with_matching_metadata(
-    store: DictionaryStore,
+    add_dictionary: AddDictionary,
 ) -> None:
     # Raw bytes with a correct sha256 must still not load: they would be taken as raw content.
-    training = TrainingSample(count=1, bytes=1, heldout_count=1, heldout_bytes=1)
     with pytest.raises(DictionaryIntegrityError, match="not a zstd dictionary"):
-        store.add(
-            "orders",
-            b"just some raw content " * 100,
-            level=3,
-            heldout_ratio=1.0,
-            nodict_ratio=1.0,
-            break_even_size=0,
-            training=training,
-        )
+        add_dictionary(data=b"just some raw content " * 100)
 
 
 def test_garbage_entropy_tables_behind_the_magic_are_refused(
@@ -180,19 +171,7 @@ def test_an_id_taken_by_another_writer_is_skipped(
 
 def _add_many(root: str, data: bytes, namespace: str, count: int) -> list[int]:
     store = DictionaryStore(root)
-    training = TrainingSample(count=1, bytes=1, heldout_count=1, heldout_bytes=1)
-    return [
-        store.add(
-            namespace,
-            data,
-            level=3,
-            heldout_ratio=1.0,
-            nodict_ratio=1.0,
-            break_even_size=0,
-            training=training,
-        ).id
-        for _ in range(count)
-    ]
+    return [add_to_store(store, namespace, data).id for _ in range(count)]
 
 
 def test_concurrent_writers_in_separate_processes_never_share_an_id(
@@ -237,20 +216,12 @@ def test_training_runs_are_recorded_whatever_the_decision(store: DictionaryStore
     assert [json.loads(line)["decision"] for line in lines] == ["rejected", "failed"]
 
 
-def test_dictionaries_trained_by_zstd_without_an_id_get_ours(store: DictionaryStore) -> None:
+def test_dictionaries_trained_by_zstd_without_an_id_get_ours(
+    add_dictionary: AddDictionary,
+) -> None:
     samples = [
         f'{{"n":{i},"kind":"sample","text":"{"ab" * (i % 7)}"}}'.encode() for i in range(2000)
     ]
-    data = zstandard.train_dictionary(2048, samples).as_bytes()
-    training = TrainingSample(count=1, bytes=1, heldout_count=1, heldout_bytes=1)
-    d = store.add(
-        "t",
-        data,
-        level=3,
-        heldout_ratio=1.0,
-        nodict_ratio=1.0,
-        break_even_size=0,
-        training=training,
-    )
+    d = add_dictionary("t", zstandard.train_dictionary(2048, samples).as_bytes())
     assert embedded_dict_id(d.data) == d.id
     assert zstandard.ZstdCompressionDict(d.data).dict_id() == d.id
