@@ -317,14 +317,25 @@ class Relay:
                     self._down_since is not None
                     and now - self._down_since > self.unreachable_timeout
                 ):
-                    self.fail(
-                        f"no Kafka broker reachable for {now - self._down_since:.0f} s "
-                        f"(unreachable_timeout {self.unreachable_timeout:.0f} s)"
-                    )
+                    self._check_still_unreachable(now)
         self._shutdown()
         if self._failure is not None:
             raise RelayFailed(self._failure)
         return self.stats
+
+    def _check_still_unreachable(self, now: float) -> None:
+        """Fail if the brokers are still down; an idle relay has seen no delivery to tell it."""
+        assert self._down_since is not None
+        try:
+            self.consumer.list_topics(timeout=5.0)
+        except KafkaException:
+            self.fail(
+                f"no Kafka broker reachable for {now - self._down_since:.0f} s "
+                f"(unreachable_timeout {self.unreachable_timeout:.0f} s)"
+            )
+            return
+        log.info("brokers_reachable_again", down_seconds=round(now - self._down_since, 1))
+        self._down_since = None
 
     def _relay_batch(self, messages: list[Message]) -> None:
         by_topic: dict[str, list[Message]] = {}
@@ -339,6 +350,8 @@ class Relay:
                 log.warning("consume_error", error=err.str())
                 continue
             by_topic.setdefault(msg.topic(), []).append(msg)  # type: ignore[arg-type]
+        if by_topic:
+            self._down_since = None  # records arrived: a broker answered
         for topic, batch in by_topic.items():
             ns = self.namespaces[topic]
             started = time.perf_counter()
