@@ -1,0 +1,152 @@
+"""Relay failure paths a real broker cannot produce on demand, with spec'd fakes of the clients.
+
+(The relay's normal behaviour is tested against a real broker in tests/integration.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+from unittest.mock import MagicMock
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer
+from prometheus_client import CollectorRegistry
+
+from sidecar.codec import Encoder
+from sidecar.dictionaries import DictionaryStore
+from sidecar.metrics import Health, Metrics
+from sidecar.relay import Relay, RelayFailed
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def record(offset: int, value: bytes = b'{"event":"x","n":1}' * 8) -> MagicMock:
+    msg = MagicMock(spec_set=Message)
+    msg.error.return_value = None
+    msg.topic.return_value = "in"
+    msg.partition.return_value = 0
+    msg.offset.return_value = offset
+    msg.value.return_value = value
+    msg.key.return_value = None
+    msg.headers.return_value = None
+    msg.timestamp.return_value = (1, 1_700_000_000_000)
+    return msg
+
+
+def make_relay(tmp_path: Path, clock: Clock) -> tuple[Relay, MagicMock, MagicMock]:
+    consumer = MagicMock(spec_set=Consumer)
+    producer = MagicMock(spec_set=Producer)
+    producer.flush.return_value = 0
+    relay = Relay(
+        consumer=consumer,
+        producer=producer,
+        store=DictionaryStore(tmp_path),
+        outputs={"in": "in.zd"},
+        partitions={"in": 1, "in.zd": 1},
+        metrics=Metrics(CollectorRegistry()),
+        health=Health(),
+        encoder_factory=lambda store, ns: Encoder.from_store(store, ns),
+        commit_interval=0.0,
+        unreachable_timeout=60.0,
+        clock=clock,
+    )
+    return relay, consumer, producer
+
+
+def deliveries(producer: MagicMock) -> list[Callable[[KafkaError | None, Any], None]]:
+    return [c.kwargs["on_delivery"] for c in producer.produce.call_args_list]
+
+
+def test_a_failed_delivery_stops_the_relay_and_commits_only_what_came_before(
+    tmp_path: Path,
+) -> None:
+    relay, consumer, producer = make_relay(tmp_path, Clock())
+    batches = iter([[record(0), record(1), record(2)]])
+    consumer.consume.side_effect = lambda *a: next(batches, [])
+
+    def poll(timeout: float = 0) -> int:
+        callbacks = deliveries(producer)
+        if len(callbacks) == 3 and relay.stats.delivered == 0:
+            delivered = MagicMock(spec_set=Message)
+            delivered.timestamp.return_value = (1, 1_700_000_000_000)
+            callbacks[0](None, delivered)
+            callbacks[1](KafkaError(KafkaError._MSG_TIMED_OUT), delivered)
+            callbacks[2](None, delivered)
+        return 0
+
+    producer.poll.side_effect = poll
+    with pytest.raises(RelayFailed, match=r"delivery of in\[0\]@1 to in.zd failed"):
+        relay.run()
+    committed = [c.kwargs["offsets"] for c in consumer.commit.call_args_list]
+    assert committed and all(tp.offset == 1 for offsets in committed for tp in offsets)
+    consumer.close.assert_called_once()
+
+
+def test_brokers_unreachable_past_the_timeout_stop_the_relay(tmp_path: Path) -> None:
+    clock = Clock()
+    relay, consumer, _ = make_relay(tmp_path, clock)
+    consumer.list_topics.side_effect = KafkaException(KafkaError(KafkaError._TRANSPORT))
+
+    def consume(*args: object) -> list[MagicMock]:
+        relay.on_error(KafkaError(KafkaError._ALL_BROKERS_DOWN))
+        clock.now += 30
+        return []
+
+    consumer.consume.side_effect = consume
+    with pytest.raises(RelayFailed, match=r"no Kafka broker reachable for \d+ s"):
+        relay.run()
+
+
+def test_an_idle_relay_whose_brokers_came_back_keeps_running(tmp_path: Path) -> None:
+    clock = Clock()
+    relay, consumer, _ = make_relay(tmp_path, clock)
+    calls = {"n": 0}
+
+    def consume(*args: object) -> list[MagicMock]:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            relay.on_error(KafkaError(KafkaError._ALL_BROKERS_DOWN))
+        clock.now += 30
+        if calls["n"] == 10:
+            relay.stop()
+        return []
+
+    consumer.consume.side_effect = consume
+    stats = relay.run()  # list_topics answers (a MagicMock): the brokers are back
+    assert stats.errors == []
+    consumer.list_topics.assert_called()
+
+
+def test_a_fatal_client_error_stops_the_relay(tmp_path: Path) -> None:
+    relay, consumer, _ = make_relay(tmp_path, Clock())
+    fatal = MagicMock(spec_set=KafkaError)
+    fatal.fatal.return_value = True
+    fatal.str.return_value = "producer fenced"
+    consumer.consume.side_effect = lambda *a: relay.on_error(fatal) or []
+    with pytest.raises(RelayFailed, match="fatal Kafka client error: producer fenced"):
+        relay.run()
+
+
+def test_a_full_producer_queue_is_drained_and_the_record_retried(tmp_path: Path) -> None:
+    relay, consumer, producer = make_relay(tmp_path, Clock())
+    batches = iter([[record(0)]])
+    consumer.consume.side_effect = lambda *a: next(batches, None) or relay.stop() or []
+    attempts = iter([BufferError("queue full"), BufferError("queue full"), None])
+
+    def produce(*args: object, **kwargs: object) -> None:
+        outcome = next(attempts)
+        if outcome is not None:
+            raise outcome
+
+    producer.produce.side_effect = produce
+    stats = relay.run()
+    assert stats.queue_full_waits == 2 and stats.produced == 1
+    assert producer.produce.call_count == 3
