@@ -7,6 +7,7 @@ idempotence); they are set here and cannot be overridden into something unsafe.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -15,6 +16,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # public, but
     AdminClient,
     NewTopic,
 )
+from pydantic import SecretStr
 
 from sidecar.config import Settings
 from sidecar.errors import ConfigError, ZdictError
@@ -75,18 +77,55 @@ def producer_config(settings: Settings, error_cb: ErrorCallback | None = None) -
     return config
 
 
+def _refused(settings: Settings, role: str, exc: KafkaException) -> ConfigError:
+    """librdkafka refused a property (unknown name, bad value): a configuration error.
+
+    The message names the setting as its environment variable; secret values are masked in case
+    librdkafka echoed one.
+    """
+    text = exc.args[0].str() if isinstance(exc.args[0], KafkaError) else str(exc.args[0])
+    text = text.strip()
+    for layer in (settings.kafka, settings.consumer, settings.producer):
+        for value in layer.properties.values():
+            if isinstance(value, SecretStr) and value.get_secret_value():
+                text = text.replace(value.get_secret_value(), "***")
+    where = (
+        "a ZDICT_KAFKA__ setting"
+        if role == "admin"
+        else f"a ZDICT_KAFKA__ or ZDICT_{role.upper()}__ setting"
+    )
+    names = re.findall(r'property:? "([^"]+)"', text)
+    if names:
+        prop, env = names[-1], names[-1].upper().replace(".", "_")
+        own = {"consumer": settings.consumer, "producer": settings.producer}.get(role)
+        if own is not None and prop in own.properties:
+            where = f"ZDICT_{role.upper()}__{env}"
+        elif prop in settings.kafka.properties:
+            where = f"ZDICT_KAFKA__{env}"
+    return ConfigError(f"{where}: the Kafka {role} client refused it: {text}")
+
+
 def make_consumer(settings: Settings, error_cb: ErrorCallback | None = None) -> Consumer:
-    return Consumer(consumer_config(settings, error_cb))
+    try:
+        return Consumer(consumer_config(settings, error_cb))
+    except KafkaException as exc:
+        raise _refused(settings, "consumer", exc) from None
 
 
 def make_producer(settings: Settings, error_cb: ErrorCallback | None = None) -> Producer:
-    return Producer(producer_config(settings, error_cb))
+    try:
+        return Producer(producer_config(settings, error_cb))
+    except KafkaException as exc:
+        raise _refused(settings, "producer", exc) from None
 
 
 def make_admin(settings: Settings) -> AdminClient:
     config: dict[str, Any] = dict(settings.kafka.client_config())
     config["logger"] = logging.getLogger("librdkafka.admin")
-    return AdminClient(config)
+    try:
+        return AdminClient(config)
+    except KafkaException as exc:
+        raise _refused(settings, "admin", exc) from None
 
 
 def partition_counts(

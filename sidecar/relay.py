@@ -361,6 +361,8 @@ class Relay:
             ns.metrics.observe_batch(encoded, (time.perf_counter() - started) / len(batch))
             self.stats.consumed += len(batch)
             for msg, enc in zip(batch, encoded, strict=True):
+                if self._failure is not None:
+                    return  # nothing after a refused record is produced before it
                 self._produce(ns, msg, enc.value, enc.headers)
 
     def _produce(self, ns: _Namespace, msg: Message, value: bytes | None, headers: Any) -> None:

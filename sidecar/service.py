@@ -71,7 +71,17 @@ def run_relay(settings: Settings) -> int:
     try:
         pairs = {t: relay_settings.output_for(t) for t in relay_settings.input_topics}
         bootstrap = settings.kafka.client_config()["bootstrap.servers"]
+        relay: Relay | None = None
+
+        def on_error(error: KafkaError) -> None:
+            if relay is not None:
+                relay.on_error(error)
+
+        # The clients first: a setting they refuse is a configuration error (exit 2), whatever
+        # the cluster would have said about the topics.
         admin = make_admin(settings)
+        consumer = make_consumer(settings, on_error)
+        producer = make_producer(settings, on_error)
         counts = ensure_output_topics(
             admin,
             pairs,
@@ -79,15 +89,9 @@ def run_relay(settings: Settings) -> int:
             min(relay_settings.unreachable_timeout, 30.0),
             bootstrap,
         )
-        relay: Relay | None = None
-
-        def on_error(error: KafkaError) -> None:
-            if relay is not None:
-                relay.on_error(error)
-
         relay = Relay(
-            consumer=make_consumer(settings, on_error),
-            producer=make_producer(settings, on_error),
+            consumer=consumer,
+            producer=producer,
             store=DictionaryStore(settings.dictionaries),
             outputs=pairs,
             partitions=counts,

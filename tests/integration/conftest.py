@@ -7,16 +7,34 @@ Without a reachable broker the integration tests FAIL; they are never skipped. N
 
 from __future__ import annotations
 
+import json
 import os
+import random
 import re
+import signal
+import socket
+import subprocess
+import sys
 import time
+import urllib.error
+import urllib.request
 import uuid
 import warnings
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO, Any, cast
 
 import pytest
-from confluent_kafka import KafkaException
+from confluent_kafka import (
+    Consumer,
+    ConsumerGroupTopicPartitions,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import (  # type: ignore[attr-defined]  # public, but not in __all__
     AdminClient,
     NewTopic,
@@ -135,3 +153,512 @@ def make_topic(kafka_admin: AdminClient) -> Iterator[MakeTopic]:
                 warnings.warn(f"could not delete test topic {name}: {exc}", stacklevel=1)
     except Exception as exc:
         warnings.warn(f"could not delete test topics {created}: {exc}", stacklevel=1)
+
+
+# -- records, producing and consuming ------------------------------------------------------------
+
+Headers = tuple[tuple[str, bytes | None], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One Kafka record as plain, comparable data: what was produced, or what was consumed."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: Headers
+    timestamp: int  # milliseconds (CreateTime)
+
+    @classmethod
+    def from_message(cls, msg: Message) -> Record:
+        topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
+        assert topic is not None and partition is not None and offset is not None
+        return cls(
+            topic=topic,
+            partition=partition,
+            offset=offset,
+            key=msg.key(),
+            value=msg.value(),
+            headers=tuple(cast(Headers, msg.headers() or ())),
+            timestamp=msg.timestamp()[1],
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Outgoing:
+    """A record to produce; `timestamp` None lets the producer stamp it."""
+
+    key: bytes | None
+    value: bytes | None
+    headers: Headers = ()
+    timestamp: int | None = None
+
+
+ProduceRecords = Callable[..., list[Record]]
+"""``produce_records(topic, records: Iterable[Outgoing], rate=None) -> list[Record]``"""
+ProduceEvents = Callable[..., list[Record]]
+"""``produce_events(topic, n, *, seed=1, kind="product_viewed", keys=200, rate=None)``"""
+ConsumeAll = Callable[..., list[Record]]
+"""``consume_all(topic, expected, timeout=60.0) -> list[Record]``"""
+
+
+def wait_until(
+    predicate: Callable[[], object], timeout: float, what: str, interval: float = 0.05
+) -> None:
+    """Poll `predicate` until it is true; fail with `what` after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(interval)
+
+
+@pytest.fixture(scope="session")
+def produce_records(kafka_bootstrap: str) -> ProduceRecords:
+    """Factory: produce `records` (acks=all, idempotent) and return them as delivered.
+
+    The result is in input order, each with the partition and offset the broker gave it (the
+    default partitioner places records by key). `rate` (records/s) throttles the producer, to
+    keep a relay busy for a known time. Fails if any delivery fails.
+    """
+
+    def produce(topic: str, records: Iterable[Outgoing], rate: float | None = None) -> list[Record]:
+        producer = Producer(
+            {
+                "bootstrap.servers": kafka_bootstrap,
+                "acks": "all",
+                "enable.idempotence": True,
+                "linger.ms": 10,
+                "queue.buffering.max.messages": 1_000_000,
+            }
+        )
+        specs = list(records)
+        placed: list[tuple[int, int, int] | None] = [None] * len(specs)
+        errors: list[str] = []
+
+        def on_delivery(index: int) -> Callable[[KafkaError | None, Message], None]:
+            def delivered(err: KafkaError | None, msg: Message) -> None:
+                if err is not None:
+                    errors.append(f"record {index}: {err.str()}")
+                    return
+                partition, offset = msg.partition(), msg.offset()
+                assert partition is not None and offset is not None
+                placed[index] = (partition, offset, msg.timestamp()[1])
+
+            return delivered
+
+        started = time.monotonic()
+        for i, spec in enumerate(specs):
+            if rate is not None and i % 100 == 0:
+                ahead = started + i / rate - time.monotonic()
+                if ahead > 0:
+                    time.sleep(ahead)
+            kwargs: dict[str, Any] = {
+                "key": spec.key,
+                "value": spec.value,
+                "on_delivery": on_delivery(i),
+            }
+            if spec.headers:
+                kwargs["headers"] = list(spec.headers)
+            if spec.timestamp is not None:
+                kwargs["timestamp"] = spec.timestamp
+            while True:
+                try:
+                    producer.produce(topic, **kwargs)
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+            if i % 1000 == 0:
+                producer.poll(0)
+        assert producer.flush(60) == 0, "records still undelivered after 60 s"
+        assert not errors, errors[:5]
+        out: list[Record] = []
+        for spec, where in zip(specs, placed, strict=True):
+            assert where is not None
+            partition, offset, timestamp = where
+            out.append(
+                Record(topic, partition, offset, spec.key, spec.value, spec.headers, timestamp)
+            )
+        return out
+
+    return produce
+
+
+@pytest.fixture(scope="session")
+def produce_events(produce_records: ProduceRecords) -> ProduceEvents:
+    """Factory: produce `n` generated events (`sidecar.generate`), keyed by ~`keys` user ids.
+
+    Timestamps are explicit: one millisecond apart, ending about now (recent, so retention
+    never deletes them: the relay keeps input timestamps on its output).
+    """
+
+    def produce(
+        topic: str,
+        n: int,
+        *,
+        seed: int = 1,
+        kind: str = "product_viewed",
+        keys: int = 200,
+        rate: float | None = None,
+    ) -> list[Record]:
+        from sidecar.generate import generate
+
+        rng = random.Random(seed)
+        start = int(time.time() * 1000) - n
+        records = (
+            Outgoing(key=b"user-%04d" % rng.randrange(keys), value=event, timestamp=start + i)
+            for i, event in enumerate(generate(kind, n, seed=seed))
+        )
+        return produce_records(topic, records, rate=rate)
+
+    return produce
+
+
+@pytest.fixture(scope="session")
+def consume_all(kafka_bootstrap: str) -> ConsumeAll:
+    """Factory: read `topic` from the beginning with a fresh consumer group.
+
+    Returns once `expected` records arrived or after `timeout` seconds with what arrived (the
+    caller asserts the count), in arrival order (per partition: offset order).
+    """
+
+    def consume(topic: str, expected: int, timeout: float = 60.0) -> list[Record]:
+        consumer = Consumer(
+            {
+                "bootstrap.servers": kafka_bootstrap,
+                "group.id": f"zdict-it-read-{uuid.uuid4().hex}",
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+                "enable.partition.eof": False,
+            }
+        )
+        received: list[Record] = []
+        try:
+            consumer.subscribe([topic])
+            deadline = time.monotonic() + timeout
+            while len(received) < expected and time.monotonic() < deadline:
+                for msg in consumer.consume(num_messages=10_000, timeout=0.5):
+                    if msg.error() is not None:
+                        raise KafkaException(msg.error())
+                    received.append(Record.from_message(msg))
+        finally:
+            consumer.close()
+        return received
+
+    return consume
+
+
+class KafkaProbe:
+    """Cheap questions about topics and groups, for polling while a relay runs."""
+
+    def __init__(self, bootstrap: str, admin: AdminClient) -> None:
+        self.admin = admin
+        self._consumer = Consumer(
+            {"bootstrap.servers": bootstrap, "group.id": f"zdict-it-probe-{uuid.uuid4().hex}"}
+        )
+
+    def partitions(self, topic: str) -> list[int]:
+        metadata = self.admin.list_topics(topic=topic, timeout=BROKER_TIMEOUT_S).topics[topic]
+        return sorted(metadata.partitions)
+
+    def watermarks(self, topic: str, partition: int) -> tuple[int, int]:
+        """(low, high) of one partition; retried while a new topic's leader settles."""
+        deadline = time.monotonic() + TOPIC_TIMEOUT_S
+        while True:
+            try:
+                low, high = self._consumer.get_watermark_offsets(
+                    TopicPartition(topic, partition), timeout=BROKER_TIMEOUT_S, cached=False
+                )
+                return int(low), int(high)
+            except KafkaException as exc:
+                if not exc.args[0].retriable() and exc.args[0].code() not in (
+                    KafkaError.NOT_LEADER_FOR_PARTITION,
+                    KafkaError.LEADER_NOT_AVAILABLE,
+                    KafkaError.UNKNOWN_TOPIC_OR_PART,
+                ):
+                    raise
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+
+    def end_offsets(self, topic: str) -> dict[int, int]:
+        """High watermark per partition."""
+        return {p: self.watermarks(topic, p)[1] for p in self.partitions(topic)}
+
+    def count(self, topic: str) -> int:
+        """Records in `topic` (sum of high - low watermarks); 0 while it does not exist."""
+        if topic not in self.admin.list_topics(timeout=BROKER_TIMEOUT_S).topics:
+            return 0
+        watermarks = [self.watermarks(topic, p) for p in self.partitions(topic)]
+        return sum(high - low for low, high in watermarks)
+
+    def committed(self, group: str, topic: str) -> dict[int, int]:
+        """The group's committed offset per partition of `topic` (-1001: none)."""
+        request = ConsumerGroupTopicPartitions(
+            group, [TopicPartition(topic, p) for p in self.partitions(topic)]
+        )
+        deadline = time.monotonic() + TOPIC_TIMEOUT_S
+        while True:
+            try:
+                futures = self.admin.list_consumer_group_offsets([request])
+                result = futures[group].result(timeout=BROKER_TIMEOUT_S)
+                return {tp.partition: tp.offset for tp in result.topic_partitions}
+            except KafkaException as exc:  # e.g. the coordinator is still loading
+                if not exc.args[0].retriable() or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+
+    def caught_up(self, group: str, topic: str) -> bool:
+        """The group committed every partition of `topic` up to its end."""
+        return self.committed(group, topic) == self.end_offsets(topic)
+
+    def close(self) -> None:
+        self._consumer.close()
+
+
+@pytest.fixture(scope="session")
+def kafka_probe(kafka_bootstrap: str, kafka_admin: AdminClient) -> Iterator[KafkaProbe]:
+    probe = KafkaProbe(kafka_bootstrap, kafka_admin)
+    yield probe
+    probe.close()
+
+
+# -- the sidecar as a real process ---------------------------------------------------------------
+
+
+def free_port() -> int:
+    """A loopback TCP port nobody listens on (just released by the kernel)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+@dataclass
+class Sidecar:
+    """One `python -m sidecar ...` process; stdout and stderr go to `log_path`."""
+
+    name: str
+    command: list[str]
+    log_path: Path
+    metrics_port: int | None
+    proc: subprocess.Popen[bytes]
+    started: float
+    _log_file: IO[bytes] = field(repr=False)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def running(self) -> bool:
+        return self.proc.poll() is None
+
+    def terminate(self) -> None:
+        """SIGTERM: the graceful stop."""
+        self.proc.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        """SIGKILL (kill -9): no cleanup at all."""
+        self.proc.send_signal(signal.SIGKILL)
+
+    def wait(self, timeout: float = 60.0) -> int:
+        """The exit code (negative: killed by that signal); fails if still running after timeout."""
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+            raise AssertionError(
+                f"{self.name} still running {timeout:.0f} s later; killed. Log tail:\n{self.tail()}"
+            ) from None
+
+    def stop(self, timeout: float = 60.0) -> int:
+        """SIGTERM, then wait for the exit code."""
+        self.terminate()
+        return self.wait(timeout)
+
+    def close(self) -> None:
+        if self.running():
+            self.proc.kill()
+            self.proc.wait(10)
+        self._log_file.close()
+
+    # -- the log -------------------------------------------------------------------------------
+
+    def log_text(self) -> str:
+        self._log_file.flush()
+        return self.log_path.read_bytes().decode("utf-8", errors="replace")
+
+    def log_lines(self) -> list[dict[str, Any]]:
+        """Every line, parsed as JSON; a line that is not JSON becomes ``{"raw": line}``."""
+        out: list[dict[str, Any]] = []
+        for line in self.log_text().splitlines():
+            if not line.strip():
+                continue
+            try:
+                parsed = json.loads(line)
+            except ValueError:
+                parsed = None
+            out.append(parsed if isinstance(parsed, dict) else {"raw": line})
+        return out
+
+    def events(self, name: str) -> list[dict[str, Any]]:
+        return [line for line in self.log_lines() if line.get("event") == name]
+
+    def tail(self, lines: int = 30) -> str:
+        return "\n".join(self.log_text().splitlines()[-lines:])
+
+    def wait_for_event(
+        self,
+        name: str,
+        timeout: float = 30.0,
+        where: Callable[[dict[str, Any]], bool] = lambda _e: True,
+    ) -> dict[str, Any]:
+        """The first logged `name` event matching `where`; fails on timeout or early exit."""
+        deadline = time.monotonic() + timeout
+        while True:
+            found = [e for e in self.events(name) if where(e)]
+            if found:
+                return found[0]
+            if not self.running():
+                raise AssertionError(
+                    f"{self.name} exited ({self.proc.returncode}) before logging {name}:\n"
+                    f"{self.tail()}"
+                )
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{self.name} logged no {name} in {timeout:.0f} s")
+            time.sleep(0.05)
+
+    def assignment(self) -> set[str]:
+        """Input partitions held now, replayed from partitions_assigned/revoked/lost lines."""
+        held: set[str] = set()
+        for line in self.log_lines():
+            event = line.get("event")
+            if event == "partitions_assigned":
+                held |= set(line["partitions"])
+            elif event in ("partitions_revoked", "partitions_lost"):
+                held -= set(line["partitions"])
+        return held
+
+    # -- the observability endpoint ------------------------------------------------------------
+
+    def http_get(self, path: str, timeout: float = 5.0) -> tuple[int, bytes]:
+        assert self.metrics_port is not None, "started without a metrics port"
+        url = f"http://127.0.0.1:{self.metrics_port}{path}"
+        try:
+            with urllib.request.urlopen(url, timeout=timeout) as response:
+                return int(response.status), bytes(response.read())
+        except urllib.error.HTTPError as exc:
+            return int(exc.code), bytes(exc.read())
+
+    def metrics(self) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+        """One scrape of /metrics: sample (name, labels) → value."""
+        from prometheus_client.parser import text_string_to_metric_families
+
+        status, body = self.http_get("/metrics")
+        assert status == 200, f"/metrics answered {status}"
+        return {
+            (sample.name, frozenset(sample.labels.items())): sample.value
+            for family in text_string_to_metric_families(body.decode())
+            for sample in family.samples
+        }
+
+
+StartSidecar = Callable[..., Sidecar]
+"""``sidecar(*cli_args, env=None, bootstrap=None, metrics_port=None, name=None) -> Sidecar``"""
+
+
+@pytest.fixture
+def sidecar(kafka_bootstrap: str, tmp_path: Path) -> Iterator[StartSidecar]:
+    """Factory: start ``python -m sidecar *cli_args`` as a real process.
+
+    The environment is this one without any ``ZDICT_*`` variable, plus KAFKA_BOOTSTRAP_SERVERS
+    (`bootstrap`, default the test broker), ``ZDICT_LOG_FORMAT=json``, the metrics endpoint on
+    127.0.0.1 and `env` on top (a None value removes a variable). `run` gets
+    ``--metrics-port`` with a free port unless the arguments name one. The working directory is
+    `tmp_path`; stdout and stderr go to ``tmp_path/<name>.log``, never to an unread pipe. Every
+    process still running at the end of the test is killed.
+    """
+    started: list[Sidecar] = []
+
+    def start(
+        *cli_args: str,
+        env: Mapping[str, str | None] | None = None,
+        bootstrap: str | None = None,
+        metrics_port: int | None = None,
+        name: str | None = None,
+    ) -> Sidecar:
+        args = list(cli_args)
+        port = metrics_port
+        if args and args[0] == "run" and "--metrics-port" not in args:
+            port = free_port() if port is None else port
+            args += ["--metrics-port", str(port)]
+        full_env = {k: v for k, v in os.environ.items() if not k.startswith("ZDICT_")}
+        full_env.update(
+            {
+                BOOTSTRAP_ENV: bootstrap or kafka_bootstrap,
+                "ZDICT_LOG_FORMAT": "json",
+                "ZDICT_METRICS__HOST": "127.0.0.1",
+            }
+        )
+        for key, value in (env or {}).items():
+            if value is None:
+                full_env.pop(key, None)
+            else:
+                full_env[key] = value
+        label = name or f"sidecar-{len(started) + 1}"
+        log_path = tmp_path / f"{label}.log"
+        log_file = log_path.open("wb")
+        command = [sys.executable, "-m", "sidecar", *args]
+        proc = subprocess.Popen(
+            command,
+            env=full_env,
+            cwd=tmp_path,
+            stdin=subprocess.DEVNULL,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+        )
+        process = Sidecar(label, command, log_path, port, proc, time.monotonic(), log_file)
+        started.append(process)
+        return process
+
+    yield start
+
+    for process in started:
+        process.close()
+
+
+def train_dictionary(
+    store: Path, namespace: str, events: Sequence[bytes], work_dir: Path
+) -> tuple[int, Path]:
+    """Train with ``zdict-sidecar train``; the active dictionary's id and ``.zdict`` file."""
+    from sidecar.dictionaries.store import DictionaryStore
+
+    sample = work_dir / f"train-{namespace}.ndjson"
+    sample.write_bytes(b"".join(event + b"\n" for event in events))
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sidecar",
+            "train",
+            "--input",
+            str(sample),
+            "--namespace",
+            namespace,
+            "--dictionaries",
+            str(store),
+        ],
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout.decode() + result.stderr.decode()
+    dictionary = DictionaryStore(store).active(namespace)
+    assert dictionary is not None, "training stored no active dictionary"
+    path = store / namespace / f"{dictionary.id}.zdict"
+    assert path.is_file()
+    return dictionary.id, path
