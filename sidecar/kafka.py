@@ -36,7 +36,11 @@ _CONSUMER_FIXED: Final = {
     "enable.auto.offset.store": "false",
 }
 _PRODUCER_FIXED: Final = {"acks": "all", "enable.idempotence": "true"}
-_CONSUMER_DEFAULTS: Final = {"auto.offset.reset": "earliest"}
+_CONSUMER_DEFAULTS: Final = {
+    "auto.offset.reset": "earliest",
+    # Statistics feed zdict_consumer_lag_messages; parsing them every 5 s costs nothing measurable.
+    "statistics.interval.ms": "5000",
+}
 _PRODUCER_DEFAULTS: Final = {
     "linger.ms": "5",
     "compression.type": "none",
@@ -56,7 +60,14 @@ def _checked(role: str, user: dict[str, str], fixed: dict[str, str]) -> dict[str
     return user
 
 
-def consumer_config(settings: Settings, error_cb: ErrorCallback | None = None) -> dict[str, Any]:
+StatsCallback = Callable[[str], None]
+
+
+def consumer_config(
+    settings: Settings,
+    error_cb: ErrorCallback | None = None,
+    stats_cb: StatsCallback | None = None,
+) -> dict[str, Any]:
     """librdkafka consumer properties: the user's, our defaults below them, the fixed above."""
     user = _checked("consumer", settings.kafka.client_config(settings.consumer), _CONSUMER_FIXED)
     config: dict[str, Any] = {**_CONSUMER_DEFAULTS, **user, **_CONSUMER_FIXED}
@@ -64,6 +75,8 @@ def consumer_config(settings: Settings, error_cb: ErrorCallback | None = None) -
     config["logger"] = logging.getLogger("librdkafka.consumer")
     if error_cb is not None:
         config["error_cb"] = error_cb
+    if stats_cb is not None:
+        config["stats_cb"] = stats_cb
     return config
 
 
@@ -105,9 +118,13 @@ def _refused(settings: Settings, role: str, exc: KafkaException) -> ConfigError:
     return ConfigError(f"{where}: the Kafka {role} client refused it: {text}")
 
 
-def make_consumer(settings: Settings, error_cb: ErrorCallback | None = None) -> Consumer:
+def make_consumer(
+    settings: Settings,
+    error_cb: ErrorCallback | None = None,
+    stats_cb: StatsCallback | None = None,
+) -> Consumer:
     try:
-        return Consumer(consumer_config(settings, error_cb))
+        return Consumer(consumer_config(settings, error_cb, stats_cb))
     except KafkaException as exc:
         raise _refused(settings, "consumer", exc) from None
 

@@ -20,6 +20,7 @@ committing only what was acknowledged: a restart re-reads the rest.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections import deque
@@ -229,6 +230,19 @@ class Relay:
                     ns.metrics.observe_delivery_latency(time.time() - ts / 1000.0)
 
         return delivered
+
+    def on_stats(self, stats_json: str) -> None:
+        """librdkafka's statistics (every statistics.interval.ms): consumer lag per partition."""
+        try:
+            topics = json.loads(stats_json).get("topics", {})
+        except ValueError:
+            return
+        for topic, data in topics.items():
+            for part, pdata in data.get("partitions", {}).items():
+                partition = int(part)
+                lag = pdata.get("consumer_lag", -1)
+                if partition >= 0 and lag >= 0 and (topic, partition) in self._assigned:
+                    self.metrics.set_lag(topic, partition, lag)
 
     def on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         for tp in partitions:

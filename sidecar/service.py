@@ -77,10 +77,14 @@ def run_relay(settings: Settings) -> int:
             if relay is not None:
                 relay.on_error(error)
 
+        def on_stats(stats_json: str) -> None:
+            if relay is not None:
+                relay.on_stats(stats_json)
+
         # The clients first: a setting they refuse is a configuration error (exit 2), whatever
         # the cluster would have said about the topics.
         admin = make_admin(settings)
-        consumer = make_consumer(settings, on_error)
+        consumer = make_consumer(settings, on_error, on_stats)
         producer = make_producer(settings, on_error)
         counts = ensure_output_topics(
             admin,

@@ -1,0 +1,60 @@
+"""`train --topic` samples a real topic; the relay then uses the dictionary and reports lag."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from sidecar.dictionaries.store import DictionaryStore
+
+from .conftest import KafkaProbe, MakeTopic, ProduceEvents, StartSidecar
+
+
+def test_train_from_a_topic_sample_then_relay_with_it_and_export_consumer_lag(
+    make_topic: MakeTopic,
+    produce_events: ProduceEvents,
+    sidecar: StartSidecar,
+    kafka_probe: KafkaProbe,
+    tmp_path: Path,
+) -> None:
+    topic = make_topic(partitions=2)
+    produce_events(topic, 6000, seed=5)
+    store_dir = tmp_path / "dicts"
+
+    train = sidecar(
+        "train",
+        "--topic",
+        topic,
+        "--sample",
+        "4000",
+        "--dictionaries",
+        str(store_dir),
+        name="train",
+    )
+    assert train.wait(120) == 0, train.tail()
+    active = DictionaryStore(store_dir).active(topic)
+    assert active is not None, train.tail()
+    sample = active.meta.training
+    assert sample.count + sample.heldout_count == 4000  # the last 2,000 of each partition
+    assert f"topic {topic}" in sample.window
+
+    relay = sidecar(
+        "run", "--input-topic", topic, "--create-topics", "--dictionaries", str(store_dir)
+    )
+    deadline = time.monotonic() + 90
+    while kafka_probe.count(f"{topic}.zd") < 6000 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert kafka_probe.count(f"{topic}.zd") == 6000, relay.tail()
+    assert relay.events("dictionary_loaded")[0]["dict_id"] == active.id
+
+    lags: dict[str, float] = {}
+    while not lags and time.monotonic() < deadline:  # statistics arrive every 5 s
+        lags = {
+            dict(labels)["partition"]: value
+            for (name, labels), value in relay.metrics().items()
+            if name == "zdict_consumer_lag_messages" and dict(labels)["topic"] == topic
+        }
+        time.sleep(0.5)
+    assert set(lags) == {"0", "1"}, relay.tail()
+    assert all(lag == 0 for lag in lags.values())
+    assert relay.stop() == 0
