@@ -150,6 +150,23 @@ N_FULL = 100_000
 N_KCAT_SAMPLE = 20
 
 
+def _read_and_match(
+    kafka_probe: KafkaProbe,
+    consume_all: ConsumeAll,
+    output: str,
+    inputs: Any,
+    store_dir: Path,
+    namespace: str,
+) -> Any:
+    """Read the whole output topic and match it against `inputs` (see `match_output`)."""
+    total = kafka_probe.count(output)
+    outputs = consume_all(output, total, timeout=60)
+    assert len(outputs) == total
+    dict_id = DictionaryStore(store_dir).active_id(namespace)
+    assert dict_id is not None
+    return match_output(inputs, outputs, Decoder.from_store(DictionaryStore(store_dir)), dict_id)
+
+
 def test_relays_100k_records_byte_exact_keeping_keys_timestamps_headers_and_counts_them(
     make_topic: MakeTopic,
     produce_records: ProduceRecords,
@@ -375,12 +392,7 @@ def test_stop_mid_run_then_restart_loses_nothing_and_sigterm_duplicates_nothing(
     assert code == 0, second.tail()
     assert _errors(first) == [] and _errors(second) == []
 
-    total = kafka_probe.count(output)
-    outputs = consume_all(output, total, timeout=60)
-    assert len(outputs) == total
-    dict_id = DictionaryStore(store_dir).active_id(topic)
-    assert dict_id is not None
-    m = match_output(inputs, outputs, Decoder.from_store(DictionaryStore(store_dir)), dict_id)
+    m = _read_and_match(kafka_probe, consume_all, output, inputs, store_dir, topic)
     print(
         f"\n[{how}] {N_RESTART:,} inputs; stopped after {signalled - t0:.1f} s at "
         f"{at_signal:,} delivered (exit {first.proc.returncode} in {stop_seconds:.2f} s); "
@@ -390,7 +402,7 @@ def test_stop_mid_run_then_restart_loses_nothing_and_sigterm_duplicates_nothing(
     )
     assert m.lost == 0
     if how == "sigterm":
-        assert m.duplicates == 0 and m.rewinds == 0 and total == N_RESTART
+        assert m.duplicates == 0 and m.rewinds == 0 and m.outputs == N_RESTART
     else:
         assert m.duplicates == delivered_first - committed_first
 
@@ -459,12 +471,7 @@ def test_two_processes_share_the_partitions_and_the_survivor_takes_over_without_
     assert _errors(a) == [] and _errors(b) == []
     b_delivered = b.events("relay_stopped")[-1]["delivered"]
 
-    total = kafka_probe.count(output)
-    outputs = consume_all(output, total, timeout=60)
-    assert len(outputs) == total
-    dict_id = DictionaryStore(store_dir).active_id(topic)
-    assert dict_id is not None
-    m = match_output(inputs, outputs, Decoder.from_store(DictionaryStore(store_dir)), dict_id)
+    m = _read_and_match(kafka_probe, consume_all, output, inputs, store_dir, topic)
     print(
         f"\n[workers] {N_WORKERS:,} inputs at {WORKERS_RATE:,.0f}/s over 4 partitions; "
         f"a held partitions {shared[0]}, b {shared[1]}; b stopped at {left_at:,} output records "
