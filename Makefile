@@ -1,5 +1,5 @@
 # The two commands a newcomer runs: `make demo` and `make test`. Both work on a fresh machine:
-# they create .venv, install the package, and install Debian's zstd CLI when it is missing.
+# they create .venv, install the package, and install Debian's zstd and kcat when missing.
 
 PYTHON ?= python3
 VENV   := .venv
@@ -16,9 +16,12 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-# The reference zstd CLI is what the interop tests decode with.
+# Debian tools the tests use as independent peers: the reference zstd CLI (interop decoding)
+# and kcat (a Kafka client that is not ours). Installed only when missing.
+TOOLS := zstd kcat
 tools:
-	@command -v zstd >/dev/null || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq zstd; }
+	@missing=""; for t in $(TOOLS); do command -v $$t >/dev/null || missing="$$missing $$t"; done; \
+	if [ -n "$$missing" ]; then $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing >/dev/null; fi
 
 ## demo: a local broker, events at 5,000/s, a dictionary trained from the topic, the sidecar for a
 ## minute, then what it saved, read back from the output topic
