@@ -76,6 +76,10 @@ class Outcome:
     NO_GAIN: Final = "no_gain"
     ALL: Final = (COMPRESSED, TOMBSTONE, ALREADY_ENCODED, BELOW_THRESHOLD, PRECOMPRESSED, NO_GAIN)
     SKIPS: Final = (TOMBSTONE, ALREADY_ENCODED, BELOW_THRESHOLD, PRECOMPRESSED, NO_GAIN)
+    # The decoding direction (`Decoder.decode_batch`, `run --mode decode`):
+    DECODED: Final = "decoded"
+    NOT_ENCODED: Final = "not_encoded"  # no header of ours: passed through as it was
+    DECODE_ALL: Final = (DECODED, NOT_ENCODED, TOMBSTONE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,11 +144,18 @@ _new_encoded: Final = tuple.__new__
 
 @dataclass(slots=True)
 class CodecStats:
-    """Counts of one encoder: messages by outcome, and bytes in and out (out includes headers)."""
+    """Counts of one encoder: messages by outcome, and bytes in and out (out includes headers).
+
+    `excluded_bytes` are the input bytes of values no dictionary could shrink (already ours, or
+    compressed by someone else): they pass through unchanged and are counted in both totals, so
+    `dictionary_ratio`, which leaves them out, is comparable with a held-out ratio (training
+    leaves such values out of the held-out set too).
+    """
 
     outcomes: Counter[str] = field(default_factory=Counter)
     input_bytes: int = 0
     output_bytes: int = 0
+    excluded_bytes: int = 0
 
     @property
     def messages(self) -> int:
@@ -154,6 +165,12 @@ class CodecStats:
     def ratio(self) -> float:
         """Input bytes / output bytes; 1.0 before any byte was seen."""
         return self.input_bytes / self.output_bytes if self.output_bytes else 1.0
+
+    @property
+    def dictionary_ratio(self) -> float:
+        """The ratio over values a dictionary could act on (`excluded_bytes` left out)."""
+        out = self.output_bytes - self.excluded_bytes
+        return (self.input_bytes - self.excluded_bytes) / out if out > 0 else 1.0
 
 
 def zstd_dictionary(dictionary: Dictionary) -> zstandard.ZstdCompressionDict:
@@ -276,7 +293,7 @@ class Encoder:
         min_size, magic_first = self.min_size, _MAGIC_FIRST_BYTES
         results: list[Encoded] = []
         append = results.append
-        compressed = in_bytes = out_bytes = 0
+        compressed = in_bytes = out_bytes = excluded = 0
         outcomes = self.stats.outcomes
         for value, headers in records:
             hdrs = list(headers) if headers else []
@@ -287,10 +304,12 @@ class Encoder:
             size = len(value)
             if hdrs and any(k == key for k, _ in hdrs):
                 reason = Outcome.ALREADY_ENCODED
+                excluded += size
             elif size < min_size:
                 reason = Outcome.BELOW_THRESHOLD
             elif value and value[0] in magic_first and looks_compressed(value):
                 reason = Outcome.PRECOMPRESSED
+                excluded += size
             else:
                 frame = compress(value)
                 cost = len(frame) + header_bytes
@@ -310,6 +329,7 @@ class Encoder:
             outcomes[Outcome.COMPRESSED] += compressed
         self.stats.input_bytes += in_bytes
         self.stats.output_bytes += out_bytes
+        self.stats.excluded_bytes += excluded
         return results
 
 
@@ -478,6 +498,32 @@ class Decoder:
         if unknown_size:
             self._bounded_probe(dctx, value, dict_id)
         return self._decompress_single_frame(dctx, value, dict_id)
+
+    def decode_batch(
+        self, records: Iterable[tuple[bytes | None, Sequence[tuple[str, bytes | None]] | None]]
+    ) -> list[Encoded]:
+        """Decode many records, in order: the decode relay's path (the mirror of `encode_batch`).
+
+        Headers out = headers in without ours. `input_bytes` counts the value and our header,
+        `output_bytes` the decoded value. Raises like `decode` at the first bad record.
+        """
+        key = self.header_key
+        results: list[Encoded] = []
+        append = results.append
+        for value, headers in records:
+            hdrs = list(headers) if headers else []
+            if not any(k == key for k, _ in hdrs):
+                size = 0 if value is None else len(value)
+                outcome = Outcome.TOMBSTONE if value is None else Outcome.NOT_ENCODED
+                append(_new_encoded(Encoded, (value, hdrs, outcome, size, size)))
+                continue
+            decoded = self.decode(value, hdrs)
+            assert value is not None and decoded is not None  # decode refuses a tagged tombstone
+            rest = [(k, v) for k, v in hdrs if k != key]
+            ours = next(v for k, v in hdrs if k == key) or b""
+            size = len(value) + header_cost(key, ours)
+            append(_new_encoded(Encoded, (decoded, rest, Outcome.DECODED, size, len(decoded))))
+        return results
 
     def _bounded_probe(self, dctx: zstandard.ZstdDecompressor, value: bytes, dict_id: int) -> None:
         """Decompress a frame of undeclared size in bounded steps; raise past the output limit."""

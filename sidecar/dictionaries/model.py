@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Final
 
+import zstandard
 from pydantic import BaseModel, ConfigDict, Field
 
 from sidecar.errors import ConfigError, DictionaryIntegrityError
@@ -147,3 +148,51 @@ class Dictionary:
                 f"dictionary {meta.id} ({source}): its header carries id {embedded}"
             )
         return cls(meta=meta, data=data)
+
+
+def build_dictionary(
+    namespace: str,
+    data: bytes,
+    *,
+    dict_id: int,
+    version: int,
+    level: int,
+    heldout_ratio: float,
+    nodict_ratio: float,
+    break_even_size: int,
+    training: TrainingSample,
+    parent_id: int | None = None,
+    **extra: object,
+) -> Dictionary:
+    """A new dictionary: `data` re-headed with `dict_id`, and metadata describing it.
+
+    Pure: the store (`DictionaryStore.put`) and the registry (`Registry.publish`) persist it.
+    `extra` keys are kept in the metadata (e.g. the requested dictionary size).
+    """
+    data = with_dict_id(data, validate_dict_id(dict_id))
+    meta = DictionaryMeta(
+        id=dict_id,
+        namespace=validate_namespace(namespace),
+        version=version,
+        sha256=sha256_hex(data),
+        size=len(data),
+        created_at=utc_now(),
+        zstd_version=".".join(map(str, zstandard.ZSTD_VERSION)),
+        level=level,
+        heldout_ratio=heldout_ratio,
+        nodict_ratio=nodict_ratio,
+        break_even_size=break_even_size,
+        parent_id=parent_id,
+        training=training,
+        **extra,
+    )
+    return Dictionary(meta=meta, data=data)
+
+
+def with_new_id(dictionary: Dictionary, dict_id: int) -> Dictionary:
+    """The same dictionary under another id (its header and sha256 change with it)."""
+    data = with_dict_id(dictionary.data, validate_dict_id(dict_id))
+    meta = dictionary.meta.model_copy(
+        update={"id": dict_id, "sha256": sha256_hex(data), "size": len(data)}
+    )
+    return Dictionary(meta=meta, data=data)

@@ -34,10 +34,9 @@ from sidecar.dictionaries.model import (
     Dictionary,
     DictionaryMeta,
     TrainingSample,
-    sha256_hex,
+    build_dictionary,
     utc_now,
     validate_namespace,
-    with_dict_id,
 )
 from sidecar.errors import (
     DictionaryIntegrityError,
@@ -227,43 +226,84 @@ class DictionaryStore:
         break_even_size: int,
         training: TrainingSample,
         parent_id: int | None = None,
-        dict_id: int | None = None,
         **extra: object,
     ) -> Dictionary:
-        """Store a new dictionary version of `namespace` and return it (not activated).
+        """Store a new dictionary version of `namespace` under a newly reserved id (not activated).
 
-        The id is reserved here unless given (dictionaries that come from the registry keep
-        theirs); the dictionary header is rewritten to carry it. `extra` keys are kept in the
+        The dictionary header is rewritten to carry the id. `extra` keys are kept in the
         metadata (e.g. the training report's numbers).
         """
+        self._ns_dir(namespace)  # a bad namespace fails before an id is reserved for it
+        dictionary = build_dictionary(
+            namespace,
+            data,
+            dict_id=self._reserve_id(namespace),
+            version=self.next_version(namespace),
+            level=level,
+            heldout_ratio=heldout_ratio,
+            nodict_ratio=nodict_ratio,
+            break_even_size=break_even_size,
+            training=training,
+            parent_id=parent_id,
+            **extra,
+        )
+        return self.put(dictionary)
+
+    def next_version(self, namespace: str) -> int:
+        """One more than the highest version stored for `namespace` (1 for a new namespace)."""
+        return max((m.version for m in self.versions(namespace)), default=0) + 1
+
+    def known_ids(self) -> set[int]:
+        """Every id this store has reserved, in any namespace."""
+        ids_dir = self.root / _IDS_DIR
+        if not ids_dir.is_dir():
+            return set()
+        return {int(p.name) for p in ids_dir.iterdir() if p.name.isdigit()}
+
+    def put(self, dictionary: Dictionary) -> Dictionary:
+        """Write a complete dictionary (id and metadata already set, e.g. from the registry).
+
+        Idempotent for the same bytes. Raises `DictionaryIntegrityError` when the id is already
+        taken by other bytes or by another namespace: ids are never reused.
+        """
+        namespace, dict_id = dictionary.namespace, dictionary.id
         ns_dir = self._ns_dir(namespace)
+        meta_path = ns_dir / f"{dict_id}.json"
+        if meta_path.is_file():
+            existing = self._read_meta(meta_path)
+            if existing.sha256 == dictionary.meta.sha256:
+                return dictionary
+            raise DictionaryIntegrityError(
+                f"dictionary {dict_id} of namespace {namespace} is already in {self.root} with "
+                f"other bytes (sha256 {existing.sha256[:12]}…, new {dictionary.meta.sha256[:12]}…)"
+                "; ids are never reused - the store and the registry disagree"
+            )
         try:
             ns_dir.mkdir(parents=True, exist_ok=True)
-            if dict_id is None:
-                dict_id = self._reserve_id(namespace)
-            data = with_dict_id(data, dict_id)
-            versions = [m.version for m in self.versions(namespace)]
-            meta = DictionaryMeta(
-                id=dict_id,
-                namespace=namespace,
-                version=max(versions, default=0) + 1,
-                sha256=sha256_hex(data),
-                size=len(data),
-                created_at=utc_now(),
-                zstd_version=".".join(map(str, zstandard.ZSTD_VERSION)),
-                level=level,
-                heldout_ratio=heldout_ratio,
-                nodict_ratio=nodict_ratio,
-                break_even_size=break_even_size,
-                parent_id=parent_id,
-                training=training,
-                **extra,
-            )
-            _atomic_write(ns_dir / f"{dict_id}.zdict", data)
-            _atomic_write(ns_dir / f"{dict_id}.json", meta.model_dump_json(indent=2).encode())
+            self._claim_id(namespace, dict_id)
+            _atomic_write(ns_dir / f"{dict_id}.zdict", dictionary.data)
+            _atomic_write(meta_path, dictionary.meta.model_dump_json(indent=2).encode())
         except OSError as exc:
             raise StoreError(f"{self.root}: cannot write dictionary: {exc}") from None
-        return Dictionary(meta=meta, data=data)
+        return dictionary
+
+    def _claim_id(self, namespace: str, dict_id: int) -> None:
+        """Record `dict_id` as namespace's; refuse an id another namespace holds."""
+        ids_dir = self.root / _IDS_DIR
+        ids_dir.mkdir(parents=True, exist_ok=True)
+        path = ids_dir / str(dict_id)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            holder = path.read_text().strip()
+            if holder != namespace:
+                raise DictionaryIntegrityError(
+                    f"dictionary id {dict_id} is reserved by namespace {holder} in {self.root}, "
+                    f"not {namespace}; ids are never reused - the store and the registry disagree"
+                ) from None
+            return
+        with os.fdopen(fd, "w") as f:
+            f.write(namespace)
 
     def activate(self, namespace: str, dict_id: int, *, action: str = "activate") -> Dictionary:
         """Make `dict_id` the active dictionary of `namespace`; returns it, verified."""

@@ -139,6 +139,50 @@ def test_every_outcome_is_counted_with_its_bytes(
     assert stats.input_bytes > stats.output_bytes > 0
 
 
+def test_the_dictionary_ratio_leaves_out_values_no_dictionary_could_shrink(
+    dictionary: Dictionary, events: list[bytes]
+) -> None:
+    encoder = Encoder(dictionary)
+    encoder.encode_batch([(v, None) for v in events[4000:4100]])
+    clean = encoder.stats.dictionary_ratio
+    assert clean == encoder.stats.ratio
+    foreign = gzip.compress(bytes(range(256)) * 40)
+    encoder.encode_batch([(foreign, None), (events[4100], [("zd", b"32768")])])
+    assert encoder.stats.excluded_bytes == len(foreign) + len(events[4100])
+    assert encoder.stats.ratio < clean
+    assert encoder.stats.dictionary_ratio == pytest.approx(clean)
+
+
+def test_decode_batch_restores_records_and_drops_only_our_header(
+    dictionary: Dictionary, events: list[bytes]
+) -> None:
+    encoder = Encoder(dictionary)
+    records: list[tuple[bytes | None, list[tuple[str, bytes | None]] | None]] = [
+        (events[4200], [("trace", b"1")]),
+        (None, None),
+        (b"tiny", None),
+        (events[4201], None),
+    ]
+    encoded = encoder.encode_batch(records)
+    decoder = Decoder(StaticResolver([dictionary]))
+    decoded = decoder.decode_batch([(e.value, e.headers) for e in encoded])
+    assert [(d.value, d.headers) for d in decoded] == [(v, h or []) for v, h in records]
+    assert [d.outcome for d in decoded] == [
+        Outcome.DECODED,
+        Outcome.TOMBSTONE,
+        Outcome.NOT_ENCODED,
+        Outcome.DECODED,
+    ]
+    assert decoded[0].input_bytes == encoded[0].output_bytes
+    assert decoded[0].output_bytes == len(events[4200])
+
+
+def test_decode_batch_raises_at_a_record_it_cannot_decode(dictionary: Dictionary) -> None:
+    decoder = Decoder(StaticResolver([dictionary]))
+    with pytest.raises(CorruptFrame):
+        decoder.decode_batch([(b"plain", None), (b"not a frame", [("zd", b"32768")])])
+
+
 def test_encode_batch_gives_the_same_records_as_one_by_one(
     dictionary: Dictionary, events: list[bytes]
 ) -> None:

@@ -10,8 +10,13 @@ import pytest
 import zstandard
 
 from sidecar.codec import Decoder, Encoder
-from sidecar.dictionaries import DictionaryStore
-from sidecar.dictionaries.model import MIN_DICT_ID, embedded_dict_id
+from sidecar.dictionaries import Dictionary, DictionaryStore
+from sidecar.dictionaries.model import (
+    MIN_DICT_ID,
+    build_dictionary,
+    embedded_dict_id,
+    with_new_id,
+)
 from sidecar.errors import (
     ConfigError,
     DictionaryIntegrityError,
@@ -225,3 +230,48 @@ def test_dictionaries_trained_by_zstd_without_an_id_get_ours(
     d = add_dictionary("t", zstandard.train_dictionary(2048, samples).as_bytes())
     assert embedded_dict_id(d.data) == d.id
     assert zstandard.ZstdCompressionDict(d.data).dict_id() == d.id
+
+
+def test_put_keeps_a_registry_dictionary_as_it_is_and_is_idempotent(
+    store: DictionaryStore, add_dictionary: AddDictionary, tmp_path: Path
+) -> None:
+    original = add_dictionary("orders")
+    other = DictionaryStore(tmp_path / "other")
+    assert other.put(original) == original
+    assert other.put(original) == original
+    assert other.get(original.id) == original
+    assert other.known_ids() == {original.id}
+    assert other.next_version("orders") == original.meta.version + 1
+
+
+def test_put_refuses_an_id_that_other_bytes_or_another_namespace_hold(
+    store: DictionaryStore, add_dictionary: AddDictionary, trained_bytes: bytes
+) -> None:
+    first = add_dictionary("orders")
+    imposter = build_dictionary(
+        "orders",
+        trained_bytes[:-1] + b"!",
+        dict_id=first.id,
+        version=9,
+        level=3,
+        heldout_ratio=2.0,
+        nodict_ratio=1.0,
+        break_even_size=0,
+        training=first.meta.training,
+    )
+    with pytest.raises(DictionaryIntegrityError, match="never reused"):
+        store.put(imposter)
+    elsewhere = with_new_id(first, first.id)  # same bytes, but claimed by another namespace
+    moved = Dictionary(
+        meta=elsewhere.meta.model_copy(update={"namespace": "users"}), data=elsewhere.data
+    )
+    with pytest.raises(DictionaryIntegrityError, match="reserved by namespace orders"):
+        store.put(moved)
+
+
+def test_with_new_id_rewrites_header_and_checksum(add_dictionary: AddDictionary) -> None:
+    original = add_dictionary("orders")
+    moved = with_new_id(original, 40000)
+    assert embedded_dict_id(moved.data) == 40000
+    assert moved.data[8:] == original.data[8:]
+    Dictionary.verified(moved.meta, moved.data, "test")
