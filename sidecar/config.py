@@ -9,6 +9,7 @@ variable) and the expected form.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -94,6 +95,45 @@ class TrainingSettings(BaseModel):
         description="messages/s one thread must encode at the chosen size and level",
     )
     grid_eval_limit: int = Field(default=4000, ge=100)
+    scrub: tuple[str, ...] = Field(
+        default=(),
+        description="regular expressions removed from training samples only (privacy)",
+    )
+    # When `run` trains (one trainer per namespace across the consumer group):
+    enabled: bool = Field(default=True, description="train inside `run`")
+    retrain_interval: float = Field(
+        default=3600.0, gt=0.0, description="seconds between scheduled training runs"
+    )
+    min_interval: float = Field(
+        default=60.0,
+        ge=0.0,
+        description="seconds between two runs of one namespace, and before a retry",
+    )
+    drift_tolerance: float = Field(
+        default=0.1,
+        gt=0.0,
+        lt=1.0,
+        description="retrain early when the live ratio is this fraction below the held-out one",
+    )
+    drift_window: float = Field(
+        default=300.0, gt=0.0, description="seconds of traffic the live ratio is measured over"
+    )
+    drift_min_messages: int = Field(
+        default=5000, ge=1, description="messages the window must hold to judge drift"
+    )
+    nice: int = Field(
+        default=10, ge=0, le=19, description="niceness of the training process (relay first)"
+    )
+
+    @field_validator("scrub")
+    @classmethod
+    def _scrub_compiles(cls, patterns: tuple[str, ...]) -> tuple[str, ...]:
+        for pattern in patterns:
+            try:
+                re.compile(pattern.encode())
+            except re.error as exc:
+                raise ValueError(f"{pattern!r} is not a regular expression: {exc}") from None
+        return patterns
 
     @field_validator("dict_sizes")
     @classmethod
@@ -121,7 +161,46 @@ class TrainingSettings(BaseModel):
             grid_eval_limit=self.grid_eval_limit,
             frame=codec.frame,
             header_key=codec.header_key,
+            scrub=self.scrub,
         )
+
+
+class SamplingSettings(BaseModel):
+    """The reservoir of recent raw values `run` keeps per namespace for training."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_bytes: int = Field(
+        default=8 * 1024 * 1024,
+        ge=64 * 1024,
+        description="bytes per namespace, values plus bookkeeping",
+    )
+    every: int = Field(default=10, ge=1, description="keep one record in this many")
+    min_messages: int = Field(
+        default=10_000, ge=20, description="sample size before the first training"
+    )
+    max_value_bytes: int = Field(
+        default=65_536, ge=1, description="larger values are not sampled (bytes)"
+    )
+
+
+class RegistrySettings(BaseModel):
+    """The registry topic: every dictionary and activation, the source of truth across hosts."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    enabled: bool = Field(default=True, description="false: the local store only (offline)")
+    topic: str = Field(default="_zdict_dictionaries", pattern=r"^[A-Za-z0-9._-]{1,249}$")
+    create: bool = Field(default=True, description="create the topic (compacted) when missing")
+    replication_factor: int = Field(
+        default=-1, ge=-1, description="for a created topic; -1: the broker's default"
+    )
+    timeout: float = Field(
+        default=30.0, gt=0.0, le=600.0, description="seconds a publish or a read may take"
+    )
+    follow_interval: float = Field(
+        default=5.0, gt=0.0, le=300.0, description="seconds between reads of new entries"
+    )
 
 
 # librdkafka property names whose values are secrets: kept as SecretStr, never logged or printed.
@@ -264,6 +343,18 @@ class Settings(BaseSettings):
     )
     relay: RelaySettings = Field(default_factory=RelaySettings)
     metrics: MetricsSettings = Field(default_factory=MetricsSettings)
+    sampling: SamplingSettings = Field(default_factory=SamplingSettings)
+    registry: RegistrySettings = Field(default_factory=RegistrySettings)
+
+    @model_validator(mode="after")
+    def _sample_fits_training(self) -> Settings:
+        if self.sampling.min_messages < self.training.min_samples:
+            raise ValueError(
+                f"ZDICT_SAMPLING__MIN_MESSAGES ({self.sampling.min_messages}) is below "
+                f"ZDICT_TRAINING__MIN_SAMPLES ({self.training.min_samples}): the first training "
+                "would fail for too few samples"
+            )
+        return self
 
     @classmethod
     def settings_customise_sources(
@@ -291,6 +382,8 @@ def _setting_name(loc: tuple[int | str, ...]) -> str:
 
 def _describe(err: Any) -> str:
     loc = tuple(err["loc"])
+    if not loc:  # a check across settings: its message names them
+        return str(err["msg"]).removeprefix("Value error, ")
     text = f"{_setting_name(loc)}: {err['msg']}"
     # Inputs are echoed to help, except anything under kafka (it may hold credentials).
     if loc and loc[0] not in {"kafka", "consumer", "producer"}:

@@ -47,3 +47,11 @@ class DictionaryNotFound(StoreError):
 
 class TrainingError(ZdictError):
     """Training could not produce a usable dictionary (too few or unsuitable samples)."""
+
+
+class RegistryError(ZdictError):
+    """The registry topic refused an entry or holds one that contradicts this one."""
+
+
+class RegistryUnavailable(RegistryError):
+    """The registry topic could not be read or written within the configured timeout."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import re
+import uuid
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -134,6 +135,22 @@ def make_producer(settings: Settings, error_cb: ErrorCallback | None = None) -> 
         return Producer(producer_config(settings, error_cb))
     except KafkaException as exc:
         raise _refused(settings, "producer", exc) from None
+
+
+def make_reader(settings: Settings, purpose: str) -> Consumer:
+    """A consumer for `assign()` only: it never joins the relay's group and never commits.
+
+    For reading a topic by offsets (a training sample, the registry). `purpose` names the
+    throwaway group id, which shows up in broker logs.
+    """
+    config = consumer_config(settings)
+    config["group.id"] = f"zdict-{purpose}-{uuid.uuid4().hex}"
+    config["statistics.interval.ms"] = "0"
+    config["enable.partition.eof"] = "false"
+    try:
+        return Consumer(config)
+    except KafkaException as exc:
+        raise _refused(settings, "consumer", exc) from None
 
 
 def make_admin(settings: Settings) -> AdminClient:

@@ -7,14 +7,13 @@ commits), so it never disturbs the relay's group.
 from __future__ import annotations
 
 import time
-import uuid
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import KafkaException, TopicPartition
 
 from sidecar.config import Settings
 from sidecar.errors import InputError
-from sidecar.kafka import KafkaUnavailable, consumer_config, make_admin, partition_counts
+from sidecar.kafka import KafkaUnavailable, make_admin, make_reader, partition_counts
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,9 +37,7 @@ def read_sample(settings: Settings, topic: str, count: int, timeout: float = 60.
     partitions = partition_counts(make_admin(settings), [topic], min(timeout, 30.0), bootstrap)
     if topic not in partitions:
         raise InputError(f"topic {topic} does not exist (bootstrap.servers={bootstrap})")
-    config = consumer_config(settings)
-    config["group.id"] = f"zdict-sample-{uuid.uuid4().hex}"  # never committed: assign() only
-    consumer = Consumer(config)
+    consumer = make_reader(settings, "sample")
     try:
         per_partition = max(1, count // partitions[topic])
         assignment: list[TopicPartition] = []

@@ -12,6 +12,7 @@ Held-out values never enter training: every ratio this module reports is an out-
 from __future__ import annotations
 
 import hashlib
+import re
 import statistics
 import time
 from collections.abc import Iterable, Sequence
@@ -22,15 +23,7 @@ from typing import Any, Final
 import zstandard
 
 from sidecar.codec import Encoder, FrameOptions, looks_compressed
-from sidecar.dictionaries.model import (
-    MIN_DICT_ID,
-    Dictionary,
-    DictionaryMeta,
-    TrainingSample,
-    sha256_hex,
-    utc_now,
-    with_dict_id,
-)
+from sidecar.dictionaries.model import MIN_DICT_ID, Dictionary, TrainingSample, build_dictionary
 from sidecar.runtime import tune_gc
 
 KIB: Final = 1024
@@ -74,6 +67,9 @@ class TrainingParams:
     timing_runs: int = 3
     frame: FrameOptions = field(default_factory=FrameOptions)
     header_key: str = "zd"
+    #: Regular expressions whose matches are removed from training values (never from held-out
+    #: values: the ratio is measured on what the relay will really see).
+    scrub: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +101,19 @@ def split_ordered(values: Iterable[bytes], train_fraction: float, window: str = 
     kept = [v for v in values if usable(v)]
     cut = round(len(kept) * train_fraction)
     return TrainingSet(train=kept[:cut], heldout=kept[cut:], window=window)
+
+
+def scrubbed(values: list[bytes], patterns: Sequence[str]) -> list[bytes]:
+    """`values` with every match of `patterns` removed (a privacy filter for training samples).
+
+    A dictionary holds verbatim fragments of what it was trained on; fields removed here never
+    reach it. Values that become empty are dropped.
+    """
+    if not patterns:
+        return values
+    regex = re.compile(b"|".join(b"(?:" + p.encode() + b")" for p in patterns))
+    out = [regex.sub(b"", v) for v in values]
+    return [v for v in out if v]
 
 
 def heldout_by_key(key: bytes, heldout_fraction: float) -> bool:
@@ -213,37 +222,34 @@ def candidate_dictionary(data: bytes, level: int, namespace: str) -> Dictionary:
     It carries a representative id from the bottom of our range, so the frame's dictionary-id
     field and the header value have the size real records will have (2 and 5 bytes).
     """
-    data = with_dict_id(data, MIN_DICT_ID)
-    meta = DictionaryMeta(
-        id=MIN_DICT_ID,
-        namespace=namespace,
+    return build_dictionary(
+        namespace,
+        data,
+        dict_id=MIN_DICT_ID,
         version=1,
-        sha256=sha256_hex(data),
-        size=len(data),
-        created_at=utc_now(),
-        zstd_version="",
         level=level,
         heldout_ratio=0.0,
         nodict_ratio=0.0,
         break_even_size=0,
         training=TrainingSample(count=0, bytes=0, heldout_count=0, heldout_bytes=0),
     )
-    return Dictionary(meta=meta, data=data)
 
 
 def _time_encode(encoder: Encoder, values: list[bytes], runs: int) -> list[float]:
-    """ns per message of `encode_batch` over `values`: one warm-up, then `runs` measured runs.
+    """CPU ns per message of `encode_batch` over `values`: one warm-up, then `runs` runs.
 
     Timed with the garbage-collector settings the relay runs with, so the speed budget is
-    checked against the speed the relay will see.
+    checked against the speed the relay will see. The clock is this thread's CPU time, not the
+    wall clock: training runs beside a busy relay (at a lower priority), and being preempted
+    must not make a level look slow.
     """
     records: list[tuple[bytes | None, None]] = [(v, None) for v in values]
     timings: list[float] = []
     with tune_gc():
         for run in range(runs + 1):
-            start = time.perf_counter_ns()
+            start = time.thread_time_ns()
             encoder.encode_batch(records)
-            elapsed = time.perf_counter_ns() - start
+            elapsed = time.thread_time_ns() - start
             if run:  # run 0 is the warm-up
                 timings.append(elapsed / max(1, len(values)))
     return timings
@@ -362,7 +368,8 @@ def train(
 
     started = time.perf_counter()
     trained: dict[int, bytes] = {}
-    sample: list[bytes | bytearray | memoryview] = list(samples.train)  # the zstandard stub's type
+    # The zstandard stub's element type; scrubbing applies to what trains, nothing else.
+    sample: list[bytes | bytearray | memoryview] = list(scrubbed(samples.train, params.scrub))
     for size in _candidate_sizes(params, samples.train_bytes):
         try:
             trained[size] = zstandard.train_dictionary(size, sample).as_bytes()

@@ -1,0 +1,648 @@
+"""The registry topic: every dictionary, activation and training run, for every host.
+
+The registry is the source of truth across hosts; a local store is a cache of it (and the
+offline option). It is one Kafka topic with one partition, compacted, holding three kinds of
+records, each with the header `zdict.format: 1`:
+
+==============================  ===================================  =========================
+key                             value                                headers
+==============================  ===================================  =========================
+``dictionary/<id>/<sha256>``    the raw dictionary (``zstd -D``)     ``zdict.meta``: metadata
+``active/<namespace>``          `Activation` as JSON                 -
+``training/<namespace>``        the namespace's last training run    -
+==============================  ===================================  =========================
+
+Rules every reader applies (`RegistryState.apply`), so all hosts agree:
+
+* **Ids are claimed in log order.** A writer takes the next free id, publishes, reads the log
+  back to its own record, and keeps the id only if no earlier record claimed it; otherwise it
+  tombstones its record and takes another id. The sha256 in the key keeps two claims of one id
+  from compacting into each other, so the first claim stays the winner forever. Ids are never
+  reused: a claim reserves its id even when its content is refused.
+* A dictionary record is used only when its bytes match its metadata (sha256, size, embedded
+  id, the zstd dictionary magic) and the key; anything else is ignored and reported.
+* The latest ``active/<namespace>`` record is the namespace's active dictionary; it carries the
+  stack of earlier active ids, so a rollback needs no history beyond it (compaction keeps only
+  the latest record per key).
+* Dictionary records are never deleted: records that reference an id may be read for as long
+  as they exist.
+
+A dictionary is published (acknowledged with acks=all) before anything that references it: its
+activation, then the local store, then the encoder.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Final, Literal, cast
+
+from confluent_kafka import KafkaError, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]  # public, not in __all__
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from sidecar.dictionaries.model import (
+    MAX_DICT_ID,
+    MIN_DICT_ID,
+    Dictionary,
+    DictionaryMeta,
+    utc_now,
+    validate_namespace,
+    with_new_id,
+)
+from sidecar.errors import (
+    ConfigError,
+    DictionaryNotFound,
+    RegistryError,
+    RegistryUnavailable,
+    UnknownDictionary,
+    ZdictError,
+)
+from sidecar.logs import get_logger
+
+log = get_logger(__name__)
+
+DEFAULT_TOPIC: Final = "_zdict_dictionaries"
+FORMAT_HEADER: Final = "zdict.format"
+FORMAT: Final = b"1"
+META_HEADER: Final = "zdict.meta"
+#: Topic settings for a registry we create. Dictionaries of up to 1 MiB plus metadata must fit.
+TOPIC_CONFIG: Final = {"cleanup.policy": "compact", "max.message.bytes": str(2 * 1024 * 1024)}
+#: Earlier active ids kept in an activation (how far `rollback` can go back).
+STACK_DEPTH: Final = 32
+#: Attempts to claim a free id before giving up (each loses only to a concurrent claim).
+CLAIM_ATTEMPTS: Final = 5
+
+_DICTIONARY: Final = b"dictionary/"
+_ACTIVE: Final = b"active/"
+_TRAINING: Final = b"training/"
+
+Action = Literal["promote", "activate", "rollback", "adopt"]
+Headers = Sequence[tuple[str, bytes | None]]
+#: (key, value, headers) of a record to publish, typed as confluent-kafka takes it.
+Outgoing = tuple[bytes, bytes, list[tuple[str, str | bytes | None]]]
+
+
+class Activation(BaseModel):
+    """Which dictionary a namespace uses from now on, who said so, and what came before."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+    namespace: str
+    dict_id: int
+    action: Action
+    by: str = Field(description="the process that published it: host:pid and role")
+    at: datetime
+    stack: tuple[int, ...] = Field(default=(), description="earlier active ids, latest last")
+
+
+# -- what a read of the registry reports ---------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class DictionaryAdded:
+    dictionary: Dictionary
+    offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class Activated:
+    activation: Activation
+    offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class TrainingRecorded:
+    namespace: str
+    entry: dict[str, Any]
+    offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class Ignored:
+    """A record no reader uses; `reason` says why (logged as `registry_entry_ignored`)."""
+
+    offset: int
+    key: str
+    reason: str
+
+
+Event = DictionaryAdded | Activated | TrainingRecorded | Ignored
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """The first record in the log that claimed an id: the only one that counts."""
+
+    offset: int
+    sha256: str
+
+
+# -- record encoding -----------------------------------------------------------------------------
+
+
+def dictionary_key(dictionary: Dictionary) -> bytes:
+    return b"%s%d/%s" % (_DICTIONARY, dictionary.id, dictionary.meta.sha256.encode())
+
+
+def dictionary_record(dictionary: Dictionary) -> Outgoing:
+    """(key, value, headers) of a dictionary's registry record."""
+    meta = dictionary.meta.model_dump_json().encode()
+    return (
+        dictionary_key(dictionary),
+        dictionary.data,
+        [(FORMAT_HEADER, FORMAT), (META_HEADER, meta)],
+    )
+
+
+def activation_record(activation: Activation) -> Outgoing:
+    key = _ACTIVE + activation.namespace.encode()
+    return key, activation.model_dump_json().encode(), [(FORMAT_HEADER, FORMAT)]
+
+
+def training_record(namespace: str, entry: dict[str, Any]) -> Outgoing:
+    value = json.dumps(entry, default=str, separators=(",", ":")).encode()
+    return _TRAINING + namespace.encode(), value, [(FORMAT_HEADER, FORMAT)]
+
+
+class RegistryState:
+    """What the registry says, built by applying its records in log order. Pure; thread-safe."""
+
+    def __init__(self) -> None:
+        self.claims: dict[int, Claim] = {}
+        self.dictionaries: dict[int, Dictionary] = {}
+        self.activations: dict[str, Activation] = {}
+        self.trainings: dict[str, dict[str, Any]] = {}
+        self.position = 0  # the next offset to read
+        self._lock = threading.Lock()
+
+    def apply(
+        self, offset: int, key: bytes | None, value: bytes | None, headers: Headers | None
+    ) -> Event | None:
+        """Apply one record; returns what changed (None: nothing new, e.g. a re-publish)."""
+        with self._lock:
+            self.position = max(self.position, offset + 1)
+            shown = (key or b"").decode("utf-8", "replace")[:120]
+            if key is None:
+                return Ignored(offset, shown, "a record without key")
+            fmt = [v for k, v in headers or () if k == FORMAT_HEADER]
+            if value is not None and fmt != [FORMAT]:
+                return Ignored(
+                    offset, shown, f"format {fmt!r} is not {FORMAT!r}; a newer zdict-sidecar?"
+                )
+            try:
+                if key.startswith(_DICTIONARY):
+                    return self._apply_dictionary(offset, key, value, headers or ())
+                if key.startswith(_ACTIVE):
+                    return self._apply_activation(offset, key, value)
+                if key.startswith(_TRAINING):
+                    if value is None:
+                        return None
+                    namespace = key[len(_TRAINING) :].decode()
+                    self.trainings[namespace] = json.loads(value)
+                    return TrainingRecorded(namespace, self.trainings[namespace], offset)
+            except (ValueError, ValidationError, ZdictError) as exc:
+                return Ignored(offset, shown, _one_line(exc))
+            return Ignored(offset, shown, "unknown key")
+
+    def _apply_dictionary(
+        self, offset: int, key: bytes, value: bytes | None, headers: Headers
+    ) -> Event | None:
+        id_text, _, sha = key[len(_DICTIONARY) :].decode().partition("/")
+        dict_id = int(id_text)
+        claim = self.claims.get(dict_id)
+        if value is None:  # a tombstone: only a losing claim is ever withdrawn
+            if claim is not None and claim.sha256 == sha:
+                return Ignored(offset, key.decode(), "tombstone of a dictionary in use; ignored")
+            return None
+        if claim is not None:
+            if claim.sha256 == sha:
+                return None  # the same dictionary published again
+            return Ignored(
+                offset, key.decode(), f"id {dict_id} was claimed first at offset {claim.offset}"
+            )
+        self.claims[dict_id] = Claim(offset, sha)  # even if refused below: ids are never reused
+        raw_meta = [v for k, v in headers if k == META_HEADER]
+        if len(raw_meta) != 1 or raw_meta[0] is None:
+            raise ValueError(f"expected one {META_HEADER} header")
+        meta = DictionaryMeta.model_validate_json(raw_meta[0])
+        if meta.id != dict_id or meta.sha256 != sha:
+            raise ValueError(f"key names {dict_id}/{sha[:12]}…, metadata {meta.id}/{meta.sha256}")
+        dictionary = Dictionary.verified(meta, value, f"registry offset {offset}")
+        self.dictionaries[dict_id] = dictionary
+        return DictionaryAdded(dictionary, offset)
+
+    def _apply_activation(self, offset: int, key: bytes, value: bytes | None) -> Event | None:
+        namespace = validate_namespace(key[len(_ACTIVE) :].decode())
+        if value is None:
+            return Ignored(offset, key.decode(), "activation tombstone; the last one stays")
+        activation = Activation.model_validate_json(value)
+        if activation.namespace != namespace:
+            raise ValueError(f"activation for {activation.namespace} under key {key.decode()}")
+        target = self.dictionaries.get(activation.dict_id)
+        if target is None or target.namespace != namespace:
+            raise ValueError(
+                f"activates {activation.dict_id}, which is not a dictionary of {namespace}"
+            )
+        self.activations[namespace] = activation
+        return Activated(activation, offset)
+
+    # -- questions -----------------------------------------------------------------------------
+
+    def active(self, namespace: str) -> Dictionary | None:
+        activation = self.activations.get(namespace)
+        return None if activation is None else self.dictionaries.get(activation.dict_id)
+
+    def versions(self, namespace: str | None = None) -> list[Dictionary]:
+        """Dictionaries of `namespace` (all if None), by namespace and version."""
+        with self._lock:
+            found = [d for d in self.dictionaries.values() if namespace in (None, d.namespace)]
+        return sorted(found, key=lambda d: (d.namespace, d.meta.version))
+
+    def next_id(self, avoid: Iterable[int] = ()) -> int:
+        """The lowest id above every claimed one and every id in `avoid`."""
+        with self._lock:
+            highest = max([MIN_DICT_ID - 1, *self.claims, *avoid])
+        if highest >= MAX_DICT_ID:
+            raise RegistryError(f"dictionary ids {MIN_DICT_ID}..{MAX_DICT_ID} are used up")
+        return highest + 1
+
+    def next_version(self, namespace: str, at_least: int = 1) -> int:
+        versions = [d.meta.version + 1 for d in self.versions(namespace)]
+        return max([at_least, *versions])
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:400]
+
+
+def default_actor(role: str) -> str:
+    """How an activation names its publisher: `host:pid (role)`."""
+    return f"{socket.gethostname()}:{os.getpid()} ({role})"
+
+
+class Registry:
+    """The registry topic through Kafka clients: read it to the end, publish to it.
+
+    Reads and writes are synchronous and bounded by `timeout` seconds; a failure raises
+    `RegistryUnavailable`. Safe to share between threads (one lock around the reader).
+    """
+
+    def __init__(self, settings: Any, *, actor: str | None = None) -> None:
+        """`settings`: a `sidecar.config.Settings` (Kafka properties and `registry.*`)."""
+        self.settings = settings
+        self.topic: str = settings.registry.topic
+        self.timeout: float = settings.registry.timeout
+        self.actor = actor or default_actor("sidecar")
+        self.state = RegistryState()
+        self._lock = threading.RLock()
+        self._reader: Any = None
+        self._producer: Producer | None = None
+
+    @classmethod
+    def connect(
+        cls,
+        bootstrap: str | None = None,
+        *,
+        topic: str = DEFAULT_TOPIC,
+        timeout: float = 30.0,
+        **properties: str,
+    ) -> Registry:
+        """A registry client for library users: `bootstrap.servers` and other librdkafka
+        properties (`_` read as `.`), read to the end once before returning."""
+        from sidecar.config import KafkaSettings, RegistrySettings, Settings
+
+        props = dict(properties)
+        if bootstrap is not None:
+            props["bootstrap.servers"] = bootstrap
+        settings = Settings(
+            kafka=KafkaSettings.model_validate(props),
+            registry=RegistrySettings(topic=topic, timeout=timeout, create=False),
+        )
+        registry = cls(settings, actor=default_actor("reader"))
+        registry.refresh()
+        return registry
+
+    # -- the topic -----------------------------------------------------------------------------
+
+    def ensure_topic(self) -> None:
+        """Check the topic (one partition), creating it compacted when missing and allowed."""
+        from sidecar.kafka import KafkaUnavailable, make_admin, partition_counts
+
+        admin = make_admin(self.settings)
+        bootstrap = self.settings.kafka.client_config()["bootstrap.servers"]
+        try:
+            counts = partition_counts(admin, [self.topic], self.timeout, bootstrap)
+        except KafkaUnavailable as exc:
+            raise RegistryUnavailable(str(exc)) from None
+        if self.topic in counts:
+            if counts[self.topic] != 1:
+                raise RegistryError(
+                    f"registry topic {self.topic} has {counts[self.topic]} partitions; it needs "
+                    "exactly one (the order of its records decides which claim of an id wins)"
+                )
+            return
+        if not self.settings.registry.create:
+            raise RegistryError(
+                f"registry topic {self.topic} does not exist; create it with 1 partition and "
+                "cleanup.policy=compact, or set ZDICT_REGISTRY__CREATE=true"
+            )
+        new = NewTopic(
+            self.topic,
+            num_partitions=1,
+            replication_factor=self.settings.registry.replication_factor,
+            config=dict(TOPIC_CONFIG),
+        )
+        future = admin.create_topics([new], operation_timeout=self.timeout)[self.topic]
+        try:
+            future.result(timeout=self.timeout + 5)
+        except KafkaException as exc:
+            error = exc.args[0]
+            if error.code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise RegistryError(
+                    f"cannot create registry topic {self.topic}: {error.str()}; create it with "
+                    "1 partition and cleanup.policy=compact (or fix ZDICT_REGISTRY__TOPIC)"
+                ) from None
+        log.info("registry_topic_created", topic=self.topic, config=TOPIC_CONFIG)
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def _the_reader(self) -> Any:
+        if self._reader is None:
+            from sidecar.kafka import make_reader
+
+            reader = make_reader(self.settings, "registry")
+            reader.assign([TopicPartition(self.topic, 0, self.state.position)])
+            self._reader = reader
+        return self._reader
+
+    def refresh(self, timeout: float | None = None) -> list[Event]:
+        """Read every record published since the last read; returns what changed.
+
+        Raises:
+            RegistryUnavailable: the end of the topic was not reached within `timeout` seconds.
+        """
+        timeout = self.timeout if timeout is None else timeout
+        deadline = time.monotonic() + timeout
+        events: list[Event] = []
+        with self._lock:
+            reader = self._the_reader()
+            tp = TopicPartition(self.topic, 0)
+            try:
+                _, high = reader.get_watermark_offsets(tp, timeout=timeout, cached=False)
+            except KafkaException as exc:
+                raise RegistryUnavailable(
+                    f"registry topic {self.topic} cannot be read: {exc.args[0].str()}"
+                ) from None
+            while self.state.position < high:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise RegistryUnavailable(
+                        f"registry topic {self.topic}: read up to offset {self.state.position} "
+                        f"of {high} within {timeout:.0f} s"
+                    )
+                messages = reader.consume(500, min(0.5, remaining))
+                for msg in messages:
+                    event = self._apply(msg)
+                    if event is not None:
+                        events.append(event)
+                if not messages:
+                    # Compaction can leave the last offsets empty: the position says we are there.
+                    position = reader.position([tp])[0].offset
+                    if position >= 0:
+                        self.state.position = max(self.state.position, position)
+        for event in events:
+            if isinstance(event, Ignored):
+                log.warning(
+                    "registry_entry_ignored",
+                    topic=self.topic,
+                    offset=event.offset,
+                    key=event.key,
+                    reason=event.reason,
+                )
+        return events
+
+    def _apply(self, msg: Message) -> Event | None:
+        err = msg.error()
+        if err is not None:
+            if err.code() == KafkaError._PARTITION_EOF:
+                return None
+            raise RegistryUnavailable(f"registry topic {self.topic}: {err.str()}")
+        offset = msg.offset()
+        assert offset is not None
+        headers = cast(Headers, msg.headers() or [])
+        return self.state.apply(offset, msg.key(), msg.value(), headers)
+
+    # -- publishing ----------------------------------------------------------------------------
+
+    def _the_producer(self) -> Producer:
+        if self._producer is None:
+            from sidecar.kafka import producer_config
+
+            config = producer_config(self.settings)
+            config.update(
+                {
+                    "linger.ms": "0",
+                    "message.max.bytes": TOPIC_CONFIG["max.message.bytes"],
+                    "delivery.timeout.ms": str(int(self.timeout * 1000)),
+                    "request.timeout.ms": str(int(min(self.timeout, 30.0) * 1000)),
+                }
+            )
+            try:
+                self._producer = Producer(config)
+            except KafkaException as exc:
+                raise ConfigError(f"the registry producer refused its settings: {exc}") from None
+        return self._producer
+
+    def _produce(
+        self, key: bytes, value: bytes | None, headers: list[tuple[str, str | bytes | None]]
+    ) -> int:
+        """Publish one record and wait for the broker's acknowledgement; returns its offset."""
+        producer = self._the_producer()
+        outcome: dict[str, Any] = {}
+
+        def delivered(err: KafkaError | None, msg: Message) -> None:
+            outcome["error"], outcome["offset"] = err, msg.offset()
+
+        try:
+            producer.produce(
+                self.topic, key=key, value=value, headers=headers, on_delivery=delivered
+            )
+        except (KafkaException, BufferError) as exc:
+            raise RegistryUnavailable(f"registry topic {self.topic}: {exc}") from None
+        producer.flush(self.timeout + 5.0)
+        if "error" not in outcome:
+            raise RegistryUnavailable(
+                f"registry topic {self.topic}: no acknowledgement for {key.decode()} within "
+                f"{self.timeout:.0f} s"
+            )
+        if outcome["error"] is not None:
+            raise RegistryUnavailable(
+                f"registry topic {self.topic} did not take {key.decode()}: {outcome['error'].str()}"
+            )
+        return int(outcome["offset"])
+
+    def publish_dictionary(
+        self, dictionary: Dictionary, *, keep_id: bool = False, avoid: Iterable[int] = ()
+    ) -> Dictionary:
+        """Publish `dictionary` and return it as the registry holds it (maybe under a new id).
+
+        The id is kept if nobody claimed it before; otherwise the next free id (above `avoid`
+        too) is taken, unless `keep_id` (then `RegistryError`). Publishing the same bytes again
+        is a no-op.
+        """
+        avoid = set(avoid)
+        for _ in range(CLAIM_ATTEMPTS):
+            self.refresh()
+            claim = self.state.claims.get(dictionary.id)
+            if claim is not None and claim.sha256 == dictionary.meta.sha256:
+                return self.state.dictionaries.get(dictionary.id, dictionary)
+            if claim is not None or dictionary.id in avoid:
+                if keep_id:
+                    raise RegistryError(
+                        f"dictionary id {dictionary.id} is taken in registry topic {self.topic} "
+                        "by another dictionary; the local store and the registry disagree - "
+                        "train a new dictionary (zdict-sidecar train --topic T --publish)"
+                    )
+                dictionary = with_new_id(dictionary, self.state.next_id(avoid))
+            key, value, headers = dictionary_record(dictionary)
+            offset = self._produce(key, value, headers)
+            self.refresh()
+            winner = self.state.claims.get(dictionary.id)
+            if winner is not None and winner.offset == offset:
+                log.info(
+                    "dictionary_published",
+                    topic=self.topic,
+                    namespace=dictionary.namespace,
+                    dict_id=dictionary.id,
+                    version=dictionary.meta.version,
+                    offset=offset,
+                )
+                return dictionary
+            log.warning("dictionary_id_lost", dict_id=dictionary.id, offset=offset)
+            self._produce(key, None, [(FORMAT_HEADER, FORMAT)])  # withdraw the losing claim
+        raise RegistryError(
+            f"could not claim a dictionary id in {self.topic} after {CLAIM_ATTEMPTS} attempts"
+        )
+
+    def publish_activation(
+        self, namespace: str, dict_id: int, action: Action, *, actor: str | None = None
+    ) -> Activation:
+        """Make `dict_id` the active dictionary of `namespace` for every host.
+
+        `rollback` ignores `dict_id`'s place in the stack: use `rollback()`.
+        """
+        self.refresh()
+        target = self.state.dictionaries.get(dict_id)
+        if target is None or target.namespace != namespace:
+            raise DictionaryNotFound(
+                f"dictionary {dict_id} of namespace {namespace} is not in registry topic "
+                f"{self.topic} (zdict-sidecar dicts list --registry shows what is there)"
+            )
+        current = self.state.activations.get(namespace)
+        stack = list(current.stack) if current else []
+        if current is not None and current.dict_id != dict_id:
+            stack.append(current.dict_id)
+        return self._activate(namespace, dict_id, action, stack, actor)
+
+    def rollback(self, namespace: str, *, actor: str | None = None) -> Activation:
+        """Re-activate the dictionary that was active before the current one."""
+        self.refresh()
+        current = self.state.activations.get(namespace)
+        if current is None or not current.stack:
+            raise DictionaryNotFound(
+                f"namespace {namespace} has no earlier active dictionary in registry topic "
+                f"{self.topic} to roll back to"
+            )
+        return self._activate(
+            namespace, current.stack[-1], "rollback", list(current.stack[:-1]), actor
+        )
+
+    def _activate(
+        self, namespace: str, dict_id: int, action: Action, stack: list[int], actor: str | None
+    ) -> Activation:
+        activation = Activation(
+            namespace=namespace,
+            dict_id=dict_id,
+            action=action,
+            by=actor or self.actor,
+            at=utc_now(),
+            stack=tuple(stack[-STACK_DEPTH:]),
+        )
+        self._produce(*activation_record(activation))
+        self.refresh()
+        log.info(
+            "dictionary_activation_published",
+            topic=self.topic,
+            namespace=namespace,
+            dict_id=dict_id,
+            action=action,
+        )
+        return activation
+
+    def publish_training(self, namespace: str, entry: dict[str, Any]) -> None:
+        """Record one training run's numbers and decision (the latest per namespace is kept)."""
+        self._produce(*training_record(namespace, entry))
+
+    def close(self) -> None:
+        with self._lock:
+            if self._reader is not None:
+                self._reader.close()
+                self._reader = None
+        if self._producer is not None:
+            self._producer.flush(5.0)
+            self._producer = None
+
+
+class RegistryResolver:
+    """A `DictionaryResolver` over the registry: what `Decoder.from_registry` uses.
+
+    An id it does not know triggers a read of the registry to its end before `UnknownDictionary`
+    is raised: a record is only produced after its dictionary was acknowledged by the registry,
+    so one read is enough. With `follow_interval`, a daemon thread also reads new entries.
+    """
+
+    def __init__(self, registry: Registry, follow_interval: float | None = 5.0) -> None:
+        self.registry = registry
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        if follow_interval:
+            self._thread = threading.Thread(
+                target=self._follow, args=(follow_interval,), name="zdict-registry", daemon=True
+            )
+            self._thread.start()
+
+    def _follow(self, interval: float) -> None:
+        while not self._stop.wait(interval):
+            try:
+                self.registry.refresh()
+            except ZdictError as exc:
+                log.warning("registry_read_failed", topic=self.registry.topic, error=str(exc))
+
+    def get(self, dict_id: int) -> Dictionary:
+        dictionary = self.registry.state.dictionaries.get(dict_id)
+        if dictionary is None:
+            self.registry.refresh()
+            dictionary = self.registry.state.dictionaries.get(dict_id)
+        if dictionary is None:
+            raise UnknownDictionary(
+                f"unknown dictionary id {dict_id}: not in registry topic {self.registry.topic} "
+                f"(read to offset {self.registry.state.position}); the record was not produced "
+                "by zdict-sidecar with this registry, or its entry was deleted"
+            )
+        return dictionary
+
+    def describe(self) -> str:
+        return f"registry topic {self.registry.topic}"
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(10.0)
+        self.registry.close()

@@ -1,0 +1,135 @@
+"""The registry's rules, as every reader applies them: first claim wins, bad entries ignored."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from sidecar.dictionaries import Dictionary
+from sidecar.dictionaries.model import MIN_DICT_ID, TrainingSample, build_dictionary, with_new_id
+from sidecar.dictionaries.registry import (
+    FORMAT_HEADER,
+    Activated,
+    Activation,
+    DictionaryAdded,
+    Ignored,
+    RegistryState,
+    TrainingRecorded,
+    activation_record,
+    dictionary_key,
+    dictionary_record,
+    training_record,
+)
+from sidecar.errors import RegistryError
+
+
+def make(trained_bytes: bytes, namespace: str = "orders", dict_id: int = MIN_DICT_ID) -> Dictionary:
+    return build_dictionary(
+        namespace,
+        trained_bytes,
+        dict_id=dict_id,
+        version=1,
+        level=3,
+        heldout_ratio=2.0,
+        nodict_ratio=1.0,
+        break_even_size=0,
+        training=TrainingSample(count=1, bytes=1, heldout_count=1, heldout_bytes=1),
+    )
+
+
+def activation(namespace: str, dict_id: int, stack: tuple[int, ...] = ()) -> Activation:
+    return Activation(
+        namespace=namespace,
+        dict_id=dict_id,
+        action="promote",
+        by="test",
+        at=datetime(2026, 1, 1, tzinfo=UTC),
+        stack=stack,
+    )
+
+
+def test_a_published_dictionary_is_read_back_verified(trained_bytes: bytes) -> None:
+    state = RegistryState()
+    dictionary = make(trained_bytes)
+    event = state.apply(0, *dictionary_record(dictionary))
+    assert event == DictionaryAdded(dictionary, 0)
+    assert state.dictionaries[dictionary.id] == dictionary
+    assert state.position == 1
+    assert state.apply(1, *dictionary_record(dictionary)) is None  # the same bytes again
+
+
+def test_the_first_claim_of_an_id_wins_and_later_ones_are_ignored(trained_bytes: bytes) -> None:
+    state = RegistryState()
+    first = make(trained_bytes, "orders")
+    second = make(trained_bytes[:-8] + b"other!!!", "users")
+    state.apply(5, *dictionary_record(first))
+    event = state.apply(9, *dictionary_record(second))
+    assert isinstance(event, Ignored) and "claimed first at offset 5" in event.reason
+    assert state.dictionaries[first.id].namespace == "orders"
+    # Withdrawing the losing claim changes nothing; the winner's tombstone is refused.
+    assert state.apply(10, dictionary_key(second), None, None) is None
+    refused = state.apply(11, dictionary_key(first), None, None)
+    assert isinstance(refused, Ignored)
+    assert first.id in state.dictionaries
+
+
+def test_a_dictionary_whose_bytes_do_not_match_its_metadata_is_ignored_but_keeps_its_id(
+    trained_bytes: bytes,
+) -> None:
+    state = RegistryState()
+    dictionary = make(trained_bytes)
+    key, value, headers = dictionary_record(dictionary)
+    event = state.apply(0, key, value[:-1] + b"?", headers)
+    assert isinstance(event, Ignored) and "sha256" in event.reason
+    assert dictionary.id not in state.dictionaries
+    assert state.next_id() == dictionary.id + 1  # ids are never reused, even refused ones
+
+
+def test_records_of_an_unknown_format_or_key_are_ignored(trained_bytes: bytes) -> None:
+    state = RegistryState()
+    key, value, _ = dictionary_record(make(trained_bytes))
+    event = state.apply(0, key, value, [(FORMAT_HEADER, b"2")])
+    assert isinstance(event, Ignored) and "newer" in event.reason
+    unknown = state.apply(1, b"something/else", b"{}", [(FORMAT_HEADER, b"1")])
+    assert isinstance(unknown, Ignored) and unknown.reason == "unknown key"
+    assert isinstance(state.apply(2, None, b"x", None), Ignored)
+
+
+def test_activations_name_a_dictionary_of_their_own_namespace(trained_bytes: bytes) -> None:
+    state = RegistryState()
+    orders = make(trained_bytes, "orders")
+    users = with_new_id(make(trained_bytes, "users"), MIN_DICT_ID + 1)
+    state.apply(0, *dictionary_record(orders))
+    state.apply(1, *dictionary_record(users))
+    assert isinstance(
+        state.apply(2, *activation_record(activation("orders", orders.id))), Activated
+    )
+    assert state.active("orders") == orders
+    wrong = state.apply(3, *activation_record(activation("orders", users.id)))
+    assert isinstance(wrong, Ignored) and "not a dictionary of orders" in wrong.reason
+    assert state.active("orders") == orders
+    assert state.active("users") is None
+
+
+def test_next_id_and_version_look_past_every_claim_and_the_local_store(
+    trained_bytes: bytes,
+) -> None:
+    state = RegistryState()
+    assert state.next_id() == MIN_DICT_ID
+    state.apply(0, *dictionary_record(make(trained_bytes)))
+    assert state.next_id() == MIN_DICT_ID + 1
+    assert state.next_id(avoid=[MIN_DICT_ID + 7]) == MIN_DICT_ID + 8
+    assert state.next_version("orders") == 2
+    assert state.next_version("orders", at_least=5) == 5
+    assert state.next_version("users") == 1
+    with pytest.raises(RegistryError, match="used up"):
+        state.next_id(avoid=[2**31 - 1])
+
+
+def test_the_latest_training_run_per_namespace_is_kept() -> None:
+    state = RegistryState()
+    state.apply(0, *training_record("orders", {"decision": "rejected"}))
+    event = state.apply(1, *training_record("orders", {"decision": "promoted"}))
+    assert isinstance(event, TrainingRecorded)
+    assert state.trainings["orders"] == {"decision": "promoted"}
