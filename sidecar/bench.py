@@ -335,7 +335,7 @@ def bench_relay(
     """
     import uuid
 
-    from sidecar.dictionaries.lifecycle import store_trained
+    from sidecar.dictionaries.lifecycle import promote
     from sidecar.dictionaries.store import DictionaryStore
     from sidecar.generate import generate
 
@@ -344,7 +344,7 @@ def bench_relay(
     store_dir = Path(tempfile.mkdtemp(prefix="zdict-bench-relay-"))
     samples = split_ordered(generate(kind, 25_000, seed=99), 0.8)
     report = train(samples, TrainingParams(), namespace=topic)
-    store_trained(DictionaryStore(store_dir), report, window="bench", parent_id=None)
+    promote(DictionaryStore(store_dir), None, report, window="bench", parent_id=None)
     results: dict[str, list[RelayRun]] = {name: [] for name, _, _ in RELAY_VARIANTS}
     for round_ in range(runs + 1):
         for name, workers, pass_through in RELAY_VARIANTS:

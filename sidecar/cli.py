@@ -11,14 +11,17 @@ import dataclasses
 import json
 import statistics
 import sys
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from sidecar import __version__
+from sidecar.codec import Decoder, DictionaryResolver
 from sidecar.config import Settings, load_settings
-from sidecar.dictionaries.lifecycle import store_trained
-from sidecar.dictionaries.model import Dictionary, validate_namespace
+from sidecar.dictionaries.lifecycle import promote, sync_store
+from sidecar.dictionaries.model import Dictionary, DictionaryMeta, validate_namespace
+from sidecar.dictionaries.registry import Registry, RegistryResolver
 from sidecar.dictionaries.store import DictionaryStore
 from sidecar.dictionaries.training import (
     Decision,
@@ -28,7 +31,7 @@ from sidecar.dictionaries.training import (
     split_ordered,
     train,
 )
-from sidecar.errors import ConfigError, InputError, ZdictError
+from sidecar.errors import ConfigError, DictionaryNotFound, InputError, ZdictError
 from sidecar.evaluation import Evaluation, evaluate
 from sidecar.generate import KINDS, generate
 from sidecar.tables import render
@@ -172,38 +175,66 @@ def cmd_train(args: argparse.Namespace) -> int:
     else:
         heldout_fraction = settings.training.heldout_fraction
     store = DictionaryStore(settings.dictionaries)
-    champion = store.active(namespace)
-    if args.topic:
-        from sidecar.topic_sample import read_sample
+    registry = _open_registry(settings, "train") if args.publish else None
+    try:
+        if registry is not None:
+            sync_store(registry, store, [namespace])
+        champion = store.active(namespace)
+        if args.topic:
+            from sidecar.topic_sample import read_sample
 
-        sample = read_sample(settings, args.topic, args.sample)
-        records, window = sample.records, sample.window
-    else:
-        lines = read_lines(args.input)
-        records = [(str(i).encode(), line) for i, line in enumerate(lines)]
-        window = f"{args.input} lines 1-{len(lines)}"
-    samples = split_by_key(records, heldout_fraction, window)
-    params = settings.training.params(settings.codec)
-    report = train(samples, params, namespace=namespace, champion=champion)
-    stored = None
-    if report.decision is Decision.PROMOTED:
-        stored = store_trained(
-            store,
-            report,
-            window=window,
-            parent_id=champion.id if champion else None,
-            activate=not args.no_activate,
-        )
-    entry = report.to_dict() | {"stored_id": stored.id if stored else None}
-    store.record_training(namespace, entry)
+            sample = read_sample(settings, args.topic, args.sample)
+            records, window = sample.records, sample.window
+        else:
+            lines = read_lines(args.input)
+            records = [(str(i).encode(), line) for i, line in enumerate(lines)]
+            window = f"{args.input} lines 1-{len(lines)}"
+        samples = split_by_key(records, heldout_fraction, window)
+        params = settings.training.params(settings.codec)
+        started = time.monotonic()
+        report = train(samples, params, namespace=namespace, champion=champion)
+        stored = None
+        if report.decision is Decision.PROMOTED:
+            stored = promote(
+                store,
+                registry,
+                report,
+                window=window,
+                parent_id=champion.id if champion else None,
+                activate=not args.no_activate,
+            )
+        summary = report.summary() | {
+            "trigger": "manual",
+            "finished_at": time.time(),
+            "seconds": round(time.monotonic() - started, 3),
+            "stored_id": stored.id if stored else None,
+        }
+        entry = report.to_dict() | summary
+        store.record_training(namespace, entry)
+        if registry is not None:
+            registry.publish_training(namespace, summary)
+    finally:
+        if registry is not None:
+            registry.close()
     if args.json:
         print(json.dumps(entry, indent=2))
     else:
         print(format_training(report, stored, stored is not None and not args.no_activate))
+        if stored is not None and registry is not None:
+            print(f"published to registry topic {registry.topic}")
     if report.decision is Decision.FAILED:
         print(f"{PROG}: training failed: {report.reason}", file=sys.stderr)
         return 1
     return 0
+
+
+def _open_registry(settings: Settings, role: str) -> Registry:
+    if not settings.registry.enabled:
+        raise ConfigError(
+            "the registry is disabled (ZDICT_REGISTRY__ENABLED=false); drop --publish/--registry "
+            "or enable it"
+        )
+    return Registry.open(settings, role)
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
@@ -221,8 +252,42 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _dict_rows(listed: list[tuple[DictionaryMeta, bool]]) -> list[list[object]]:
+    return [
+        [
+            str(meta.id),
+            meta.namespace,
+            meta.version,
+            meta.size,
+            meta.level,
+            meta.heldout_ratio,
+            meta.break_even_size,
+            meta.created_at.strftime("%Y-%m-%d %H:%M:%S"),
+            "*" if on else "",
+        ]
+        for meta, on in listed
+    ]
+
+
+def _print_dicts(listed: list[tuple[DictionaryMeta, bool]], as_json: bool, where: str) -> None:
+    if as_json:
+        entries = [meta.model_dump(mode="json") | {"active": on} for meta, on in listed]
+        print(json.dumps(entries, indent=2))
+    elif listed:
+        print(render(_DICT_HEADERS, _dict_rows(listed)))
+    else:
+        print(f"no dictionaries in {where}")
+
+
 def cmd_dicts(args: argparse.Namespace) -> int:
-    store = DictionaryStore(_settings(args).dictionaries)
+    settings = _settings(args)
+    store = DictionaryStore(settings.dictionaries)
+    if args.registry:
+        registry = _open_registry(settings, "operator")
+        try:
+            return _dicts_in_registry(args, registry, store)
+        finally:
+            registry.close()
     if args.action == "list":
         namespaces = [validate_namespace(args.namespace)] if args.namespace else store.namespaces()
         listed = [
@@ -231,31 +296,10 @@ def cmd_dicts(args: argparse.Namespace) -> int:
             for active in [store.active_id(ns)]
             for meta in store.versions(ns)
         ]
-        if args.json:
-            entries = [meta.model_dump(mode="json") | {"active": on} for meta, on in listed]
-            print(json.dumps(entries, indent=2))
-        elif listed:
-            rows: list[list[object]] = [
-                [
-                    str(meta.id),
-                    meta.namespace,
-                    meta.version,
-                    meta.size,
-                    meta.level,
-                    meta.heldout_ratio,
-                    meta.break_even_size,
-                    meta.created_at.strftime("%Y-%m-%d %H:%M:%S"),
-                    "*" if on else "",
-                ]
-                for meta, on in listed
-            ]
-            print(render(_DICT_HEADERS, rows))
-        else:
-            print(f"no dictionaries in {store.root}")
+        _print_dicts(listed, args.json, str(store.root))
         return 0
     if args.action == "show":
-        dictionary = store.get(args.id)
-        print(dictionary.meta.model_dump_json(indent=2))
+        print(store.get(args.id).meta.model_dump_json(indent=2))
         return 0
     namespace = validate_namespace(args.namespace)
     if args.action == "activate":
@@ -265,6 +309,43 @@ def cmd_dicts(args: argparse.Namespace) -> int:
     print(
         f"namespace {namespace}: dictionary {dictionary.id} "
         f"(version {dictionary.meta.version}) is active"
+    )
+    return 0
+
+
+def _dicts_in_registry(args: argparse.Namespace, registry: Registry, store: DictionaryStore) -> int:
+    """`dicts ... --registry`: the registry's view; activations are published to every host."""
+    state = registry.state
+    if args.action == "list":
+        namespace = validate_namespace(args.namespace) if args.namespace else None
+        listed = [
+            (
+                d.meta,
+                state.activations.get(d.namespace) is not None
+                and state.activations[d.namespace].dict_id == d.id,
+            )
+            for d in state.versions(namespace)
+        ]
+        _print_dicts(listed, args.json, f"registry topic {registry.topic}")
+        return 0
+    if args.action == "show":
+        dictionary = state.dictionaries.get(args.id)
+        if dictionary is None:
+            raise DictionaryNotFound(
+                f"dictionary {args.id} is not in registry topic {registry.topic}"
+            )
+        print(dictionary.meta.model_dump_json(indent=2))
+        return 0
+    namespace = validate_namespace(args.namespace)
+    if args.action == "activate":
+        activation = registry.publish_activation(namespace, args.id, "activate")
+    else:
+        activation = registry.rollback(namespace)
+    sync_store(registry, store, [namespace])
+    dictionary = state.dictionaries[activation.dict_id]
+    print(
+        f"namespace {namespace}: dictionary {dictionary.id} (version {dictionary.meta.version}) "
+        f"is active, published to registry topic {registry.topic} for every sidecar"
     )
     return 0
 
@@ -415,7 +496,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         relay["create_topics"] = True
     if args.pass_through:
         relay["compress"] = False
+    if args.mode is not None:
+        relay["mode"] = args.mode
     overrides: dict[str, Any] = {"relay": relay} if relay else {}
+    if args.no_training:
+        overrides["training"] = {"enabled": False}
+    if args.no_registry:
+        overrides["registry"] = {"enabled": False}
     if args.metrics_port is not None:
         overrides["metrics"] = {"port": args.metrics_port}
     settings = _settings(args, **overrides)
@@ -424,6 +511,47 @@ def cmd_run(args: argparse.Namespace) -> int:
         argv = _without_option(args.argv, "--workers")
         return service.run_workers(argv, settings.relay.workers, settings.metrics.port)
     return service.run_relay(settings)
+
+
+def cmd_cat(args: argparse.Namespace) -> int:
+    import signal
+
+    from sidecar.cat import CatOptions, cat
+
+    settings = _settings(args)
+    options = CatOptions(
+        topic=args.topic,
+        partitions=args.partition,
+        offset=args.offset,
+        count=args.count,
+        exit_at_end=args.exit,
+        key=args.key,
+        headers=args.headers,
+        json=args.json,
+        delimiter=args.delimiter.encode().decode("unicode_escape").encode(),
+    )
+    resolver: DictionaryResolver = DictionaryStore(settings.dictionaries)
+    registry = None
+    if settings.registry.enabled and not args.no_registry:
+        registry = _open_registry(settings, "cat")
+        resolver = RegistryResolver(registry, settings.registry.follow_interval)
+    decoder = Decoder(
+        resolver,
+        max_output_size=settings.codec.max_output_size,
+        header_key=settings.codec.header_key,
+    )
+    stopping = False
+
+    def stop(signum: int, frame: object) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGTERM, stop)
+    try:
+        cat(settings, decoder, options, sys.stdout.buffer, stop=lambda: stopping)
+    finally:
+        decoder.close()
+    return 0
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -489,6 +617,15 @@ def _common(parser: argparse.ArgumentParser, store: bool = True) -> None:
         )
 
 
+def _dicts_common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--registry",
+        action="store_true",
+        help="the registry topic (every sidecar follows it) instead of the local store",
+    )
+    _common(parser)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG,
@@ -520,6 +657,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--no-activate", action="store_true", help="store a winner without activating it"
     )
+    p.add_argument(
+        "--publish",
+        action="store_true",
+        help="against the registry: its champion, and a winner published to every sidecar",
+    )
     _common(p)
     p.set_defaults(func=cmd_train)
 
@@ -545,8 +687,38 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=int, metavar="N")
     p.add_argument("--metrics-port", type=int, metavar="PORT", help="0 picks a free port")
     p.add_argument("--pass-through", action="store_true", help="encode nothing (a cost baseline)")
+    p.add_argument(
+        "--mode",
+        choices=("encode", "decode"),
+        help="encode (default) or decode: a compressed topic to {topic}.decoded",
+    )
+    p.add_argument("--no-training", action="store_true", help="never train inside the relay")
+    p.add_argument(
+        "--no-registry",
+        action="store_true",
+        help="the local store only: no registry topic (offline; one host)",
+    )
     _common(p)
     p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("cat", help="print a topic's records decoded, like kcat -C")
+    p.add_argument("--topic", "-t", required=True)
+    p.add_argument("--partition", "-p", type=int, action="append", help="repeatable; default all")
+    p.add_argument(
+        "--offset",
+        "-o",
+        default="beginning",
+        help="beginning (default), end, an offset, or -N (N records before the end)",
+    )
+    p.add_argument("--count", "-c", type=int, metavar="N", help="stop after N records")
+    p.add_argument("--exit", "-e", action="store_true", help="stop at the end of every partition")
+    p.add_argument("--key", "-K", action="store_true", help="print the key before the value")
+    p.add_argument("--headers", action="store_true", help="print the headers (k=v,...) first")
+    p.add_argument("--json", action="store_true", help="one JSON object per record")
+    p.add_argument("--delimiter", "-D", default="\\n", help="after each record (default \\n)")
+    p.add_argument("--no-registry", action="store_true", help="decode with the local store only")
+    _common(p)
+    p.set_defaults(func=cmd_cat)
 
     p = sub.add_parser("demo", help="the whole job on a local broker (make demo)")
     p.add_argument("--duration", type=float, default=60.0, metavar="S", help="seconds of traffic")
@@ -576,17 +748,17 @@ def build_parser() -> argparse.ArgumentParser:
     a = actions.add_parser("list", help="every dictionary, * marks the active one")
     a.add_argument("--namespace")
     a.add_argument("--json", action="store_true")
-    _common(a)
+    _dicts_common(a)
     a = actions.add_parser("show", help="metadata of one dictionary")
     a.add_argument("id", type=int)
-    _common(a)
+    _dicts_common(a)
     a = actions.add_parser("activate", help="make a stored dictionary the active one")
     a.add_argument("--namespace", required=True)
     a.add_argument("id", type=int)
-    _common(a)
+    _dicts_common(a)
     a = actions.add_parser("rollback", help="re-activate the previously active dictionary")
     a.add_argument("--namespace", required=True)
-    _common(a)
+    _dicts_common(a)
     p.set_defaults(func=cmd_dicts)
     return parser
 

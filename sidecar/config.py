@@ -39,6 +39,8 @@ from sidecar.dictionaries.training import (
 from sidecar.errors import ConfigError
 
 ENV_PREFIX = "ZDICT_"
+#: Output topic of `run --mode decode` unless one is given.
+DEFAULT_DECODED_TOPIC = "{topic}.decoded"
 ENV_DELIMITER = "__"
 
 
@@ -305,8 +307,12 @@ class RelaySettings(BaseModel):
             raise ValueError("the output topic must differ from the input topic")
         return value
 
-    def output_for(self, topic: str) -> str:
-        return self.output_topic.replace("{topic}", topic)
+    def output_for(self, topic: str, *, decode: bool = False) -> str:
+        """The output topic of `topic`; decoding, the default template is `{topic}.decoded`."""
+        template = self.output_topic
+        if decode and "output_topic" not in self.model_fields_set:
+            template = DEFAULT_DECODED_TOPIC
+        return template.replace("{topic}", topic)
 
 
 class MetricsSettings(BaseModel):

@@ -25,6 +25,13 @@ Metrics (counters are exposed with `_total`; counters and histograms also get `_
 * `zdict_dictionary_created_timestamp_seconds{namespace}` gauge: when it was trained
 * `zdict_training_runs_total{namespace,result}` counter: promoted / rejected / failed
 * `zdict_training_seconds{namespace}` histogram: wall time of one training run
+* `zdict_training_cpu_seconds_total{namespace}` counter: CPU time of the training process
+* `zdict_training_triggers_total{namespace,trigger}` counter: first / scheduled / drift
+* `zdict_trainer{namespace}` gauge: 1 where this process is the namespace's trainer
+* `zdict_live_ratio{namespace}` gauge: the ratio over the drift window (what drift is judged by)
+* `zdict_sample_bytes{namespace}`, `zdict_sample_messages{namespace}` gauges: the reservoir
+* `zdict_registry_publish_total{result}` counter: registry publications, ok / failed
+* `process_*`: CPU seconds, resident memory, open files of this process (prometheus_client)
 * `zdict_build_info{version,python,zstandard,libzstd,confluent_kafka,librdkafka}` gauge (info)
 """
 
@@ -43,11 +50,19 @@ from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    Info,
+    ProcessCollector,
+)
 from prometheus_client.exposition import choose_encoder, gzip_accepted
 
 from sidecar import __version__
 from sidecar.codec import Encoded, Outcome
+from sidecar.dictionaries.schedule import Trigger
 from sidecar.dictionaries.training import Decision
 from sidecar.logs import get_logger
 
@@ -61,6 +76,7 @@ __all__ = [
     "RELAY_LATENCY_BUCKETS",
     "TRAINING_BUCKETS",
     "TRAINING_RESULTS",
+    "TRAINING_TRIGGERS",
     "Health",
     "Metrics",
     "NamespaceMetrics",
@@ -109,6 +125,8 @@ TRAINING_BUCKETS: Final = (1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0,
 
 #: Values of the `result` label of `zdict_training_runs_total`.
 TRAINING_RESULTS: Final = tuple(d.value for d in Decision)
+#: Values of the `trigger` label of `zdict_training_triggers_total`.
+TRAINING_TRIGGERS: Final = tuple(t.value for t in Trigger)
 #: Values of the `result` label of `zdict_commits_total`.
 COMMIT_OK: Final = "ok"
 COMMIT_FAILED: Final = "failed"
@@ -161,20 +179,28 @@ class NamespaceMetrics:
         "_compress",
         "_input",
         "_latency",
+        "_live_ratio",
         "_messages",
         "_outcomes",
         "_output",
+        "_sample_bytes",
+        "_sample_messages",
+        "_trainer",
         "_training",
+        "_training_cpu",
         "_training_seconds",
+        "_triggers",
         "name",
     )
 
-    def __init__(self, metrics: Metrics, namespace: str) -> None:
+    def __init__(
+        self, metrics: Metrics, namespace: str, outcomes: Sequence[str] = Outcome.ALL
+    ) -> None:
         self.name = namespace
         self._messages = metrics.messages
         # Every outcome exists from the first scrape, so rate() has a zero to start from.
         self._outcomes: dict[str, Counter] = {
-            outcome: metrics.messages.labels(namespace, outcome) for outcome in Outcome.ALL
+            outcome: metrics.messages.labels(namespace, outcome) for outcome in outcomes
         }
         self._input = metrics.input_bytes.labels(namespace)
         self._output = metrics.output_bytes.labels(namespace)
@@ -184,6 +210,15 @@ class NamespaceMetrics:
             result: metrics.training_runs.labels(namespace, result) for result in TRAINING_RESULTS
         }
         self._training_seconds = metrics.training_seconds.labels(namespace)
+        self._training_cpu = metrics.training_cpu_seconds.labels(namespace)
+        self._triggers: dict[str, Counter] = {
+            trigger: metrics.training_triggers.labels(namespace, trigger)
+            for trigger in TRAINING_TRIGGERS
+        }
+        self._trainer = metrics.trainer.labels(namespace)
+        self._live_ratio = metrics.live_ratio
+        self._sample_bytes = metrics.sample_bytes.labels(namespace)
+        self._sample_messages = metrics.sample_messages.labels(namespace)
 
     def observe_batch(self, encoded: Sequence[Encoded], encode_seconds: float) -> None:
         """Count one encoded batch: outcomes, bytes in and out, and the mean encode time.
@@ -232,13 +267,39 @@ class NamespaceMetrics:
         """One delivered record: input record timestamp → output acknowledged (clamped at 0)."""
         self._latency.observe(seconds if seconds > 0.0 else 0.0)
 
-    def training_run(self, result: str, seconds: float) -> None:
-        """One training run ended with `result` (a `Decision`: promoted, rejected or failed)."""
+    def training_run(self, result: str, seconds: float, cpu_seconds: float = 0.0) -> None:
+        """One training run ended with `result` (a `Decision`: promoted, rejected or failed),
+        after `seconds` of wall time and `cpu_seconds` of the training process's CPU time."""
         child = self._training.get(result)
         if child is None:
             raise ValueError(f"training result {result!r} is not one of {TRAINING_RESULTS}")
         child.inc()
         self._training_seconds.observe(seconds)
+        if cpu_seconds > 0:
+            self._training_cpu.inc(cpu_seconds)
+
+    def training_triggered(self, trigger: str) -> None:
+        """A training run started because of `trigger` (first, scheduled, drift)."""
+        child = self._triggers.get(trigger)
+        if child is None:
+            raise ValueError(f"training trigger {trigger!r} is not one of {TRAINING_TRIGGERS}")
+        child.inc()
+
+    def set_trainer(self, trainer: bool) -> None:
+        """Whether this process trains the namespace (it holds partition 0 of its topic)."""
+        self._trainer.set(1 if trainer else 0)
+
+    def set_live_ratio(self, ratio: float | None) -> None:
+        """The ratio over the drift window; None (too little traffic to judge) removes it."""
+        if ratio is None:
+            _remove(self._live_ratio, self.name)
+        else:
+            self._live_ratio.labels(self.name).set(ratio)
+
+    def set_sample(self, size_bytes: int, messages: int) -> None:
+        """What the namespace's reservoir holds: bytes (with bookkeeping) and values."""
+        self._sample_bytes.set(size_bytes)
+        self._sample_messages.set(messages)
 
 
 class Metrics:
@@ -337,6 +398,51 @@ class Metrics:
             buckets=TRAINING_BUCKETS,
             registry=reg,
         )
+        self.training_cpu_seconds = Counter(
+            "zdict_training_cpu_seconds",
+            "CPU time of the training process (it runs beside the relay, at a lower priority).",
+            ("namespace",),
+            registry=reg,
+        )
+        self.training_triggers = Counter(
+            "zdict_training_triggers",
+            "Training runs started, by trigger (first, scheduled, drift).",
+            ("namespace", "trigger"),
+            registry=reg,
+        )
+        self.trainer = Gauge(
+            "zdict_trainer",
+            "1 where this process trains the namespace (it holds partition 0 of the input topic).",
+            ("namespace",),
+            registry=reg,
+        )
+        self.live_ratio = Gauge(
+            "zdict_live_ratio",
+            "Raw / output bytes over the drift window, values no dictionary could shrink left out.",
+            ("namespace",),
+            registry=reg,
+        )
+        self.sample_bytes = Gauge(
+            "zdict_sample_bytes",
+            "Bytes the namespace's training reservoir holds, values plus bookkeeping.",
+            ("namespace",),
+            registry=reg,
+        )
+        self.sample_messages = Gauge(
+            "zdict_sample_messages",
+            "Values the namespace's training reservoir holds.",
+            ("namespace",),
+            registry=reg,
+        )
+        self.registry_publish = Counter(
+            "zdict_registry_publish",
+            "Dictionaries and activations published to the registry topic, by result.",
+            ("result",),
+            registry=reg,
+        )
+        for result in (COMMIT_OK, COMMIT_FAILED):
+            self.registry_publish.labels(result)
+        ProcessCollector(registry=reg)
         self.build = Info(
             "zdict_build", "Versions of zdict-sidecar and its libraries.", registry=reg
         )
@@ -354,15 +460,21 @@ class Metrics:
 
     # -- per namespace -------------------------------------------------------------------------
 
-    def namespace(self, namespace: str) -> NamespaceMetrics:
-        """The cached children of `namespace`, registering it (all outcomes at 0) on first use."""
+    def namespace(self, namespace: str, outcomes: Sequence[str] = Outcome.ALL) -> NamespaceMetrics:
+        """The cached children of `namespace`, registering it on first use with `outcomes`
+        (the encoder's, or `Outcome.DECODE_ALL` for a decode relay) at 0."""
         children = self._namespaces.get(namespace)
         if children is None:
             with self._lock:
                 children = self._namespaces.get(namespace)
                 if children is None:
-                    children = self._namespaces[namespace] = NamespaceMetrics(self, namespace)
+                    children = NamespaceMetrics(self, namespace, outcomes)
+                    self._namespaces[namespace] = children
         return children
+
+    def registry_published(self, ok: bool) -> None:
+        """One publication to the registry topic (dictionary or activation) ended."""
+        self.registry_publish.labels(COMMIT_OK if ok else COMMIT_FAILED).inc()
 
     def observe_batch(
         self, namespace: str, encoded: Sequence[Encoded], encode_seconds: float

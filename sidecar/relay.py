@@ -3,7 +3,9 @@
 One direction only. The loop, per consumed batch:
 
 1. consume up to `batch_size` records from the assigned input partitions;
-2. encode them per namespace (input topic) with that namespace's encoder, in one call;
+2. offer them to the namespace's training reservoir (a strided tap of raw values), then encode
+   them per namespace (input topic) with that namespace's encoder, in one call (`--mode
+   decode`: decode them; a record that cannot be transformed stops the relay there);
 3. produce each output record with the input's key, timestamp and headers, to the same
    partition number when input and output have as many partitions (else by key); a full producer
    queue is drained (`poll`) and the record retried, never dropped;
@@ -24,7 +26,7 @@ import json
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, cast
 
@@ -38,11 +40,12 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from sidecar.codec import Encoder
+from sidecar.codec import CodecStats, Decoder, Encoded, Encoder, Outcome
 from sidecar.dictionaries.store import DictionaryStore
-from sidecar.errors import ZdictError
+from sidecar.errors import CodecError, ZdictError
 from sidecar.metrics import Health, Metrics, NamespaceMetrics
 from sidecar.runtime import tune_gc
+from sidecar.sampling import Reservoir
 
 log = structlog.get_logger("sidecar.relay")
 
@@ -120,14 +123,17 @@ class OffsetTracker:
 
 @dataclass(slots=True)
 class _Namespace:
-    """Per input topic: where its records go and how they are encoded."""
+    """Per input topic: where its records go and how they are encoded (or decoded)."""
 
     topic: str
     output: str
     same_partitions: bool
-    encoder: Encoder
+    #: The batch transform: `encoder.encode_batch`, or `Decoder.decode_batch` in decode mode.
+    transform: Callable[[Records], list[Encoded]]
+    encoder: Encoder | None
     metrics: NamespaceMetrics
     active_id: int | None
+    reservoir: Reservoir | None
 
 
 @dataclass(slots=True)
@@ -155,13 +161,20 @@ class Relay:
         partitions: dict[str, int],
         metrics: Metrics,
         health: Health,
-        encoder_factory: Callable[[DictionaryStore, str], Encoder],
+        encoder_factory: Callable[[DictionaryStore, str], Encoder] | None = None,
+        decoder: Decoder | None = None,
+        reservoirs: Mapping[str, Reservoir] | None = None,
         batch_size: int = 1000,
         poll_timeout: float = 0.5,
         commit_interval: float = 1.0,
         unreachable_timeout: float = 60.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """Encode with `encoder_factory`'s encoders (following the store), or decode with
+        `decoder` (exactly one of the two). `reservoirs` (per input topic) get a tap of the
+        raw input for training."""
+        if (encoder_factory is None) == (decoder is None):
+            raise ValueError("give the relay an encoder_factory or a decoder, not both")
         self.consumer = consumer
         self.producer = producer
         self.store = store
@@ -180,19 +193,48 @@ class Relay:
         self._down_since: float | None = None
         self._assigned: set[tuple[str, int]] = set()
         self._latency_tick = 0
+        self._refresh_requested = False
+        #: Called with the held partitions after every change (the trainer's role follows).
+        self.on_assignment: Callable[[set[tuple[str, int]]], None] | None = None
         self.namespaces: dict[str, _Namespace] = {}
         for topic, output in outputs.items():
+            same = partitions.get(topic) == partitions.get(output)
+            reservoir = (reservoirs or {}).get(topic)
+            if decoder is not None:
+                self.namespaces[topic] = _Namespace(
+                    topic=topic,
+                    output=output,
+                    same_partitions=same,
+                    transform=decoder.decode_batch,
+                    encoder=None,
+                    metrics=metrics.namespace(topic, Outcome.DECODE_ALL),
+                    active_id=None,
+                    reservoir=reservoir,
+                )
+                continue
+            assert encoder_factory is not None
             encoder = encoder_factory(store, topic)
             self.namespaces[topic] = _Namespace(
                 topic=topic,
                 output=output,
-                same_partitions=partitions.get(topic) == partitions.get(output),
+                same_partitions=same,
+                transform=encoder.encode_batch,
                 encoder=encoder,
                 metrics=metrics.namespace(topic),
                 active_id=encoder.dict_id or None,
+                reservoir=reservoir,
             )
             self._announce_encoder(self.namespaces[topic])
         health.set_encoder_ready(True)
+
+    def encoder_stats(self, topic: str) -> CodecStats:
+        """The current encoder's counts for `topic` (empty in decode mode)."""
+        encoder = self.namespaces[topic].encoder
+        return encoder.stats if encoder is not None else CodecStats()
+
+    def request_refresh(self) -> None:
+        """Re-read the store's active dictionaries at the next loop turn (thread-safe)."""
+        self._refresh_requested = True
 
     # -- callbacks (run inside consume/poll/flush on this thread) ------------------------------
 
@@ -274,6 +316,8 @@ class Relay:
     def _set_assigned(self) -> None:
         self.metrics.set_assigned_partitions(len(self._assigned))
         self.health.set_assigned_partitions(len(self._assigned))
+        if self.on_assignment is not None:
+            self.on_assignment(set(self._assigned))
 
     # -- control -------------------------------------------------------------------------------
 
@@ -324,7 +368,8 @@ class Relay:
                 if now - last_commit >= self.commit_interval:
                     self.commit()
                     last_commit = now
-                if now - last_dict_check >= DICTIONARY_CHECK_INTERVAL:
+                if self._refresh_requested or now - last_dict_check >= DICTIONARY_CHECK_INTERVAL:
+                    self._refresh_requested = False
                     self._refresh_encoders()
                     last_dict_check = now
                 if (
@@ -368,16 +413,45 @@ class Relay:
             self._down_since = None  # records arrived: a broker answered
         for topic, batch in by_topic.items():
             ns = self.namespaces[topic]
+            if ns.reservoir is not None:
+                ns.reservoir.offer(batch)
             started = time.perf_counter()
             # A consumed record's headers are always a list of (str, bytes | None) pairs.
             records = cast(Records, [(m.value(), m.headers()) for m in batch])
-            encoded = ns.encoder.encode_batch(records)
-            ns.metrics.observe_batch(encoded, (time.perf_counter() - started) / len(batch))
+            failure: str | None = None
+            try:
+                encoded = ns.transform(records)
+            except CodecError:
+                encoded, failure = self._up_to_the_bad_record(ns, batch, records)
+            if encoded:
+                ns.metrics.observe_batch(encoded, (time.perf_counter() - started) / len(encoded))
             self.stats.consumed += len(batch)
-            for msg, enc in zip(batch, encoded, strict=True):
+            # `encoded` is shorter than the batch when a record could not be transformed.
+            for msg, enc in zip(batch, encoded, strict=False):
                 if self._failure is not None:
                     return  # nothing after a refused record is produced before it
                 self._produce(ns, msg, enc.value, enc.headers)
+            if failure is not None:
+                self.fail(failure)
+                return
+
+    def _up_to_the_bad_record(
+        self, ns: _Namespace, batch: list[Message], records: Records
+    ) -> tuple[list[Encoded], str]:
+        """The batch failed: transform record by record up to the first bad one.
+
+        Returns the records before it and the failure to stop with: they are still produced
+        (and committed once acknowledged); nothing from the bad one on is, so a restart after
+        the cause is fixed resumes exactly there.
+        """
+        done: list[Encoded] = []
+        for msg, record in zip(batch, records, strict=True):
+            try:
+                done += ns.transform([record])
+            except CodecError as exc:
+                where = f"{msg.topic()}[{msg.partition()}]@{msg.offset()}"
+                return done, f"cannot transform {where}: {exc}; nothing from it on is committed"
+        raise AssertionError("the batch failed but no record does alone")  # pragma: no cover
 
     def _produce(self, ns: _Namespace, msg: Message, value: bytes | None, headers: Any) -> None:
         topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
@@ -414,6 +488,8 @@ class Relay:
 
     def _refresh_encoders(self) -> None:
         for ns in self.namespaces.values():
+            if ns.encoder is None:
+                continue  # decoding: every id resolves through the decoder, nothing to switch
             try:
                 active = self.store.active_id(ns.topic)
             except ZdictError as exc:
@@ -421,7 +497,9 @@ class Relay:
                 continue
             if active != ns.active_id:
                 try:
+                    assert self._encoder_factory is not None
                     ns.encoder = self._encoder_factory(self.store, ns.topic)
+                    ns.transform = ns.encoder.encode_batch
                 except ZdictError as exc:  # keep the current encoder rather than stop
                     log.error("dictionary_load_failed", namespace=ns.topic, error=str(exc))
                     ns.active_id = active
@@ -430,6 +508,7 @@ class Relay:
                 self._announce_encoder(ns)
 
     def _announce_encoder(self, ns: _Namespace) -> None:
+        assert ns.encoder is not None
         dictionary = ns.encoder.dictionary
         self.metrics.set_dictionary(ns.topic, dictionary)
         if dictionary is None:

@@ -1,9 +1,9 @@
 """`zdict-sidecar run`: wiring one relay process (or N worker processes) from the settings.
 
-The relay loop itself is in `relay.py`; this module builds its parts — logging, metrics
-endpoint, Kafka clients, topic checks, encoders — handles signals, and maps failures to exit
-codes: 0 after a graceful stop, 1 when the relay had to stop (the log line says why), 2 for
-configuration errors.
+The relay loop itself is in `relay.py`; this module builds its parts — metrics endpoint, Kafka
+clients, topic checks, the registry, encoders (or the decoder), reservoirs and the trainer —
+handles signals, and maps failures to exit codes: 0 after a graceful stop, 1 when the relay had
+to stop (the log line says why), 2 for configuration errors.
 """
 
 from __future__ import annotations
@@ -15,18 +15,23 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from types import FrameType
+from typing import Any
 
 from confluent_kafka import KafkaError
 from prometheus_client import CollectorRegistry
 
-from sidecar.codec import Encoder
+from sidecar.codec import Decoder, DictionaryResolver, Encoder
 from sidecar.config import Settings
+from sidecar.dictionaries.lifecycle import adopt_local, sync_store
+from sidecar.dictionaries.registry import Registry, RegistryResolver
 from sidecar.dictionaries.store import DictionaryStore
 from sidecar.errors import ConfigError, ZdictError
 from sidecar.kafka import ensure_output_topics, make_admin, make_consumer, make_producer
 from sidecar.logs import get_logger
 from sidecar.metrics import Health, Metrics, ObservabilityServer
 from sidecar.relay import Relay
+from sidecar.sampling import Reservoir
+from sidecar.trainer import Trainer
 
 log = get_logger("sidecar.service")
 
@@ -59,8 +64,7 @@ def run_relay(settings: Settings) -> int:
         raise ConfigError(
             "no input topic: give --input-topic TOPIC (repeatable) or ZDICT_RELAY__INPUT_TOPICS"
         )
-    if relay_settings.mode != "encode":
-        raise ConfigError("ZDICT_RELAY__MODE=decode is not available yet; use `encode`")
+    decode = relay_settings.mode == "decode"
     registry = CollectorRegistry()
     metrics = Metrics(registry)
     health = Health()
@@ -68,8 +72,11 @@ def run_relay(settings: Settings) -> int:
     if settings.metrics.enabled:
         _, port = server.start(settings.metrics.host, settings.metrics.port)
         log.info("metrics_listening", url=f"http://{settings.metrics.host}:{port}/metrics")
+    dictionaries: Registry | None = None
+    trainer: Trainer | None = None
     try:
-        pairs = {t: relay_settings.output_for(t) for t in relay_settings.input_topics}
+        topics = list(relay_settings.input_topics)
+        pairs = {t: relay_settings.output_for(t, decode=decode) for t in topics}
         bootstrap = settings.kafka.client_config()["bootstrap.servers"]
         relay: Relay | None = None
 
@@ -93,20 +100,64 @@ def run_relay(settings: Settings) -> int:
             min(relay_settings.unreachable_timeout, 30.0),
             bootstrap,
         )
-        relay = Relay(
-            consumer=consumer,
-            producer=producer,
-            store=DictionaryStore(settings.dictionaries),
-            outputs=pairs,
-            partitions=counts,
-            metrics=metrics,
-            health=health,
-            encoder_factory=encoder_factory(settings),
-            batch_size=relay_settings.batch_size,
-            poll_timeout=relay_settings.poll_timeout,
-            commit_interval=relay_settings.commit_interval,
-            unreachable_timeout=relay_settings.unreachable_timeout,
-        )
+        store = DictionaryStore(settings.dictionaries)
+        if settings.registry.enabled:
+            dictionaries = Registry.open(settings, "sidecar")
+            if not decode:
+                for topic in topics:
+                    adopt_local(dictionaries, store, topic)
+                sync_store(dictionaries, store, topics)
+        common: dict[str, Any] = {
+            "consumer": consumer,
+            "producer": producer,
+            "store": store,
+            "outputs": pairs,
+            "partitions": counts,
+            "metrics": metrics,
+            "health": health,
+            "batch_size": relay_settings.batch_size,
+            "poll_timeout": relay_settings.poll_timeout,
+            "commit_interval": relay_settings.commit_interval,
+            "unreachable_timeout": relay_settings.unreachable_timeout,
+        }
+        if decode:
+            resolver: DictionaryResolver = store
+            if dictionaries is not None:
+                resolver = RegistryResolver(dictionaries, settings.registry.follow_interval)
+            decoder = Decoder(
+                resolver,
+                max_output_size=settings.codec.max_output_size,
+                header_key=settings.codec.header_key,
+            )
+            relay = Relay(decoder=decoder, **common)
+        else:
+            sampling = settings.sampling
+            reservoirs = {
+                topic: Reservoir(
+                    topic,
+                    max_bytes=sampling.max_bytes,
+                    every=sampling.every,
+                    min_messages=sampling.min_messages,
+                    max_value_bytes=sampling.max_value_bytes,
+                )
+                for topic in topics
+                if settings.training.enabled and relay_settings.compress
+            }
+            relay = Relay(
+                encoder_factory=encoder_factory(settings), reservoirs=reservoirs, **common
+            )
+            trainer = Trainer(
+                settings=settings,
+                store=store,
+                registry=dictionaries,
+                metrics=metrics,
+                reservoirs=reservoirs,
+                topics=topics,
+                encoder_stats=relay.encoder_stats,
+                dictionaries_changed=relay.request_refresh,
+            )
+            relay.on_assignment = trainer.on_assignment
+            trainer.start()
 
         def stop(signum: int, frame: FrameType | None) -> None:
             log.info("signal_received", signal=signal.Signals(signum).name)
@@ -116,7 +167,13 @@ def run_relay(settings: Settings) -> int:
         signal.signal(signal.SIGTERM, stop)
         signal.signal(signal.SIGINT, stop)
         log.info(
-            "relay_configured", outputs=pairs, kafka=settings.kafka.redacted(), bootstrap=bootstrap
+            "relay_configured",
+            mode=relay_settings.mode,
+            outputs=pairs,
+            kafka=settings.kafka.redacted(),
+            bootstrap=bootstrap,
+            registry=settings.registry.topic if dictionaries else None,
+            training=bool(trainer and settings.training.enabled),
         )
         relay.run()
         return 0
@@ -126,6 +183,10 @@ def run_relay(settings: Settings) -> int:
         log.error("relay_failed", error=str(exc))
         return 1
     finally:
+        if trainer is not None:
+            trainer.stop()
+        if dictionaries is not None:
+            dictionaries.close()
         server.stop()
 
 

@@ -38,7 +38,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final, Literal, cast
@@ -312,13 +312,13 @@ class Registry:
         *,
         topic: str = DEFAULT_TOPIC,
         timeout: float = 30.0,
-        **properties: str,
+        properties: Mapping[str, str] | None = None,
     ) -> Registry:
         """A registry client for library users: `bootstrap.servers` and other librdkafka
-        properties (`_` read as `.`), read to the end once before returning."""
+        `properties` (`_` read as `.`), read to the end once before returning."""
         from sidecar.config import KafkaSettings, RegistrySettings, Settings
 
-        props = dict(properties)
+        props = dict(properties or {})
         if bootstrap is not None:
             props["bootstrap.servers"] = bootstrap
         settings = Settings(
@@ -327,6 +327,21 @@ class Registry:
         )
         registry = cls(settings, actor=default_actor("reader"))
         registry.refresh()
+        return registry
+
+    @classmethod
+    def open(cls, settings: Any, role: str) -> Registry:
+        """The registry of `settings`, its topic checked (or created), read to the end.
+
+        `role` names this process in the activations it publishes (`host:pid (role)`).
+        """
+        registry = cls(settings, actor=default_actor(role))
+        try:
+            registry.ensure_topic()
+            registry.refresh()
+        except BaseException:
+            registry.close()
+            raise
         return registry
 
     # -- the topic -----------------------------------------------------------------------------

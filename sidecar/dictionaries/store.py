@@ -198,8 +198,11 @@ class DictionaryStore:
 
     # -- writing -------------------------------------------------------------------------------
 
-    def _reserve_id(self, namespace: str) -> int:
-        """Reserve the next free id across all namespaces; safe against concurrent writers."""
+    def reserve_id(self, namespace: str) -> int:
+        """Reserve the next free id across all namespaces; safe against concurrent writers.
+
+        For a store used without a registry; with one, the registry allocates ids.
+        """
         ids_dir = self.root / _IDS_DIR
         ids_dir.mkdir(parents=True, exist_ok=True)
         taken = [int(p.name) for p in ids_dir.iterdir() if p.name.isdigit()]
@@ -237,7 +240,7 @@ class DictionaryStore:
         dictionary = build_dictionary(
             namespace,
             data,
-            dict_id=self._reserve_id(namespace),
+            dict_id=self.reserve_id(namespace),
             version=self.next_version(namespace),
             level=level,
             heldout_ratio=heldout_ratio,

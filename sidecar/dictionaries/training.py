@@ -188,6 +188,30 @@ class TrainingReport:
     dictionary: bytes | None = field(default=None, repr=False)
     failures: list[str] = field(default_factory=list)
 
+    def summary(self) -> dict[str, Any]:
+        """The headline numbers, flat (a log line, the registry's training entry)."""
+
+        def ratio(m: Measurement | None) -> float | None:
+            return None if m is None else round(m.ratio, 4)
+
+        chosen = self.chosen
+        return {
+            "namespace": self.namespace,
+            "decision": self.decision.value,
+            "reason": self.reason,
+            "train_count": self.train_count,
+            "heldout_count": self.heldout_count,
+            "heldout_ratio": ratio(chosen),
+            "nodict_ratio": ratio(self.nodict),
+            "champion_ratio": ratio(self.champion),
+            "champion_id": self.champion_id,
+            "dict_size": chosen.dict_size if chosen else None,
+            "level": chosen.level if chosen else None,
+            "break_even_size": self.break_even_size,
+            "train_seconds": round(self.train_seconds, 3),
+            "eval_seconds": round(self.eval_seconds, 3),
+        }
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form; ratios and speeds included, dictionary bytes left out."""
 

@@ -577,12 +577,15 @@ def sidecar(kafka_bootstrap: str, tmp_path: Path) -> Iterator[StartSidecar]:
 
     The environment is this one without any ``ZDICT_*`` variable, plus KAFKA_BOOTSTRAP_SERVERS
     (`bootstrap`, default the test broker), ``ZDICT_LOG_FORMAT=json``, the metrics endpoint on
-    127.0.0.1 and `env` on top (a None value removes a variable). `run` gets
+    127.0.0.1, a registry topic of the test's own (``ZDICT_REGISTRY__TOPIC``, shared by the
+    test's processes, so tests never see each other's dictionaries) and `env` on top (a None
+    value removes a variable). `run` gets
     ``--metrics-port`` with a free port unless the arguments name one. The working directory is
     `tmp_path`; stdout and stderr go to ``tmp_path/<name>.log``, never to an unread pipe. Every
     process still running at the end of the test is killed.
     """
     started: list[Sidecar] = []
+    registry_topic = f"_zdict_dictionaries-{uuid.uuid4().hex}"
 
     def start(
         *cli_args: str,
@@ -602,6 +605,7 @@ def sidecar(kafka_bootstrap: str, tmp_path: Path) -> Iterator[StartSidecar]:
                 BOOTSTRAP_ENV: bootstrap or kafka_bootstrap,
                 "ZDICT_LOG_FORMAT": "json",
                 "ZDICT_METRICS__HOST": "127.0.0.1",
+                "ZDICT_REGISTRY__TOPIC": registry_topic,
             }
         )
         for key, value in (env or {}).items():

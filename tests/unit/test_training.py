@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from sidecar.dictionaries import Dictionary, DictionaryStore
-from sidecar.dictionaries.lifecycle import store_trained
+from sidecar.dictionaries.lifecycle import promote
 from sidecar.dictionaries.training import (
     Decision,
     TrainingParams,
@@ -145,4 +145,4 @@ def test_the_report_has_every_number_as_json(samples: TrainingSet) -> None:
 
 
 def _store_report(store: DictionaryStore, report: TrainingReport) -> Dictionary:
-    return store_trained(store, report, window="test", parent_id=None)
+    return promote(store, None, report, window="test", parent_id=None)

@@ -1,0 +1,450 @@
+"""Training beside the relay: dictionaries that keep themselves fresh inside `zdict-sidecar run`.
+
+One `Trainer` per process, on a thread of its own; the relay never waits for it. Every second,
+per namespace (input topic) of the process:
+
+1. **Follow the registry** (every `registry.follow_interval`): dictionaries and activations
+   published by other hosts or by an operator are cached in the local store and the relay is
+   told to switch; an operator's activation or rollback holds drift-triggered training off
+   until the next scheduled run.
+2. **Own or not.** Exactly one process of the consumer group trains a namespace: the one that
+   holds partition 0 of its input topic (Kafka's group assignment decides; when it dies or
+   leaves, the partition and the role move to another member).
+3. **Due?** `Schedule.due`: the first dictionary as soon as the reservoir holds
+   `sampling.min_messages` values, then every `training.retrain_interval`, and early when the
+   live ratio (over `training.drift_window`) falls below the champion's held-out ratio by
+   `training.drift_tolerance`.
+4. **Train** in a child process (spawned, at niceness `training.nice`), so neither the GIL nor
+   the CPU is taken from the relay: the reservoir's snapshot is split by record key, trained on,
+   and the challenger is measured against the champion on the same fresh held-out values.
+5. **Publish → activate** a promoted dictionary: the registry first, then the local store, then
+   the relay switches encoders. If the registry does not acknowledge, nothing changes: the relay
+   keeps the champion.
+
+Every run (promoted, rejected, failed) is logged as `training_finished` with its numbers,
+counted in metrics, appended to the store's TRAINING.jsonl and, with a registry, recorded as the
+namespace's latest training entry there.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import threading
+import time
+import traceback
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from typing import Any, Final
+
+from sidecar.codec import CodecStats
+from sidecar.config import Settings
+from sidecar.dictionaries.lifecycle import promote, sync_store
+from sidecar.dictionaries.model import Dictionary
+from sidecar.dictionaries.registry import Activated, Registry, TrainingRecorded
+from sidecar.dictionaries.schedule import LiveRatio, Policy, Schedule, Trigger
+from sidecar.dictionaries.store import DictionaryStore
+from sidecar.dictionaries.training import (
+    Decision,
+    TrainingParams,
+    TrainingReport,
+    split_by_key,
+    train,
+)
+from sidecar.errors import ZdictError
+from sidecar.logs import get_logger
+from sidecar.metrics import Metrics, NamespaceMetrics
+from sidecar.sampling import Entry, Reservoir, keyed
+
+log = get_logger(__name__)
+
+#: Seconds between two looks at every namespace.
+TICK: Final = 1.0
+#: Actions by which an operator (not a trainer) chose the active dictionary.
+OPERATOR_ACTIONS: Final = frozenset({"activate", "rollback"})
+
+
+# -- the child process ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """What the training process needs; pickled to it."""
+
+    namespace: str
+    topic: str
+    entries: list[Entry]
+    heldout_fraction: float
+    params: TrainingParams
+    champion: Dictionary | None
+
+
+@dataclass(frozen=True, slots=True)
+class JobResult:
+    report: TrainingReport
+    window: str
+    cpu_seconds: float
+
+
+def sample_window(topic: str, entries: list[Entry]) -> str:
+    """Where a reservoir sample came from, for the dictionary's metadata."""
+    partitions = sorted({p for p, _, _ in entries})
+    offsets = [o for _, o, _ in entries]
+    span = f"offsets {min(offsets)}-{max(offsets)}" if offsets else "no records"
+    return (
+        f"run sample of topic {topic}: {len(entries)} records of partition(s) "
+        f"{','.join(map(str, partitions))}, {span}"
+    )
+
+
+def run_job(job: Job) -> JobResult:
+    """Split the sample by record key, train, evaluate and decide (in the child process)."""
+    started = time.process_time()
+    window = sample_window(job.topic, job.entries)
+    samples = split_by_key(keyed(job.topic, job.entries), job.heldout_fraction, window)
+    report = train(samples, job.params, namespace=job.namespace, champion=job.champion)
+    return JobResult(report=report, window=window, cpu_seconds=time.process_time() - started)
+
+
+def _child_main(job: Job, conn: Connection, nice: int) -> None:
+    # Ctrl-C reaches the whole process group; the parent decides when the child stops.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    os.nice(nice)
+    try:
+        conn.send(run_job(job))
+    except Exception:
+        conn.send(traceback.format_exc(limit=8))
+    finally:
+        conn.close()
+
+
+class TrainingProcess:
+    """One training job in a child process: spawned, so it inherits nothing of the relay."""
+
+    def __init__(self, job: Job, nice: int) -> None:
+        ctx = multiprocessing.get_context("spawn")
+        self._conn, child_end = ctx.Pipe(duplex=False)
+        self._proc = ctx.Process(
+            target=_child_main,
+            args=(job, child_end, nice),
+            name=f"zdict-train-{job.namespace}",
+            daemon=True,
+        )
+        self._proc.start()
+        child_end.close()
+
+    def result(self) -> JobResult | str | None:
+        """The result once the child is done (a traceback string if it raised), else None.
+
+        Raises:
+            ChildProcessError: the child died without a result (e.g. killed by the OOM killer).
+        """
+        if self._conn.poll():
+            try:
+                outcome: JobResult | str = self._conn.recv()
+            except EOFError:
+                outcome = ""
+            self._proc.join(10.0)
+            if outcome:
+                return outcome
+        if not self._proc.is_alive():
+            raise ChildProcessError(f"training process exited with code {self._proc.exitcode}")
+        return None
+
+    def kill(self) -> None:
+        if self._proc.is_alive():
+            self._proc.kill()
+        self._proc.join(10.0)
+        self._conn.close()
+
+
+# -- the thread in the relay process -------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Namespace:
+    topic: str
+    reservoir: Reservoir | None
+    schedule: Schedule
+    live: LiveRatio
+    metrics: NamespaceMetrics
+    owner: bool = False
+    champion: Dictionary | None = None
+    job: TrainingProcess | None = None
+    trigger: Trigger | None = None
+    started: float = 0.0
+    started_monotonic: float = 0.0
+    context: dict[str, Any] = field(default_factory=dict)
+
+
+class Trainer:
+    """Keeps every namespace of this process supplied with its best dictionary (see module)."""
+
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        store: DictionaryStore,
+        registry: Registry | None,
+        metrics: Metrics,
+        reservoirs: Mapping[str, Reservoir],
+        topics: Iterable[str],
+        encoder_stats: Callable[[str], CodecStats],
+        dictionaries_changed: Callable[[], None],
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        """Args:
+        reservoirs: per input topic, the reservoir the relay feeds (none: never trains it).
+        topics: every input topic (namespace) of this process.
+        encoder_stats: the relay's current encoder statistics of a topic (the live ratio).
+        dictionaries_changed: tells the relay to re-read the store's active dictionaries.
+        """
+        self.settings = settings
+        self.store = store
+        self.registry = registry
+        self.metrics = metrics
+        self.clock = clock
+        self._encoder_stats = encoder_stats
+        self._changed = dictionaries_changed
+        self._training = settings.training.enabled
+        self._params = settings.training.params(settings.codec)
+        training = settings.training
+        policy = Policy(
+            retrain_interval=training.retrain_interval,
+            min_interval=training.min_interval,
+            drift_tolerance=training.drift_tolerance,
+            min_messages=settings.sampling.min_messages,
+        )
+        self.namespaces: dict[str, _Namespace] = {}
+        for topic in topics:
+            ns = _Namespace(
+                topic=topic,
+                reservoir=reservoirs.get(topic),
+                schedule=Schedule(policy),
+                live=LiveRatio(training.drift_window, training.drift_min_messages),
+                metrics=metrics.namespace(topic),
+            )
+            ns.metrics.set_trainer(False)
+            self._load_champion(ns)
+            self.namespaces[topic] = ns
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._last_follow = 0.0
+
+    # -- control -------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="zdict-trainer", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop the thread and kill a running training process (its work is simply lost)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(30.0)
+        for ns in self.namespaces.values():
+            if ns.job is not None:
+                ns.job.kill()
+                ns.job = None
+
+    def on_assignment(self, assigned: Iterable[tuple[str, int]]) -> None:
+        """The relay's partitions changed (called on the relay thread): who trains what."""
+        held = set(assigned)
+        for topic, ns in self.namespaces.items():
+            owner = (topic, 0) in held
+            if owner != ns.owner:
+                ns.owner = owner
+                ns.metrics.set_trainer(owner and self._training)
+                log.info(
+                    "trainer_role",
+                    namespace=topic,
+                    trainer=owner,
+                    reason="holds partition 0" if owner else "partition 0 moved away",
+                )
+
+    def _loop(self) -> None:
+        while not self._stop.wait(TICK):
+            try:
+                self.tick()
+            except Exception:  # a bug here must not stop the relay; it is logged loudly
+                log.exception("trainer_tick_failed")
+
+    # -- one tick ------------------------------------------------------------------------------
+
+    def tick(self) -> None:
+        """Follow the registry when due, then look at every namespace once."""
+        now = self.clock()
+        if self.registry is not None and (
+            now - self._last_follow >= self.settings.registry.follow_interval
+        ):
+            self._last_follow = now
+            self.follow()
+        for ns in self.namespaces.values():
+            self._tick(ns, now)
+
+    def follow(self) -> None:
+        """Read new registry entries; cache and activate what concerns this process."""
+        assert self.registry is not None
+        try:
+            events = self.registry.refresh()
+        except ZdictError as exc:
+            log.warning("registry_read_failed", topic=self.registry.topic, error=str(exc))
+            return
+        for event in events:
+            if isinstance(event, Activated) and event.activation.namespace in self.namespaces:
+                ns = self.namespaces[event.activation.namespace]
+                ns.schedule.activated(
+                    event.activation.at.timestamp(),
+                    by_operator=event.activation.action in OPERATOR_ACTIONS,
+                )
+            elif isinstance(event, TrainingRecorded) and event.namespace in self.namespaces:
+                at = event.entry.get("finished_at")
+                ns = self.namespaces[event.namespace]
+                if isinstance(at, int | float) and (ns.schedule.last_run or 0) < at:
+                    ns.schedule.ran(at, failed=event.entry.get("decision") == "failed")
+        if sync_store(self.registry, self.store, self.namespaces):
+            for ns in self.namespaces.values():
+                self._load_champion(ns)
+            self._changed()
+
+    def _load_champion(self, ns: _Namespace) -> None:
+        try:
+            ns.champion = self.store.active(ns.topic)
+        except ZdictError as exc:
+            log.error("dictionary_check_failed", namespace=ns.topic, error=str(exc))
+            return
+        if ns.champion is not None and ns.schedule.active_since is None:
+            ns.schedule.active_since = ns.champion.meta.created_at.timestamp()
+
+    def _tick(self, ns: _Namespace, now: float) -> None:
+        if ns.reservoir is not None:
+            ns.metrics.set_sample(ns.reservoir.size_bytes, ns.reservoir.messages)
+        if ns.job is not None:
+            if not ns.owner:
+                ns.job.kill()
+                ns.job = None
+                log.info("training_abandoned", namespace=ns.topic, reason="no longer the trainer")
+            else:
+                self._poll_job(ns, now)
+            return
+        stats = self._encoder_stats(ns.topic)
+        ns.live.observe(
+            now,
+            stats,
+            stats.input_bytes - stats.excluded_bytes,
+            stats.output_bytes - stats.excluded_bytes,
+            stats.messages,
+        )
+        live = ns.live.ratio() if ns.champion is not None else None
+        ns.metrics.set_live_ratio(live)
+        if not (self._training and ns.owner and ns.reservoir is not None):
+            return
+        trigger = ns.schedule.due(
+            now,
+            sample_messages=ns.reservoir.messages,
+            heldout_ratio=ns.champion.meta.heldout_ratio if ns.champion else None,
+            live_ratio=live,
+        )
+        if trigger is not None:
+            self._start(ns, trigger, now, live)
+
+    def _start(self, ns: _Namespace, trigger: Trigger, now: float, live: float | None) -> None:
+        assert ns.reservoir is not None
+        entries = ns.reservoir.snapshot()
+        job = Job(
+            namespace=ns.topic,
+            topic=ns.topic,
+            entries=entries,
+            heldout_fraction=self.settings.training.heldout_fraction,
+            params=self._params,
+            champion=ns.champion,
+        )
+        ns.trigger, ns.started, ns.started_monotonic = trigger, now, time.monotonic()
+        ns.context = {
+            "sample_messages": len(entries),
+            "live_ratio": None if live is None else round(live, 4),
+            "champion_id": ns.champion.id if ns.champion else None,
+            "champion_heldout_ratio": ns.champion.meta.heldout_ratio if ns.champion else None,
+        }
+        ns.metrics.training_triggered(trigger)
+        log.info("training_started", namespace=ns.topic, trigger=trigger.value, **ns.context)
+        ns.job = TrainingProcess(job, self.settings.training.nice)
+
+    def _poll_job(self, ns: _Namespace, now: float) -> None:
+        assert ns.job is not None
+        try:
+            outcome = ns.job.result()
+        except ChildProcessError as exc:
+            outcome = str(exc)
+        if outcome is None:
+            return
+        ns.job.kill()
+        ns.job = None
+        seconds = time.monotonic() - ns.started_monotonic
+        if isinstance(outcome, str):
+            self._finish(ns, now, seconds, 0.0, None, Decision.FAILED, outcome.strip(), None)
+            return
+        report = outcome.report
+        decision, reason, stored = report.decision, report.reason, None
+        if decision is Decision.PROMOTED:
+            try:
+                stored = promote(
+                    self.store,
+                    self.registry,
+                    report,
+                    window=outcome.window,
+                    parent_id=ns.champion.id if ns.champion else None,
+                )
+            except ZdictError as exc:
+                decision = Decision.FAILED
+                reason = f"promoted, but not published: {exc}; the relay keeps the champion"
+                if self.registry is not None:
+                    self.metrics.registry_published(ok=False)
+            else:
+                if self.registry is not None:
+                    self.metrics.registry_published(ok=True)
+                ns.schedule.activated(self.clock(), by_operator=False)
+                self._load_champion(ns)
+                self._changed()
+        self._finish(ns, now, seconds, outcome.cpu_seconds, report, decision, reason, stored)
+
+    def _finish(
+        self,
+        ns: _Namespace,
+        now: float,
+        seconds: float,
+        cpu_seconds: float,
+        report: TrainingReport | None,
+        decision: Decision,
+        reason: str,
+        stored: Dictionary | None,
+    ) -> None:
+        ns.schedule.ran(now, failed=decision is Decision.FAILED)
+        ns.metrics.training_run(decision.value, seconds, cpu_seconds)
+        summary: dict[str, Any] = report.summary() if report is not None else {}
+        summary |= {
+            "namespace": ns.topic,
+            "trigger": ns.trigger.value if ns.trigger else None,
+            "decision": decision.value,
+            "reason": reason,
+            "started_at": ns.started,
+            "finished_at": now,
+            "seconds": round(seconds, 3),
+            "cpu_seconds": round(cpu_seconds, 3),
+            "stored_id": stored.id if stored else None,
+            **ns.context,
+        }
+        logger = log.warning if decision is Decision.FAILED else log.info
+        logger("training_finished", **summary)
+        try:
+            full = (report.to_dict() if report else {}) | summary
+            self.store.record_training(ns.topic, full)
+        except ZdictError as exc:
+            log.error("training_record_failed", namespace=ns.topic, error=str(exc))
+        if self.registry is not None:
+            try:
+                self.registry.publish_training(ns.topic, summary)
+            except ZdictError as exc:
+                log.warning("training_record_not_published", namespace=ns.topic, error=str(exc))

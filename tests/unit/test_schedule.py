@@ -1,0 +1,81 @@
+"""When the in-process trainer trains: first, scheduled, drift, holds and back-offs."""
+
+from __future__ import annotations
+
+from sidecar.dictionaries.schedule import LiveRatio, Policy, Schedule, Trigger
+
+POLICY = Policy(retrain_interval=3600, min_interval=60, drift_tolerance=0.1, min_messages=1000)
+
+
+def due(schedule: Schedule, now: float, **kwargs: object) -> Trigger | None:
+    args: dict[str, object] = {"sample_messages": 5000, "heldout_ratio": 2.0, "live_ratio": 2.0}
+    args.update(kwargs)
+    return schedule.due(now, **args)  # type: ignore[arg-type]
+
+
+def test_the_first_run_waits_for_a_large_enough_sample() -> None:
+    schedule = Schedule(POLICY)
+    assert due(schedule, 0, heldout_ratio=None, sample_messages=999) is None
+    assert due(schedule, 0, heldout_ratio=None, sample_messages=1000) is Trigger.FIRST
+
+
+def test_a_failed_run_is_retried_after_min_interval_a_rejected_one_after_the_interval() -> None:
+    schedule = Schedule(POLICY)
+    schedule.ran(100, failed=True)
+    assert due(schedule, 159, heldout_ratio=None) is None
+    assert due(schedule, 160, heldout_ratio=None) is Trigger.FIRST
+    schedule.ran(200, failed=False)  # rejected: no dictionary beat compressing without one
+    assert due(schedule, 3799, heldout_ratio=None) is None
+    assert due(schedule, 3800, heldout_ratio=None) is Trigger.FIRST
+
+
+def test_retrains_on_schedule_counting_from_the_last_run_or_activation() -> None:
+    schedule = Schedule(POLICY, active_since=1000)
+    assert due(schedule, 4599) is None
+    assert due(schedule, 4600) is Trigger.SCHEDULED
+    schedule.ran(4600)
+    assert due(schedule, 8199) is None
+    assert due(schedule, 8200) is Trigger.SCHEDULED
+
+
+def test_drift_triggers_early_when_the_live_ratio_falls_past_the_tolerance() -> None:
+    schedule = Schedule(POLICY, active_since=0)
+    assert due(schedule, 100, live_ratio=1.81) is None  # within 10% of 2.0
+    assert due(schedule, 100, live_ratio=1.79) is Trigger.DRIFT
+    assert due(schedule, 100, live_ratio=None) is None  # not enough traffic to judge
+    schedule.ran(100)
+    assert due(schedule, 159, live_ratio=1.0) is None  # min_interval between runs
+    assert due(schedule, 160, live_ratio=1.0) is Trigger.DRIFT
+
+
+def test_an_operator_activation_holds_drift_until_the_next_scheduled_run() -> None:
+    schedule = Schedule(POLICY, active_since=0)
+    schedule.activated(500, by_operator=True)
+    assert due(schedule, 600, live_ratio=1.0) is None
+    assert due(schedule, 4099, live_ratio=1.0) is None
+    assert due(schedule, 4100, live_ratio=1.0) is Trigger.SCHEDULED
+    schedule.activated(5000, by_operator=False)  # a promotion lifts the hold
+    assert due(schedule, 5100, live_ratio=1.0) is Trigger.DRIFT
+
+
+def test_live_ratio_needs_a_whole_window_with_enough_messages() -> None:
+    live = LiveRatio(window=60, min_messages=100)
+    stats = object()
+    live.observe(0, stats, 0, 0, 0)
+    live.observe(30, stats, 3000, 1500, 50)
+    assert live.ratio() is None  # half a window
+    live.observe(60, stats, 6000, 3000, 99)
+    assert live.ratio() is None  # too few messages
+    live.observe(70, stats, 7000, 3500, 110)
+    assert live.ratio() == 2.0
+
+
+def test_live_ratio_slides_and_restarts_with_a_new_encoder() -> None:
+    live = LiveRatio(window=60, min_messages=1)
+    old = object()
+    for t in range(0, 121, 10):
+        live.observe(t, old, t * 100, t * 50, t)  # ratio 2.0 throughout
+    live.observe(130, old, 12000 + 1000, 6000 + 1000, 131)  # the last 10 s at ratio 1.0
+    assert live.ratio() == (13000 - 7000) / (7000 - 3500)  # from t=70 on
+    live.observe(140, object(), 10, 10, 1)
+    assert live.ratio() is None
