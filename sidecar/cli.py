@@ -145,9 +145,15 @@ def format_evaluation(evaluation: Evaluation) -> str:
 
 
 def _settings(args: argparse.Namespace, **overrides: Any) -> Settings:
+    """The validated settings; logging configured from them (always to stderr: stdout is for
+    reports and records)."""
+    from sidecar.logs import configure_logging
+
     if getattr(args, "dictionaries", None) is not None:
         overrides["dictionaries"] = args.dictionaries
-    return load_settings(getattr(args, "config", None), **overrides)
+    settings = load_settings(getattr(args, "config", None), **overrides)
+    configure_logging(settings.log_format, settings.log_level)
+    return settings
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
@@ -484,7 +490,6 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from sidecar import service
-    from sidecar.logs import configure_logging
 
     relay: dict[str, Any] = {}
     if args.input_topic:
@@ -506,7 +511,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.metrics_port is not None:
         overrides["metrics"] = {"port": args.metrics_port}
     settings = _settings(args, **overrides)
-    configure_logging(settings.log_format, settings.log_level)
     if settings.relay.workers > 1:
         argv = _without_option(args.argv, "--workers")
         return service.run_workers(argv, settings.relay.workers, settings.metrics.port)

@@ -79,6 +79,17 @@ STACK_DEPTH: Final = 32
 #: Attempts to claim a free id before giving up (each loses only to a concurrent claim).
 CLAIM_ATTEMPTS: Final = 5
 
+# Errors of a topic whose metadata has not reached this client yet (just created elsewhere).
+_SETTLING: Final = frozenset(
+    {
+        KafkaError._UNKNOWN_PARTITION,
+        KafkaError._UNKNOWN_TOPIC,
+        KafkaError.UNKNOWN_TOPIC_OR_PART,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+    }
+)
+
 _DICTIONARY: Final = b"dictionary/"
 _ACTIVE: Final = b"active/"
 _TRAINING: Final = b"training/"
@@ -409,12 +420,7 @@ class Registry:
         with self._lock:
             reader = self._the_reader()
             tp = TopicPartition(self.topic, 0)
-            try:
-                _, high = reader.get_watermark_offsets(tp, timeout=timeout, cached=False)
-            except KafkaException as exc:
-                raise RegistryUnavailable(
-                    f"registry topic {self.topic} cannot be read: {exc.args[0].str()}"
-                ) from None
+            high = self._end_offset(reader, tp, deadline)
             while self.state.position < high:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
@@ -422,7 +428,9 @@ class Registry:
                         f"registry topic {self.topic}: read up to offset {self.state.position} "
                         f"of {high} within {timeout:.0f} s"
                     )
-                messages = reader.consume(500, min(0.5, remaining))
+                # consume() waits for all 500 or the timeout: a short timeout returns as soon
+                # as what exists has been fetched.
+                messages = reader.consume(500, min(0.05, remaining))
                 for msg in messages:
                     event = self._apply(msg)
                     if event is not None:
@@ -442,6 +450,24 @@ class Registry:
                     reason=event.reason,
                 )
         return events
+
+    def _end_offset(self, reader: Any, tp: TopicPartition, deadline: float) -> int:
+        """The topic's end offset, waiting out a topic another instance has just created."""
+        while True:
+            remaining = deadline - time.monotonic()
+            try:
+                _, high = reader.get_watermark_offsets(
+                    tp, timeout=max(0.1, min(remaining, 5.0)), cached=False
+                )
+                return int(high)
+            except KafkaException as exc:
+                error = exc.args[0]
+                settling = error.retriable() or error.code() in _SETTLING
+                if not settling or remaining <= 0:
+                    raise RegistryUnavailable(
+                        f"registry topic {self.topic} cannot be read: {error.str()}"
+                    ) from None
+            time.sleep(0.2)
 
     def _apply(self, msg: Message) -> Event | None:
         err = msg.error()

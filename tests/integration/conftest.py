@@ -7,6 +7,7 @@ Without a reachable broker the integration tests FAIL; they are never skipped. N
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import random
@@ -20,6 +21,7 @@ import urllib.error
 import urllib.request
 import uuid
 import warnings
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +41,8 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # public, but
     AdminClient,
     NewTopic,
 )
+
+from sidecar.codec import Decoder
 
 BOOTSTRAP_ENV = "KAFKA_BOOTSTRAP_SERVERS"
 HOW_TO_RUN = (
@@ -200,7 +204,8 @@ class Outgoing:
 ProduceRecords = Callable[..., list[Record]]
 """``produce_records(topic, records: Iterable[Outgoing], rate=None) -> list[Record]``"""
 ProduceEvents = Callable[..., list[Record]]
-"""``produce_events(topic, n, *, seed=1, kind="product_viewed", keys=200, rate=None)``"""
+"""``produce_events(topic, n, *, seed=1, kind="product_viewed", keys=200, rate=None,
+drift_at=None)``"""
 ConsumeAll = Callable[..., list[Record]]
 """``consume_all(topic, expected, timeout=60.0) -> list[Record]``"""
 
@@ -303,14 +308,16 @@ def produce_events(produce_records: ProduceRecords) -> ProduceEvents:
         kind: str = "product_viewed",
         keys: int = 200,
         rate: float | None = None,
+        drift_at: int | None = None,
     ) -> list[Record]:
         from sidecar.generate import generate
 
         rng = random.Random(seed)
         start = int(time.time() * 1000) - n
+        events = generate(kind, n, seed=seed, drift_at=drift_at)
         records = (
             Outgoing(key=b"user-%04d" % rng.randrange(keys), value=event, timestamp=start + i)
-            for i, event in enumerate(generate(kind, n, seed=seed))
+            for i, event in enumerate(events)
         )
         return produce_records(topic, records, rate=rate)
 
@@ -424,6 +431,81 @@ def kafka_probe(kafka_bootstrap: str, kafka_admin: AdminClient) -> Iterator[Kafk
     probe = KafkaProbe(kafka_bootstrap, kafka_admin)
     yield probe
     probe.close()
+
+
+# -- matching output to input --------------------------------------------------------------------
+
+
+@dataclass
+class Match:
+    """Output records matched to the input records they carry (by decoded value)."""
+
+    inputs: int
+    outputs: int
+    lost: int
+    duplicates: int
+    rewinds: int  # per partition: times the output went back to an earlier input offset
+
+
+def match_output(
+    inputs: Sequence[Record],
+    outputs: Sequence[Record],
+    decoder: Decoder,
+    dict_id: int | None = None,
+    header: str = "zd",
+) -> Match:
+    """Decode every output record, find its input, check it, count lost and duplicated ones.
+
+    Asserts for every output record: it decodes byte-exact to an input value, in the input's
+    partition, with its key, timestamp and headers (plus ours); with `dict_id`, every duplicate
+    is byte-identical to its first copy; per partition the output is the input in order,
+    possibly with rewinds (a restart re-reading from the last commit) but never with a gap. Our
+    header must name `dict_id` when given (any id otherwise: dictionaries may change in a run).
+    """
+    by_value = {r.value: r for r in inputs}
+    assert len(by_value) == len(inputs), "input values must be unique to match them"
+    first_copy: dict[tuple[int, int], Record] = {}
+    copies: Counter[tuple[int, int]] = Counter()
+    sequence: dict[int, list[int]] = defaultdict(list)
+    for out in sorted(outputs, key=lambda r: (r.partition, r.offset)):
+        decoded = decoder.decode(out.value, list(out.headers))
+        source = by_value.get(decoded)
+        assert source is not None, f"output {out.partition}@{out.offset} decodes to no input"
+        assert out.partition == source.partition, "output partition differs from input's"
+        assert (out.key, out.timestamp) == (source.key, source.timestamp)
+        added = out.headers[len(source.headers) :]
+        assert out.headers[: len(source.headers)] == source.headers, out.headers
+        assert added == () or (
+            len(added) == 1
+            and added[0][0] == header
+            and (dict_id is None or added[0][1] == str(dict_id).encode())
+        ), out.headers
+        where = (source.partition, source.offset)
+        copies[where] += 1
+        if where in first_copy:
+            # With one dictionary a duplicate is byte-identical; when dictionaries change, a
+            # re-read record may be encoded with a newer one: it still decodes to the same input.
+            if dict_id is not None:
+                first = first_copy[where]
+                assert (out.key, out.value, out.headers, out.timestamp) == (
+                    first.key,
+                    first.value,
+                    first.headers,
+                    first.timestamp,
+                ), f"duplicate of input {where} differs from its first copy"
+        else:
+            first_copy[where] = out
+        sequence[out.partition].append(source.offset)
+    rewinds = 0
+    for partition, offsets in sequence.items():
+        for prev, cur in itertools.pairwise(offsets):
+            assert cur <= prev + 1, f"partition {partition}: gap after input offset {prev}"
+            if cur <= prev:
+                rewinds += 1
+        assert offsets[0] == 0, f"partition {partition} starts at input offset {offsets[0]}"
+    lost = sum(1 for r in inputs if (r.partition, r.offset) not in copies)
+    duplicates = sum(n - 1 for n in copies.values())
+    return Match(len(inputs), len(outputs), lost, duplicates, rewinds)
 
 
 # -- the sidecar as a real process ---------------------------------------------------------------
@@ -572,33 +654,24 @@ StartSidecar = Callable[..., Sidecar]
 
 
 @pytest.fixture
-def sidecar(kafka_bootstrap: str, tmp_path: Path) -> Iterator[StartSidecar]:
-    """Factory: start ``python -m sidecar *cli_args`` as a real process.
+def registry_topic() -> str:
+    """The test's own registry topic (its processes create it): tests never share dictionaries."""
+    return f"_zdict_dictionaries-{uuid.uuid4().hex}"
 
-    The environment is this one without any ``ZDICT_*`` variable, plus KAFKA_BOOTSTRAP_SERVERS
+
+@pytest.fixture
+def sidecar_env(kafka_bootstrap: str, registry_topic: str) -> SidecarEnv:
+    """Factory: the environment of a sidecar process of this test.
+
+    This process's environment without any ``ZDICT_*`` variable, plus KAFKA_BOOTSTRAP_SERVERS
     (`bootstrap`, default the test broker), ``ZDICT_LOG_FORMAT=json``, the metrics endpoint on
-    127.0.0.1, a registry topic of the test's own (``ZDICT_REGISTRY__TOPIC``, shared by the
-    test's processes, so tests never see each other's dictionaries) and `env` on top (a None
-    value removes a variable). `run` gets
-    ``--metrics-port`` with a free port unless the arguments name one. The working directory is
-    `tmp_path`; stdout and stderr go to ``tmp_path/<name>.log``, never to an unread pipe. Every
-    process still running at the end of the test is killed.
+    127.0.0.1, ``ZDICT_REGISTRY__TOPIC`` = `registry_topic`, and `env` on top (a None value
+    removes a variable).
     """
-    started: list[Sidecar] = []
-    registry_topic = f"_zdict_dictionaries-{uuid.uuid4().hex}"
 
-    def start(
-        *cli_args: str,
-        env: Mapping[str, str | None] | None = None,
-        bootstrap: str | None = None,
-        metrics_port: int | None = None,
-        name: str | None = None,
-    ) -> Sidecar:
-        args = list(cli_args)
-        port = metrics_port
-        if args and args[0] == "run" and "--metrics-port" not in args:
-            port = free_port() if port is None else port
-            args += ["--metrics-port", str(port)]
+    def build(
+        env: Mapping[str, str | None] | None = None, bootstrap: str | None = None
+    ) -> dict[str, str]:
         full_env = {k: v for k, v in os.environ.items() if not k.startswith("ZDICT_")}
         full_env.update(
             {
@@ -613,13 +686,67 @@ def sidecar(kafka_bootstrap: str, tmp_path: Path) -> Iterator[StartSidecar]:
                 full_env.pop(key, None)
             else:
                 full_env[key] = value
+        return full_env
+
+    return build
+
+
+SidecarEnv = Callable[..., dict[str, str]]
+"""``sidecar_env(env=None, bootstrap=None) -> dict[str, str]``"""
+RunCli = Callable[..., subprocess.CompletedProcess[bytes]]
+"""``cli(*args, env=None, timeout=120) -> CompletedProcess`` (stdout and stderr captured)"""
+
+
+@pytest.fixture
+def cli(sidecar_env: SidecarEnv, tmp_path: Path) -> RunCli:
+    """Factory: run ``python -m sidecar *args`` to completion in `tmp_path`, output captured."""
+
+    def run(
+        *args: str, env: Mapping[str, str | None] | None = None, timeout: float = 120.0
+    ) -> subprocess.CompletedProcess[bytes]:
+        return subprocess.run(
+            [sys.executable, "-m", "sidecar", *args],
+            env=sidecar_env(env),
+            cwd=tmp_path,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=timeout,
+            check=False,
+        )
+
+    return run
+
+
+@pytest.fixture
+def sidecar(sidecar_env: SidecarEnv, tmp_path: Path) -> Iterator[StartSidecar]:
+    """Factory: start ``python -m sidecar *cli_args`` as a real process.
+
+    The environment is `sidecar_env(env, bootstrap)`. `run` gets ``--metrics-port`` with a free
+    port unless the arguments name one. The working directory is `tmp_path`; stdout and stderr
+    go to ``tmp_path/<name>.log``, never to an unread pipe. Every process still running at the
+    end of the test is killed.
+    """
+    started: list[Sidecar] = []
+
+    def start(
+        *cli_args: str,
+        env: Mapping[str, str | None] | None = None,
+        bootstrap: str | None = None,
+        metrics_port: int | None = None,
+        name: str | None = None,
+    ) -> Sidecar:
+        args = list(cli_args)
+        port = metrics_port
+        if args and args[0] == "run" and "--metrics-port" not in args:
+            port = free_port() if port is None else port
+            args += ["--metrics-port", str(port)]
         label = name or f"sidecar-{len(started) + 1}"
         log_path = tmp_path / f"{label}.log"
         log_file = log_path.open("wb")
         command = [sys.executable, "-m", "sidecar", *args]
         proc = subprocess.Popen(
             command,
-            env=full_env,
+            env=sidecar_env(env, bootstrap),
             cwd=tmp_path,
             stdin=subprocess.DEVNULL,
             stdout=log_file,

@@ -9,15 +9,12 @@ Figures (lost, duplicates, timings) are printed; run with ``-s`` (or see ``-rA``
 
 from __future__ import annotations
 
-import itertools
 import random
 import subprocess
 import threading
 import time
 import uuid
-from collections import Counter, defaultdict
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +35,7 @@ from .conftest import (
     Sidecar,
     StartSidecar,
     free_port,
+    match_output,
     train_dictionary,
     wait_until,
 )
@@ -80,68 +78,6 @@ def relay_group(proc: Sidecar) -> str:
 
 def _errors(proc: Sidecar) -> list[dict[str, Any]]:
     return [line for line in proc.log_lines() if line.get("level") in ("error", "critical")]
-
-
-# -- matching output to input --------------------------------------------------------------------
-
-
-@dataclass
-class Match:
-    """Output records matched to the input records they carry (by decoded value)."""
-
-    inputs: int
-    outputs: int
-    lost: int
-    duplicates: int
-    rewinds: int  # per partition: times the output went back to an earlier input offset
-
-
-def match_output(
-    inputs: Sequence[Record], outputs: Sequence[Record], decoder: Decoder, dict_id: int
-) -> Match:
-    """Decode every output record, find its input, check it, count lost and duplicated ones.
-
-    Asserts for every output record: it decodes byte-exact to an input value, in the input's
-    partition, with its key, timestamp and headers (plus ours); every duplicate is byte-identical
-    to its first copy; per partition the output is the input in order, possibly with rewinds
-    (a restart re-reading from the last commit) but never with a gap.
-    """
-    by_value = {r.value: r for r in inputs}
-    assert len(by_value) == len(inputs), "input values must be unique to match them"
-    ours = (HEADER, str(dict_id).encode())
-    first_copy: dict[tuple[int, int], Record] = {}
-    copies: Counter[tuple[int, int]] = Counter()
-    sequence: dict[int, list[int]] = defaultdict(list)
-    for out in sorted(outputs, key=lambda r: (r.partition, r.offset)):
-        decoded = decoder.decode(out.value, list(out.headers))
-        source = by_value.get(decoded)
-        assert source is not None, f"output {out.partition}@{out.offset} decodes to no input"
-        assert out.partition == source.partition, "output partition differs from input's"
-        assert (out.key, out.timestamp) == (source.key, source.timestamp)
-        assert out.headers in (source.headers, (*source.headers, ours)), out.headers
-        where = (source.partition, source.offset)
-        copies[where] += 1
-        if where in first_copy:
-            first = first_copy[where]
-            assert (out.key, out.value, out.headers, out.timestamp) == (
-                first.key,
-                first.value,
-                first.headers,
-                first.timestamp,
-            ), f"duplicate of input {where} differs from its first copy"
-        else:
-            first_copy[where] = out
-        sequence[out.partition].append(source.offset)
-    rewinds = 0
-    for partition, offsets in sequence.items():
-        for prev, cur in itertools.pairwise(offsets):
-            assert cur <= prev + 1, f"partition {partition}: gap after input offset {prev}"
-            if cur <= prev:
-                rewinds += 1
-        assert offsets[0] == 0, f"partition {partition} starts at input offset {offsets[0]}"
-    lost = sum(1 for r in inputs if (r.partition, r.offset) not in copies)
-    duplicates = sum(n - 1 for n in copies.values())
-    return Match(len(inputs), len(outputs), lost, duplicates, rewinds)
 
 
 # -- 1. the full record contract -----------------------------------------------------------------
