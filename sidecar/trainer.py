@@ -37,13 +37,13 @@ import traceback
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from sidecar.codec import CodecStats
 from sidecar.config import Settings
 from sidecar.dictionaries.lifecycle import promote, sync_store
 from sidecar.dictionaries.model import Dictionary
-from sidecar.dictionaries.registry import Activated, Registry, TrainingRecorded
+from sidecar.dictionaries.registry import Activation, Registry
 from sidecar.dictionaries.schedule import LiveRatio, Policy, Schedule, Trigger
 from sidecar.dictionaries.store import DictionaryStore
 from sidecar.dictionaries.training import (
@@ -120,6 +120,16 @@ def _child_main(job: Job, conn: Connection, nice: int) -> None:
         conn.close()
 
 
+class RunningJob(Protocol):
+    """A training job under way."""
+
+    def result(self) -> JobResult | str | None:
+        """The result when done (a traceback string if it raised), else None."""
+        ...
+
+    def kill(self) -> None: ...
+
+
 class TrainingProcess:
     """One training job in a child process: spawned, so it inherits nothing of the relay."""
 
@@ -172,11 +182,14 @@ class _Namespace:
     metrics: NamespaceMetrics
     owner: bool = False
     champion: Dictionary | None = None
-    job: TrainingProcess | None = None
+    job: RunningJob | None = None
     trigger: Trigger | None = None
     started: float = 0.0
     started_monotonic: float = 0.0
     context: dict[str, Any] = field(default_factory=dict)
+    #: The registry entries the schedule last took into account.
+    seen_activation: Activation | None = None
+    seen_training: dict[str, Any] | None = None
 
 
 class Trainer:
@@ -194,12 +207,15 @@ class Trainer:
         encoder_stats: Callable[[str], CodecStats],
         dictionaries_changed: Callable[[], None],
         clock: Callable[[], float] = time.time,
+        start_job: Callable[[Job, int], RunningJob] = TrainingProcess,
     ) -> None:
         """Args:
         reservoirs: per input topic, the reservoir the relay feeds (none: never trains it).
         topics: every input topic (namespace) of this process.
         encoder_stats: the relay's current encoder statistics of a topic (the live ratio).
         dictionaries_changed: tells the relay to re-read the store's active dictionaries.
+        clock: Unix seconds.
+        start_job: runs a `Job` at a niceness (a child process; tests may run it in-process).
         """
         self.settings = settings
         self.store = store
@@ -208,6 +224,7 @@ class Trainer:
         self.clock = clock
         self._encoder_stats = encoder_stats
         self._changed = dictionaries_changed
+        self._start_job = start_job
         self._training = settings.training.enabled
         self._params = settings.training.params(settings.codec)
         training = settings.training
@@ -285,25 +302,32 @@ class Trainer:
             self._tick(ns, now)
 
     def follow(self) -> None:
-        """Read new registry entries; cache and activate what concerns this process."""
+        """Read new registry entries; cache and activate what concerns this process.
+
+        The schedule follows the registry's state, not the entries read here: a publication of
+        this process reads the registry too, and may be the read that saw an operator's entry.
+        """
         assert self.registry is not None
         try:
-            events = self.registry.refresh()
+            self.registry.refresh()
         except ZdictError as exc:
             log.warning("registry_read_failed", topic=self.registry.topic, error=str(exc))
             return
-        for event in events:
-            if isinstance(event, Activated) and event.activation.namespace in self.namespaces:
-                ns = self.namespaces[event.activation.namespace]
+        state = self.registry.state
+        for ns in self.namespaces.values():
+            activation = state.activations.get(ns.topic)
+            if activation is not None and activation is not ns.seen_activation:
+                ns.seen_activation = activation
                 ns.schedule.activated(
-                    event.activation.at.timestamp(),
-                    by_operator=event.activation.action in OPERATOR_ACTIONS,
+                    activation.at.timestamp(),
+                    by_operator=activation.action in OPERATOR_ACTIONS,
                 )
-            elif isinstance(event, TrainingRecorded) and event.namespace in self.namespaces:
-                at = event.entry.get("finished_at")
-                ns = self.namespaces[event.namespace]
+            run = state.trainings.get(ns.topic)
+            if run is not None and run is not ns.seen_training:
+                ns.seen_training = run
+                at = run.get("finished_at")
                 if isinstance(at, int | float) and (ns.schedule.last_run or 0) < at:
-                    ns.schedule.ran(at, failed=event.entry.get("decision") == "failed")
+                    ns.schedule.ran(at, failed=run.get("decision") == "failed")
         if sync_store(self.registry, self.store, self.namespaces):
             for ns in self.namespaces.values():
                 self._load_champion(ns)
@@ -311,10 +335,13 @@ class Trainer:
 
     def _load_champion(self, ns: _Namespace) -> None:
         try:
-            ns.champion = self.store.active(ns.topic)
+            champion = self.store.active(ns.topic)
         except ZdictError as exc:
             log.error("dictionary_check_failed", namespace=ns.topic, error=str(exc))
             return
+        if (champion and champion.id) != (ns.champion and ns.champion.id):
+            ns.live.reset()  # the old dictionary's ratio says nothing about the new one
+        ns.champion = champion
         if ns.champion is not None and ns.schedule.active_since is None:
             ns.schedule.active_since = ns.champion.meta.created_at.timestamp()
 
@@ -370,7 +397,7 @@ class Trainer:
         }
         ns.metrics.training_triggered(trigger)
         log.info("training_started", namespace=ns.topic, trigger=trigger.value, **ns.context)
-        ns.job = TrainingProcess(job, self.settings.training.nice)
+        ns.job = self._start_job(job, self.settings.training.nice)
 
     def _poll_job(self, ns: _Namespace, now: float) -> None:
         assert ns.job is not None

@@ -117,6 +117,11 @@ class LiveRatio:
         while len(self._points) > 2 and self._points[1][0] <= now - self.window:
             self._points.popleft()
 
+    def reset(self) -> None:
+        """Forget the window (the dictionary changed)."""
+        self._points.clear()
+        self._source = None
+
     def ratio(self) -> float | None:
         """Input / output bytes over the window; None until a whole window with at least
         `min_messages` messages was seen."""

@@ -70,3 +70,16 @@ def test_a_config_file_with_a_syntax_error_is_named(tmp_path: Path) -> None:
     config.write_text("[codec\n")
     with pytest.raises(ConfigError, match=r"zdict\.toml"):
         load_settings(config)
+
+
+def test_a_first_sample_smaller_than_training_needs_is_refused_naming_both_settings() -> None:
+    with pytest.raises(ConfigError) as err:
+        load_settings(sampling={"min_messages": 500}, training={"min_samples": 1000})
+    assert "ZDICT_SAMPLING__MIN_MESSAGES" in str(err.value)
+    assert "ZDICT_TRAINING__MIN_SAMPLES" in str(err.value)
+    assert "got" not in str(err.value)  # no echo of the whole settings tree
+
+
+def test_a_scrub_pattern_that_does_not_compile_names_the_setting() -> None:
+    with pytest.raises(ConfigError, match=r"ZDICT_TRAINING__SCRUB: .*not a regular expression"):
+        load_settings(training={"scrub": ["(unclosed"]})

@@ -146,3 +146,21 @@ def test_the_report_has_every_number_as_json(samples: TrainingSet) -> None:
 
 def _store_report(store: DictionaryStore, report: TrainingReport) -> Dictionary:
     return promote(store, None, report, window="test", parent_id=None)
+
+
+def test_scrubbed_fields_never_reach_the_dictionary_but_the_ratio_is_measured_on_real_values() -> (
+    None
+):
+    secret = b'"email":"jane.doe@example.org"'
+    values = [v[:-1] + b"," + secret + b"}" for v in generate("product_viewed", 3000, seed=5)]
+    samples = split_ordered(values, 0.5)
+    plain = train(samples, FAST, namespace="orders")
+    scrub = replace(FAST, scrub=(r'"email":"[^"]*"',))
+    scrubbed = train(samples, scrub, namespace="orders")
+    assert plain.dictionary is not None and secret in plain.dictionary
+    assert scrubbed.dictionary is not None and secret not in scrubbed.dictionary
+    assert b"jane.doe" not in scrubbed.dictionary
+    # Held-out values keep the field, so the ratio is what the relay will see on them.
+    assert scrubbed.heldout_bytes == plain.heldout_bytes
+    assert scrubbed.chosen is not None and plain.chosen is not None
+    assert scrubbed.chosen.ratio < plain.chosen.ratio

@@ -1,0 +1,286 @@
+"""The trainer's decisions without a broker: who trains, what is published first, what happens
+when the registry refuses, and how an operator's rollback holds drift off.
+
+The registry here is the real `Registry` logic over an in-memory log (its two Kafka calls,
+produce and read, replaced); training runs in-process instead of in a child, except in the one
+test that checks the child process itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from sidecar.codec import CodecStats
+from sidecar.config import Settings, load_settings
+from sidecar.dictionaries import DictionaryStore
+from sidecar.dictionaries.registry import Ignored, Registry
+from sidecar.errors import RegistryUnavailable
+from sidecar.generate import generate
+from sidecar.metrics import Metrics
+from sidecar.sampling import Reservoir
+from sidecar.trainer import Job, JobResult, Trainer, TrainingProcess, run_job
+
+TOPIC = "orders"
+
+
+class LogRegistry(Registry):
+    """`Registry` with its Kafka topic replaced by a list: the same rules, no broker."""
+
+    def __init__(self, settings: Settings, log: list[Any] | None = None) -> None:
+        super().__init__(settings, actor="test")
+        self.log: list[tuple[bytes, bytes | None, list[tuple[str, Any]]]] = (
+            log if log is not None else []
+        )
+        self.refuse = False
+
+    def _produce(self, key: bytes, value: bytes | None, headers: Any) -> int:
+        if self.refuse:
+            raise RegistryUnavailable(f"registry topic {self.topic}: refused (test)")
+        self.log.append((key, value, headers))
+        return len(self.log) - 1
+
+    def refresh(self, timeout: float | None = None) -> list[Any]:
+        events = []
+        while self.state.position < len(self.log):
+            offset = self.state.position
+            event = self.state.apply(offset, *self.log[offset])
+            if event is not None and not isinstance(event, Ignored):
+                events.append(event)
+        return events
+
+    def keys(self) -> list[str]:
+        return [key.decode().split("/")[0] for key, _, _ in self.log]
+
+
+@dataclass
+class InProcess:
+    """A `RunningJob` that trained synchronously when started."""
+
+    job: Job
+    nice: int
+    outcome: JobResult | str | None = field(init=False)
+    killed: bool = False
+
+    def __post_init__(self) -> None:
+        self.outcome = run_job(self.job)
+
+    def result(self) -> JobResult | str | None:
+        return self.outcome
+
+    def kill(self) -> None:
+        self.killed = True
+
+
+@dataclass
+class Harness:
+    trainer: Trainer
+    registry: LogRegistry
+    store: DictionaryStore
+    reservoir: Reservoir
+    stats: CodecStats
+    changes: list[int]
+    jobs: list[InProcess]
+    clock: list[float]
+
+    def feed(self, count: int, seed: int = 1, drift_at: int | None = None) -> None:
+        @dataclass(frozen=True)
+        class Rec:
+            p: int
+            o: int
+            v: bytes
+
+            def partition(self) -> int:
+                return self.p
+
+            def offset(self) -> int:
+                return self.o
+
+            def value(self) -> bytes:
+                return self.v
+
+        base = self.reservoir.offered
+        events = generate("product_viewed", count, seed=seed, drift_at=drift_at)
+        self.reservoir.offer([Rec(i % 3, base + i, v) for i, v in enumerate(events)])
+
+    def tick(self, seconds: float = 1.0) -> None:
+        self.clock[0] += seconds
+        self.trainer.tick()
+
+
+@pytest.fixture
+def harness(tmp_path: Path) -> Harness:
+    settings = load_settings(
+        dictionaries=tmp_path / "store",
+        sampling={"min_messages": 3000, "every": 1, "max_bytes": 4 * 1024 * 1024},
+        training={
+            "dict_sizes": (8192,),
+            "levels": (3,),
+            "min_interval": 5.0,
+            "retrain_interval": 600.0,
+            "drift_window": 10.0,
+            "drift_min_messages": 100,
+        },
+        registry={"follow_interval": 1.0},
+    )
+    registry = LogRegistry(settings)
+    store = DictionaryStore(settings.dictionaries)
+    reservoir = Reservoir(TOPIC, max_bytes=4 * 1024 * 1024, every=1, min_messages=3000)
+    changes: list[int] = []
+    jobs: list[InProcess] = []
+    clock = [1_000_000.0]
+    holder: dict[str, Harness] = {}
+
+    def changed() -> None:
+        # As the relay does: a new active dictionary means a new encoder with fresh counts.
+        changes.append(1)
+        holder["h"].stats = CodecStats()
+
+    def start(job: Job, nice: int) -> InProcess:
+        jobs.append(InProcess(job, nice))
+        return jobs[-1]
+
+    trainer = Trainer(
+        settings=settings,
+        store=store,
+        registry=registry,
+        metrics=Metrics(CollectorRegistry()),
+        reservoirs={TOPIC: reservoir},
+        topics=[TOPIC],
+        encoder_stats=lambda topic: holder["h"].stats,
+        dictionaries_changed=changed,
+        clock=lambda: clock[0],
+        start_job=start,
+    )
+    holder["h"] = Harness(trainer, registry, store, reservoir, CodecStats(), changes, jobs, clock)
+    return holder["h"]
+
+
+def test_only_the_holder_of_partition_0_trains(harness: Harness) -> None:
+    harness.feed(4000)
+    harness.trainer.on_assignment({(TOPIC, 1), (TOPIC, 2)})
+    harness.tick()
+    assert harness.jobs == []
+    harness.trainer.on_assignment({(TOPIC, 0)})
+    harness.tick()
+    assert len(harness.jobs) == 1
+
+
+def test_a_promoted_dictionary_is_published_then_activated_then_stored(harness: Harness) -> None:
+    harness.feed(4000)
+    harness.trainer.on_assignment({(TOPIC, 0)})
+    harness.tick()  # starts the first run
+    harness.tick()  # collects it
+    assert harness.registry.keys() == ["dictionary", "active", "training"]
+    active = harness.registry.state.active(TOPIC)
+    assert active is not None
+    assert harness.store.active_id(TOPIC) == active.id
+    assert harness.changes == [1]
+    harness.registry.refresh()
+    (run,) = [e for e in harness.registry.state.trainings.values() if e["decision"] == "promoted"]
+    assert run["trigger"] == "first" and run["stored_id"] == active.id
+
+
+def test_when_the_registry_refuses_the_store_and_relay_keep_the_champion(
+    harness: Harness,
+) -> None:
+    harness.feed(4000)
+    harness.trainer.on_assignment({(TOPIC, 0)})
+    harness.registry.refuse = True
+    harness.tick()
+    harness.tick()
+    assert harness.store.active_id(TOPIC) is None
+    assert harness.changes == []
+    runs = (harness.store.root / TOPIC / "TRAINING.jsonl").read_text().splitlines()
+    assert '"decision": "failed"' in runs[-1] and "not published" in runs[-1]
+    # A failed run is retried after min_interval, and succeeds once the registry takes it.
+    harness.registry.refuse = False
+    harness.tick(2.0)
+    assert len(harness.jobs) == 1
+    harness.tick(5.0)
+    harness.tick()
+    assert harness.store.active_id(TOPIC) is not None
+
+
+def _promote_first(harness: Harness) -> int:
+    harness.feed(4000)
+    harness.trainer.on_assignment({(TOPIC, 0)})
+    harness.tick()
+    harness.tick()
+    active = harness.store.active_id(TOPIC)
+    assert active is not None
+    return active
+
+
+def _live_traffic(harness: Harness, ratio: float, seconds: int) -> None:
+    """Encoder totals growing at `ratio` for `seconds` ticks."""
+    for _ in range(seconds):
+        harness.stats.input_bytes += 100_000
+        harness.stats.output_bytes += int(100_000 / ratio)
+        harness.stats.outcomes["compressed"] += 1000
+        harness.tick()
+
+
+def test_drift_starts_an_early_run_unless_an_operator_rolled_back(harness: Harness) -> None:
+    first = _promote_first(harness)
+    harness.feed(4000, seed=2, drift_at=0)
+    harness.tick(10.0)
+    second_run = len(harness.jobs)
+    _live_traffic(harness, 1.0, 12)  # far below the held-out ratio: drift
+    assert len(harness.jobs) == second_run + 1
+    assert harness.jobs[-1].job.champion is not None
+    assert harness.jobs[-1].job.champion.id == first
+    harness.tick()
+    second = harness.store.active_id(TOPIC)
+    assert second != first
+
+    # The operator (another process, the same registry) goes back to the first dictionary:
+    # drift no longer triggers runs.
+    operator = LogRegistry(harness.trainer.settings, log=harness.registry.log)
+    operator.rollback(TOPIC, actor="operator")
+    harness.tick()  # follows the registry
+    assert harness.store.active_id(TOPIC) == first
+    runs = len(harness.jobs)
+    _live_traffic(harness, 1.0, 30)
+    assert len(harness.jobs) == runs
+
+
+def test_losing_partition_0_abandons_the_running_training(harness: Harness) -> None:
+    harness.feed(4000)
+    harness.trainer.on_assignment({(TOPIC, 0)})
+    harness.tick()
+    harness.trainer.on_assignment({(TOPIC, 1)})
+    harness.tick()
+    assert harness.jobs[0].killed
+    assert harness.registry.keys() == []
+
+
+def test_the_child_process_trains_and_reports_its_cpu_time() -> None:
+    events = list(generate("product_viewed", 3000, seed=3))
+    job = Job(
+        namespace=TOPIC,
+        topic=TOPIC,
+        entries=[(0, i, v) for i, v in enumerate(events)],
+        heldout_fraction=0.2,
+        params=load_settings()
+        .training.params(load_settings().codec)
+        .__class__(dict_sizes=(8192,), levels=(3,)),
+        champion=None,
+    )
+    process = TrainingProcess(job, nice=5)
+    outcome = None
+    import time
+
+    deadline = time.monotonic() + 60
+    while outcome is None and time.monotonic() < deadline:
+        outcome = process.result()
+        time.sleep(0.05)
+    process.kill()
+    assert isinstance(outcome, JobResult), outcome
+    assert outcome.report.decision.value == "promoted"
+    assert outcome.cpu_seconds > 0
+    assert outcome.window.startswith(f"run sample of topic {TOPIC}: 3000 records")
