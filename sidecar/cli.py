@@ -31,7 +31,13 @@ from sidecar.dictionaries.training import (
     split_ordered,
     train,
 )
-from sidecar.errors import ConfigError, DictionaryNotFound, InputError, ZdictError
+from sidecar.errors import (
+    ConfigError,
+    DictionaryNotFound,
+    InputError,
+    MissingDependency,
+    ZdictError,
+)
 from sidecar.evaluation import Evaluation, evaluate
 from sidecar.generate import KINDS, generate
 from sidecar.tables import render
@@ -413,6 +419,127 @@ def cmd_bench_relay(args: argparse.Namespace) -> int:
     return 0
 
 
+def _median_range(values: Sequence[float], fmt: str = "{:,.0f}") -> str:
+    if not values:
+        return "-"
+    low, mid, high = min(values), statistics.median(values), max(values)
+    return f"{fmt.format(mid)} [{fmt.format(low)}-{fmt.format(high)}]"
+
+
+def cmd_bench_lifecycle(args: argparse.Namespace) -> int:
+    import os
+
+    from sidecar import bench, bench_lifecycle
+
+    if args.cost_rounds < 3:
+        raise ConfigError("--cost-rounds must be at least 3 (the median of fewer runs says little)")
+    if not 0 < args.drift_after < args.seconds:
+        raise ConfigError("--drift-after must be within --seconds")
+    bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+    if not bootstrap:
+        raise ConfigError("KAFKA_BOOTSTRAP_SERVERS is not set (make bench starts a local broker)")
+    results = bench_lifecycle.bench_lifecycle(
+        bootstrap,
+        drift_runs=args.runs,
+        rate=args.rate,
+        seconds=args.seconds,
+        drift_after=args.drift_after,
+        cost_rounds=args.cost_rounds,
+        cost_messages=args.cost_messages,
+    )
+
+    def at(t: float | None) -> str:
+        return "-" if t is None else f"{t:.1f}"
+
+    def since(t: float | None, start: float) -> float | None:
+        return None if t is None else t - start
+
+    rows: list[list[object]] = []
+    for i, run in enumerate(results.drift, 1):
+        rows.append(
+            [
+                i,
+                at(run.first_dictionary),
+                at(run.drift_at),
+                at(since(run.detected, run.drift_at)),
+                at(since(run.switched, run.drift_at)),
+                at(since(run.recovered, run.drift_at)),
+                " / ".join(
+                    "-" if r is None else f"{r:.2f}"
+                    for r in (run.pre_ratio, run.dip_ratio, run.post_ratio)
+                ),
+                f"{run.decoded:,}/{run.produced:,}",
+            ]
+        )
+    recover = [r.recovered - r.drift_at for r in results.drift if r.recovered is not None]
+    rows.append(["median", "", "", "", "", _median_range(recover, "{:.1f}"), "", ""])
+    print()
+    print(
+        render(
+            (
+                "run",
+                "first dict (s)",
+                "change at (s)",
+                "detected +s",
+                "retrained active +s",
+                "ratio back +s",
+                "ratio before / low / end",
+                "decoded from registry",
+            ),
+            rows,
+            f"drift: {args.rate:,} product_viewed events/s for {args.seconds:.0f} s, schema "
+            f"change after {args.drift_after:.0f} s (+s: seconds after the change)",
+        )
+    )
+    trainings = [e for run in results.drift for e in run.trainings]
+    seconds = [float(e["seconds"]) for e in trainings]
+    cpu = [float(e["cpu_seconds"]) for e in trainings if e.get("cpu_seconds")]
+    print(
+        f"\ntraining runs beside the relay: {len(trainings)}, wall "
+        f"{_median_range(seconds, '{:.1f}')} s, CPU {_median_range(cpu, '{:.1f}')} s "
+        "(median [min-max])"
+    )
+    cost = results.cost
+    cost_rows = [
+        ["msg/s while a training run is under way", _median_range([r.active_rate for r in cost])],
+        ["msg/s while none is", _median_range([r.idle_rate for r in cost])],
+        ["ratio active / idle (within each run)", _median_range([r.ratio for r in cost], "{:.2f}")],
+        [
+            "training share of the sidecar's CPU",
+            _median_range([100 * r.cpu_share for r in cost], "{:.1f}%"),
+        ],
+        [
+            "training run, wall seconds",
+            _median_range([s for r in cost for s in r.training_seconds], "{:.1f}"),
+        ],
+        ["training runs per round", _median_range([r.training_runs for r in cost], "{:.0f}")],
+    ]
+    print()
+    print(
+        render(
+            ("", "median [min-max]"),
+            cost_rows,
+            f"cost: relay over {args.cost_messages:,} pre-loaded events while the trainer "
+            f"retrains every 5 s, {len(cost)} rounds after a warm-up",
+        )
+    )
+    out = Path(args.json_out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    payload = {
+        "benchmark": "lifecycle",
+        "environment": bench.environment(),
+        "settings": results.settings,
+        "results": bench_lifecycle.results_dict(results),
+    }
+    out.write_text(json.dumps(payload, indent=2, default=str))
+    print(f"\nwrote {out}")
+    try:
+        print(f"wrote {bench_lifecycle.plot(results, Path(args.png))}")
+    except MissingDependency as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
+    return 0
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     from sidecar import bench  # imported on use: it is the only command that needs the zstd CLI
 
@@ -746,6 +873,18 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--runs", type=int, default=3, help="measured rounds after one warm-up (>= 3)")
     b.add_argument("--json-out", default="out/bench-relay.json", metavar="FILE")
     b.set_defaults(func=cmd_bench_relay)
+    b = kinds.add_parser(
+        "lifecycle", help="drift → retrain → recovery, and the relay's speed while training"
+    )
+    b.add_argument("--runs", type=int, default=3, help="drift runs (default 3)")
+    b.add_argument("--rate", type=int, default=5000, help="events/s in the drift runs")
+    b.add_argument("--seconds", type=float, default=90.0, help="length of one drift run")
+    b.add_argument("--drift-after", type=float, default=45.0, help="seconds before the change")
+    b.add_argument("--cost-rounds", type=int, default=3, help="measured rounds after a warm-up")
+    b.add_argument("--cost-messages", type=int, default=2_000_000)
+    b.add_argument("--json-out", default="out/bench-lifecycle.json", metavar="FILE")
+    b.add_argument("--png", default="out/bench-lifecycle.png", metavar="FILE")
+    b.set_defaults(func=cmd_bench_lifecycle)
 
     p = sub.add_parser("dicts", help="list, show, activate or roll back stored dictionaries")
     actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")

@@ -55,3 +55,7 @@ class RegistryError(ZdictError):
 
 class RegistryUnavailable(RegistryError):
     """The registry topic could not be read or written within the configured timeout."""
+
+
+class MissingDependency(ZdictError):
+    """An optional dependency a command needs is not installed (the message names the extra)."""

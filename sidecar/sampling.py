@@ -12,6 +12,7 @@ confluent-kafka `Message` has), no I/O. Thread-safe: the relay offers while the 
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections import deque
 from collections.abc import Iterable, Sequence
@@ -70,7 +71,7 @@ class Reservoir:
         self.max_value_bytes = min(max_value_bytes, max_bytes - ENTRY_OVERHEAD)
         self._entries: deque[Entry] = deque()
         self._bytes = 0
-        self._seen = 0
+        self._kept = 0
         self._offered = 0
         self._lock = threading.Lock()
 
@@ -88,6 +89,11 @@ class Reservoir:
     def offered(self) -> int:
         """Records offered so far (kept or not)."""
         return self._offered
+
+    @property
+    def kept(self) -> int:
+        """Values kept so far, including those dropped since (a position in the stream)."""
+        return self._kept
 
     def offer(self, batch: Sequence[SampledRecord]) -> None:
         """Consider one consumed batch; keeps one record in `every` of it (all while filling).
@@ -121,14 +127,20 @@ class Reservoir:
             for entry in kept:
                 entries.append(entry)
                 total += len(entry[2]) + ENTRY_OVERHEAD
+                self._kept += 1
             while total > self.max_bytes:
                 total -= len(entries.popleft()[2]) + ENTRY_OVERHEAD
             self._bytes = total
 
-    def snapshot(self) -> list[Entry]:
-        """A copy of the kept entries, oldest first (cheap: the values are shared, not copied)."""
+    def snapshot(self, newest: int | None = None) -> list[Entry]:
+        """A copy of the kept entries (the `newest` ones only, if given), oldest first.
+
+        Cheap: the values are shared, not copied.
+        """
         with self._lock:
-            return list(self._entries)
+            if newest is None or newest >= len(self._entries):
+                return list(self._entries)
+            return list(itertools.islice(self._entries, len(self._entries) - newest, None))
 
     def clear(self) -> None:
         with self._lock:

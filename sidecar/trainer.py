@@ -12,8 +12,10 @@ per namespace (input topic) of the process:
    leaves, the partition and the role move to another member).
 3. **Due?** `Schedule.due`: the first dictionary as soon as the reservoir holds
    `sampling.min_messages` values, then every `training.retrain_interval`, and early when the
-   live ratio (over `training.drift_window`) falls below the champion's held-out ratio by
-   `training.drift_tolerance`.
+   live ratio (over `training.drift_window`) falls below the champion's held-out ratio (or its
+   first live window's ratio, if lower) by `training.drift_tolerance`. A drift is answered once
+   the reservoir holds `sampling.min_messages` values sampled after it was noticed: those are
+   what the early run trains and judges on.
 4. **Train** in a child process (spawned, at niceness `training.nice`), so neither the GIL nor
    the CPU is taken from the relay: the reservoir's snapshot is split by record key, trained on,
    and the challenger is measured against the champion on the same fresh held-out values.
@@ -187,6 +189,8 @@ class _Namespace:
     started: float = 0.0
     started_monotonic: float = 0.0
     context: dict[str, Any] = field(default_factory=dict)
+    #: A drift was noticed: (reservoir position then, fresh values to wait for) before training.
+    drift: tuple[int, int] | None = None
     #: The registry entries the schedule last took into account.
     seen_activation: Activation | None = None
     seen_training: dict[str, Any] | None = None
@@ -348,14 +352,6 @@ class Trainer:
     def _tick(self, ns: _Namespace, now: float) -> None:
         if ns.reservoir is not None:
             ns.metrics.set_sample(ns.reservoir.size_bytes, ns.reservoir.messages)
-        if ns.job is not None:
-            if not ns.owner:
-                ns.job.kill()
-                ns.job = None
-                log.info("training_abandoned", namespace=ns.topic, reason="no longer the trainer")
-            else:
-                self._poll_job(ns, now)
-            return
         stats = self._encoder_stats(ns.topic)
         ns.live.observe(
             now,
@@ -366,7 +362,23 @@ class Trainer:
         )
         live = ns.live.ratio() if ns.champion is not None else None
         ns.metrics.set_live_ratio(live)
+        if ns.job is not None:
+            if not ns.owner:
+                ns.job.kill()
+                ns.job = None
+                log.info("training_abandoned", namespace=ns.topic, reason="no longer the trainer")
+            else:
+                self._poll_job(ns, now)
+            return
         if not (self._training and ns.owner and ns.reservoir is not None):
+            ns.drift = None
+            return
+        if ns.drift is not None:
+            # Train on what came after the drift was noticed, not on the reservoir's older part.
+            kept_at, needed = ns.drift
+            if ns.reservoir.kept - kept_at >= needed:
+                ns.drift = None
+                self._start(ns, Trigger.DRIFT, now, live, newest=needed)
             return
         trigger = ns.schedule.due(
             now,
@@ -374,12 +386,30 @@ class Trainer:
             heldout_ratio=ns.champion.meta.heldout_ratio if ns.champion else None,
             live_ratio=live,
         )
-        if trigger is not None:
+        if trigger is Trigger.DRIFT:
+            needed = min(self.settings.sampling.min_messages, ns.reservoir.messages)
+            ns.drift = (ns.reservoir.kept, needed)
+            log.info(
+                "drift_detected",
+                namespace=ns.topic,
+                live_ratio=None if live is None else round(live, 4),
+                reference_ratio=ns.schedule.reference,
+                heldout_ratio=ns.champion.meta.heldout_ratio if ns.champion else None,
+                waiting_for_samples=needed,
+            )
+        elif trigger is not None:
             self._start(ns, trigger, now, live)
 
-    def _start(self, ns: _Namespace, trigger: Trigger, now: float, live: float | None) -> None:
+    def _start(
+        self,
+        ns: _Namespace,
+        trigger: Trigger,
+        now: float,
+        live: float | None,
+        newest: int | None = None,
+    ) -> None:
         assert ns.reservoir is not None
-        entries = ns.reservoir.snapshot()
+        entries = ns.reservoir.snapshot(newest)
         job = Job(
             namespace=ns.topic,
             topic=ns.topic,
@@ -449,6 +479,8 @@ class Trainer:
         stored: Dictionary | None,
     ) -> None:
         ns.schedule.ran(now, failed=decision is Decision.FAILED)
+        if ns.trigger is Trigger.DRIFT and decision is Decision.REJECTED:
+            ns.schedule.drift_not_cured(ns.context.get("live_ratio"))
         ns.metrics.training_run(decision.value, seconds, cpu_seconds)
         summary: dict[str, Any] = report.summary() if report is not None else {}
         summary |= {

@@ -43,6 +43,8 @@ class Schedule:
     active_since: float | None = None
     #: An operator activated or rolled back: drift waits until the next scheduled run.
     hold_until: float | None = None
+    #: The live ratio drift is judged against (None: the held-out ratio, until known).
+    reference: float | None = None
 
     def due(
         self,
@@ -71,14 +73,29 @@ class Schedule:
             return Trigger.FIRST if self.last_run is None or scheduled else None
         if scheduled:
             return Trigger.SCHEDULED
-        held = self.hold_until is not None and now < self.hold_until
+        floor = 1.0 - self.policy.drift_tolerance
         if (
-            not held
-            and live_ratio is not None
-            and live_ratio < heldout_ratio * (1.0 - self.policy.drift_tolerance)
+            live_ratio is not None
+            and self.reference is None
+            and live_ratio >= heldout_ratio * floor
         ):
+            # The first whole window with this dictionary, within the tolerance. A held-out set
+            # comes from the same time span as the training set and flatters it a little;
+            # judging later traffic by the lower of the two keeps that gap from reading as
+            # drift. (A first window already past the tolerance is drift by the held-out ratio.)
+            self.reference = min(heldout_ratio, live_ratio)
+            return None
+        held = self.hold_until is not None and now < self.hold_until
+        baseline = heldout_ratio if self.reference is None else self.reference
+        if not held and live_ratio is not None and live_ratio < baseline * floor:
             return Trigger.DRIFT
         return None
+
+    def drift_not_cured(self, live_ratio: float | None) -> None:
+        """A drift-triggered run found nothing better: today's ratio is the new reference, so
+        the same drift does not start a run every `min_interval`."""
+        if live_ratio is not None:
+            self.reference = live_ratio
 
     def ran(self, now: float, *, failed: bool = False) -> None:
         """A training run of this namespace ended (promoted, rejected or `failed`)."""
@@ -90,6 +107,7 @@ class Schedule:
         next scheduled run, which is then measured against it."""
         self.active_since = at
         self.hold_until = at + self.policy.retrain_interval if by_operator else None
+        self.reference = None
 
 
 class LiveRatio:

@@ -40,6 +40,7 @@ def test_retrains_on_schedule_counting_from_the_last_run_or_activation() -> None
 
 def test_drift_triggers_early_when_the_live_ratio_falls_past_the_tolerance() -> None:
     schedule = Schedule(POLICY, active_since=0)
+    assert due(schedule, 100, live_ratio=2.0) is None  # the first window: the reference
     assert due(schedule, 100, live_ratio=1.81) is None  # within 10% of 2.0
     assert due(schedule, 100, live_ratio=1.79) is Trigger.DRIFT
     assert due(schedule, 100, live_ratio=None) is None  # not enough traffic to judge
@@ -48,13 +49,39 @@ def test_drift_triggers_early_when_the_live_ratio_falls_past_the_tolerance() -> 
     assert due(schedule, 160, live_ratio=1.0) is Trigger.DRIFT
 
 
+def test_a_live_ratio_below_the_heldout_one_from_the_start_is_not_drift() -> None:
+    schedule = Schedule(POLICY, active_since=0)
+    assert due(schedule, 100, heldout_ratio=2.0, live_ratio=1.86) is None
+    assert schedule.reference == 1.86
+    assert due(schedule, 100, heldout_ratio=2.0, live_ratio=1.70) is None  # 8.6% below 1.86
+    assert due(schedule, 100, heldout_ratio=2.0, live_ratio=1.67) is Trigger.DRIFT
+
+
+def test_a_first_window_already_far_below_the_heldout_ratio_is_drift() -> None:
+    schedule = Schedule(POLICY, active_since=0)
+    assert due(schedule, 100, heldout_ratio=2.0, live_ratio=1.2) is Trigger.DRIFT
+    assert schedule.reference is None
+
+
+def test_a_drift_no_retraining_could_cure_becomes_the_new_reference() -> None:
+    schedule = Schedule(POLICY, active_since=0)
+    due(schedule, 100, live_ratio=2.0)
+    assert due(schedule, 100, live_ratio=1.5) is Trigger.DRIFT
+    schedule.ran(110)
+    schedule.drift_not_cured(1.5)
+    assert due(schedule, 200, live_ratio=1.5) is None
+    assert due(schedule, 200, live_ratio=1.3) is Trigger.DRIFT  # a further drop
+
+
 def test_an_operator_activation_holds_drift_until_the_next_scheduled_run() -> None:
     schedule = Schedule(POLICY, active_since=0)
     schedule.activated(500, by_operator=True)
-    assert due(schedule, 600, live_ratio=1.0) is None
+    assert due(schedule, 600, live_ratio=2.0) is None  # the reference
+    assert due(schedule, 601, live_ratio=1.0) is None
     assert due(schedule, 4099, live_ratio=1.0) is None
     assert due(schedule, 4100, live_ratio=1.0) is Trigger.SCHEDULED
     schedule.activated(5000, by_operator=False)  # a promotion lifts the hold
+    assert due(schedule, 5100, live_ratio=2.0) is None
     assert due(schedule, 5100, live_ratio=1.0) is Trigger.DRIFT
 
 

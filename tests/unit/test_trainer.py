@@ -225,15 +225,34 @@ def _live_traffic(harness: Harness, ratio: float, seconds: int) -> None:
         harness.tick()
 
 
-def test_drift_starts_an_early_run_unless_an_operator_rolled_back(harness: Harness) -> None:
+def test_a_drift_waits_for_fresh_samples_and_trains_on_them_alone(harness: Harness) -> None:
+    first = _promote_first(harness)
+    harness.tick(10.0)
+    _live_traffic(harness, 1.9, 12)  # the first whole window: the reference
+    _live_traffic(harness, 1.0, 12)  # far below it: drift
+    assert len(harness.jobs) == 1  # noticed, but nothing sampled since
+    harness.feed(2000, seed=2, drift_at=0)
+    harness.tick()
+    assert len(harness.jobs) == 1
+    harness.feed(1500, seed=3, drift_at=0)
+    harness.tick()
+    assert len(harness.jobs) == 2
+    job = harness.jobs[-1].job
+    assert job.champion is not None and job.champion.id == first
+    assert len(job.entries) == 3000  # sampling.min_messages of them, all after the drift
+    assert all(b'"schema_version":2' in v for _, _, v in job.entries)
+    harness.tick()
+    assert harness.store.active_id(TOPIC) != first
+
+
+def test_an_operator_rollback_holds_drift_off(harness: Harness) -> None:
     first = _promote_first(harness)
     harness.feed(4000, seed=2, drift_at=0)
     harness.tick(10.0)
-    second_run = len(harness.jobs)
-    _live_traffic(harness, 1.0, 12)  # far below the held-out ratio: drift
-    assert len(harness.jobs) == second_run + 1
-    assert harness.jobs[-1].job.champion is not None
-    assert harness.jobs[-1].job.champion.id == first
+    _live_traffic(harness, 1.9, 12)
+    _live_traffic(harness, 1.0, 12)
+    harness.feed(3000, seed=3, drift_at=0)
+    harness.tick()
     harness.tick()
     second = harness.store.active_id(TOPIC)
     assert second != first
@@ -245,7 +264,10 @@ def test_drift_starts_an_early_run_unless_an_operator_rolled_back(harness: Harne
     harness.tick()  # follows the registry
     assert harness.store.active_id(TOPIC) == first
     runs = len(harness.jobs)
+    _live_traffic(harness, 1.9, 12)
     _live_traffic(harness, 1.0, 30)
+    harness.feed(4000, seed=4, drift_at=0)
+    _live_traffic(harness, 1.0, 5)
     assert len(harness.jobs) == runs
 
 
