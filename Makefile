@@ -1,5 +1,6 @@
 # The two commands a newcomer runs: `make demo` and `make test`. Both work on a fresh machine:
-# they create .venv, install the package, and install Debian's zstd CLI when it is missing.
+# they create .venv, install the package, and install Debian's zstd CLI and prometheus (with
+# promtool) when they are missing.
 
 PYTHON ?= python3
 VENV   := .venv
@@ -8,7 +9,7 @@ STAMP  := $(VENV)/.installed-stamp
 OUT    := out
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo evaluate test lint unit integration bench tools clean
+.PHONY: demo evaluate test lint unit integration bench tools dashboard clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,9 +17,18 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-# The reference zstd CLI is what the interop tests decode with.
+APT_INSTALL := $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends
+
+# The reference zstd CLI is what the interop tests decode with; the monitoring tests run a real
+# Prometheus and promtool (Debian's prometheus package has both).
 tools:
-	@command -v zstd >/dev/null || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq zstd; }
+	@command -v zstd >/dev/null || { $(SUDO) apt-get update -qq && $(APT_INSTALL) zstd; }
+	@command -v prometheus >/dev/null && command -v promtool >/dev/null || \
+		{ $(SUDO) apt-get update -qq && $(APT_INSTALL) prometheus; }
+
+## dashboard: regenerate the Grafana dashboard and the Kubernetes PrometheusRule from their code
+dashboard: $(STAMP)
+	$(BIN)/python deploy/generate.py
 
 ## demo: a local broker, events at 5,000/s, a dictionary trained from the topic, the sidecar for a
 ## minute, then what it saved, read back from the output topic
@@ -38,12 +48,12 @@ evaluate: $(STAMP)
 test: $(STAMP) tools lint
 	deploy/kafka/kafka-local exec -- $(BIN)/pytest -q
 
-integration: $(STAMP)
+integration: $(STAMP) tools
 	deploy/kafka/kafka-local exec -- $(BIN)/pytest -q tests/integration
 
 lint: $(STAMP)
-	$(BIN)/ruff check sidecar tests
-	$(BIN)/ruff format --check sidecar tests
+	$(BIN)/ruff check sidecar tests deploy
+	$(BIN)/ruff format --check sidecar tests deploy
 	$(BIN)/mypy
 
 ## bench: the standard benchmarks (tables on stdout, JSON in out/)

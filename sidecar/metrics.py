@@ -26,6 +26,8 @@ Metrics (counters are exposed with `_total`; counters and histograms also get `_
 * `zdict_training_runs_total{namespace,result}` counter: promoted / rejected / failed
 * `zdict_training_seconds{namespace}` histogram: wall time of one training run
 * `zdict_build_info{version,python,zstandard,libzstd,confluent_kafka,librdkafka}` gauge (info)
+* `process_*` (prometheus_client's standard process collector, Linux): CPU seconds, resident
+  memory bytes, open fds, start time — for restart alerts and resource panels
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, ProcessCollector
 from prometheus_client.exposition import choose_encoder, gzip_accepted
 
 from sidecar import __version__
@@ -341,6 +343,9 @@ class Metrics:
             "zdict_build", "Versions of zdict-sidecar and its libraries.", registry=reg
         )
         self.build.info(build_info())
+        # The process's own registry has no default collectors; restarts (a failed delivery
+        # exits the relay) are only visible through process_start_time_seconds.
+        ProcessCollector(registry=reg)
 
         self._lock = threading.Lock()
         self._namespaces: dict[str, NamespaceMetrics] = {}
