@@ -3,6 +3,8 @@
 * `parse_dockerfile` splits a Dockerfile into stages of (instruction, arguments), continuation
   lines joined and comments dropped, `ARG` defaults substituted into `FROM`;
 * `env_pairs` reads the `KEY=VALUE` pairs of an `ENV` instruction;
+* `build_go_tool` builds one of the checkers of deploy/tools (compose-go, the Prometheus
+  Operator's types) with the Go toolchain, modules from the Go module proxy;
 * `is_setting` tells whether an environment variable name is one zdict-sidecar reads: a field of
   `sidecar.config.Settings` (ZDICT_ + the field path joined by `__`), a librdkafka property
   passed through (ZDICT_KAFKA__*, ZDICT_CONSUMER__*, ZDICT_PRODUCER__*), or
@@ -13,12 +15,17 @@ from __future__ import annotations
 
 import re
 import shlex
+import shutil
+import subprocess
 from dataclasses import dataclass, field
 from functools import cache
+from pathlib import Path
 
 from pydantic import BaseModel
 
 from sidecar.config import ENV_DELIMITER, ENV_PREFIX, KafkaSettings, Settings
+
+TOOLS = Path(__file__).resolve().parents[1] / "deploy" / "tools"
 
 #: Read by `KafkaSettings.client_config` when no bootstrap.servers setting is given.
 PLAIN_VARIABLES = frozenset({"KAFKA_BOOTSTRAP_SERVERS"})
@@ -119,3 +126,21 @@ def is_setting(name: str) -> bool:
     """True when zdict-sidecar reads the environment variable `name` (module docstring)."""
     names, pass_through = _setting_names()
     return name in names or name in PLAIN_VARIABLES or name.startswith(pass_through)
+
+
+def build_go_tool(name: str, out_dir: Path) -> Path:
+    """`go build` deploy/tools/<name> into `out_dir`; the binary (about 30 s the first time on
+    a machine, while the modules download; seconds after)."""
+    go = shutil.which("go")
+    assert go, "Go is not installed: the checkers in deploy/tools need it"
+    binary = out_dir / name
+    result = subprocess.run(
+        [go, "build", "-o", str(binary), f"./{name}"],
+        cwd=TOOLS,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    return binary

@@ -11,7 +11,6 @@ and settings that zdict-sidecar really reads. compose-go is built from the Go mo
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -19,29 +18,16 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.deploy_files import is_setting
+from tests.deploy_files import build_go_tool, is_setting
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 COMPOSE = DEPLOY / "docker-compose.yml"
-TOOL = DEPLOY / "tools" / "composecheck"
 
 
 @pytest.fixture(scope="module")
 def composecheck(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    go = shutil.which("go")
-    assert go, "Go is not installed: deploy/tools/composecheck needs it"
-    binary = tmp_path_factory.mktemp("composecheck") / "composecheck"
-    result = subprocess.run(
-        [go, "build", "-o", str(binary), "."],
-        cwd=TOOL,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
-    return binary
+    return build_go_tool("composecheck", tmp_path_factory.mktemp("tools"))
 
 
 def _load(composecheck: Path, path: Path) -> subprocess.CompletedProcess[str]:

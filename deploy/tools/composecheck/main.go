@@ -3,7 +3,7 @@
 // resolution and the cross-references between services. It prints the normalised project as
 // JSON on success and the loader's error (exit 1) otherwise.
 //
-//	go run . ../../docker-compose.yml
+//	go run ./composecheck ../docker-compose.yml
 package main
 
 import (
