@@ -347,12 +347,16 @@ def _short(name: str, width: int = 40) -> str:
     return name if len(name) <= width else name[: width - 1] + "…"
 
 
+def _utc(unix: float) -> datetime:
+    """Naive UTC: the time axis shows UTC whatever the machine's time zone."""
+    return datetime.fromtimestamp(unix, UTC).replace(tzinfo=None)
+
+
 def _plot_curves(axes: Axes, curves: Mapping[str, Curve], scale: float = 1.0) -> None:
     import numpy
 
     for name, curve in sorted(curves.items()):
-        # naive datetime64 in UTC: the axis shows UTC whatever the machine's time zone
-        times = numpy.array([round(t * 1000) for t in curve.times], dtype="datetime64[ms]")
+        times = numpy.array([_utc(t) for t in curve.times], dtype="datetime64[ms]")
         values = [v / scale for v in curve.values]
         axes.plot(times, values, label=_short(name), linewidth=1.6)
     axes.grid(True, alpha=0.3)
@@ -421,6 +425,8 @@ def write_png(report: Report, out: Path) -> None:
         saved_ax.xaxis.set_major_locator(locator)
         saved_ax.xaxis.set_major_formatter(ConciseDateFormatter(locator))  # type: ignore[no-untyped-call]
         saved_ax.set_xlabel("time (UTC)")
+        # The whole range asked for, so a gap before the first sample shows as a gap.
+        saved_ax.set_xlim(_utc(summary.start), _utc(summary.end))
     else:
         bytes_ax, outcome_ax = bottom.subplots(2, 1)
         names = list(report.bytes_by_namespace)
