@@ -1,5 +1,6 @@
 # The two commands a newcomer runs: `make demo` and `make test`. Both work on a fresh machine:
-# they create .venv, install the package, and install Debian's zstd and kcat when missing.
+# they create .venv, install the package, and install Debian's zstd, kcat and prometheus (with
+# promtool) when they are missing.
 
 PYTHON ?= python3
 VENV   := .venv
@@ -8,7 +9,7 @@ STAMP  := $(VENV)/.installed-stamp
 OUT    := out
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo evaluate test lint unit integration bench tools clean
+.PHONY: demo evaluate test lint unit integration bench tools dashboard clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,12 +17,22 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-# Debian tools the tests use as independent peers: the reference zstd CLI (interop decoding)
-# and kcat (a Kafka client that is not ours). Installed only when missing.
-TOOLS := zstd kcat
+APT_INSTALL := $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends
+
+# Debian tools the tests use as independent peers, installed only when missing: the reference zstd
+# CLI (interop decoding), kcat (a Kafka client that is not ours), and prometheus with promtool
+# (the monitoring tests run a real Prometheus).
+TOOLS := zstd kcat prometheus promtool
 tools:
 	@missing=""; for t in $(TOOLS); do command -v $$t >/dev/null || missing="$$missing $$t"; done; \
-	if [ -n "$$missing" ]; then $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing >/dev/null; fi
+	if [ -n "$$missing" ]; then \
+		packages=$$(echo $$missing | sed 's/promtool/prometheus/' | tr ' ' '\n' | sort -u); \
+		$(SUDO) apt-get update -qq && $(APT_INSTALL) $$packages >/dev/null; \
+	fi
+
+## dashboard: regenerate the Grafana dashboard and the Kubernetes PrometheusRule from their code
+dashboard: $(STAMP)
+	$(BIN)/python deploy/generate.py
 
 ## demo: a local broker, events at 5,000/s, a dictionary trained from the topic, the sidecar for a
 ## minute, then what it saved, read back from the output topic
@@ -41,12 +52,12 @@ evaluate: $(STAMP)
 test: $(STAMP) tools lint
 	deploy/kafka/kafka-local exec -- $(BIN)/pytest -q
 
-integration: $(STAMP)
+integration: $(STAMP) tools
 	deploy/kafka/kafka-local exec -- $(BIN)/pytest -q tests/integration
 
 lint: $(STAMP)
-	$(BIN)/ruff check sidecar tests
-	$(BIN)/ruff format --check sidecar tests
+	$(BIN)/ruff check sidecar tests deploy
+	$(BIN)/ruff format --check sidecar tests deploy
 	$(BIN)/mypy
 
 ## bench: the standard benchmarks (tables on stdout, JSON in out/)

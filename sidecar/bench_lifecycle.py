@@ -229,10 +229,10 @@ def results_dict(results: LifecycleResults) -> dict[str, Any]:
 def plot(results: LifecycleResults, path: Path) -> Path:
     """Two panels: the ratio through the drift (every run), and the relay's msg/s with the
     training runs shaded (the median cost round)."""
-    from sidecar.charts import pyplot
+    from sidecar.charts import figure
 
-    plt = pyplot()
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 8), constrained_layout=True)
+    fig = figure(figsize=(10, 8), layout="constrained")
+    top, bottom = fig.subplots(2, 1)
     for i, run in enumerate(results.drift):
         ts = [t for t, _ in run.ratios()]
         top.plot(ts, [r for _, r in run.ratios()], label=f"run {i + 1}", linewidth=1.2)
@@ -269,5 +269,4 @@ def plot(results: LifecycleResults, path: Path) -> Path:
         bottom.grid(alpha=0.3)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
-    plt.close(fig)
     return path

@@ -685,6 +685,27 @@ def cmd_cat(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    from sidecar import report
+    from sidecar.charts import require_matplotlib
+
+    require_matplotlib()
+    if args.prometheus:
+        window = report.parse_duration(args.rate_window) if args.rate_window else None
+        data = report.from_prometheus(
+            args.prometheus, args.namespace, report.parse_duration(args.range), window
+        )
+    else:
+        data = report.from_metrics(args.metrics, args.namespace)
+    out = Path(args.out)
+    report.write_png(data, out)
+    if args.json:
+        print(json.dumps(data.summary.to_dict() | {"png": str(out)}, indent=2))
+    else:
+        print(report.format_summary(data.summary, out))
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from sidecar import demo
 
@@ -850,6 +871,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-registry", action="store_true", help="decode with the local store only")
     _common(p)
     p.set_defaults(func=cmd_cat)
+
+    p = sub.add_parser("report", help="a PNG of the savings, from Prometheus or a /metrics URL")
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--prometheus", metavar="URL", help="e.g. http://localhost:9090")
+    source.add_argument("--metrics", metavar="URL", help="a sidecar's /metrics: since it started")
+    p.add_argument("--namespace", metavar="REGEX", help="default: every namespace")
+    p.add_argument("--range", default="1h", metavar="DURATION", help="with --prometheus; 1h")
+    p.add_argument("--rate-window", metavar="DURATION", help="default max(4 steps, 1m)")
+    p.add_argument("--out", required=True, metavar="FILE.png")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("demo", help="the whole job on a local broker (make demo)")
     p.add_argument("--duration", type=float, default=60.0, metavar="S", help="seconds of traffic")

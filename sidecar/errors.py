@@ -57,5 +57,5 @@ class RegistryUnavailable(RegistryError):
     """The registry topic could not be read or written within the configured timeout."""
 
 
-class MissingDependency(ZdictError):
+class MissingDependency(ConfigError):
     """An optional dependency a command needs is not installed (the message names the extra)."""

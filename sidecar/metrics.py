@@ -31,8 +31,9 @@ Metrics (counters are exposed with `_total`; counters and histograms also get `_
 * `zdict_live_ratio{namespace}` gauge: the ratio over the drift window (what drift is judged by)
 * `zdict_sample_bytes{namespace}`, `zdict_sample_messages{namespace}` gauges: the reservoir
 * `zdict_registry_publish_total{result}` counter: registry publications, ok / failed
-* `process_*`: CPU seconds, resident memory, open files of this process (prometheus_client)
 * `zdict_build_info{version,python,zstandard,libzstd,confluent_kafka,librdkafka}` gauge (info)
+* `process_*` (prometheus_client's standard process collector, Linux): CPU seconds, resident
+  memory bytes, open fds, start time — for restart alerts and resource panels
 """
 
 from __future__ import annotations
@@ -442,11 +443,13 @@ class Metrics:
         )
         for result in (COMMIT_OK, COMMIT_FAILED):
             self.registry_publish.labels(result)
-        ProcessCollector(registry=reg)
         self.build = Info(
             "zdict_build", "Versions of zdict-sidecar and its libraries.", registry=reg
         )
         self.build.info(build_info())
+        # The process's own registry has no default collectors; restarts (a failed delivery
+        # exits the relay) are only visible through process_start_time_seconds.
+        ProcessCollector(registry=reg)
 
         self._lock = threading.Lock()
         self._namespaces: dict[str, NamespaceMetrics] = {}

@@ -726,6 +726,19 @@ def sidecar(sidecar_env: SidecarEnv, tmp_path: Path) -> Iterator[StartSidecar]:
     go to ``tmp_path/<name>.log``, never to an unread pipe. Every process still running at the
     end of the test is killed.
     """
+    yield from _sidecars(kafka_bootstrap, tmp_path)
+
+
+@pytest.fixture(scope="module")
+def module_sidecar(
+    kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[StartSidecar]:
+    """The `sidecar` factory for a set-up shared by a module's tests: processes live until the
+    module's last test is done."""
+    yield from _sidecars(kafka_bootstrap, tmp_path_factory.mktemp("sidecars"))
+
+
+def _sidecars(kafka_bootstrap: str, tmp_path: Path) -> Iterator[StartSidecar]:
     started: list[Sidecar] = []
 
     def start(
@@ -763,9 +776,13 @@ def sidecar(sidecar_env: SidecarEnv, tmp_path: Path) -> Iterator[StartSidecar]:
 
 
 def train_dictionary(
-    store: Path, namespace: str, events: Sequence[bytes], work_dir: Path
+    store: Path,
+    namespace: str,
+    events: Sequence[bytes],
+    work_dir: Path,
+    extra_args: Sequence[str] = (),
 ) -> tuple[int, Path]:
-    """Train with ``zdict-sidecar train``; the active dictionary's id and ``.zdict`` file."""
+    """Train with ``zdict-sidecar train [extra_args]``; the active dictionary's id and file."""
     from sidecar.dictionaries.store import DictionaryStore
 
     sample = work_dir / f"train-{namespace}.ndjson"
@@ -782,6 +799,7 @@ def train_dictionary(
             namespace,
             "--dictionaries",
             str(store),
+            *extra_args,
         ],
         capture_output=True,
         timeout=120,

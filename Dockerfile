@@ -1,0 +1,52 @@
+# syntax=docker/dockerfile:1
+# The zdict-sidecar image: `docker build -t zdict-sidecar .` (deploy/docker-compose.yml builds it).
+#
+# Stage `build` makes a virtualenv holding the package and its dependencies, installed from
+# wheels only (zstandard and confluent-kafka publish manylinux wheels, so not even this stage
+# compiles anything). The final stage copies that virtualenv onto a fresh slim base: no
+# compiler, no pip cache, no source tree, and it runs as an unprivileged user.
+# tests/integration/test_image.py runs the RUN steps of `build` into a fresh venv the same way.
+
+ARG PYTHON_VERSION=3.12
+
+FROM python:${PYTHON_VERSION}-slim AS build
+ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_NO_CACHE_DIR=1 \
+    VENV=/opt/zdict \
+    WHEELS=/wheels
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY sidecar ./sidecar
+RUN python -m venv "$VENV" \
+ && "$VENV/bin/pip" wheel --no-deps --wheel-dir "$WHEELS" . \
+ && "$VENV/bin/pip" install --only-binary=:all: "$WHEELS"/zdict_sidecar-*.whl
+
+FROM python:${PYTHON_VERSION}-slim
+ARG VERSION=0.1.0
+LABEL org.opencontainers.image.title="zdict-sidecar" \
+      org.opencontainers.image.description="Kafka message-compression sidecar with trained, versioned zstd dictionaries" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.licenses="Apache-2.0"
+ENV PATH=/opt/zdict/bin:$PATH \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    ZDICT_DICTIONARIES=/var/lib/zdict/dictionaries \
+    ZDICT_LOG_FORMAT=json \
+    ZDICT_METRICS__PORT=9400
+# A fixed numeric uid, so Kubernetes can check runAsNonRoot without a user database.
+RUN groupadd --system --gid 10001 zdict \
+ && useradd --system --uid 10001 --gid zdict --home-dir /var/lib/zdict --shell /usr/sbin/nologin zdict \
+ && mkdir -p /var/lib/zdict/dictionaries \
+ && chown -R zdict:zdict /var/lib/zdict
+COPY --from=build /opt/zdict /opt/zdict
+USER 10001:10001
+WORKDIR /var/lib/zdict
+# The dictionary store: keep it on a volume, it holds every dictionary records may reference.
+VOLUME ["/var/lib/zdict/dictionaries"]
+EXPOSE 9400
+# /healthz answers 200 while the relay loop's heartbeat is fresh; slim images have no curl.
+HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 \
+  CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/healthz' % os.environ.get('ZDICT_METRICS__PORT', '9400'), timeout=4)"]
+ENTRYPOINT ["zdict-sidecar"]
+# Configured from the environment (ZDICT_RELAY__INPUT_TOPICS, KAFKA_BOOTSTRAP_SERVERS, ...).
+CMD ["run"]

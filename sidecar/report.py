@@ -1,0 +1,445 @@
+"""`zdict-sidecar report`: a PNG of what compression saved, for people who would rather look.
+
+Two sources:
+
+* **Prometheus** (`--prometheus URL`): the compression ratio and the bytes saved per second over
+  a time range (`/api/v1/query_range`), per namespace, and the summary over that range;
+* **a sidecar's own /metrics** (`--metrics URL`): one snapshot, the totals since that process
+  started. Without history, the figure shows bytes in and out and records by outcome per
+  namespace instead of curves.
+
+Summary figures, in both: ratio = input bytes / output bytes (header bytes counted, as
+everywhere); bytes saved = input - output; saved per second = bytes saved / the time they were
+saved in (the range, or the process's uptime); estimated per month = saved per second x 30 days.
+
+matplotlib is an optional dependency (`pip install 'zdict-sidecar[report]'`); it is imported
+only to draw, after the numbers were fetched.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from sidecar.charts import figure
+from sidecar.errors import ConfigError, InputError
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+
+__all__ = [
+    "MONTH_SECONDS",
+    "Report",
+    "Summary",
+    "format_summary",
+    "from_metrics",
+    "from_prometheus",
+    "parse_duration",
+    "write_png",
+]
+
+#: "Per month" in the estimate: 30 days, in seconds.
+MONTH_SECONDS: Final = 30 * 86_400
+#: Points per curve: enough for a smooth line on a 1,400-pixel-wide figure.
+POINTS: Final = 240
+HTTP_TIMEOUT_S: Final = 30.0
+
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h|d|w)$")
+_UNIT_SECONDS: Final = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
+
+
+def parse_duration(text: str) -> float:
+    """Seconds of a Prometheus-style duration: `90s`, `30m`, `6h`, `7d`, `1w`.
+
+    Raises:
+        ConfigError: anything else, or zero.
+    """
+    match = _DURATION.match(text.strip())
+    if match is None or float(match.group(1)) <= 0:
+        raise ConfigError(f"--range/--rate-window {text!r}: give a duration like 90s, 30m, 6h, 7d")
+    return float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+
+
+def _promql_duration(seconds: float) -> str:
+    return f"{max(1, round(seconds))}s"
+
+
+@dataclass(frozen=True)
+class Summary:
+    """The headline numbers of a report. Bytes are value bytes; times are Unix seconds."""
+
+    source: str  # "prometheus" or "metrics"
+    url: str
+    namespace: str | None  # the regex asked for; None: every namespace
+    start: float  # the range start, or when the sidecar started counting
+    end: float  # the range end, or when /metrics was read
+    input_bytes: float
+    output_bytes: float
+    #: Prometheus: the mean of the bytes-saved-per-second curve, i.e. over the part of the range
+    #: that has data (a sidecar deployed 10 minutes ago is not averaged over an hour);
+    #: /metrics: bytes saved / the time since the sidecar started counting.
+    saved_per_second: float
+
+    @property
+    def ratio(self) -> float:
+        return self.input_bytes / self.output_bytes if self.output_bytes else math.nan
+
+    @property
+    def saved_bytes(self) -> float:
+        return self.input_bytes - self.output_bytes
+
+    @property
+    def saved_per_month(self) -> float:
+        return self.saved_per_second * MONTH_SECONDS
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self) | {
+            "ratio": self.ratio,
+            "saved_bytes": self.saved_bytes,
+            "saved_per_month": self.saved_per_month,
+        }
+
+
+@dataclass(frozen=True)
+class Curve:
+    """One time series: Unix seconds and values."""
+
+    times: list[float]
+    values: list[float]
+
+
+@dataclass
+class Report:
+    """Everything a PNG shows: the summary, and either curves (Prometheus) or bars (/metrics)."""
+
+    summary: Summary
+    ratio: dict[str, Curve] = field(default_factory=dict)  # namespace → ratio over time
+    saved_per_second: dict[str, Curve] = field(default_factory=dict)  # namespace → bytes/s
+    bytes_by_namespace: dict[str, tuple[float, float]] = field(default_factory=dict)  # in, out
+    outcomes: dict[str, dict[str, float]] = field(default_factory=dict)  # namespace → counts
+
+
+# -- Prometheus ----------------------------------------------------------------------------------
+
+
+def _get_json(url: str) -> Any:
+    try:
+        with urllib.request.urlopen(url, timeout=HTTP_TIMEOUT_S) as response:
+            return json.load(response)
+    except urllib.error.HTTPError as exc:
+        try:
+            detail = json.load(exc).get("error", "")
+        except ValueError:
+            detail = ""
+        raise InputError(f"Prometheus answered {exc.code} to {url}: {detail}") from None
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise InputError(f"cannot reach {url.split('/api/')[0]}: {reason}") from None
+
+
+class Prometheus:
+    """The two calls of the HTTP API a report needs."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url.rstrip("/")
+
+    def _api(self, path: str, **params: str) -> Any:
+        body = _get_json(f"{self.url}/api/v1/{path}?{urllib.parse.urlencode(params)}")
+        if body.get("status") != "success":
+            raise InputError(f"Prometheus refused a query: {body.get('error', body)}")
+        return body["data"]
+
+    def scalar(self, expr: str, at: float) -> float | None:
+        """The value of an expression that yields at most one sample, at `at`; None: no sample."""
+        data = self._api("query", query=expr, time=f"{at:.3f}")
+        if not data["result"]:
+            return None
+        return float(data["result"][0]["value"][1])
+
+    def curves(self, expr: str, start: float, end: float, step: float) -> dict[str, Curve]:
+        """`expr` over [start, end] every `step` s, one curve per namespace label value."""
+        data = self._api(
+            "query_range",
+            query=expr,
+            start=f"{start:.3f}",
+            end=f"{end:.3f}",
+            step=f"{step:g}",
+        )
+        out: dict[str, Curve] = {}
+        for series in data["result"]:
+            name = series["metric"].get("namespace", "all")
+            points = [(float(t), float(v)) for t, v in series["values"]]
+            out[name] = Curve([t for t, _ in points], [v for _, v in points])
+        return out
+
+
+def _selector(namespace: str | None) -> str:
+    if namespace is None:
+        return ""
+    escaped = namespace.replace("\\", "\\\\").replace('"', '\\"')
+    return f'{{namespace=~"{escaped}"}}'
+
+
+def from_prometheus(
+    url: str,
+    namespace: str | None,
+    range_seconds: float,
+    rate_window: float | None = None,
+    end: float | None = None,
+) -> Report:
+    """Query Prometheus for the last `range_seconds` up to `end` (default now).
+
+    Curves use rates over `rate_window` (default the larger of 4 steps and 1 minute: at least
+    4 scrapes at the usual intervals). Raises `InputError` when Prometheus is unreachable,
+    refuses a query, or has no zdict data for the selection.
+    """
+    prom = Prometheus(url)
+    end = time.time() if end is None else end
+    start = end - range_seconds
+    selector = _selector(namespace)
+    window = _promql_duration(range_seconds)
+    in_bytes = prom.scalar(f"sum(increase(zdict_input_bytes_total{selector}[{window}]))", end)
+    out_bytes = prom.scalar(f"sum(increase(zdict_output_bytes_total{selector}[{window}]))", end)
+    if in_bytes is None or out_bytes is None:
+        which = f"namespace =~ {namespace!r}" if namespace else "any namespace"
+        raise InputError(
+            f"Prometheus at {url} has no zdict_input_bytes_total for {which} in the last "
+            f"{window}: is it scraping a sidecar (deploy/prometheus/prometheus.yml)?"
+        )
+    step = max(1.0, range_seconds / POINTS)
+    rate = _promql_duration(rate_window if rate_window else max(4 * step, 60.0))
+    rate_in = f"rate(zdict_input_bytes_total{selector}[{rate}])"
+    rate_out = f"rate(zdict_output_bytes_total{selector}[{rate}])"
+    by_namespace_in = f"sum by (namespace) ({rate_in})"
+    by_namespace_out = f"sum by (namespace) ({rate_out})"
+    total = prom.curves(f"sum({rate_in}) - sum({rate_out})", start, end, step)
+    points = [v for curve in total.values() for v in curve.values if math.isfinite(v)]
+    saved_per_second = sum(points) / len(points) if points else math.nan
+    return Report(
+        Summary("prometheus", url, namespace, start, end, in_bytes, out_bytes, saved_per_second),
+        ratio=prom.curves(f"{by_namespace_in} / {by_namespace_out}", start, end, step),
+        saved_per_second=prom.curves(f"{by_namespace_in} - {by_namespace_out}", start, end, step),
+    )
+
+
+# -- a sidecar's /metrics ------------------------------------------------------------------------
+
+
+def from_metrics(url: str, namespace: str | None = None) -> Report:
+    """One scrape of a sidecar's /metrics: totals per namespace since the process started.
+
+    The start is the earliest `zdict_input_bytes_created` of the selected namespaces (when the
+    relay began counting them).
+    """
+    try:
+        with urllib.request.urlopen(url, timeout=HTTP_TIMEOUT_S) as response:
+            text = response.read().decode()
+    except (urllib.error.URLError, OSError) as exc:
+        raise InputError(f"cannot read {url}: {getattr(exc, 'reason', exc)}") from None
+    read_at = time.time()
+    pattern = re.compile(namespace) if namespace else None
+    totals: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
+    created: list[float] = []
+    outcomes: dict[str, dict[str, float]] = defaultdict(dict)
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            ns = sample.labels.get("namespace")
+            if ns is None or (pattern is not None and not pattern.fullmatch(ns)):
+                continue
+            if sample.name == "zdict_input_bytes_total":
+                totals[ns][0] += sample.value
+            elif sample.name == "zdict_output_bytes_total":
+                totals[ns][1] += sample.value
+            elif sample.name == "zdict_input_bytes_created":
+                created.append(sample.value)
+            elif sample.name == "zdict_messages_total":
+                outcomes[ns][sample.labels["outcome"]] = sample.value
+    if not totals:
+        raise InputError(f"{url} exposes no zdict_input_bytes_total: is it a zdict-sidecar?")
+    start = min(created) if created else read_at
+    in_bytes = sum(t[0] for t in totals.values())
+    out_bytes = sum(t[1] for t in totals.values())
+    uptime = read_at - start
+    saved_per_second = (in_bytes - out_bytes) / uptime if uptime > 0 else math.nan
+    summary = Summary(
+        "metrics", url, namespace, start, read_at, in_bytes, out_bytes, saved_per_second
+    )
+    return Report(
+        summary,
+        bytes_by_namespace={ns: (t[0], t[1]) for ns, t in sorted(totals.items())},
+        outcomes={ns: dict(sorted(o.items())) for ns, o in sorted(outcomes.items())},
+    )
+
+
+# -- text and picture ----------------------------------------------------------------------------
+
+
+def human_bytes(value: float) -> str:
+    """1536 → '1.5 KiB' (IEC units, as Grafana's `bytes`)."""
+    if not math.isfinite(value):
+        return "n/a"
+    sign = "-" if value < 0 else ""
+    value = abs(value)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if value < 1024 or unit == "PiB":
+            return f"{sign}{value:,.0f} {unit}" if unit == "B" else f"{sign}{value:,.2f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+def _when(unix: float) -> str:
+    return datetime.fromtimestamp(unix, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def summary_lines(summary: Summary) -> list[tuple[str, str]]:
+    """(label, value) pairs of the summary, as printed and drawn."""
+    span = "in the range" if summary.source == "prometheus" else "since the sidecar started"
+    return [
+        ("compression ratio", f"{summary.ratio:.3f}" if math.isfinite(summary.ratio) else "n/a"),
+        (f"bytes saved {span}", human_bytes(summary.saved_bytes)),
+        ("bytes saved per second", human_bytes(summary.saved_per_second) + "/s"),
+        ("estimated per month (30 days)", human_bytes(summary.saved_per_month)),
+        (
+            "bytes in / out",
+            f"{human_bytes(summary.input_bytes)} / {human_bytes(summary.output_bytes)}",
+        ),
+    ]
+
+
+def format_summary(summary: Summary, out: Path | None = None) -> str:
+    """The summary as text, for the terminal."""
+    which = summary.namespace or "all namespaces"
+    lines = [
+        f"{which}, {_when(summary.start)} to {_when(summary.end)} "
+        f"({summary.end - summary.start:,.0f} s), "
+        f"from {summary.url}"
+    ]
+    width = max(len(label) for label, _ in summary_lines(summary))
+    lines += [f"  {label:<{width}}  {value}" for label, value in summary_lines(summary)]
+    if out is not None:
+        lines.append(f"wrote {out}")
+    return "\n".join(lines)
+
+
+def _iec(largest: float) -> tuple[float, str]:
+    """The IEC unit to show values up to `largest` bytes in: (bytes per unit, unit name)."""
+    for power, unit in enumerate(("B", "KiB", "MiB", "GiB", "TiB")):
+        if abs(largest) < 1024 ** (power + 1) or unit == "TiB":
+            return float(1024**power), unit
+    raise AssertionError("unreachable")
+
+
+def _short(name: str, width: int = 40) -> str:
+    return name if len(name) <= width else name[: width - 1] + "…"
+
+
+def _utc(unix: float) -> datetime:
+    """Naive UTC: the time axis shows UTC whatever the machine's time zone."""
+    return datetime.fromtimestamp(unix, UTC).replace(tzinfo=None)
+
+
+def _plot_curves(axes: Axes, curves: Mapping[str, Curve], scale: float = 1.0) -> None:
+    import numpy
+
+    for name, curve in sorted(curves.items()):
+        times = numpy.array([_utc(t) for t in curve.times], dtype="datetime64[ms]")
+        values = [v / scale for v in curve.values]
+        axes.plot(times, values, label=_short(name), linewidth=1.6)
+    axes.grid(True, alpha=0.3)
+    if len(curves) > 1:
+        axes.legend(loc="best", fontsize="small")
+    if not curves:
+        axes.text(0.5, 0.5, "no data", ha="center", va="center", transform=axes.transAxes)
+
+
+def _finite(curves: Mapping[str, Curve]) -> list[float]:
+    return [v for curve in curves.values() for v in curve.values if math.isfinite(v)]
+
+
+def write_png(report: Report, out: Path) -> None:
+    """Draw `report` into `out` (1,400 × 1,000 pixels); see `charts.require_matplotlib`."""
+    fig = figure(figsize=(14, 10), dpi=100, layout="constrained")
+    from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
+
+    summary = report.summary
+    grid = fig.add_gridspec(2, 1, height_ratios=(1.0, 4.0))
+    top, bottom = fig.add_subfigure(grid[0]), fig.add_subfigure(grid[1])
+    which = summary.namespace or "all namespaces"
+    top.suptitle(
+        f"zdict-sidecar savings: {_short(which, 60)}\n"
+        f"{_when(summary.start)} to {_when(summary.end)}",
+        fontsize=15,
+    )
+    cells = summary_lines(summary)[:4]
+    for i, (label, value) in enumerate(cells):
+        x = (i + 0.5) / len(cells)
+        top.text(x, 0.38, value, ha="center", va="center", fontsize=24, weight="bold")
+        top.text(x, 0.12, label, ha="center", va="center", fontsize=11, color="dimgray")
+
+    if summary.source == "prometheus":
+        ratio_ax, saved_ax = bottom.subplots(2, 1, sharex=True)
+        _plot_curves(ratio_ax, report.ratio)
+        ratios = _finite(report.ratio)
+        # From 1.0 (nothing saved) up: small wiggles do not look like swings.
+        ratio_ax.axhline(1.0, color="gray", linestyle="--", linewidth=1)
+        ratio_ax.set_ylim(min([1.0, *ratios]) * 0.95, max([1.0, *ratios]) * 1.1)
+        ratio_ax.set_title("compression ratio (bytes in / bytes out)", loc="left")
+        ratio_ax.tick_params(axis="x", labelbottom=False)
+        ratio_ax.xaxis.get_offset_text().set_visible(False)
+        scale, unit = _iec(max([0.0, *_finite(report.saved_per_second)]))
+        _plot_curves(saved_ax, report.saved_per_second, scale)
+        saved_ax.set_ylim(bottom=0)
+        saved_ax.set_title(f"bytes saved per second ({unit}/s)", loc="left")
+        # matplotlib.dates carries no type annotations
+        locator = AutoDateLocator()  # type: ignore[no-untyped-call]
+        saved_ax.xaxis.set_major_locator(locator)
+        saved_ax.xaxis.set_major_formatter(ConciseDateFormatter(locator))  # type: ignore[no-untyped-call]
+        saved_ax.set_xlabel("time (UTC)")
+        # The whole range asked for, so a gap before the first sample shows as a gap.
+        saved_ax.set_xlim(_utc(summary.start), _utc(summary.end))
+    else:
+        bytes_ax, outcome_ax = bottom.subplots(2, 1)
+        names = list(report.bytes_by_namespace)
+        ins = [report.bytes_by_namespace[n][0] for n in names]
+        outs = [report.bytes_by_namespace[n][1] for n in names]
+        scale, unit = _iec(max([0.0, *ins, *outs]))
+        rows = range(len(names))
+        bytes_ax.barh([r + 0.2 for r in rows], [v / scale for v in ins], 0.4, label="in (raw)")
+        bytes_ax.barh([r - 0.2 for r in rows], [v / scale for v in outs], 0.4, label="out")
+        bytes_ax.set_yticks(list(rows), [_short(n) for n in names])
+        bytes_ax.legend(loc="lower right", bbox_to_anchor=(1.0, 1.0), ncol=2, frameon=False)
+        bytes_ax.set_title(f"value bytes since the sidecar started ({unit})", loc="left")
+        outcomes = sorted({o for counts in report.outcomes.values() for o in counts})
+        spaces = list(report.outcomes)
+        left = [0.0] * len(spaces)
+        for outcome in outcomes:
+            shares = []
+            for ns in spaces:
+                total = sum(report.outcomes[ns].values())
+                shares.append(report.outcomes[ns].get(outcome, 0.0) / total if total else 0.0)
+            if any(shares):
+                outcome_ax.barh(range(len(spaces)), shares, 0.6, left=left, label=outcome)
+                left = [a + b for a, b in zip(left, shares, strict=True)]
+        outcome_ax.set_yticks(range(len(spaces)), [_short(n) for n in spaces])
+        outcome_ax.set_xlim(0, 1)
+        outcome_ax.xaxis.set_major_formatter(lambda v, _pos: f"{v:.0%}")
+        outcome_ax.legend(
+            loc="lower right", bbox_to_anchor=(1.0, 1.0), ncol=len(outcomes), frameon=False
+        )
+        outcome_ax.set_title("records by outcome (share of each namespace)", loc="left")
+    top.text(0.5, 0.0, f"source: {summary.url}", ha="center", va="bottom", fontsize=8, color="gray")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, format="png")

@@ -1,0 +1,538 @@
+"""The monitoring, proven end to end: a real Prometheus scraping a real sidecar on the real broker.
+
+One set-up for the module (about half a minute):
+
+* two input topics: `dict` has a dictionary trained offline, `plain` has none (the relay
+  compresses it without one and passes small values and tombstones through);
+* generated events flow into both for the whole module;
+* `python -m sidecar run` relays both; a second, better dictionary is activated for `dict`
+  while Prometheus watches, so the dictionary metrics change as they do in production;
+* Prometheus (Debian's package, /usr/bin/prometheus) runs from deploy/prometheus/prometheus.yml
+  with its targets pointed at the sidecar, a 1 s scrape and evaluation interval, its own storage
+  directory and port, and the real rule files.
+
+Then every PromQL expression of the dashboard and of the rule files is sent to Prometheus's HTTP
+API with Grafana's template variables substituted (`$namespace` = both topics, `$job` =
+`zdict-sidecar`, `$__rate_interval` = 10s, `$__range` = 1m, `$__interval` = 2s) and must return
+series. Conditions (alerts, annotations) are evaluated with their `OP NUMBER` comparisons
+stripped (tests/promql.py says why). The one exception is a metric that only has series after a
+failure: `zdict_produce_errors_total` (no delivery fails here); its queries must still be
+accepted by Prometheus, and the exposition must declare it. Nothing is skipped: without
+Prometheus or the broker these tests fail.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import struct
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from confluent_kafka import Producer
+
+from sidecar.generate import generate
+from sidecar.report import POINTS
+from tests.promql import (
+    Query,
+    dashboard_queries,
+    dashboard_variables,
+    exported_names,
+    load_rule_groups,
+    metric_names,
+    recorded_names,
+    rule_expressions,
+    strip_conditions,
+    substitute,
+    unknown_metrics,
+)
+
+from .conftest import MakeTopic, Sidecar, StartSidecar, free_port, train_dictionary, wait_until
+
+ROOT = Path(__file__).resolve().parents[2]
+PROMETHEUS_DIR = ROOT / "deploy" / "prometheus"
+DASHBOARD = ROOT / "deploy" / "grafana" / "dashboards" / "zdict-sidecar.json"
+JOB = "zdict-sidecar"
+#: Metrics whose series exist only after a failure that these tests do not cause.
+FAILURE_ONLY = frozenset({"zdict_produce_errors_total"})
+SCRAPES_BEFORE_CHECKING = 15
+
+
+class PrometheusServer:
+    """A real Prometheus process on a free loopback port, with its own storage directory."""
+
+    def __init__(self, work_dir: Path, sidecar_port: int) -> None:
+        binary = shutil.which("prometheus")
+        assert binary, "prometheus is not installed: run `make tools` (Debian package prometheus)"
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.config_path = work_dir / "prometheus.yml"
+        self.config_path.write_text(yaml.safe_dump(self.config(sidecar_port)))
+        self.log_path = work_dir / "prometheus.log"
+        self._log = self.log_path.open("wb")
+        self.proc = subprocess.Popen(
+            [
+                binary,
+                f"--config.file={self.config_path}",
+                f"--storage.tsdb.path={work_dir / 'tsdb'}",
+                f"--web.listen-address=127.0.0.1:{self.port}",
+                "--storage.tsdb.retention.time=1h",
+                "--log.level=warn",
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
+
+    def config(self, sidecar_port: int) -> dict[str, Any]:
+        """deploy/prometheus/prometheus.yml with local targets, 1 s intervals, absolute rules."""
+        config: dict[str, Any] = yaml.safe_load((PROMETHEUS_DIR / "prometheus.yml").read_text())
+        config["global"].update(
+            {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"}
+        )
+        config["rule_files"] = [str(PROMETHEUS_DIR / name) for name in config["rule_files"]]
+        targets = {JOB: f"127.0.0.1:{sidecar_port}", "prometheus": f"127.0.0.1:{self.port}"}
+        assert {job["job_name"] for job in config["scrape_configs"]} == set(targets)
+        for job in config["scrape_configs"]:
+            job["static_configs"] = [{"targets": [targets[job["job_name"]]]}]
+        return config
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        def ready() -> bool:
+            assert self.proc.poll() is None, f"prometheus exited:\n{self.log_tail()}"
+            try:
+                with urllib.request.urlopen(f"{self.url}/-/ready", timeout=2) as response:
+                    return int(response.status) == 200
+            except OSError:
+                return False
+
+        wait_until(ready, timeout, "prometheus to be ready", interval=0.2)
+
+    def api(self, path: str, **params: str) -> Any:
+        """GET /api/v1/<path>; the whole JSON body, whatever its status."""
+        url = f"{self.url}/api/v1/{path}?{urllib.parse.urlencode(params)}"
+        try:
+            with urllib.request.urlopen(url, timeout=30) as response:
+                return json.load(response)
+        except urllib.error.HTTPError as exc:  # 400/422: a query Prometheus refused
+            return json.load(exc)
+
+    def query(self, expr: str, at: float | None = None) -> Any:
+        params = {"query": expr}
+        if at is not None:
+            params["time"] = f"{at:.3f}"
+        return self.api("query", **params)
+
+    def result(self, expr: str) -> list[Any]:
+        body = self.query(expr)
+        assert body["status"] == "success", (expr, body)
+        result: list[Any] = body["data"]["result"]
+        return result
+
+    def log_tail(self) -> str:
+        self._log.flush()
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-20:])
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        self._log.close()
+
+
+class SteadyTraffic(threading.Thread):
+    """Produces generated events to each topic at its rate (records/s) until stopped.
+
+    In the `tombstones` topics one record in 50 is a tombstone, so the pass-through outcomes
+    count more than small values.
+    """
+
+    def __init__(self, bootstrap: str, rates: dict[str, int], tombstones: set[str]) -> None:
+        super().__init__(daemon=True, name="steady-traffic")
+        self.producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+        self.rates = rates
+        self.tombstones = tombstones
+        self.sent = dict.fromkeys(rates, 0)
+        self.stopped = threading.Event()
+        self.failure: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            events = {topic: generate("product_viewed", 10_000_000, seed=7) for topic in self.rates}
+            start = time.monotonic()
+            while not self.stopped.is_set():
+                elapsed = time.monotonic() - start
+                for topic, rate in self.rates.items():
+                    while self.sent[topic] < elapsed * rate:
+                        value = next(events[topic])
+                        tombstone = topic in self.tombstones and self.sent[topic] % 50 == 0
+                        self.producer.produce(topic, None if tombstone else value, key=value[16:24])
+                        self.sent[topic] += 1
+                self.producer.poll(0)
+                time.sleep(0.05)
+            self.producer.flush(30)
+        except BaseException as exc:  # reported by stop(), not lost in the thread
+            self.failure = exc
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.join(60)
+        assert self.failure is None, f"the traffic thread failed: {self.failure!r}"
+
+
+@dataclass
+class Stack:
+    """What the module's set-up started, for the tests to query."""
+
+    prometheus: PrometheusServer
+    relay: Sidecar
+    dict_topic: str
+    plain_topic: str
+    first_id: int
+    second_id: int
+    work_dir: Path
+
+    @property
+    def variables(self) -> dict[str, str]:
+        """Grafana's template variables as Grafana would send them for "All"."""
+        return {
+            "namespace": f"({self.dict_topic}|{self.plain_topic})",
+            "job": f"({JOB})",
+            "__rate_interval": "10s",
+            "__interval": "2s",
+            "__range": "1m",
+            "__range_s": "60",
+        }
+
+
+def _dicts(store: Path, *args: str) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "sidecar", "dicts", *args, "--dictionaries", str(store)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.fixture(scope="module")
+def stack(
+    kafka_bootstrap: str,
+    make_topic: MakeTopic,
+    module_sidecar: StartSidecar,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Stack]:
+    work_dir = tmp_path_factory.mktemp("monitoring")
+    dict_topic = make_topic(partitions=2, name_prefix="zdict-it-dict")
+    plain_topic = make_topic(partitions=1, name_prefix="zdict-it-plain")
+
+    # Two dictionaries for `dict`: the larger sample's is promoted over the smaller's, then the
+    # smaller one is made active again so the better one can be activated under observation.
+    store = work_dir / "dictionaries"
+    no_speed_budget = ("--min-encode-rate", "0")  # the choice must not depend on machine load
+    small = list(generate("product_viewed", 1_500, seed=901))
+    large = list(generate("product_viewed", 8_000, seed=902))
+    first_id, _ = train_dictionary(store, dict_topic, small, work_dir, no_speed_budget)
+    second_id, _ = train_dictionary(store, dict_topic, large, work_dir, no_speed_budget)
+    assert second_id != first_id, "the larger sample's dictionary was not promoted"
+    _dicts(store, "rollback", "--namespace", dict_topic)
+
+    traffic = SteadyTraffic(kafka_bootstrap, {dict_topic: 1500, plain_topic: 300}, {plain_topic})
+    traffic.start()
+    relay = module_sidecar(
+        "run",
+        "--input-topic",
+        dict_topic,
+        "--input-topic",
+        plain_topic,
+        "--create-topics",
+        "--dictionaries",
+        str(store),
+        "--group-id",
+        f"zdict-it-monitoring-{uuid.uuid4().hex[:8]}",
+        name="relay",
+    )
+    prometheus: PrometheusServer | None = None
+    try:
+        relay.wait_for_event("partitions_assigned", timeout=60)
+        assert relay.metrics_port is not None
+        prometheus = prom = PrometheusServer(work_dir, relay.metrics_port)
+        prom.wait_ready()
+        scrapes = f'count_over_time(up{{job="{JOB}"}}[1m])'
+        wait_until(lambda: prom.result(f"{scrapes} >= 5"), 60, "five scrapes of the sidecar")
+        _dicts(store, "activate", "--namespace", dict_topic, str(second_id))
+        relay.wait_for_event(
+            "dictionary_loaded", timeout=30, where=lambda e: e.get("dict_id") == second_id
+        )
+        ready_when = [
+            f"{scrapes} >= {SCRAPES_BEFORE_CHECKING}",
+            f'zdict_dictionary_info{{dict_id="{second_id}"}}',
+            "zdict_consumer_lag_messages",
+            "sum(zdict_relay_latency_seconds_count) > 0",
+            "namespace:zdict_compression_ratio:rate5m",
+            "topic:zdict_consumer_lag_messages:sum",
+        ]
+        for expr in ready_when:
+            wait_until(lambda e=expr: prom.result(e), 90, f"Prometheus to return {expr}")
+        yield Stack(prom, relay, dict_topic, plain_topic, first_id, second_id, work_dir)
+    finally:
+        traffic.stop()
+        if prometheus is not None:
+            prometheus.close()
+        if relay.running():
+            assert relay.stop() == 0, relay.tail()
+
+
+# -- evaluating the files ------------------------------------------------------------------------
+
+
+def _dashboard() -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads(DASHBOARD.read_text())
+    return loaded
+
+
+def _rule_groups() -> list[Any]:
+    return [
+        group
+        for name in ("rules.yml", "alerts.yml")
+        for group in load_rule_groups((PROMETHEUS_DIR / name).read_text())
+    ]
+
+
+def _evaluable(query: Query, variables: dict[str, str]) -> str:
+    expr = substitute(query.expr, variables)
+    return strip_conditions(expr) if query.condition else expr
+
+
+def _problems(stack: Stack, queries: list[Query]) -> list[str]:
+    """Each query Prometheus refuses, or answers with no series (failure-only metrics aside)."""
+    problems: list[str] = []
+    for query in queries:
+        expr = _evaluable(query, stack.variables)
+        body = stack.prometheus.query(expr)
+        if body["status"] != "success":
+            problems.append(f"{query.source}: refused: {body.get('error')}\n    {expr}")
+        elif not body["data"]["result"] and not metric_names(expr) <= FAILURE_ONLY:
+            problems.append(f"{query.source}: no series\n    {expr}")
+    return problems
+
+
+def test_every_dashboard_query_returns_series_from_prometheus_scraping_the_sidecar(
+    stack: Stack,
+) -> None:
+    queries = dashboard_queries(_dashboard())
+    assert len(queries) >= 30
+    problems = _problems(stack, queries)
+    assert not problems, "\n".join(problems)
+
+
+def test_every_range_panel_has_points_over_the_last_half_minute(stack: Stack) -> None:
+    problems: list[str] = []
+    end = time.time()
+    for panel in _dashboard()["panels"]:
+        for target in panel.get("targets", []):
+            if not target.get("range"):
+                continue
+            expr = substitute(target["expr"], stack.variables)
+            body = stack.prometheus.api(
+                "query_range", query=expr, start=f"{end - 30:.3f}", end=f"{end:.3f}", step="2"
+            )
+            points = sum(len(s["values"]) for s in body.get("data", {}).get("result", []))
+            if body["status"] != "success" or (
+                not points and not metric_names(expr) <= FAILURE_ONLY
+            ):
+                problems.append(f"{panel['title']} {target['refId']}: {points} points\n    {expr}")
+    assert not problems, "\n".join(problems)
+
+
+def test_every_alert_and_recording_rule_evaluates_to_series_from_the_sidecar(
+    stack: Stack,
+) -> None:
+    queries = rule_expressions(_rule_groups())
+    problems = _problems(stack, queries)
+    assert not problems, "\n".join(problems)
+    for name in recorded_names(_rule_groups()):
+        assert stack.prometheus.result(name), f"Prometheus recorded no {name}"
+
+
+def test_prometheus_loaded_every_rule_and_evaluates_them_without_errors(stack: Stack) -> None:
+    body = stack.prometheus.api("rules")
+    assert body["status"] == "success"
+    loaded = {rule["name"]: rule for group in body["data"]["groups"] for rule in group["rules"]}
+    expected = {
+        rule.get("alert") or rule["record"] for group in _rule_groups() for rule in group["rules"]
+    }
+    assert set(loaded) == expected
+    unhealthy = {
+        name: rule.get("lastError") for name, rule in loaded.items() if rule["health"] != "ok"
+    }
+    assert not unhealthy
+
+
+def test_no_alert_fires_while_the_relay_is_healthy_and_the_plain_topic_is_pending_no_dictionary(
+    stack: Stack,
+) -> None:
+    alerts = stack.prometheus.api("alerts")["data"]["alerts"]
+    firing = [a["labels"] for a in alerts if a["state"] == "firing"]
+    assert not firing
+    pending = {(a["labels"]["alertname"], a["labels"].get("namespace")) for a in alerts}
+    assert ("ZdictNoDictionary", stack.plain_topic) in pending
+    assert ("ZdictNoDictionary", stack.dict_topic) not in pending
+
+
+def test_the_dictionary_activation_is_annotated_with_the_activated_dictionary(
+    stack: Stack,
+) -> None:
+    (annotation,) = [
+        a for a in _dashboard()["annotations"]["list"] if a["name"] == "Dictionary activated"
+    ]
+    expr = substitute(annotation["expr"], stack.variables)  # the condition itself, not stripped
+    series = stack.prometheus.result(expr)
+    assert [(s["metric"]["namespace"], s["metric"]["dict_id"]) for s in series] == [
+        (stack.dict_topic, str(stack.second_id))
+    ]
+
+
+def test_the_dashboard_variables_list_the_relayed_namespaces_and_the_job(stack: Stack) -> None:
+    for variable in dashboard_variables(_dashboard()):
+        params = {"match[]": variable.metric} if variable.metric else {}
+        body = stack.prometheus.api(f"label/{variable.label}/values", **params)
+        assert body["status"] == "success"
+        wanted = {"namespace": {stack.dict_topic, stack.plain_topic}, "job": {JOB}}
+        assert wanted[variable.name] <= set(body["data"])
+
+
+def test_every_metric_the_dashboard_and_rules_query_is_in_the_sidecars_exposition(
+    stack: Stack,
+) -> None:
+    status, body = stack.relay.http_get("/metrics")
+    assert status == 200
+    known = exported_names(body.decode()) | recorded_names(_rule_groups()) | {"up"}
+    queries = dashboard_queries(_dashboard()) + rule_expressions(_rule_groups())
+    assert unknown_metrics(queries, known) == {}
+    assert known >= FAILURE_ONLY
+
+
+# -- the report ----------------------------------------------------------------------------------
+
+
+def _report(stack: Stack, *args: str) -> dict[str, Any]:
+    result = subprocess.run(
+        [sys.executable, "-m", "sidecar", "report", *args, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    summary: dict[str, Any] = json.loads(result.stdout)
+    return summary
+
+
+def _png_size(path: Path) -> tuple[int, int]:
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
+    assert data[12:16] == b"IHDR"
+    width, height = struct.unpack(">II", data[16:24])
+    assert data.rstrip(b"\x00")[-8:-4] == b"IEND", "truncated PNG"
+    return width, height
+
+
+def test_report_from_prometheus_draws_a_png_and_its_numbers_are_prometheus_numbers(
+    stack: Stack,
+) -> None:
+    out = stack.work_dir / "report-prometheus.png"
+    summary = _report(
+        stack,
+        "--prometheus",
+        stack.prometheus.url,
+        "--namespace",
+        stack.dict_topic,
+        "--range",
+        "1m",
+        "--rate-window",
+        "10s",
+        "--out",
+        str(out),
+    )
+    assert _png_size(out) == (1400, 1000)
+    assert out.stat().st_size > 30_000  # curves and text, not an empty canvas
+
+    at = summary["end"]
+    selector = f'{{namespace=~"{stack.dict_topic}"}}'
+    for field, metric in (("input_bytes", "input"), ("output_bytes", "output")):
+        (sample,) = stack.prometheus.query(
+            f"sum(increase(zdict_{metric}_bytes_total{selector}[60s]))", at
+        )["data"]["result"]
+        assert summary[field] == pytest.approx(float(sample["value"][1]), rel=1e-12)
+    assert summary["ratio"] == pytest.approx(summary["input_bytes"] / summary["output_bytes"])
+    # saved per second: the mean of the curve Prometheus returns for the range
+    step = max(1.0, 60 / POINTS)
+    saved = (
+        f"sum(rate(zdict_input_bytes_total{selector}[10s])) "
+        f"- sum(rate(zdict_output_bytes_total{selector}[10s]))"
+    )
+    body = stack.prometheus.api(
+        "query_range",
+        query=saved,
+        start=f"{summary['start']:.3f}",
+        end=f"{at:.3f}",
+        step=f"{step:g}",
+    )
+    (curve,) = body["data"]["result"]
+    values = [float(v) for _, v in curve["values"]]
+    assert len(values) >= 10
+    assert summary["saved_per_second"] == pytest.approx(sum(values) / len(values), rel=1e-9)
+    assert summary["saved_per_month"] == pytest.approx(summary["saved_per_second"] * 30 * 86400)
+
+    # The same ratio the sidecar counts itself, within the noise of a one-minute window.
+    counters = stack.relay.metrics()
+    labels = frozenset({("namespace", stack.dict_topic)})
+    own_ratio = (
+        counters[("zdict_input_bytes_total", labels)]
+        / counters[("zdict_output_bytes_total", labels)]
+    )
+    assert summary["ratio"] == pytest.approx(own_ratio, rel=0.1)
+    assert 1.3 < summary["ratio"] < 3.0
+
+
+def test_report_from_the_sidecars_own_metrics_sums_its_counters(stack: Stack) -> None:
+    def input_total() -> float:
+        return sum(
+            value
+            for (name, _), value in stack.relay.metrics().items()
+            if name == "zdict_input_bytes_total"
+        )
+
+    out = stack.work_dir / "report-metrics.png"
+    before = input_total()
+    summary = _report(
+        stack,
+        "--metrics",
+        f"http://127.0.0.1:{stack.relay.metrics_port}/metrics",
+        "--out",
+        str(out),
+    )
+    after = input_total()
+    assert before <= summary["input_bytes"] <= after
+    assert summary["saved_bytes"] > 0
+    width, height = _png_size(out)
+    assert (width, height) == (1400, 1000)
+    assert out.stat().st_size > 20_000

@@ -1,0 +1,190 @@
+"""deploy/docker-compose.yml, loaded by compose-go (the loader `docker compose` uses) and checked.
+
+No Docker engine runs here, so the stack is never started. What is checked: compose-go accepts
+the file (the Compose Specification's JSON schema, interpolation, path resolution, references
+between services), and its normalised project wires the stack as the README describes: every
+bind-mounted file exists, ports, healthchecks, start order, the scrape target, the data source,
+and settings that zdict-sidecar really reads. compose-go is built from the Go module proxy by
+`go build` (deploy/tools/composecheck; about 30 s the first time, cached after).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.deploy_files import build_go_tool, is_setting
+
+ROOT = Path(__file__).resolve().parents[2]
+DEPLOY = ROOT / "deploy"
+COMPOSE = DEPLOY / "docker-compose.yml"
+
+
+@pytest.fixture(scope="module")
+def composecheck(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_go_tool("composecheck", tmp_path_factory.mktemp("tools"))
+
+
+def _load(composecheck: Path, path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(composecheck), str(path)], capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+@pytest.fixture(scope="module")
+def project(composecheck: Path) -> dict[str, Any]:
+    result = _load(composecheck, COMPOSE)
+    assert result.returncode == 0, result.stderr
+    loaded: dict[str, Any] = json.loads(result.stdout)
+    return loaded
+
+
+def _services(project: dict[str, Any]) -> dict[str, Any]:
+    services: dict[str, Any] = project["services"]
+    return services
+
+
+def test_compose_go_accepts_the_file_as_project_zdict_sidecar(project: dict[str, Any]) -> None:
+    assert project["name"] == "zdict-sidecar"
+    assert set(_services(project)) == {
+        "kafka",
+        "producer",
+        "trainer",
+        "sidecar",
+        "prometheus",
+        "grafana",
+    }
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "complaint"),
+    [
+        ("    restart: unless-stopped\n", "    restart: unless-stopped\n    bogus: 1\n", "bogus"),
+        ("condition: service_healthy", "condition: service_hungry", "condition"),
+    ],
+)
+def test_compose_go_rejects_a_file_that_breaks_the_specification(
+    composecheck: Path, tmp_path: Path, old: str, new: str, complaint: str
+) -> None:
+    broken = tmp_path / "docker-compose.yml"
+    broken.write_text(COMPOSE.read_text().replace(old, new, 1))
+    result = _load(composecheck, broken)
+    assert result.returncode == 1
+    assert complaint in result.stderr
+
+
+def test_kafka_is_the_official_image_in_kraft_mode_advertising_its_service_name(
+    project: dict[str, Any],
+) -> None:
+    kafka = _services(project)["kafka"]
+    assert kafka["image"].startswith("apache/kafka:")
+    env = kafka["environment"]
+    assert env["KAFKA_PROCESS_ROLES"] == "broker,controller"
+    assert "PLAINTEXT://kafka:9092" in env["KAFKA_ADVERTISED_LISTENERS"]
+    for name in ("producer", "trainer", "sidecar"):
+        assert _services(project)[name]["environment"]["KAFKA_BOOTSTRAP_SERVERS"] == "kafka:9092"
+
+
+def test_the_zdict_services_are_built_from_the_repository_dockerfile(
+    project: dict[str, Any],
+) -> None:
+    for name in ("producer", "trainer", "sidecar"):
+        build = _services(project)[name]["build"]
+        assert Path(build["context"]) == ROOT, name
+        assert (ROOT / build["dockerfile"]).is_file()
+
+
+def test_every_bind_mount_source_exists_and_named_volumes_are_declared(
+    project: dict[str, Any],
+) -> None:
+    mounts = 0
+    for name, service in _services(project).items():
+        for volume in service.get("volumes", []):
+            if volume["type"] == "bind":
+                assert Path(volume["source"]).exists(), (name, volume["source"])
+                mounts += 1
+            else:
+                assert volume["source"] in project["volumes"], (name, volume)
+    assert mounts >= 4
+    prometheus = {
+        v["target"]: Path(v["source"]) for v in _services(project)["prometheus"]["volumes"]
+    }
+    config = yaml.safe_load((prometheus["/etc/prometheus"] / "prometheus.yml").read_text())
+    for rule_file in config["rule_files"]:
+        assert (prometheus["/etc/prometheus"] / rule_file).is_file()
+
+
+def test_the_sidecar_and_the_trainer_share_the_dictionary_store(project: dict[str, Any]) -> None:
+    def store(name: str) -> str:
+        (volume,) = [
+            v
+            for v in _services(project)[name]["volumes"]
+            if v["target"] == "/var/lib/zdict/dictionaries"
+        ]
+        assert volume["type"] == "volume"
+        return str(volume["source"])
+
+    assert store("sidecar") == store("trainer") == "dictionaries"
+
+
+def test_published_ports_are_grafana_prometheus_the_sidecar_and_kafka_each_once(
+    project: dict[str, Any],
+) -> None:
+    published = {
+        int(port["published"]): (name, port["target"])
+        for name, service in _services(project).items()
+        for port in service.get("ports", [])
+    }
+    assert published == {
+        3000: ("grafana", 3000),
+        9090: ("prometheus", 9090),
+        9400: ("sidecar", 9400),
+        29092: ("kafka", 29092),
+    }
+
+
+def test_long_running_services_have_healthchecks_and_start_after_what_they_need(
+    project: dict[str, Any],
+) -> None:
+    services = _services(project)
+    for name in ("kafka", "sidecar", "prometheus", "grafana"):
+        assert services[name]["healthcheck"]["test"][0] == "CMD", name
+    for name in ("producer", "trainer", "sidecar"):
+        assert services[name]["depends_on"]["kafka"]["condition"] == "service_healthy", name
+    assert services["grafana"]["depends_on"]["prometheus"]["condition"] == "service_healthy"
+    assert "sidecar" in services["prometheus"]["depends_on"]
+
+
+def test_prometheus_scrapes_the_sidecar_service_and_grafana_reads_that_prometheus(
+    project: dict[str, Any],
+) -> None:
+    config = yaml.safe_load((DEPLOY / "prometheus" / "prometheus.yml").read_text())
+    (job,) = [j for j in config["scrape_configs"] if j["job_name"] == "zdict-sidecar"]
+    (target,) = job["static_configs"][0]["targets"]
+    host, port = target.split(":")
+    sidecar = _services(project)[host]
+    assert sidecar["environment"]["ZDICT_METRICS__PORT"] == port
+    datasources = yaml.safe_load(
+        (DEPLOY / "grafana" / "provisioning" / "datasources" / "prometheus.yml").read_text()
+    )
+    assert datasources["datasources"][0]["url"] == "http://prometheus:9090"
+    grafana = {v["target"]: Path(v["source"]) for v in _services(project)["grafana"]["volumes"]}
+    home = _services(project)["grafana"]["environment"]["GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH"]
+    assert (grafana["/var/lib/grafana/dashboards"] / Path(home).name).is_file()
+
+
+def test_the_sidecar_relays_the_topic_the_producer_writes_and_the_trainer_samples(
+    project: dict[str, Any],
+) -> None:
+    services = _services(project)
+    topics = json.loads(services["sidecar"]["environment"]["ZDICT_RELAY__INPUT_TOPICS"])
+    assert topics == [services["producer"]["environment"]["DEMO_TOPIC"]]
+    assert f"--topic {topics[0]}" in services["trainer"]["command"][0]
+    for name in ("sidecar", "trainer"):
+        for variable in services[name]["environment"]:
+            assert is_setting(variable), (name, variable)

