@@ -320,8 +320,15 @@ def cmd_dicts(args: argparse.Namespace) -> int:
         dictionary = store.rollback(namespace)
     print(
         f"namespace {namespace}: dictionary {dictionary.id} "
-        f"(version {dictionary.meta.version}) is active"
+        f"(version {dictionary.meta.version}) is active in {store.root}"
     )
+    if settings.registry.enabled:
+        print(
+            f"{PROG}: note: only this store changed; a sidecar that follows the registry topic "
+            f"({settings.registry.topic}) goes back to the registry's choice within seconds - "
+            "add --registry to switch every sidecar",
+            file=sys.stderr,
+        )
     return 0
 
 
@@ -466,7 +473,7 @@ def cmd_bench_lifecycle(args: argparse.Namespace) -> int:
                 at(since(run.recovered, run.drift_at)),
                 " / ".join(
                     "-" if r is None else f"{r:.2f}"
-                    for r in (run.pre_ratio, run.dip_ratio, run.post_ratio)
+                    for r in (run.heldout_ratio, run.pre_ratio, run.dip_ratio, run.post_ratio)
                 ),
                 f"{run.decoded:,}/{run.produced:,}",
             ]
@@ -483,7 +490,7 @@ def cmd_bench_lifecycle(args: argparse.Namespace) -> int:
                 "detected +s",
                 "retrained active +s",
                 "ratio back +s",
-                "ratio before / low / end",
+                "ratio held-out / before / low / end",
                 "decoded from registry",
             ),
             rows,
@@ -733,8 +740,16 @@ environment (every setting has one; see the README, Configuration):
   ZDICT_RELAY__WORKERS              processes in the group
   ZDICT_RELAY__CREATE_TOPICS        create missing output topics (true/false)
   ZDICT_RELAY__UNREACHABLE_TIMEOUT  seconds without a broker before exiting 1
+  ZDICT_RELAY__MODE                 encode (default) or decode (output default {topic}.decoded)
   ZDICT_METRICS__HOST, __PORT       /metrics /healthz /readyz, default 0.0.0.0:9400
-  ZDICT_DICTIONARIES                the dictionary store
+  ZDICT_DICTIONARIES                the dictionary store (a cache of the registry)
+  ZDICT_REGISTRY__TOPIC             registry topic, default _zdict_dictionaries
+  ZDICT_REGISTRY__ENABLED           false: the local store alone (one host, offline)
+  ZDICT_TRAINING__ENABLED           false: never train in this process (still follows)
+  ZDICT_TRAINING__RETRAIN_INTERVAL  seconds between scheduled training runs, default 3600
+  ZDICT_TRAINING__DRIFT_TOLERANCE   retrain early this fraction below the reference ratio
+  ZDICT_TRAINING__DRIFT_WINDOW      seconds the live ratio is judged over, default 300
+  ZDICT_SAMPLING__MAX_BYTES         training reservoir per namespace, default 8 MiB
   ZDICT_KAFKA__<PROPERTY>           any librdkafka property, '_' for '.'
                                     (e.g. ZDICT_KAFKA__SASL_PASSWORD; never logged)
   ZDICT_CONSUMER__<PROPERTY>        consumer-only properties; ZDICT_PRODUCER__ likewise
