@@ -776,6 +776,8 @@ environment (every setting has one; see the README, Configuration):
   ZDICT_RELAY__CREATE_TOPICS        create missing output topics (true/false)
   ZDICT_RELAY__UNREACHABLE_TIMEOUT  seconds without a broker before exiting 1
   ZDICT_RELAY__MODE                 encode (default) or decode (output default {topic}.decoded)
+  ZDICT_RELAY__GUARANTEE            at-least-once (default) or exactly-once (transactions)
+  ZDICT_RELAY__DEAD_LETTER_TOPIC    set records that cannot be processed aside ({topic}.dlq)
   ZDICT_METRICS__HOST, __PORT       /metrics /healthz /readyz, default 0.0.0.0:9400
   ZDICT_DICTIONARIES                the dictionary store (a cache of the registry)
   ZDICT_REGISTRY__TOPIC             registry topic, default _zdict_dictionaries

@@ -299,6 +299,12 @@ class RelaySettings(BaseModel):
     compress: bool = Field(
         default=True, description="false: pass every record through (a cost baseline)"
     )
+    dead_letter_topic: str | None = Field(
+        default=None,
+        min_length=1,
+        description="records that cannot be processed go here ({topic}: the input's); "
+        "unset: the relay stops at them",
+    )
     guarantee: str = Field(
         default="at-least-once",
         pattern="^(at-least-once|exactly-once)$",
@@ -330,6 +336,12 @@ class RelaySettings(BaseModel):
         if self.transactional_id is not None:
             return self.transactional_id
         return f"zdict-{self.group_id}-{host}-{self.worker_index}"
+
+    def dead_letter_for(self, topic: str) -> str | None:
+        """The dead-letter topic of input `topic`, None when records are not set aside."""
+        if self.dead_letter_topic is None:
+            return None
+        return self.dead_letter_topic.replace("{topic}", topic)
 
     def output_for(self, topic: str, *, decode: bool = False) -> str:
         """The output topic of `topic`; decoding, the default template is `{topic}.decoded`."""

@@ -39,6 +39,9 @@ log = get_logger(__name__)
 
 #: Seconds a transactional call (init, commit, abort, offsets) may take before it counts as failed.
 TXN_TIMEOUT: Final = 30.0
+#: Aborts in a row (no commit between them) after which the relay stops: the same records keep
+#: failing, and reading them again will not change that.
+MAX_ABORTS_IN_A_ROW: Final = 5
 
 
 class TransactionalRelay(Relay):
@@ -51,6 +54,7 @@ class TransactionalRelay(Relay):
         self._txn_records = 0
         self._abort_reason: str | None = None
         self.aborted = 0
+        self._aborts_in_a_row = 0
 
     # -- the loop's hooks ----------------------------------------------------------------------
 
@@ -105,6 +109,7 @@ class TransactionalRelay(Relay):
         ):
             return
         self._in_txn = False
+        self._aborts_in_a_row = 0
         self.metrics.commit(ok=True)
         self.metrics.transaction(committed=True)
         self.stats.commits += 1
@@ -161,6 +166,13 @@ class TransactionalRelay(Relay):
         """Abort, then read again from the last committed offsets of every held partition."""
         reason = self._abort_reason or "abort"
         if not self._abort(reason):
+            return
+        self._aborts_in_a_row += 1
+        if self._aborts_in_a_row >= MAX_ABORTS_IN_A_ROW:
+            self.fail(
+                f"{self._aborts_in_a_row} transactions in a row aborted, the last because "
+                f"{reason}; the same records keep failing (a dead-letter topic sets them aside)"
+            )
             return
         assigned = [TopicPartition(t, p) for t, p in sorted(self._assigned)]
         if not assigned:

@@ -15,6 +15,7 @@ from typing import Any, Final
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import (  # type: ignore[attr-defined]  # public, but not in __all__
     AdminClient,
+    ConfigResource,
     NewTopic,
 )
 from pydantic import SecretStr
@@ -218,6 +219,19 @@ def partition_counts(
         if topic is not None and topic.error is None:
             counts[name] = len(topic.partitions)
     return counts
+
+
+def max_message_bytes(admin: AdminClient, topics: list[str], timeout: float) -> dict[str, int]:
+    """`max.message.bytes` of each topic (what one record batch may weigh there)."""
+    resources = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in topics]
+    limits: dict[str, int] = {}
+    for resource, future in admin.describe_configs(resources, request_timeout=timeout).items():
+        try:
+            entries = future.result(timeout=timeout)
+        except KafkaException as exc:
+            raise KafkaUnavailable(f"cannot read the settings of {resource.name}: {exc}") from None
+        limits[resource.name] = int(entries["max.message.bytes"].value)
+    return limits
 
 
 def ensure_output_topics(

@@ -32,6 +32,7 @@ Metrics (counters are exposed with `_total`; counters and histograms also get `_
 * `zdict_sample_bytes{namespace}`, `zdict_sample_messages{namespace}` gauges: the reservoir
 * `zdict_registry_publish_total{result}` counter: registry publications, ok / failed
 * `zdict_transactions_total{result}` counter: exactly-once mode, committed / aborted
+* `zdict_dead_letters_total{namespace,stage}` counter: records set aside (encode, decode, produce)
 * `zdict_build_info{version,python,zstandard,libzstd,confluent_kafka,librdkafka}` gauge (info)
 * `process_*` (prometheus_client's standard process collector, Linux): CPU seconds, resident
   memory bytes, open fds, start time — for restart alerts and resource panels
@@ -64,6 +65,7 @@ from prometheus_client.exposition import choose_encoder, gzip_accepted
 
 from sidecar import __version__
 from sidecar.codec import Encoded, Outcome
+from sidecar.dead_letters import STAGES
 from sidecar.dictionaries.schedule import Trigger
 from sidecar.dictionaries.training import Decision
 from sidecar.logs import get_logger
@@ -127,6 +129,8 @@ TRAINING_BUCKETS: Final = (1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0,
 
 #: Values of the `result` label of `zdict_training_runs_total`.
 TRAINING_RESULTS: Final = tuple(d.value for d in Decision)
+#: Values of the `stage` label of `zdict_dead_letters_total`.
+DEAD_LETTER_STAGES: Final = STAGES
 #: Values of the `trigger` label of `zdict_training_triggers_total`.
 TRAINING_TRIGGERS: Final = tuple(t.value for t in Trigger)
 #: Values of the `result` label of `zdict_commits_total`.
@@ -179,6 +183,7 @@ class NamespaceMetrics:
 
     __slots__ = (
         "_compress",
+        "_dead_letters",
         "_input",
         "_latency",
         "_live_ratio",
@@ -221,6 +226,9 @@ class NamespaceMetrics:
         self._live_ratio = metrics.live_ratio
         self._sample_bytes = metrics.sample_bytes.labels(namespace)
         self._sample_messages = metrics.sample_messages.labels(namespace)
+        self._dead_letters: dict[str, Counter] = {
+            stage: metrics.dead_letters.labels(namespace, stage) for stage in DEAD_LETTER_STAGES
+        }
 
     def observe_batch(self, encoded: Sequence[Encoded], encode_seconds: float) -> None:
         """Count one encoded batch: outcomes, bytes in and out, and the mean encode time.
@@ -297,6 +305,10 @@ class NamespaceMetrics:
             _remove(self._live_ratio, self.name)
         else:
             self._live_ratio.labels(self.name).set(ratio)
+
+    def dead_letter(self, stage: str) -> None:
+        """One record set aside to the dead-letter topic at `stage` (encode, decode, produce)."""
+        self._dead_letters[stage].inc()
 
     def set_sample(self, size_bytes: int, messages: int) -> None:
         """What the namespace's reservoir holds: bytes (with bookkeeping) and values."""
@@ -444,6 +456,12 @@ class Metrics:
         )
         for result in (COMMIT_OK, COMMIT_FAILED):
             self.registry_publish.labels(result)
+        self.dead_letters = Counter(
+            "zdict_dead_letters",
+            "Records set aside to the dead-letter topic, by the stage that could not process them.",
+            ("namespace", "stage"),
+            registry=reg,
+        )
         self.transactions = Counter(
             "zdict_transactions",
             "Transactions of the exactly-once mode, by result (committed, aborted).",

@@ -41,6 +41,7 @@ from confluent_kafka import (
 )
 
 from sidecar.codec import CodecStats, Decoder, Encoded, Encoder, Outcome
+from sidecar.dead_letters import RecordTooLarge, error_headers, record_size
 from sidecar.dictionaries.store import DictionaryStore
 from sidecar.errors import CodecError, ZdictError
 from sidecar.metrics import Health, Metrics, NamespaceMetrics
@@ -55,6 +56,13 @@ Records = list[tuple[bytes | None, list[tuple[str, bytes | None]] | None]]
 DICTIONARY_CHECK_INTERVAL: Final = 5.0
 #: One delivery in this many feeds the latency histogram (each observation costs ~1 µs).
 LATENCY_SAMPLE_EVERY: Final = 8
+#: What a record may weigh without a limit known (librdkafka's message.max.bytes default).
+DEFAULT_MAX_RECORD_BYTES: Final = 1_000_000
+#: Records whose encoded value is this far below the limit are not measured exactly (bytes left
+#: for the key and the headers).
+HEADROOM: Final = 65_536
+#: Seconds between two `record_set_aside` log lines of one namespace (counts are in metrics).
+DEAD_LETTER_LOG_INTERVAL: Final = 10.0
 
 
 class RelayFailed(ZdictError):
@@ -134,6 +142,11 @@ class _Namespace:
     metrics: NamespaceMetrics
     active_id: int | None
     reservoir: Reservoir | None
+    #: Where records that cannot be processed go (None: the relay stops at them).
+    dead_letter: str | None = None
+    #: Bytes the output topic and the producer accept for one record.
+    max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
+    dead_letter_logged: float = -1e18
 
 
 @dataclass(slots=True)
@@ -145,6 +158,7 @@ class RelayStats:
     delivered: int = 0
     commits: int = 0
     queue_full_waits: int = 0
+    dead_letters: int = 0
     errors: list[str] = field(default_factory=list)
 
 
@@ -164,6 +178,8 @@ class Relay:
         encoder_factory: Callable[[DictionaryStore, str], Encoder] | None = None,
         decoder: Decoder | None = None,
         reservoirs: Mapping[str, Reservoir] | None = None,
+        dead_letters: Mapping[str, str] | None = None,
+        max_record_bytes: Mapping[str, int] | None = None,
         batch_size: int = 1000,
         poll_timeout: float = 0.5,
         commit_interval: float = 1.0,
@@ -172,7 +188,8 @@ class Relay:
     ) -> None:
         """Encode with `encoder_factory`'s encoders (following the store), or decode with
         `decoder` (exactly one of the two). `reservoirs` (per input topic) get a tap of the
-        raw input for training."""
+        raw input for training; `dead_letters` (per input topic) take the records that cannot
+        be processed; `max_record_bytes` (per output topic) is what a record may weigh."""
         if (encoder_factory is None) == (decoder is None):
             raise ValueError("give the relay an encoder_factory or a decoder, not both")
         self.consumer = consumer
@@ -200,6 +217,8 @@ class Relay:
         for topic, output in outputs.items():
             same = partitions.get(topic) == partitions.get(output)
             reservoir = (reservoirs or {}).get(topic)
+            dead_letter = (dead_letters or {}).get(topic)
+            limit = (max_record_bytes or {}).get(output, DEFAULT_MAX_RECORD_BYTES)
             if decoder is not None:
                 self.namespaces[topic] = _Namespace(
                     topic=topic,
@@ -210,6 +229,8 @@ class Relay:
                     metrics=metrics.namespace(topic, Outcome.DECODE_ALL),
                     active_id=None,
                     reservoir=reservoir,
+                    dead_letter=dead_letter,
+                    max_record_bytes=limit,
                 )
                 continue
             assert encoder_factory is not None
@@ -223,6 +244,8 @@ class Relay:
                 metrics=metrics.namespace(topic),
                 active_id=encoder.dict_id or None,
                 reservoir=reservoir,
+                dead_letter=dead_letter,
+                max_record_bytes=limit,
             )
             self._announce_encoder(self.namespaces[topic])
         health.set_encoder_ready(True)
@@ -421,42 +444,97 @@ class Relay:
             started = time.perf_counter()
             # A consumed record's headers are always a list of (str, bytes | None) pairs.
             records = cast(Records, [(m.value(), m.headers()) for m in batch])
-            failure: str | None = None
             try:
                 encoded = ns.transform(records)
             except CodecError:
-                encoded, failure = self._up_to_the_bad_record(ns, batch, records)
-            if encoded:
-                ns.metrics.observe_batch(encoded, (time.perf_counter() - started) / len(encoded))
+                self.stats.consumed += len(batch)
+                self._relay_one_by_one(ns, batch, records, started)
+                if self._failure is not None:
+                    return
+                continue
+            ns.metrics.observe_batch(encoded, (time.perf_counter() - started) / len(batch))
             self.stats.consumed += len(batch)
-            # `encoded` is shorter than the batch when a record could not be transformed.
-            for msg, enc in zip(batch, encoded, strict=False):
+            fast_limit = ns.max_record_bytes - HEADROOM
+            for msg, enc in zip(batch, encoded, strict=True):
                 if self._failure is not None:
                     return  # nothing after a refused record is produced before it
+                if enc.output_bytes > fast_limit:  # near the limit: measure it exactly
+                    size = record_size(msg.key(), enc.value, enc.headers)
+                    if size > ns.max_record_bytes:
+                        too_large = RecordTooLarge(
+                            f"{size} bytes encoded, above the {ns.max_record_bytes} bytes "
+                            f"{ns.output} and the producer accept"
+                        )
+                        self._set_aside(ns, msg, "produce", too_large)
+                        continue
                 self._produce(ns, msg, enc.value, enc.headers)
-            if failure is not None:
-                self.fail(failure)
-                return
 
-    def _up_to_the_bad_record(
-        self, ns: _Namespace, batch: list[Message], records: Records
-    ) -> tuple[list[Encoded], str]:
-        """The batch failed: transform record by record up to the first bad one.
+    def _relay_one_by_one(
+        self, ns: _Namespace, batch: list[Message], records: Records, started: float
+    ) -> None:
+        """The batch failed to transform: do it record by record, setting the bad ones aside.
 
-        Returns the records before it and the failure to stop with: they are still produced
-        (and committed once acknowledged); nothing from the bad one on is, so a restart after
-        the cause is fixed resumes exactly there.
+        Without a dead-letter topic the relay stops at the first bad record: the ones before it
+        are still produced (and committed once acknowledged), nothing from it on is, so a restart
+        after the cause is fixed resumes exactly there.
         """
+        stage = "encode" if ns.encoder is not None else "decode"
         done: list[Encoded] = []
         for msg, record in zip(batch, records, strict=True):
+            if self._failure is not None:
+                break
             try:
-                done += ns.transform([record])
+                (enc,) = ns.transform([record])
             except CodecError as exc:
-                where = f"{msg.topic()}[{msg.partition()}]@{msg.offset()}"
-                return done, f"cannot transform {where}: {exc}; nothing from it on is committed"
-        raise AssertionError("the batch failed but no record does alone")  # pragma: no cover
+                self._set_aside(ns, msg, stage, exc)
+                continue
+            done.append(enc)
+            self._produce(ns, msg, enc.value, enc.headers)
+        if done:
+            ns.metrics.observe_batch(done, (time.perf_counter() - started) / len(batch))
+
+    def _set_aside(self, ns: _Namespace, msg: Message, stage: str, error: Exception) -> None:
+        """A record that cannot be processed: to the dead-letter topic, or stop before it."""
+        topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
+        assert topic is not None and partition is not None and offset is not None
+        where = f"{topic}[{partition}]@{offset}"
+        if ns.dead_letter is None:
+            self.fail(
+                f"cannot {stage} {where}: {type(error).__name__}: {error}; nothing from it on is "
+                "committed (ZDICT_RELAY__DEAD_LETTER_TOPIC sets such records aside instead)"
+            )
+            return
+        headers = [*(msg.headers() or []), *error_headers(topic, partition, offset, stage, error)]
+        ns.metrics.dead_letter(stage)
+        self.stats.dead_letters += 1
+        now = self.clock()
+        if now - ns.dead_letter_logged >= DEAD_LETTER_LOG_INTERVAL:
+            ns.dead_letter_logged = now
+            log.warning(
+                "record_set_aside",
+                record=where,
+                stage=stage,
+                error_class=type(error).__name__,
+                error=str(error)[:300],
+                dead_letter_topic=ns.dead_letter,
+                set_aside_so_far=self.stats.dead_letters,
+            )
+        self._send(ns, msg, ns.dead_letter, msg.value(), headers, dead_letter=True)
 
     def _produce(self, ns: _Namespace, msg: Message, value: bytes | None, headers: Any) -> None:
+        self._send(ns, msg, ns.output, value, headers)
+
+    def _send(
+        self,
+        ns: _Namespace,
+        msg: Message,
+        target: str,
+        value: bytes | None,
+        headers: Any,
+        *,
+        dead_letter: bool = False,
+    ) -> None:
+        """Produce one record for input `msg` to `target`; its delivery acknowledges `msg`."""
         topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
         assert topic is not None and partition is not None and offset is not None
         ts_type, ts = msg.timestamp()
@@ -468,18 +546,23 @@ class Relay:
         }
         if ts_type and ts >= 0:
             kwargs["timestamp"] = ts
-        if ns.same_partitions:
+        if ns.same_partitions and not dead_letter:
             kwargs["partition"] = partition
         self.offsets.sent(topic, partition, offset)
         while True:
             try:
-                self.producer.produce(ns.output, **kwargs)
+                self.producer.produce(target, **kwargs)
                 break
             except KafkaException as exc:  # refused outright, e.g. larger than message.max.bytes
-                self.metrics.produce_error(exc.args[0].name())
+                error: KafkaError = exc.args[0]
+                self.metrics.produce_error(error.name())
+                if not dead_letter and ns.dead_letter is not None and not error.retriable():
+                    self.offsets.acked(topic, partition, offset)  # the dead letter replaces it
+                    self._set_aside(ns, msg, "produce", exc)
+                    return
                 self.fail(
-                    f"cannot produce {topic}[{partition}]@{offset} to {ns.output}: "
-                    f"{exc.args[0].str()}; nothing past it is committed"
+                    f"cannot produce {topic}[{partition}]@{offset} to {target}: "
+                    f"{error.str()}; nothing past it is committed"
                 )
                 return
             except BufferError:

@@ -29,7 +29,14 @@ from sidecar.dictionaries.registry import Registry, RegistryResolver
 from sidecar.dictionaries.store import DictionaryStore
 from sidecar.errors import ConfigError, ZdictError
 from sidecar.exactly_once import TransactionalRelay
-from sidecar.kafka import ensure_output_topics, make_admin, make_consumer, make_producer
+from sidecar.kafka import (
+    ensure_output_topics,
+    make_admin,
+    make_consumer,
+    make_producer,
+    max_message_bytes,
+    producer_config,
+)
 from sidecar.logs import get_logger
 from sidecar.metrics import Health, Metrics, ObservabilityServer
 from sidecar.relay import Relay
@@ -100,13 +107,21 @@ def run_relay(settings: Settings) -> int:
             relay_settings.transactional_id_for(socket.gethostname()) if exactly_once else None
         )
         producer = make_producer(settings, on_error, transactional_id)
-        counts = ensure_output_topics(
-            admin,
-            pairs,
-            relay_settings.create_topics,
-            min(relay_settings.unreachable_timeout, 30.0),
-            bootstrap,
-        )
+        timeout = min(relay_settings.unreachable_timeout, 30.0)
+        create = relay_settings.create_topics
+        counts = ensure_output_topics(admin, pairs, create, timeout, bootstrap)
+        dead_letters = {
+            t: d for t in topics if (d := relay_settings.dead_letter_for(t)) is not None
+        }
+        if dead_letters:
+            counts |= ensure_output_topics(admin, dead_letters, create, timeout, bootstrap)
+        producer_limit = int(producer_config(settings).get("message.max.bytes", 1_000_000))
+        max_record_bytes = {
+            topic: min(limit, producer_limit)
+            for topic, limit in max_message_bytes(
+                admin, sorted(set(pairs.values())), timeout
+            ).items()
+        }
         store = DictionaryStore(settings.dictionaries)
         if settings.registry.enabled:
             dictionaries = Registry.open(settings, "sidecar")
@@ -131,6 +146,8 @@ def run_relay(settings: Settings) -> int:
             "poll_timeout": relay_settings.poll_timeout,
             "commit_interval": relay_settings.commit_interval,
             "unreachable_timeout": relay_settings.unreachable_timeout,
+            "dead_letters": dead_letters,
+            "max_record_bytes": max_record_bytes,
         }
         if decode:
             resolver: DictionaryResolver = store
@@ -182,6 +199,7 @@ def run_relay(settings: Settings) -> int:
             "relay_configured",
             mode=relay_settings.mode,
             guarantee=relay_settings.guarantee,
+            dead_letters=dead_letters or None,
             transactional_id=transactional_id,
             outputs=pairs,
             kafka=settings.kafka.redacted(),
