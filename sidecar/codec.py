@@ -173,6 +173,49 @@ class CodecStats:
         return (self.input_bytes - self.excluded_bytes) / out if out > 0 else 1.0
 
 
+def header_dict_id(headers: Sequence[tuple[str, bytes | None]] | None, key: str) -> int | None:
+    """The dictionary id our header names; None when the record has no header of ours.
+
+    Raises:
+        CorruptFrame: the header appears more than once, or is not an ASCII decimal id.
+    """
+    found: list[bytes | None] = [v for k, v in headers or () if k == key]
+    if not found:
+        return None
+    if len(found) > 1:
+        raise CorruptFrame(f"record has {len(found)} {key!r} headers; exactly one is allowed")
+    raw = found[0]
+    if raw is None or not (raw.isdigit() and raw.isascii() and len(raw) <= 10):
+        raise CorruptFrame(
+            f"header {key!r} is {raw!r}; expected the ASCII decimal id of a dictionary (0 for none)"
+        )
+    return int(raw)
+
+
+def check_encoded(value: bytes, headers: Sequence[tuple[str, bytes | None]], key: str) -> None:
+    """Refuse a record that carries our header but could not have been written by an encoder:
+    passed through as `already_encoded`, it would not decode downstream.
+
+    Raises:
+        CorruptFrame: the header is malformed, or the value is not one zstd frame of that id.
+    """
+    dict_id = header_dict_id(headers, key)
+    if not value.startswith(ZSTD_MAGIC):
+        raise CorruptFrame(
+            f"record carries header {key}={dict_id} but its value is not a zstd frame"
+        )
+    try:
+        frame_id = zstandard.get_frame_parameters(value).dict_id
+    except zstandard.ZstdError as exc:
+        raise CorruptFrame(
+            f"record carries header {key}={dict_id} but a bad frame: {exc}"
+        ) from None
+    if frame_id and frame_id != dict_id:
+        raise CorruptFrame(
+            f"record carries header {key}={dict_id} but its frame names dictionary {frame_id}"
+        )
+
+
 def zstd_dictionary(dictionary: Dictionary) -> zstandard.ZstdCompressionDict:
     """The zstandard object for `dictionary`, loaded as a full dictionary (never raw content)."""
     return zstandard.ZstdCompressionDict(dictionary.data, dict_type=zstandard.DICT_TYPE_FULLDICT)
@@ -303,6 +346,7 @@ class Encoder:
                 continue
             size = len(value)
             if hdrs and any(k == key for k, _ in hdrs):
+                check_encoded(value, hdrs, key)  # a spoofed header would make it undecodable
                 reason = Outcome.ALREADY_ENCODED
                 excluded += size
             elif size < min_size:
@@ -449,20 +493,7 @@ class Decoder:
 
     def dictionary_id(self, headers: Sequence[tuple[str, bytes | None]] | None) -> int | None:
         """The dictionary id our header names, None when the record is not ours to decode."""
-        found: list[bytes | None] = [v for k, v in headers or () if k == self.header_key]
-        if not found:
-            return None
-        if len(found) > 1:
-            raise CorruptFrame(
-                f"record has {len(found)} {self.header_key!r} headers; exactly one is allowed"
-            )
-        raw = found[0]
-        if raw is None or not (raw.isdigit() and raw.isascii() and len(raw) <= 10):
-            raise CorruptFrame(
-                f"header {self.header_key!r} is {raw!r}; expected the ASCII decimal id of a "
-                "dictionary (0 for none)"
-            )
-        return int(raw)
+        return header_dict_id(headers, self.header_key)
 
     def _decompressor(self, dict_id: int) -> zstandard.ZstdDecompressor:
         cache: dict[int, zstandard.ZstdDecompressor] | None = getattr(self._local, "dctx", None)
@@ -502,10 +533,8 @@ class Decoder:
             OutputTooLarge: the frame would decode past `max_output_size`.
         """
         dict_id = self.dictionary_id(headers)
-        if dict_id is None:
-            return value
-        if value is None:
-            raise CorruptFrame(f"record has header {self.header_key!r} but no value (tombstone)")
+        if dict_id is None or value is None:
+            return value  # a tombstone stays a tombstone, whatever its headers
         dctx = self._decompressor(dict_id)
         if not value.startswith(ZSTD_MAGIC):
             raise CorruptFrame(f"value for {self._where(dict_id)} is not a zstd frame (no magic)")
@@ -551,13 +580,13 @@ class Decoder:
         append = results.append
         for value, headers in records:
             hdrs = list(headers) if headers else []
-            if not any(k == key for k, _ in hdrs):
+            if value is None or not any(k == key for k, _ in hdrs):
                 size = 0 if value is None else len(value)
                 outcome = Outcome.TOMBSTONE if value is None else Outcome.NOT_ENCODED
                 append(_new_encoded(Encoded, (value, hdrs, outcome, size, size)))
                 continue
             decoded = self.decode(value, hdrs)
-            assert value is not None and decoded is not None  # decode refuses a tagged tombstone
+            assert decoded is not None
             rest = [(k, v) for k, v in hdrs if k != key]
             ours = next(v for k, v in hdrs if k == key) or b""
             size = len(value) + header_cost(key, ours)

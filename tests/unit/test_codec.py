@@ -126,7 +126,7 @@ def test_every_outcome_is_counted_with_its_bytes(
     encoder.encode(b"tiny")
     encoder.encode(gzip.compress(bytes(range(256))))
     encoder.encode(events[4003])
-    encoder.encode(events[4004], [("zd", b"1")])
+    encoder.encode(*Encoder(dictionary).encode(events[4004]))  # ours already
     stats = encoder.stats
     assert stats.outcomes == {
         Outcome.TOMBSTONE: 1,
@@ -147,8 +147,10 @@ def test_the_dictionary_ratio_leaves_out_values_no_dictionary_could_shrink(
     clean = encoder.stats.dictionary_ratio
     assert clean == encoder.stats.ratio
     foreign = gzip.compress(bytes(range(256)) * 40)
-    encoder.encode_batch([(foreign, None), (events[4100], [("zd", b"32768")])])
-    assert encoder.stats.excluded_bytes == len(foreign) + len(events[4100])
+    ours, headers = Encoder(dictionary).encode(events[4100])
+    assert ours is not None
+    encoder.encode_batch([(foreign, None), (ours, headers)])
+    assert encoder.stats.excluded_bytes == len(foreign) + len(ours)
     assert encoder.stats.ratio < clean
     assert encoder.stats.dictionary_ratio == pytest.approx(clean)
 
@@ -189,7 +191,7 @@ def test_encode_batch_gives_the_same_records_as_one_by_one(
     records: list[tuple[bytes | None, list[tuple[str, bytes | None]] | None]] = [
         (v, [("k", b"v")] if i % 3 else None) for i, v in enumerate(events[4000:4500])
     ]
-    records += [(None, None), (b"", None), (b"tiny", [("zd", b"0")])]
+    records += [(None, None), (b"", None), Encoder(dictionary).encode(events[4600])]
     one_by_one = Encoder(dictionary)
     batched = Encoder(dictionary)
     assert batched.encode_batch(records) == [one_by_one.encode_record(v, h) for v, h in records]
@@ -415,9 +417,37 @@ def test_malformed_or_duplicate_headers_are_corrupt(
         Decoder().decode(b"\x28\xb5\x2f\xfd", headers)
 
 
-def test_a_tombstone_with_our_header_is_corrupt() -> None:
-    with pytest.raises(CorruptFrame, match="no value"):
-        Decoder().decode(None, [("zd", b"0")])
+def test_a_tombstone_stays_a_tombstone_whatever_its_headers() -> None:
+    assert Decoder().decode(None, [("zd", b"0")]) is None
+
+
+@pytest.mark.parametrize(
+    ("value", "headers", "complaint"),
+    [
+        (b'{"plain":"json"}', [("zd", b"32768")], "not a zstd frame"),
+        (b"\x28\xb5\x2f\xfd\x00", [("zd", b"32768")], "bad frame"),
+        (None, [("zd", b"1"), ("zd", b"2")], "exactly one"),
+        (b"x", [("zd", b"abc")], "ASCII decimal"),
+    ],
+)
+def test_a_record_that_spoofs_our_header_is_refused_not_passed_through(
+    dictionary: Dictionary,
+    value: bytes | None,
+    headers: list[tuple[str, bytes | None]],
+    complaint: str,
+) -> None:
+    if value is None:
+        value, _ = Encoder(dictionary).encode(b"something longer than sixteen bytes" * 4)
+    with pytest.raises(CorruptFrame, match=complaint):
+        Encoder(dictionary).encode(value, headers)
+
+
+def test_a_frame_of_another_dictionary_under_our_header_is_refused(
+    dictionary: Dictionary, events: list[bytes]
+) -> None:
+    value, _ = Encoder(dictionary).encode(events[4700])
+    with pytest.raises(CorruptFrame, match="names dictionary 32768"):
+        Encoder(dictionary).encode(value, [("zd", b"40000")])
 
 
 def test_records_without_our_header_come_back_untouched(decoder: Decoder) -> None:

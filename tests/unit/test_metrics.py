@@ -52,7 +52,9 @@ def encoded() -> list[Encoded]:
     ]
     records += [(v, None) for v in generate("access_log", 200, seed=3)]
     records += [(None, None)] * 7  # tombstones
-    records += [(b'{"already": "encoded"}' * 10, [(DEFAULT_HEADER_KEY, b"0")])] * 3
+    ours = Encoder(None).encode(b'{"already": "encoded"}' * 10)
+    assert ours[1] == [(DEFAULT_HEADER_KEY, b"0")]
+    records += [ours] * 3
     records += [(gzip.compress(b"x" * 4000) + b"\0" * 200, None)] * 2  # precompressed
     records += [(bytes(range(256)), None)]  # random-ish, does not shrink: no_gain
     batch = Encoder(None).encode_batch(records)
