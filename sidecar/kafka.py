@@ -47,6 +47,8 @@ _CONSUMER_DEFAULTS: Final = {
 #: below it unless told otherwise (librdkafka's own default, 60 s, is above it).
 LIBRDKAFKA_SESSION_TIMEOUT_MS: Final = 45_000
 DEFAULT_TRANSACTION_TIMEOUT_MS: Final = 30_000
+#: Bytes of a record batch's own header and framing kept free under a topic's limit.
+BATCH_HEADROOM: Final = 1024
 _PRODUCER_DEFAULTS: Final = {
     "linger.ms": "5",
     "compression.type": "none",
@@ -161,10 +163,19 @@ def make_consumer(
 
 
 def make_producer(
-    settings: Settings, error_cb: ErrorCallback | None = None, transactional_id: str | None = None
+    settings: Settings,
+    error_cb: ErrorCallback | None = None,
+    transactional_id: str | None = None,
+    batch_bytes: int | None = None,
 ) -> Producer:
+    """A producer; `batch_bytes` caps its record batches (bytes) below the smallest
+    `max.message.bytes` of the topics it writes to."""
+    config = producer_config(settings, error_cb, transactional_id)
+    if batch_bytes is not None:
+        cap = max(1024, batch_bytes - BATCH_HEADROOM)
+        config["batch.size"] = str(min(int(config.get("batch.size", 1_000_000)), cap))
     try:
-        return Producer(producer_config(settings, error_cb, transactional_id))
+        return Producer(config)
     except KafkaException as exc:
         raise _refused(settings, "producer", exc) from None
 

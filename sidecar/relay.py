@@ -459,15 +459,21 @@ class Relay:
                 if self._failure is not None:
                     return  # nothing after a refused record is produced before it
                 if enc.output_bytes > fast_limit:  # near the limit: measure it exactly
-                    size = record_size(msg.key(), enc.value, enc.headers)
-                    if size > ns.max_record_bytes:
-                        too_large = RecordTooLarge(
-                            f"{size} bytes encoded, above the {ns.max_record_bytes} bytes "
-                            f"{ns.output} and the producer accept"
-                        )
-                        self._set_aside(ns, msg, "produce", too_large)
-                        continue
-                self._produce(ns, msg, enc.value, enc.headers)
+                    self._produce_if_it_fits(ns, msg, enc)
+                else:
+                    self._produce(ns, msg, enc.value, enc.headers)
+
+    def _produce_if_it_fits(self, ns: _Namespace, msg: Message, enc: Encoded) -> None:
+        """Produce `enc`, or set it aside when the output topic would refuse it."""
+        size = record_size(msg.key(), enc.value, enc.headers)
+        if size > ns.max_record_bytes:
+            too_large = RecordTooLarge(
+                f"{size} bytes encoded, above the {ns.max_record_bytes} bytes {ns.output} and "
+                "the producer accept"
+            )
+            self._set_aside(ns, msg, "produce", too_large)
+        else:
+            self._produce(ns, msg, enc.value, enc.headers)
 
     def _relay_one_by_one(
         self, ns: _Namespace, batch: list[Message], records: Records, started: float
@@ -489,7 +495,7 @@ class Relay:
                 self._set_aside(ns, msg, stage, exc)
                 continue
             done.append(enc)
-            self._produce(ns, msg, enc.value, enc.headers)
+            self._produce_if_it_fits(ns, msg, enc)
         if done:
             ns.metrics.observe_batch(done, (time.perf_counter() - started) / len(batch))
 

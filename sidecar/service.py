@@ -106,7 +106,7 @@ def run_relay(settings: Settings) -> int:
         transactional_id = (
             relay_settings.transactional_id_for(socket.gethostname()) if exactly_once else None
         )
-        producer = make_producer(settings, on_error, transactional_id)
+        make_producer(settings, on_error, transactional_id)  # refused settings: exit 2, now
         timeout = min(relay_settings.unreachable_timeout, 30.0)
         create = relay_settings.create_topics
         counts = ensure_output_topics(admin, pairs, create, timeout, bootstrap)
@@ -115,13 +115,16 @@ def run_relay(settings: Settings) -> int:
         }
         if dead_letters:
             counts |= ensure_output_topics(admin, dead_letters, create, timeout, bootstrap)
+        limits = max_message_bytes(
+            admin, sorted({*pairs.values(), *dead_letters.values()}), timeout
+        )
+        # A record batch must fit every topic it may go to: the broker refuses a whole batch of
+        # small records that together exceed a topic's max.message.bytes.
+        producer = make_producer(
+            settings, on_error, transactional_id, batch_bytes=min(limits.values())
+        )
         producer_limit = int(producer_config(settings).get("message.max.bytes", 1_000_000))
-        max_record_bytes = {
-            topic: min(limit, producer_limit)
-            for topic, limit in max_message_bytes(
-                admin, sorted(set(pairs.values())), timeout
-            ).items()
-        }
+        max_record_bytes = {t: min(limits[t], producer_limit) for t in pairs.values()}
         store = DictionaryStore(settings.dictionaries)
         if settings.registry.enabled:
             dictionaries = Registry.open(settings, "sidecar")
