@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed-stamp
 OUT    := out
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo evaluate test lint unit integration bench tools dashboard clean
+.PHONY: demo evaluate test lint unit integration bench bench-lifecycle tools dashboard clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -34,8 +34,8 @@ tools:
 dashboard: $(STAMP)
 	$(BIN)/python deploy/generate.py
 
-## demo: a local broker, events at 5,000/s, a dictionary trained from the topic, the sidecar for a
-## minute, then what it saved, read back from the output topic
+## demo: a local broker, events at 5,000/s through the sidecar for a minute: it trains a first
+## dictionary, retrains after a schema change; then what it saved, decoded back from the registry
 demo: $(STAMP)
 	deploy/kafka/kafka-local exec -- $(BIN)/zdict-sidecar demo
 
@@ -64,6 +64,10 @@ lint: $(STAMP)
 bench: $(STAMP) tools
 	$(BIN)/zdict-sidecar bench codec
 	deploy/kafka/kafka-local exec -- $(BIN)/zdict-sidecar bench relay
+
+## bench-lifecycle: drift → retrain → recovery, and the relay's speed while training (JSON + PNG)
+bench-lifecycle: $(STAMP)
+	deploy/kafka/kafka-local exec -- $(BIN)/zdict-sidecar bench lifecycle
 
 unit: $(STAMP) tools
 	$(BIN)/pytest -q tests/unit

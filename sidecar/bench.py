@@ -286,7 +286,14 @@ def time_relay(
     ]
     if pass_through:
         argv.append("--pass-through")
-    env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": bootstrap, "ZDICT_LOG_LEVEL": "warning"}
+    env = {
+        **os.environ,
+        "KAFKA_BOOTSTRAP_SERVERS": bootstrap,
+        "ZDICT_LOG_LEVEL": "warning",
+        # The bench's dictionary lives in its own store: a registry of the bench topic's own
+        # takes it over, whatever earlier runs left in the cluster's default registry.
+        "ZDICT_REGISTRY__TOPIC": f"_zdict_dictionaries-{topic}",
+    }
     watcher = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-watch-{run_id}"})
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     first = last = 0.0

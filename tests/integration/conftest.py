@@ -659,9 +659,8 @@ def registry_topic() -> str:
     return f"_zdict_dictionaries-{uuid.uuid4().hex}"
 
 
-@pytest.fixture
-def sidecar_env(kafka_bootstrap: str, registry_topic: str) -> SidecarEnv:
-    """Factory: the environment of a sidecar process of this test.
+def environment_for(kafka_bootstrap: str, registry_topic: str) -> SidecarEnv:
+    """Factory: the environment of a sidecar process.
 
     This process's environment without any ``ZDICT_*`` variable, plus KAFKA_BOOTSTRAP_SERVERS
     (`bootstrap`, default the test broker), ``ZDICT_LOG_FORMAT=json``, the metrics endpoint on
@@ -689,6 +688,12 @@ def sidecar_env(kafka_bootstrap: str, registry_topic: str) -> SidecarEnv:
         return full_env
 
     return build
+
+
+@pytest.fixture
+def sidecar_env(kafka_bootstrap: str, registry_topic: str) -> SidecarEnv:
+    """`environment_for` this test's broker and registry topic."""
+    return environment_for(kafka_bootstrap, registry_topic)
 
 
 SidecarEnv = Callable[..., dict[str, str]]
@@ -726,7 +731,7 @@ def sidecar(sidecar_env: SidecarEnv, tmp_path: Path) -> Iterator[StartSidecar]:
     go to ``tmp_path/<name>.log``, never to an unread pipe. Every process still running at the
     end of the test is killed.
     """
-    yield from _sidecars(kafka_bootstrap, tmp_path)
+    yield from _sidecars(sidecar_env, tmp_path)
 
 
 @pytest.fixture(scope="module")
@@ -734,11 +739,12 @@ def module_sidecar(
     kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[StartSidecar]:
     """The `sidecar` factory for a set-up shared by a module's tests: processes live until the
-    module's last test is done."""
-    yield from _sidecars(kafka_bootstrap, tmp_path_factory.mktemp("sidecars"))
+    module's last test is done; they share a registry topic of the module's own."""
+    env = environment_for(kafka_bootstrap, f"_zdict_dictionaries-{uuid.uuid4().hex}")
+    yield from _sidecars(env, tmp_path_factory.mktemp("sidecars"))
 
 
-def _sidecars(kafka_bootstrap: str, tmp_path: Path) -> Iterator[StartSidecar]:
+def _sidecars(sidecar_env: SidecarEnv, tmp_path: Path) -> Iterator[StartSidecar]:
     started: list[Sidecar] = []
 
     def start(
