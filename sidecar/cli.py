@@ -320,8 +320,15 @@ def cmd_dicts(args: argparse.Namespace) -> int:
         dictionary = store.rollback(namespace)
     print(
         f"namespace {namespace}: dictionary {dictionary.id} "
-        f"(version {dictionary.meta.version}) is active"
+        f"(version {dictionary.meta.version}) is active in {store.root}"
     )
+    if settings.registry.enabled:
+        print(
+            f"{PROG}: note: only this store changed; a sidecar that follows the registry topic "
+            f"({settings.registry.topic}) goes back to the registry's choice within seconds - "
+            "add --registry to switch every sidecar",
+            file=sys.stderr,
+        )
     return 0
 
 
@@ -466,7 +473,7 @@ def cmd_bench_lifecycle(args: argparse.Namespace) -> int:
                 at(since(run.recovered, run.drift_at)),
                 " / ".join(
                     "-" if r is None else f"{r:.2f}"
-                    for r in (run.pre_ratio, run.dip_ratio, run.post_ratio)
+                    for r in (run.heldout_ratio, run.pre_ratio, run.dip_ratio, run.post_ratio)
                 ),
                 f"{run.decoded:,}/{run.produced:,}",
             ]
@@ -483,7 +490,7 @@ def cmd_bench_lifecycle(args: argparse.Namespace) -> int:
                 "detected +s",
                 "retrained active +s",
                 "ratio back +s",
-                "ratio before / low / end",
+                "ratio held-out / before / low / end",
                 "decoded from registry",
             ),
             rows,
@@ -630,6 +637,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         relay["compress"] = False
     if args.mode is not None:
         relay["mode"] = args.mode
+    if args.guarantee is not None:
+        relay["guarantee"] = args.guarantee
     overrides: dict[str, Any] = {"relay": relay} if relay else {}
     if args.no_training:
         overrides["training"] = {"enabled": False}
@@ -661,16 +670,7 @@ def cmd_cat(args: argparse.Namespace) -> int:
         json=args.json,
         delimiter=args.delimiter.encode().decode("unicode_escape").encode(),
     )
-    resolver: DictionaryResolver = DictionaryStore(settings.dictionaries)
-    registry = None
-    if settings.registry.enabled and not args.no_registry:
-        registry = _open_registry(settings, "cat")
-        resolver = RegistryResolver(registry, settings.registry.follow_interval)
-    decoder = Decoder(
-        resolver,
-        max_output_size=settings.codec.max_output_size,
-        header_key=settings.codec.header_key,
-    )
+    decoder = _decoder(settings, args.no_registry, "cat")
     stopping = False
 
     def stop(signum: int, frame: object) -> None:
@@ -706,6 +706,48 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _decoder(settings: Settings, no_registry: bool, role: str) -> Decoder:
+    """A decoder over the registry (or, offline, the local store) of `settings`."""
+    resolver: DictionaryResolver = DictionaryStore(settings.dictionaries)
+    if settings.registry.enabled and not no_registry:
+        registry = _open_registry(settings, role)
+        resolver = RegistryResolver(registry, settings.registry.follow_interval)
+    return Decoder(
+        resolver,
+        max_output_size=settings.codec.max_output_size,
+        header_key=settings.codec.header_key,
+    )
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from sidecar.verify import verify
+
+    settings = _settings(args)
+    output = args.output or settings.relay.output_for(args.input)
+    with _decoder(settings, args.no_registry, "verify") as decoder:
+        report = verify(settings, decoder, args.input, output, exactly_once=args.exactly_once)
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2))
+    else:
+        rows: list[list[object]] = [
+            ["input records", f"{report.inputs:,}"],
+            ["output records", f"{report.outputs:,}"],
+            ["lost", f"{report.lost:,}"],
+            ["duplicated", f"{report.duplicated:,}"],
+            ["corrupted (do not decode)", f"{report.corrupted:,}"],
+            ["unseen (decode to no input)", f"{report.unseen:,}"],
+        ]
+        scope = "per partition" if report.per_partition else "over the whole topic"
+        title = f"verify {report.input_topic} → {report.output_topic} ({scope})"
+        print(render(("", "count"), rows, title))
+        for example in report.examples:
+            print(f"  {example}")
+        verdict = "ok" if report.ok else "NOT OK"
+        wanted = "exactly once" if args.exactly_once else "at least once"
+        print(f"{verdict}: {wanted} ({report.seconds:.1f} s)")
+    return 0 if report.ok else 1
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from sidecar import demo
 
@@ -733,8 +775,16 @@ environment (every setting has one; see the README, Configuration):
   ZDICT_RELAY__WORKERS              processes in the group
   ZDICT_RELAY__CREATE_TOPICS        create missing output topics (true/false)
   ZDICT_RELAY__UNREACHABLE_TIMEOUT  seconds without a broker before exiting 1
+  ZDICT_RELAY__MODE                 encode (default) or decode (output default {topic}.decoded)
   ZDICT_METRICS__HOST, __PORT       /metrics /healthz /readyz, default 0.0.0.0:9400
-  ZDICT_DICTIONARIES                the dictionary store
+  ZDICT_DICTIONARIES                the dictionary store (a cache of the registry)
+  ZDICT_REGISTRY__TOPIC             registry topic, default _zdict_dictionaries
+  ZDICT_REGISTRY__ENABLED           false: the local store alone (one host, offline)
+  ZDICT_TRAINING__ENABLED           false: never train in this process (still follows)
+  ZDICT_TRAINING__RETRAIN_INTERVAL  seconds between scheduled training runs, default 3600
+  ZDICT_TRAINING__DRIFT_TOLERANCE   retrain early this fraction below the reference ratio
+  ZDICT_TRAINING__DRIFT_WINDOW      seconds the live ratio is judged over, default 300
+  ZDICT_SAMPLING__MAX_BYTES         training reservoir per namespace, default 8 MiB
   ZDICT_KAFKA__<PROPERTY>           any librdkafka property, '_' for '.'
                                     (e.g. ZDICT_KAFKA__SASL_PASSWORD; never logged)
   ZDICT_CONSUMER__<PROPERTY>        consumer-only properties; ZDICT_PRODUCER__ likewise
@@ -844,6 +894,11 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("encode", "decode"),
         help="encode (default) or decode: a compressed topic to {topic}.decoded",
     )
+    p.add_argument(
+        "--guarantee",
+        choices=("at-least-once", "exactly-once"),
+        help="at-least-once (default), or exactly-once with Kafka transactions",
+    )
     p.add_argument("--no-training", action="store_true", help="never train inside the relay")
     p.add_argument(
         "--no-registry",
@@ -871,6 +926,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-registry", action="store_true", help="decode with the local store only")
     _common(p)
     p.set_defaults(func=cmd_cat)
+
+    p = sub.add_parser(
+        "verify", help="did every input record reach the output once, intact? (exit 1 if not)"
+    )
+    p.add_argument("--input", "-i", required=True, metavar="TOPIC")
+    p.add_argument("--output", "-o", metavar="TOPIC", help="default: the relay's output name")
+    p.add_argument("--exactly-once", action="store_true", help="duplicates count as a failure too")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--no-registry", action="store_true", help="decode with the local store only")
+    _common(p)
+    p.set_defaults(func=cmd_verify)
 
     p = sub.add_parser("report", help="a PNG of the savings, from Prometheus or a /metrics URL")
     source = p.add_mutually_exclusive_group(required=True)

@@ -299,6 +299,24 @@ class RelaySettings(BaseModel):
     compress: bool = Field(
         default=True, description="false: pass every record through (a cost baseline)"
     )
+    guarantee: str = Field(
+        default="at-least-once",
+        pattern="^(at-least-once|exactly-once)$",
+        description="exactly-once: Kafka transactions (consumers must read read_committed)",
+    )
+    transaction_records: int = Field(
+        default=10_000,
+        ge=1,
+        description="exactly-once: commit the transaction after this many records",
+    )
+    transactional_id: str | None = Field(
+        default=None,
+        min_length=1,
+        description="exactly-once: default zdict-<group>-<host>-<worker>; stable per worker",
+    )
+    worker_index: int = Field(
+        default=0, ge=0, description="set by --workers for each worker process"
+    )
 
     @field_validator("output_topic")
     @classmethod
@@ -306,6 +324,12 @@ class RelaySettings(BaseModel):
         if value.strip() in {"", "{topic}"}:
             raise ValueError("the output topic must differ from the input topic")
         return value
+
+    def transactional_id_for(self, host: str) -> str:
+        """This worker's transactional.id: stable, so a restart fences its predecessor."""
+        if self.transactional_id is not None:
+            return self.transactional_id
+        return f"zdict-{self.group_id}-{host}-{self.worker_index}"
 
     def output_for(self, topic: str, *, decode: bool = False) -> str:
         """The output topic of `topic`; decoding, the default template is `{topic}.decoded`."""

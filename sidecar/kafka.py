@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import re
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
@@ -42,6 +42,10 @@ _CONSUMER_DEFAULTS: Final = {
     # Statistics feed zdict_consumer_lag_messages; parsing them every 5 s costs nothing measurable.
     "statistics.interval.ms": "5000",
 }
+#: librdkafka's default consumer session timeout (ms), and the transaction timeout we use
+#: below it unless told otherwise (librdkafka's own default, 60 s, is above it).
+LIBRDKAFKA_SESSION_TIMEOUT_MS: Final = 45_000
+DEFAULT_TRANSACTION_TIMEOUT_MS: Final = 30_000
 _PRODUCER_DEFAULTS: Final = {
     "linger.ms": "5",
     "compression.type": "none",
@@ -81,10 +85,35 @@ def consumer_config(
     return config
 
 
-def producer_config(settings: Settings, error_cb: ErrorCallback | None = None) -> dict[str, Any]:
-    """librdkafka producer properties: the user's, our defaults below them, the fixed above."""
+def producer_config(
+    settings: Settings,
+    error_cb: ErrorCallback | None = None,
+    transactional_id: str | None = None,
+) -> dict[str, Any]:
+    """librdkafka producer properties: the user's, our defaults below them, the fixed above.
+
+    With `transactional_id` (exactly-once mode) the producer is transactional, and its
+    transaction timeout must stay below the consumer group's session timeout: a transaction
+    left open by a dead member is then aborted before its partitions can move on.
+    """
     user = _checked("producer", settings.kafka.client_config(settings.producer), _PRODUCER_FIXED)
+    if "transactional.id" in user:
+        raise ConfigError(
+            "ZDICT_PRODUCER__TRANSACTIONAL_ID: set ZDICT_RELAY__GUARANTEE=exactly-once (and "
+            "ZDICT_RELAY__TRANSACTIONAL_ID if the default per-worker id does not suit) instead"
+        )
     config: dict[str, Any] = {**_PRODUCER_DEFAULTS, **user, **_PRODUCER_FIXED}
+    if transactional_id is not None:
+        config["transactional.id"] = transactional_id
+        config.setdefault("transaction.timeout.ms", str(DEFAULT_TRANSACTION_TIMEOUT_MS))
+        consumer = settings.kafka.client_config(settings.consumer)
+        session = int(consumer.get("session.timeout.ms", LIBRDKAFKA_SESSION_TIMEOUT_MS))
+        if int(config["transaction.timeout.ms"]) >= session:
+            raise ConfigError(
+                f"ZDICT_PRODUCER__TRANSACTION_TIMEOUT_MS={config['transaction.timeout.ms']} must "
+                f"be below the consumer's session.timeout.ms ({session}): a transaction a dead "
+                "member left open must end before its partitions move to another member"
+            )
     config["logger"] = logging.getLogger("librdkafka.producer")
     if error_cb is not None:
         config["error_cb"] = error_cb
@@ -130,20 +159,26 @@ def make_consumer(
         raise _refused(settings, "consumer", exc) from None
 
 
-def make_producer(settings: Settings, error_cb: ErrorCallback | None = None) -> Producer:
+def make_producer(
+    settings: Settings, error_cb: ErrorCallback | None = None, transactional_id: str | None = None
+) -> Producer:
     try:
-        return Producer(producer_config(settings, error_cb))
+        return Producer(producer_config(settings, error_cb, transactional_id))
     except KafkaException as exc:
         raise _refused(settings, "producer", exc) from None
 
 
-def make_reader(settings: Settings, purpose: str) -> Consumer:
+def make_reader(
+    settings: Settings, purpose: str, overrides: Mapping[str, str] | None = None
+) -> Consumer:
     """A consumer for `assign()` only: it never joins the relay's group and never commits.
 
-    For reading a topic by offsets (a training sample, the registry). `purpose` names the
-    throwaway group id, which shows up in broker logs.
+    For reading a topic by offsets (a training sample, the registry, a verification). `purpose`
+    names the throwaway group id, which shows up in broker logs; `overrides` win over the
+    user's consumer settings.
     """
     config = consumer_config(settings)
+    config.update(overrides or {})
     config["group.id"] = f"zdict-{purpose}-{uuid.uuid4().hex}"
     config["statistics.interval.ms"] = "0"
     config["enable.partition.eof"] = "false"

@@ -31,6 +31,7 @@ Metrics (counters are exposed with `_total`; counters and histograms also get `_
 * `zdict_live_ratio{namespace}` gauge: the ratio over the drift window (what drift is judged by)
 * `zdict_sample_bytes{namespace}`, `zdict_sample_messages{namespace}` gauges: the reservoir
 * `zdict_registry_publish_total{result}` counter: registry publications, ok / failed
+* `zdict_transactions_total{result}` counter: exactly-once mode, committed / aborted
 * `zdict_build_info{version,python,zstandard,libzstd,confluent_kafka,librdkafka}` gauge (info)
 * `process_*` (prometheus_client's standard process collector, Linux): CPU seconds, resident
   memory bytes, open fds, start time — for restart alerts and resource panels
@@ -443,6 +444,12 @@ class Metrics:
         )
         for result in (COMMIT_OK, COMMIT_FAILED):
             self.registry_publish.labels(result)
+        self.transactions = Counter(
+            "zdict_transactions",
+            "Transactions of the exactly-once mode, by result (committed, aborted).",
+            ("result",),
+            registry=reg,
+        )
         self.build = Info(
             "zdict_build", "Versions of zdict-sidecar and its libraries.", registry=reg
         )
@@ -474,6 +481,10 @@ class Metrics:
                     children = NamespaceMetrics(self, namespace, outcomes)
                     self._namespaces[namespace] = children
         return children
+
+    def transaction(self, committed: bool) -> None:
+        """One transaction of the exactly-once mode ended: committed or aborted."""
+        self.transactions.labels("committed" if committed else "aborted").inc()
 
     def registry_published(self, ok: bool) -> None:
         """One publication to the registry topic (dictionary or activation) ended."""

@@ -257,9 +257,8 @@ class Relay:
         def delivered(err: KafkaError | None, msg: Message) -> None:
             if err is not None:
                 self.metrics.produce_error(err.name())
-                self.fail(
-                    f"delivery of {topic}[{partition}]@{offset} to {ns.output} failed: "
-                    f"{err.str()}; nothing past it is committed"
+                self._delivery_failed(
+                    f"delivery of {topic}[{partition}]@{offset} to {ns.output} failed: {err.str()}"
                 )
                 return
             self._down_since = None
@@ -272,6 +271,10 @@ class Relay:
                     ns.metrics.observe_delivery_latency(time.time() - ts / 1000.0)
 
         return delivered
+
+    def _delivery_failed(self, what: str) -> None:
+        """A record was not delivered: stop, committing nothing past it."""
+        self.fail(f"{what}; nothing past it is committed")
 
     def on_stats(self, stats_json: str) -> None:
         """librdkafka's statistics (every statistics.interval.ms): consumer lag per partition."""

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from types import FrameType
 from typing import Any
 
@@ -26,6 +28,7 @@ from sidecar.dictionaries.lifecycle import adopt_local, sync_store
 from sidecar.dictionaries.registry import Registry, RegistryResolver
 from sidecar.dictionaries.store import DictionaryStore
 from sidecar.errors import ConfigError, ZdictError
+from sidecar.exactly_once import TransactionalRelay
 from sidecar.kafka import ensure_output_topics, make_admin, make_consumer, make_producer
 from sidecar.logs import get_logger
 from sidecar.metrics import Health, Metrics, ObservabilityServer
@@ -92,7 +95,11 @@ def run_relay(settings: Settings) -> int:
         # the cluster would have said about the topics.
         admin = make_admin(settings)
         consumer = make_consumer(settings, on_error, on_stats)
-        producer = make_producer(settings, on_error)
+        exactly_once = relay_settings.guarantee == "exactly-once"
+        transactional_id = (
+            relay_settings.transactional_id_for(socket.gethostname()) if exactly_once else None
+        )
+        producer = make_producer(settings, on_error, transactional_id)
         counts = ensure_output_topics(
             admin,
             pairs,
@@ -107,6 +114,11 @@ def run_relay(settings: Settings) -> int:
                 for topic in topics:
                     adopt_local(dictionaries, store, topic)
                 sync_store(dictionaries, store, topics)
+        relay_class: Callable[..., Relay] = Relay
+        if exactly_once:
+            relay_class = partial(
+                TransactionalRelay, transaction_records=relay_settings.transaction_records
+            )
         common: dict[str, Any] = {
             "consumer": consumer,
             "producer": producer,
@@ -129,7 +141,7 @@ def run_relay(settings: Settings) -> int:
                 max_output_size=settings.codec.max_output_size,
                 header_key=settings.codec.header_key,
             )
-            relay = Relay(decoder=decoder, **common)
+            relay = relay_class(decoder=decoder, **common)
         else:
             sampling = settings.sampling
             reservoirs = {
@@ -143,7 +155,7 @@ def run_relay(settings: Settings) -> int:
                 for topic in topics
                 if settings.training.enabled and relay_settings.compress
             }
-            relay = Relay(
+            relay = relay_class(
                 encoder_factory=encoder_factory(settings), reservoirs=reservoirs, **common
             )
             trainer = Trainer(
@@ -169,6 +181,8 @@ def run_relay(settings: Settings) -> int:
         log.info(
             "relay_configured",
             mode=relay_settings.mode,
+            guarantee=relay_settings.guarantee,
+            transactional_id=transactional_id,
             outputs=pairs,
             kafka=settings.kafka.redacted(),
             bootstrap=bootstrap,
@@ -202,6 +216,8 @@ def run_workers(argv: Sequence[str], workers: int, metrics_port: int) -> int:
         env = dict(os.environ)
         if metrics_port:
             env["ZDICT_METRICS__PORT"] = str(metrics_port + i)
+        # Each worker its own transactional.id, the same after a restart (exactly-once mode).
+        env["ZDICT_RELAY__WORKER_INDEX"] = str(i)
         procs.append(subprocess.Popen(base, env=env))
     log.info("workers_started", workers=workers, pids=[p.pid for p in procs])
 

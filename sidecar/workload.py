@@ -211,6 +211,7 @@ class DriftRun:
     detected: float | None = None
     switched: float | None = None
     recovered: float | None = None
+    heldout_ratio: float | None = None  # the first dictionary's, as training measured it
     pre_ratio: float | None = None
     dip_ratio: float | None = None
     post_ratio: float | None = None
@@ -233,9 +234,16 @@ class DriftRun:
         return out
 
     def milestones(self) -> None:
-        """Derive pre-drift, dip and final ratios and when the ratio came back."""
+        """Derive pre-drift, dip and final ratios and when the ratio came back.
+
+        "Before" is the steady state with the first dictionary: from one smoothing window after
+        it was active (at most 20 s) up to the change.
+        """
         ratios = self.ratios()
-        before = [r for t, r in ratios if self.drift_at - 15 <= t < self.drift_at]
+        since = self.drift_at - 20
+        if self.first_dictionary is not None:
+            since = max(since, self.first_dictionary + SMOOTHING)
+        before = [r for t, r in ratios if since <= t < self.drift_at]
         after = [(t, r) for t, r in ratios if t >= self.drift_at]
         if before:
             self.pre_ratio = statistics.median(before)
@@ -331,6 +339,7 @@ def drift_run(
     promoted = [e for e in run.trainings if e["decision"] == "promoted"]
     if promoted:
         run.first_dictionary = promoted[0]["t"]
+        run.heldout_ratio = promoted[0].get("heldout_ratio")
     drift_starts = [
         e["t"] - start
         for e in sidecar.events("training_started")

@@ -1,0 +1,180 @@
+"""The exactly-once relay: consume → encode → produce → offsets, in one Kafka transaction.
+
+Kafka's exactly-once semantics (KIP-98, with KIP-447's consumer-group fencing): the output
+records of a batch and the input offsets that produced them are committed together, or not at
+all. A consumer of the output topic that reads with `isolation.level=read_committed` sees every
+input record exactly once. The loop (`TransactionalRelay`, the at-least-once `Relay` with its
+commit replaced):
+
+1. `init_transactions()` once: a predecessor with the same `transactional.id` (this worker,
+   restarted) is fenced and its open transaction aborted at once;
+2. the first consumed batch begins a transaction; records are encoded and produced as usual;
+3. after `transaction_records` records, or `commit_interval` seconds, the input positions go
+   into the transaction with the consumer group's metadata (`send_offsets_to_transaction`,
+   which fences a member that lost its partitions in a rebalance) and the transaction commits;
+4. errors, by confluent-kafka's taxonomy: *retriable* → the call is retried until the timeout;
+   *abortable* (`txn_requires_abort`: a failed delivery, a timed-out commit) → abort, rewind
+   the consumer to the last committed offsets and go on; *fatal* (fenced by a newer instance,
+   an unrecoverable producer) → stop with exit 1.
+
+Partitions being revoked get the open transaction committed first; lost partitions get it
+aborted (the group moved on: committing offsets would be refused). A failure or a stop aborts
+or commits the open transaction before closing. Known limits (Kafka's): exactly once holds
+within Kafka only, for consumers reading `read_committed`; records reach them at transaction
+commits (every `commit_interval`), which is the latency price.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, Final
+
+from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, Message, TopicPartition
+
+from sidecar.logs import get_logger
+from sidecar.relay import Relay, RelayFailed, RelayStats
+
+log = get_logger(__name__)
+
+#: Seconds a transactional call (init, commit, abort, offsets) may take before it counts as failed.
+TXN_TIMEOUT: Final = 30.0
+
+
+class TransactionalRelay(Relay):
+    """`Relay` with transactions instead of acknowledged-offset commits (see the module)."""
+
+    def __init__(self, *, transaction_records: int = 10_000, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.transaction_records = transaction_records
+        self._in_txn = False
+        self._txn_records = 0
+        self._abort_reason: str | None = None
+        self.aborted = 0
+
+    # -- the loop's hooks ----------------------------------------------------------------------
+
+    def run(self) -> RelayStats:
+        if not self._call(self.producer.init_transactions, "initialise transactions"):
+            self._shutdown()
+            raise RelayFailed(self._failure or "could not initialise transactions")
+        return super().run()
+
+    def _relay_batch(self, messages: list[Message]) -> None:
+        if not self._in_txn:
+            if not self._call(self.producer.begin_transaction, "begin a transaction"):
+                return
+            self._in_txn = True
+            self._txn_records = 0
+        super()._relay_batch(messages)
+        self._txn_records += len(messages)
+        if self._abort_reason is not None:
+            self._abort_and_rewind()
+        elif self._txn_records >= self.transaction_records:
+            self.commit()
+
+    def _delivery_failed(self, what: str) -> None:
+        # Inside a transaction a failed record aborts the transaction: nothing of it is visible,
+        # the input is read again from the last commit.
+        if self._abort_reason is None:
+            self._abort_reason = what
+
+    def commit(self) -> None:
+        """Commit the open transaction with the input positions (no-op outside one)."""
+        if not self._in_txn:
+            return
+        if self._failure is not None:
+            self._abort("the relay is stopping after a failure")
+            return
+        self.producer.flush(TXN_TIMEOUT)
+        if self._abort_reason is not None:
+            self._abort_and_rewind()
+            return
+        assigned = [TopicPartition(t, p) for t, p in sorted(self._assigned)]
+        try:
+            positions = [tp for tp in self.consumer.position(assigned) if tp.offset >= 0]
+            metadata = self.consumer.consumer_group_metadata()
+        except KafkaException as exc:
+            self._txn_error(exc, "read the input positions")
+            return
+        if not self._call(
+            lambda: self.producer.send_offsets_to_transaction(positions, metadata, TXN_TIMEOUT),
+            "add the input offsets to the transaction",
+        ) or not self._call(
+            lambda: self.producer.commit_transaction(TXN_TIMEOUT), "commit the transaction"
+        ):
+            return
+        self._in_txn = False
+        self.metrics.commit(ok=True)
+        self.metrics.transaction(committed=True)
+        self.stats.commits += 1
+
+    def on_lost(self, consumer: Any, partitions: list[TopicPartition]) -> None:
+        self._abort("partitions lost")
+        super().on_lost(consumer, partitions)
+
+    # -- transactions --------------------------------------------------------------------------
+
+    def _call(self, operation: Callable[[], object], what: str) -> bool:
+        """Run one transactional call: retry what is retriable, abort what must be aborted,
+        stop on the rest. True if it succeeded."""
+        deadline = time.monotonic() + TXN_TIMEOUT
+        while True:
+            try:
+                operation()
+                return True
+            except KafkaException as exc:
+                error: KafkaError = exc.args[0]
+                if error.retriable() and time.monotonic() < deadline:
+                    log.warning("transaction_retry", step=what, error=error.str())
+                    time.sleep(0.1)
+                    continue
+                self._txn_error(exc, what)
+                return False
+
+    def _txn_error(self, exc: KafkaException, what: str) -> None:
+        error: KafkaError = exc.args[0]
+        if error.txn_requires_abort():
+            self._abort_reason = self._abort_reason or f"could not {what}: {error.str()}"
+            self._abort_and_rewind()
+        else:
+            self.metrics.commit(ok=False)
+            self.fail(f"could not {what}: {error.str()} (fatal: the transaction is lost)")
+
+    def _abort(self, reason: str) -> bool:
+        """Abort the open transaction (nothing of it becomes visible); True if it was aborted."""
+        if not self._in_txn:
+            return True
+        try:
+            self.producer.abort_transaction(TXN_TIMEOUT)
+        except KafkaException as exc:
+            self.fail(f"could not abort the transaction ({reason}): {exc.args[0].str()}")
+            return False
+        self._in_txn = False
+        self._abort_reason = None
+        self.aborted += 1
+        self.metrics.transaction(committed=False)
+        log.warning("transaction_aborted", reason=reason, records=self._txn_records)
+        return True
+
+    def _abort_and_rewind(self) -> None:
+        """Abort, then read again from the last committed offsets of every held partition."""
+        reason = self._abort_reason or "abort"
+        if not self._abort(reason):
+            return
+        assigned = [TopicPartition(t, p) for t, p in sorted(self._assigned)]
+        if not assigned:
+            return
+        try:
+            committed = self.consumer.committed(assigned, timeout=TXN_TIMEOUT)
+            for tp in committed:
+                # Nothing committed yet: the start, as auto.offset.reset=earliest had it.
+                offset = tp.offset if tp.offset >= 0 else OFFSET_BEGINNING
+                self.consumer.seek(TopicPartition(tp.topic, tp.partition, offset))
+        except KafkaException as exc:
+            self.fail(f"could not rewind after an aborted transaction: {exc.args[0].str()}")
+            return
+        log.info(
+            "consumer_rewound",
+            partitions=[f"{t.topic}[{t.partition}]@{t.offset}" for t in committed],
+        )

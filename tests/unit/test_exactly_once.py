@@ -1,0 +1,173 @@
+"""The exactly-once relay's transaction handling, with spec'd fakes of the clients: the error
+paths a real broker cannot produce on demand (retriable, abortable, fatal), and the order of
+calls. Its normal behaviour (kill -9, restarts, 0 duplicates) is tested on a real broker in
+tests/integration/test_exactly_once.py.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+from unittest.mock import MagicMock
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from prometheus_client import CollectorRegistry
+
+from sidecar.codec import Encoder
+from sidecar.config import load_settings
+from sidecar.dictionaries import DictionaryStore
+from sidecar.errors import ConfigError
+from sidecar.exactly_once import TransactionalRelay
+from sidecar.kafka import producer_config
+from sidecar.metrics import Health, Metrics
+from sidecar.relay import RelayFailed
+from tests.unit.test_relay_failures import Clock, deliveries, record
+
+
+def txn_error(*, retriable: bool = False, abort: bool = False, fatal: bool = False) -> Any:
+    error = MagicMock(spec_set=KafkaError)
+    error.retriable.return_value = retriable
+    error.txn_requires_abort.return_value = abort
+    error.fatal.return_value = fatal
+    error.str.return_value = "broker said no"
+    error.code.return_value = KafkaError._FAIL
+    return KafkaException(error)
+
+
+def make(tmp_path: Path, records: int = 2) -> tuple[TransactionalRelay, MagicMock, MagicMock]:
+    consumer = MagicMock(spec_set=Consumer)
+    producer = MagicMock(spec_set=Producer)
+    producer.flush.return_value = 0
+    consumer.position.side_effect = lambda tps: [
+        TopicPartition(tp.topic, tp.partition, 5) for tp in tps
+    ]
+    consumer.committed.side_effect = lambda tps, timeout=None: [
+        TopicPartition(tp.topic, tp.partition, 3) for tp in tps
+    ]
+    relay = TransactionalRelay(
+        transaction_records=records,
+        consumer=consumer,
+        producer=producer,
+        store=DictionaryStore(tmp_path),
+        outputs={"in": "in.zd"},
+        partitions={"in": 1, "in.zd": 1},
+        metrics=Metrics(CollectorRegistry()),
+        health=Health(),
+        encoder_factory=lambda store, ns: Encoder.from_store(store, ns),
+        commit_interval=60.0,
+        clock=Clock(),
+    )
+    relay.on_assign(consumer, [TopicPartition("in", 0)])
+    return relay, consumer, producer
+
+
+def feed(relay: TransactionalRelay, consumer: MagicMock, *batches: list[Any]) -> None:
+    remaining = iter(batches)
+    consumer.consume.side_effect = lambda *a: next(remaining, None) or relay.stop() or []
+
+
+def test_a_batch_is_produced_inside_a_transaction_committed_with_the_input_positions(
+    tmp_path: Path,
+) -> None:
+    relay, consumer, producer = make(tmp_path)
+    feed(relay, consumer, [record(3), record(4)])
+    relay.run()
+    names = [c[0] for c in producer.method_calls if c[0] != "poll"]
+    assert names[:2] == ["init_transactions", "begin_transaction"]
+    assert names.count("produce") == 2
+    assert names.index("send_offsets_to_transaction") < names.index("commit_transaction")
+    offsets = producer.send_offsets_to_transaction.call_args.args[0]
+    assert [(tp.topic, tp.partition, tp.offset) for tp in offsets] == [("in", 0, 5)]
+    consumer.commit.assert_not_called()  # offsets go through the transaction only
+
+
+def test_a_retriable_commit_error_is_retried(tmp_path: Path) -> None:
+    relay, consumer, producer = make(tmp_path)
+    producer.commit_transaction.side_effect = [txn_error(retriable=True), None]
+    feed(relay, consumer, [record(3), record(4)])
+    stats = relay.run()
+    assert producer.commit_transaction.call_count == 2
+    assert stats.commits == 1 and relay.aborted == 0
+
+
+def test_an_abortable_error_aborts_and_rewinds_to_the_committed_offsets(tmp_path: Path) -> None:
+    relay, consumer, producer = make(tmp_path)
+    producer.commit_transaction.side_effect = [txn_error(abort=True), None]
+    feed(relay, consumer, [record(3), record(4)], [record(3), record(4)])
+    stats = relay.run()
+    assert relay.aborted == 1
+    producer.abort_transaction.assert_called_once()
+    (seek,) = consumer.seek.call_args_list
+    assert (seek.args[0].topic, seek.args[0].partition, seek.args[0].offset) == ("in", 0, 3)
+    assert stats.commits == 1  # the second attempt, after the rewind, committed
+    assert stats.errors == []
+
+
+def test_a_failed_delivery_aborts_the_transaction_instead_of_stopping(tmp_path: Path) -> None:
+    relay, consumer, producer = make(tmp_path, records=10)
+
+    failed: list[bool] = []
+
+    def poll(timeout: float = 0) -> int:
+        callbacks = deliveries(producer)
+        if callbacks and not failed:  # the first record's delivery fails, once
+            failed.append(True)
+            callbacks[0](KafkaError(KafkaError._MSG_TIMED_OUT), MagicMock())
+        return 0
+
+    producer.poll.side_effect = poll
+    feed(relay, consumer, [record(3)], [record(4)])
+    stats = relay.run()
+    assert relay.aborted >= 1
+    assert stats.errors == []
+    consumer.seek.assert_called()
+
+
+def test_a_fatal_error_stops_the_relay_without_committing(tmp_path: Path) -> None:
+    relay, consumer, producer = make(tmp_path)
+    producer.send_offsets_to_transaction.side_effect = txn_error(fatal=True)
+    feed(relay, consumer, [record(3), record(4)])
+    with pytest.raises(RelayFailed, match="could not add the input offsets"):
+        relay.run()
+    producer.commit_transaction.assert_not_called()
+
+
+def test_fenced_at_start_is_fatal(tmp_path: Path) -> None:
+    relay, _, producer = make(tmp_path)
+    producer.init_transactions.side_effect = txn_error(fatal=True)
+    with pytest.raises(RelayFailed, match="could not initialise transactions"):
+        relay.run()
+    producer.begin_transaction.assert_not_called()
+
+
+def test_lost_partitions_abort_the_open_transaction(tmp_path: Path) -> None:
+    relay, consumer, producer = make(tmp_path, records=100)
+    relay.producer.begin_transaction()
+    relay._in_txn = True  # as after a consumed batch
+    relay.on_lost(consumer, [TopicPartition("in", 0)])
+    producer.abort_transaction.assert_called_once()
+    producer.commit_transaction.assert_not_called()
+
+
+def test_the_transaction_timeout_must_stay_below_the_session_timeout() -> None:
+    settings = load_settings(
+        producer={"transaction.timeout.ms": "50000"}, consumer={"session.timeout.ms": "45000"}
+    )
+    with pytest.raises(ConfigError, match="ZDICT_PRODUCER__TRANSACTION_TIMEOUT_MS=50000"):
+        producer_config(settings, transactional_id="zdict-x")
+    config = producer_config(load_settings(), transactional_id="zdict-x")
+    assert config["transaction.timeout.ms"] == "30000"
+    assert config["enable.idempotence"] == "true"
+
+
+def test_a_transactional_id_in_the_producer_settings_is_refused() -> None:
+    settings = load_settings(producer={"transactional.id": "mine"})
+    with pytest.raises(ConfigError, match="ZDICT_RELAY__GUARANTEE=exactly-once"):
+        producer_config(settings)
+
+
+def test_each_worker_gets_its_own_stable_transactional_id() -> None:
+    relay = load_settings(relay={"group_id": "g", "worker_index": 2}).relay
+    assert relay.transactional_id_for("host-a") == "zdict-g-host-a-2"
+    assert relay.transactional_id_for("host-a") == relay.transactional_id_for("host-a")
