@@ -193,11 +193,13 @@ def bargauge(title: str, description: str, queries: Sequence[tuple[str, str]], u
     }
 
 
-def state_timeline(title: str, description: str, queries: Sequence[tuple[str, str]]) -> Json:
-    """One lane per series, coloured while the series is 1."""
+def state_timeline(
+    title: str, description: str, queries: Sequence[tuple[str, str]], state: str = "active"
+) -> Json:
+    """One lane per series, coloured (and named `state`) while the series is 1."""
     config = _field_config(
         "none",
-        mappings=[{"type": "value", "options": {"1": {"text": "active", "index": 0}}}],
+        mappings=[{"type": "value", "options": {"1": {"text": state, "index": 0}}}],
         custom={"fillOpacity": 80, "lineWidth": 0},
     )
     return {
@@ -501,6 +503,167 @@ def panels() -> list[Json]:
         8,
     )
 
+    layout.row("Training in the sidecar")
+    layout.add(
+        state_timeline(
+            "Trainer of each namespace",
+            "The instance that trains each namespace: the holder of partition 0 of its input "
+            "topic. Exactly one per namespace; the role moves with the partition.",
+            [
+                (
+                    f"max by (namespace, instance) (zdict_trainer{{{NS}}} == 1)",
+                    "{{namespace}} on {{instance}}",
+                )
+            ],
+            state="trainer",
+        ),
+        16,
+        8,
+    )
+    layout.add(
+        stat(
+            "Trainers per namespace",
+            "Instances that train each namespace: 1 is right; 0 (nobody trains it) or 2 and "
+            "more for 15 minutes is alert ZdictTrainerNotUnique.",
+            [(f"sum by (namespace) (zdict_trainer{{{NS}}})", "{{namespace}}")],
+            "none",
+            decimals=0,
+            thresholds=_thresholds((None, "red"), (1, "green"), (2, "red")),
+            text_mode="value_and_name",
+            instant=True,
+        ),
+        8,
+        8,
+    )
+    layout.add(
+        timeseries(
+            "Drift: the trainer's live ratio vs the held-out ratio",
+            "The live ratio the trainer judges drift by (over ZDICT_TRAINING__DRIFT_WINDOW, "
+            "values no dictionary could shrink left out; none until a full window) next to "
+            "the active dictionary's held-out ratio. Drift retrains once the live ratio is "
+            "ZDICT_TRAINING__DRIFT_TOLERANCE below it (the 'Drift' annotation).",
+            [
+                (
+                    f"max by (namespace) (zdict_live_ratio{{{NS}}} "
+                    f"and on (instance, namespace) (zdict_trainer{{{NS}}} == 1))",
+                    "{{namespace}} live",
+                ),
+                (
+                    f"max by (namespace) (zdict_dictionary_heldout_ratio{{{NS}}})",
+                    "{{namespace}} held-out",
+                ),
+            ],
+            "none",
+        ),
+        12,
+        8,
+    )
+    layout.add(
+        timeseries(
+            "Training triggers by kind",
+            "Training runs started: first (the reservoir filled for the first time), "
+            "scheduled (ZDICT_TRAINING__RETRAIN_INTERVAL), drift (the live ratio fell).",
+            [
+                (
+                    f"sum by (namespace, trigger) "
+                    f"(increase(zdict_training_triggers_total{{{NS}}}[{RATE}]))",
+                    "{{namespace}} {{trigger}}",
+                )
+            ],
+            "short",
+            bars=True,
+        ),
+        8,
+        8,
+    )
+    layout.add(
+        bargauge(
+            "Triggers in the time range",
+            "Training runs started in the time range, by trigger.",
+            [
+                (
+                    f"sum by (trigger) (increase(zdict_training_triggers_total{{{NS}}}[$__range]))",
+                    "{{trigger}}",
+                )
+            ],
+            "short",
+        ),
+        4,
+        8,
+    )
+    layout.add(
+        timeseries(
+            "Training reservoir: bytes",
+            "Bytes each instance's reservoir of recent values holds per namespace (values "
+            "plus bookkeeping; at most ZDICT_SAMPLING__MAX_BYTES). The trainer trains on its own.",
+            [
+                (
+                    f"max by (namespace, instance) (zdict_sample_bytes{{{NS}}})",
+                    "{{namespace}} {{instance}}",
+                )
+            ],
+            "bytes",
+            minimum=0,
+        ),
+        6,
+        8,
+    )
+    layout.add(
+        timeseries(
+            "Training reservoir: values",
+            "Values each reservoir holds; the first training waits for "
+            "ZDICT_SAMPLING__MIN_MESSAGES.",
+            [
+                (
+                    f"max by (namespace, instance) (zdict_sample_messages{{{NS}}})",
+                    "{{namespace}} {{instance}}",
+                )
+            ],
+            "short",
+            minimum=0,
+        ),
+        6,
+        8,
+    )
+    training_cpu = _sum_rate(f"zdict_training_cpu_seconds_total{{{JOB}}}", "1h", by="instance")
+    layout.add(
+        timeseries(
+            "Training CPU share (last hour)",
+            "CPU seconds of the training processes over CPU seconds of the relay and the "
+            "training processes, per instance, over the preceding hour (a run's CPU time is "
+            "counted when it ends).",
+            [
+                (
+                    f"{training_cpu} / ("
+                    f"{_sum_rate(f'process_cpu_seconds_total{{{JOB}}}', '1h', by='instance')}"
+                    f" + {training_cpu})",
+                    "{{instance}}",
+                )
+            ],
+            "percentunit",
+            minimum=0,
+        ),
+        6,
+        8,
+    )
+    layout.add(
+        timeseries(
+            "Registry publications by result",
+            "Dictionaries and activations published to the registry topic, ok or failed "
+            "(a failed one leaves the champion active; alert ZdictRegistryPublishFailing).",
+            [
+                (
+                    f"sum by (result) (increase(zdict_registry_publish_total{{{JOB}}}[{RATE}]))",
+                    "{{result}}",
+                )
+            ],
+            "short",
+            bars=True,
+        ),
+        6,
+        8,
+    )
+
     layout.row("Kafka")
     layout.add(
         timeseries(
@@ -630,7 +793,8 @@ def panels() -> list[Json]:
 
 
 def annotations() -> list[Json]:
-    """Grafana's own annotations, then dictionary activations, promotions and restarts."""
+    """Grafana's own annotations, then dictionary activations, promotions, drift-triggered
+    training and restarts."""
 
     def prometheus(name: str, colour: str, expr: str, title: str, text: str, tags: str) -> Json:
         return {
@@ -674,6 +838,15 @@ def annotations() -> list[Json]:
             f'sum by (namespace) (increase(zdict_training_runs_total{{{NS}, result="promoted"}}'
             "[2m])) > 0",
             "Training promoted a dictionary",
+            "namespace {{namespace}}",
+            "namespace",
+        ),
+        prometheus(
+            "Drift",
+            "orange",
+            f'sum by (namespace) (increase(zdict_training_triggers_total{{{NS}, trigger="drift"}}'
+            "[2m])) > 0",
+            "Drift: training triggered",
             "namespace {{namespace}}",
             "namespace",
         ),

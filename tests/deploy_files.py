@@ -3,8 +3,9 @@
 * `parse_dockerfile` splits a Dockerfile into stages of (instruction, arguments), continuation
   lines joined and comments dropped, `ARG` defaults substituted into `FROM`;
 * `env_pairs` reads the `KEY=VALUE` pairs of an `ENV` instruction;
-* `build_go_tool` builds one of the checkers of deploy/tools (compose-go, the Prometheus
-  Operator's types) with the Go toolchain, modules from the Go module proxy;
+* `load_compose` parses a Compose file with compose-spec (PyPI; Python bindings of the Rust
+  `compose_spec` crate, a strict reader of the Compose Specification), adds the checks between
+  services that it does not make, and normalises the short syntax (see its docstring);
 * `is_setting` tells whether an environment variable name is one zdict-sidecar reads: a field of
   `sidecar.config.Settings` (ZDICT_ + the field path joined by `__`), a librdkafka property
   passed through (ZDICT_KAFKA__*, ZDICT_CONSUMER__*, ZDICT_PRODUCER__*), or
@@ -15,17 +16,15 @@ from __future__ import annotations
 
 import re
 import shlex
-import shutil
-import subprocess
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
+from typing import Any
 
+from compose_spec import PyOptions
 from pydantic import BaseModel
 
 from sidecar.config import ENV_DELIMITER, ENV_PREFIX, KafkaSettings, Settings
-
-TOOLS = Path(__file__).resolve().parents[1] / "deploy" / "tools"
 
 #: Read by `KafkaSettings.client_config` when no bootstrap.servers setting is given.
 PLAIN_VARIABLES = frozenset({"KAFKA_BOOTSTRAP_SERVERS"})
@@ -128,19 +127,130 @@ def is_setting(name: str) -> bool:
     return name in names or name in PLAIN_VARIABLES or name.startswith(pass_through)
 
 
-def build_go_tool(name: str, out_dir: Path) -> Path:
-    """`go build` deploy/tools/<name> into `out_dir`; the binary (about 30 s the first time on
-    a machine, while the modules download; seconds after)."""
-    go = shutil.which("go")
-    assert go, "Go is not installed: the checkers in deploy/tools need it"
-    binary = out_dir / name
-    result = subprocess.run(
-        [go, "build", "-o", str(binary), f"./{name}"],
-        cwd=TOOLS,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
-    return binary
+# -- Compose -------------------------------------------------------------------------------------
+
+
+class ComposeError(ValueError):
+    """A Compose file that compose-spec refuses, or whose services refer to what is not there."""
+
+
+#: A short-syntax volume source starting like this is a host path (a bind mount).
+_HOST_PATH = (".", "/", "~")
+
+
+def load_compose(path: Path) -> dict[str, Any]:
+    """`path` parsed strictly, checked across services, and normalised.
+
+    compose-spec (with YAML merge keys applied, as `docker compose` does) refuses anything the
+    Compose Specification does not define: an unknown key (extensions must start with `x-`), an
+    enum value it does not know (`depends_on` conditions, `restart`), a malformed duration or
+    port, a value of the wrong type. It does not check references between services, so this
+    function does, as `docker compose` does: every `depends_on` names a service, every named
+    volume is declared under the top-level `volumes`. Variables (`$VAR`) are refused:
+    compose-spec does not interpolate them, so what it parsed would not be what `docker compose`
+    runs.
+
+    The result is compose-spec's data with the short syntax written out in the long form that
+    `docker compose config` prints: `build` {context (absolute), dockerfile}; `ports` [{published,
+    target, protocol, host_ip?}]; `volumes` [{type bind|volume, source (absolute for binds),
+    target, read_only}]; `depends_on` {service: {condition}}; `environment` {name: str};
+    a string `command` split like a shell; a string healthcheck `test` as CMD-SHELL.
+
+    Raises:
+        ComposeError: naming what compose-spec refused or the broken reference.
+    """
+    text = path.read_text()
+    if "$" in text:
+        raise ComposeError(f"{path}: variables ($) are not interpolated by this check")
+    try:
+        compose = PyOptions(apply_merge=True).from_yaml(text)
+        compose.validate()
+    except ValueError as exc:
+        raise ComposeError(f"{path}: {exc}") from None
+    project = compose.to_dict()
+    base = path.resolve().parent
+    services: dict[str, Any] = project.get("services") or {}
+    declared_volumes = set(project.get("volumes") or {})
+    problems: list[str] = []
+    for name, service in services.items():
+        _normalise_service(service, base)
+        for other in service.get("depends_on", {}):
+            if other not in services:
+                problems.append(f"service {name} depends on undefined service {other}")
+        for volume in service.get("volumes", []):
+            source = volume.get("source")
+            if volume["type"] == "volume" and source and source not in declared_volumes:
+                problems.append(f"service {name} uses undeclared volume {source}")
+    if problems:
+        raise ComposeError(f"{path}: " + "; ".join(problems))
+    return project
+
+
+def _normalise_service(service: dict[str, Any], base: Path) -> None:
+    build = service.get("build")
+    if build is not None:
+        build = {"context": build} if isinstance(build, str) else dict(build)
+        build["context"] = str((base / build.get("context", ".")).resolve())
+        build.setdefault("dockerfile", "Dockerfile")
+        service["build"] = build
+    if "ports" in service:
+        service["ports"] = [_port(port) for port in service["ports"]]
+    if "volumes" in service:
+        service["volumes"] = [_volume(volume, base) for volume in service["volumes"]]
+    depends_on = service.get("depends_on")
+    if isinstance(depends_on, list):
+        service["depends_on"] = {name: {"condition": "service_started"} for name in depends_on}
+    environment = service.get("environment")
+    if isinstance(environment, list):
+        environment = dict(item.partition("=")[::2] for item in environment)
+    if environment is not None:
+        service["environment"] = {
+            key: "" if value is None else str(value) for key, value in environment.items()
+        }
+    if isinstance(service.get("command"), str):
+        service["command"] = shlex.split(service["command"])
+    healthcheck = service.get("healthcheck")
+    if healthcheck is not None and isinstance(healthcheck.get("test"), str):
+        healthcheck["test"] = ["CMD-SHELL", healthcheck["test"]]
+
+
+def _port(port: int | str | dict[str, Any]) -> dict[str, Any]:
+    if isinstance(port, dict):
+        return {"protocol": "tcp", **port}
+    spec, _, protocol = str(port).partition("/")
+    host_ip = None
+    if spec.startswith("["):  # an IPv6 address: [::1]:PUBLISHED:TARGET
+        address, _, spec = spec[1:].partition("]:")
+        host_ip = address
+    parts = spec.split(":")
+    if len(parts) == 3 and host_ip is None:
+        host_ip = parts.pop(0)
+    if not 1 <= len(parts) <= 2 or not all(part.isdigit() for part in parts):
+        raise ComposeError(f"port {port!r}: only [HOST_IP:][PUBLISHED:]TARGET[/PROTOCOL] is read")
+    short: dict[str, Any] = {"target": int(parts[-1]), "protocol": protocol or "tcp"}
+    if len(parts) == 2:
+        short["published"] = int(parts[0])
+    if host_ip is not None:
+        short["host_ip"] = host_ip
+    return short
+
+
+def _volume(volume: str | dict[str, Any], base: Path) -> dict[str, Any]:
+    if isinstance(volume, dict):
+        long = dict(volume)
+        long.setdefault("read_only", False)
+    else:
+        source, _, rest = volume.partition(":")
+        if not rest:  # only a target: an anonymous volume
+            return {"type": "volume", "target": source, "read_only": False}
+        target, _, mode = rest.partition(":")
+        kind = "bind" if source.startswith(_HOST_PATH) else "volume"
+        long = {
+            "type": kind,
+            "source": source,
+            "target": target,
+            "read_only": "ro" in mode.split(","),
+        }
+    if long["type"] == "bind":
+        long["source"] = str((base / Path(long["source"]).expanduser()).resolve())
+    return long

@@ -1,24 +1,24 @@
-"""deploy/docker-compose.yml, loaded by compose-go (the loader `docker compose` uses) and checked.
+"""deploy/docker-compose.yml, parsed strictly by compose-spec and checked.
 
-No Docker engine runs here, so the stack is never started. What is checked: compose-go accepts
-the file (the Compose Specification's JSON schema, interpolation, path resolution, references
-between services), and its normalised project wires the stack as the README describes: every
-bind-mounted file exists, ports, healthchecks, start order, the scrape target, the data source,
-and settings that zdict-sidecar really reads. compose-go is built from the Go module proxy by
-`go build` (deploy/tools/composecheck; about 30 s the first time, cached after).
+No Docker engine runs here, so the stack is never started. What is checked: compose-spec (PyPI,
+Python bindings of the Rust `compose_spec` crate) accepts the file as the Compose Specification
+defines it (unknown keys, unknown enum values, malformed durations and ports, wrong types are
+refused); `tests.deploy_files.load_compose` adds the references between services that
+compose-spec leaves out (depends_on targets, declared named volumes), and the normalised project
+wires the stack as the README describes: every bind-mounted file exists, ports, healthchecks,
+start order, the scrape target, the data source, and settings that zdict-sidecar really reads.
 """
 
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from tests.deploy_files import build_go_tool, is_setting
+from tests.deploy_files import ComposeError, is_setting, load_compose
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -26,22 +26,8 @@ COMPOSE = DEPLOY / "docker-compose.yml"
 
 
 @pytest.fixture(scope="module")
-def composecheck(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_go_tool("composecheck", tmp_path_factory.mktemp("tools"))
-
-
-def _load(composecheck: Path, path: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(composecheck), str(path)], capture_output=True, text=True, timeout=60, check=False
-    )
-
-
-@pytest.fixture(scope="module")
-def project(composecheck: Path) -> dict[str, Any]:
-    result = _load(composecheck, COMPOSE)
-    assert result.returncode == 0, result.stderr
-    loaded: dict[str, Any] = json.loads(result.stdout)
-    return loaded
+def project() -> dict[str, Any]:
+    return load_compose(COMPOSE)
 
 
 def _services(project: dict[str, Any]) -> dict[str, Any]:
@@ -49,7 +35,7 @@ def _services(project: dict[str, Any]) -> dict[str, Any]:
     return services
 
 
-def test_compose_go_accepts_the_file_as_project_zdict_sidecar(project: dict[str, Any]) -> None:
+def test_compose_spec_accepts_the_file_as_project_zdict_sidecar(project: dict[str, Any]) -> None:
     assert project["name"] == "zdict-sidecar"
     assert set(_services(project)) == {
         "kafka",
@@ -64,18 +50,74 @@ def test_compose_go_accepts_the_file_as_project_zdict_sidecar(project: dict[str,
 @pytest.mark.parametrize(
     ("old", "new", "complaint"),
     [
+        # refused by compose-spec itself
         ("    restart: unless-stopped\n", "    restart: unless-stopped\n    bogus: 1\n", "bogus"),
-        ("condition: service_healthy", "condition: service_hungry", "condition"),
+        ("condition: service_healthy", "condition: service_hungry", "service_hungry"),
+        ("restart: unless-stopped", "restart: sometimes", "sometimes"),
+        ("interval: 10s", "interval: ten", "ten"),
+        ('"9090:9090"', '"90x90:9090"', "90x90"),
+        # refused by load_compose's reference checks (compose-spec accepts both)
+        ("    depends_on:\n      - sidecar\n", "    depends_on:\n      - sidecr\n", "sidecr"),
+        ("- prometheus-data:/prometheus", "- prometheus-db:/prometheus", "prometheus-db"),
     ],
 )
-def test_compose_go_rejects_a_file_that_breaks_the_specification(
-    composecheck: Path, tmp_path: Path, old: str, new: str, complaint: str
+def test_a_file_that_breaks_the_specification_or_its_references_is_refused(
+    tmp_path: Path, old: str, new: str, complaint: str
 ) -> None:
+    text = COMPOSE.read_text()
+    assert old in text
     broken = tmp_path / "docker-compose.yml"
-    broken.write_text(COMPOSE.read_text().replace(old, new, 1))
-    result = _load(composecheck, broken)
-    assert result.returncode == 1
-    assert complaint in result.stderr
+    broken.write_text(text.replace(old, new, 1))
+    with pytest.raises(ComposeError, match=complaint):
+        load_compose(broken)
+
+
+def test_a_variable_is_refused_because_compose_spec_does_not_interpolate(tmp_path: Path) -> None:
+    broken = tmp_path / "docker-compose.yml"
+    broken.write_text(COMPOSE.read_text().replace("apache/kafka:4.1.1", "apache/kafka:${TAG}", 1))
+    with pytest.raises(ComposeError, match="not interpolated"):
+        load_compose(broken)
+
+
+def test_the_short_syntax_is_written_out_in_the_long_form(tmp_path: Path) -> None:
+    (tmp_path / "conf").mkdir()
+    path = tmp_path / "compose.yml"
+    path.write_text(
+        "services:\n"
+        "  a:\n"
+        "    build: ./app\n"
+        "    command: run --port 80\n"
+        "    environment: [A=1, B]\n"
+        "    healthcheck: {test: curl -f http://localhost}\n"
+        '    ports: ["8080:80", "127.0.0.1:90:91/udp", 7000]\n'
+        "    volumes: [./conf:/etc/conf:ro, data:/data, /scratch]\n"
+        "    depends_on: [b]\n"
+        "  b:\n"
+        "    image: busybox\n"
+        "volumes:\n"
+        "  data:\n"
+    )
+    service = load_compose(path)["services"]["a"]
+    assert service["build"] == {"context": str(tmp_path / "app"), "dockerfile": "Dockerfile"}
+    assert service["command"] == ["run", "--port", "80"]
+    assert service["environment"] == {"A": "1", "B": ""}
+    assert service["healthcheck"]["test"] == ["CMD-SHELL", "curl -f http://localhost"]
+    assert service["ports"] == [
+        {"target": 80, "published": 8080, "protocol": "tcp"},
+        {"target": 91, "published": 90, "protocol": "udp", "host_ip": "127.0.0.1"},
+        {"target": 7000, "protocol": "tcp"},
+    ]
+    assert service["volumes"] == [
+        {
+            "type": "bind",
+            "source": str(tmp_path / "conf"),
+            "target": "/etc/conf",
+            "read_only": True,
+        },
+        {"type": "volume", "source": "data", "target": "/data", "read_only": False},
+        {"type": "volume", "target": "/scratch", "read_only": False},
+    ]
+    assert service["depends_on"] == {"b": {"condition": "service_started"}}
 
 
 def test_kafka_is_the_official_image_in_kraft_mode_advertising_its_service_name(

@@ -2,9 +2,11 @@
 
 Checks that run for real: kubernetes-validate (PyPI; it ships the Kubernetes OpenAPI schemas,
 so it works offline) validates every built-in kind strictly against Kubernetes 1.29 and 1.37;
-ServiceMonitor and PrometheusRule are decoded strictly into the Prometheus Operator's own Go
-types (deploy/tools/crdcheck). The ConfigMap and Secret are loaded by sidecar.config as the
-pods' environment, and the CronJob's arguments are parsed by the real CLI parser.
+ServiceMonitor and PrometheusRule are decoded into strict pydantic models of the Prometheus
+Operator's API (tests/operator_types.py: unknown fields, wrong types, enums and duration
+patterns refused), and the PrometheusRule's groups are checked by the real `promtool check
+rules`. The ConfigMap and Secret are loaded by sidecar.config as the pods' environment, and the
+CronJob's arguments are parsed by the real CLI parser. No cluster and no operator run here.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ from pydantic import SecretStr
 
 from sidecar.cli import build_parser
 from sidecar.config import load_settings
-from tests.deploy_files import build_go_tool, is_setting
+from tests.deploy_files import is_setting
+from tests.operator_types import PrometheusRule, ServiceMonitor, decode
 
 ROOT = Path(__file__).resolve().parents[2]
 K8S = ROOT / "deploy" / "k8s"
@@ -80,23 +83,71 @@ def test_kubernetes_validate_accepts_every_built_in_kind_strictly(version: str) 
     assert result.stdout.count(" passed ") + result.stderr.count(" passed ") == len(files)
 
 
-def test_the_operator_resources_decode_strictly_into_the_operators_types(
-    tmp_path: Path,
+def test_the_operator_resources_decode_strictly_into_models_of_the_operators_api() -> None:
+    monitor, rule = (decode(_doc(name)) for name in OPERATOR)
+    assert isinstance(monitor, ServiceMonitor) and isinstance(rule, PrometheusRule)
+    assert monitor.spec.jobLabel and monitor.spec.endpoints[0].interval == "15s"
+    assert {group.name for group in rule.spec.groups} == {
+        "zdict-sidecar.records",
+        "zdict-sidecar.alerts",
+    }
+
+
+@pytest.mark.parametrize(
+    ("name", "old", "new", "complaint"),
+    [
+        ("servicemonitor.yaml", "jobLabel", "jobLable", "jobLable"),
+        ("servicemonitor.yaml", "interval: 15s", "interval: 15 seconds", "pattern"),
+        ("servicemonitor.yaml", "      path: /metrics", "      path: 9400", "string"),
+        ("prometheusrule.yaml", "    for: 2m", "    for: 2", "for"),
+        (
+            "prometheusrule.yaml",
+            "    - alert: ZdictSidecarDown",
+            "    - alrt: ZdictSidecarDown",
+            "alrt",
+        ),
+    ],
+)
+def test_a_misspelt_or_mistyped_operator_field_is_refused(
+    name: str, old: str, new: str, complaint: str
 ) -> None:
-    crdcheck = build_go_tool("crdcheck", tmp_path)
-    result = subprocess.run(
-        [str(crdcheck), *(str(K8S / name) for name in OPERATOR)],
+    text = (K8S / name).read_text()
+    assert old in text
+    with pytest.raises(ValueError, match=complaint):
+        decode(yaml.safe_load(text.replace(old, new)))
+
+
+def _promtool_check_rules(groups: list[Any], tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    promtool = shutil.which("promtool")
+    assert promtool, "promtool is not installed: run `make tools` (Debian package prometheus)"
+    rules = tmp_path / "prometheusrule-groups.yml"
+    rules.write_text(yaml.safe_dump({"groups": groups}, sort_keys=False))
+    return subprocess.run(
+        [promtool, "check", "rules", str(rules)],
         capture_output=True,
         text=True,
         timeout=60,
         check=False,
     )
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.count(" ok") == len(OPERATOR)
-    misspelt = tmp_path / "servicemonitor.yaml"
-    misspelt.write_text((K8S / OPERATOR[0]).read_text().replace("jobLabel", "jobLable"))
-    refused = subprocess.run([str(crdcheck), str(misspelt)], capture_output=True, text=True)
-    assert refused.returncode == 1 and "jobLable" in refused.stderr
+
+
+def test_promtool_accepts_the_prometheus_rules_groups_as_a_rules_file(tmp_path: Path) -> None:
+    groups = _doc("prometheusrule.yaml")["spec"]["groups"]
+    result = _promtool_check_rules(groups, tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    rules = sum(len(group["rules"]) for group in groups)
+    assert f"SUCCESS: {rules} rules found" in result.stdout
+
+
+def test_promtool_refuses_a_prometheus_rule_whose_expression_does_not_parse(
+    tmp_path: Path,
+) -> None:
+    resource = _doc("prometheusrule.yaml")
+    resource["spec"]["groups"][0]["rules"][0]["expr"] = "sum(rate(zdict_input_bytes_total[5m]) by"
+    decode(resource)  # the operator's types take any string: only promtool parses PromQL
+    result = _promtool_check_rules(resource["spec"]["groups"], tmp_path)
+    assert result.returncode != 0
+    assert "parse error" in result.stdout + result.stderr
 
 
 def test_the_pod_runs_the_producer_and_the_sidecar_with_probes_and_resources() -> None:

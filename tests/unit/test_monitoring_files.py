@@ -131,10 +131,18 @@ def test_the_dashboard_shows_the_numbers_the_issue_asks_for() -> None:
         "Active dictionary over time",
         "Training runs by result",
         "Consumer lag per partition",
+        "Trainer of each namespace",
+        "Trainers per namespace",
+        "Drift: the trainer's live ratio vs the held-out ratio",
+        "Training triggers by kind",
+        "Training reservoir: bytes",
+        "Training reservoir: values",
+        "Training CPU share (last hour)",
+        "Registry publications by result",
     ):
         assert wanted in titles
     annotation_names = {a["name"] for a in _dashboard()["annotations"]["list"]}
-    assert {"Dictionary activated", "Training promoted"} <= annotation_names
+    assert {"Dictionary activated", "Training promoted", "Drift"} <= annotation_names
 
 
 def _known_names() -> set[str]:
@@ -170,6 +178,8 @@ def test_every_alert_has_a_severity_a_summary_and_a_description() -> None:
         "ZdictTrainingFailing",
         "ZdictDictionaryStale",
         "ZdictConsumerLagGrowing",
+        "ZdictRegistryPublishFailing",
+        "ZdictTrainerNotUnique",
     }
     for rule in alerts:
         assert rule["labels"]["severity"] in {"critical", "warning", "info"}, rule["alert"]
