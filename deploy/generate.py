@@ -694,6 +694,36 @@ def panels() -> list[Json]:
     )
     layout.add(
         timeseries(
+            "Dead letters by stage",
+            "Records set aside to the dead-letter topic because they could not be encoded, "
+            "decoded or produced (too large for the output topic); 0 without a dead-letter "
+            "topic, where the relay stops instead (alert ZdictDeadLetters).",
+            [
+                (
+                    "sum by (namespace, stage) (increase(zdict_dead_letters_total"
+                    f'{{{JOB}, namespace=~"$namespace"}}[{RATE}]))',
+                    "{{namespace}} {{stage}}",
+                )
+            ],
+            "short",
+            bars=True,
+        ),
+        6,
+        8,
+    )
+    layout.add(
+        timeseries(
+            "Transactions (exactly-once mode)",
+            "Transactions committed and aborted per second; an abort rewinds to the last commit "
+            "and reads the records again (0 in at-least-once mode).",
+            [(_sum_rate(f"zdict_transactions_total{{{JOB}}}", by="result"), "{{result}}")],
+            "short",
+        ),
+        6,
+        8,
+    )
+    layout.add(
+        timeseries(
             "Produce errors",
             "Records the producer failed to deliver, per instance and reason. The relay stops "
             "on the first one and is restarted (alert ZdictProduceErrors): no data is good.",

@@ -468,6 +468,8 @@ class Metrics:
             ("result",),
             registry=reg,
         )
+        for result in ("committed", "aborted"):
+            self.transactions.labels(result)
         self.build = Info(
             "zdict_build", "Versions of zdict-sidecar and its libraries.", registry=reg
         )

@@ -247,7 +247,8 @@ class Trainer:
                 live=LiveRatio(training.drift_window, training.drift_min_messages),
                 metrics=metrics.namespace(topic),
             )
-            ns.metrics.set_trainer(False)
+            if self._training:  # where nothing trains, no series: not "0 trainers here"
+                ns.metrics.set_trainer(False)
             self._load_champion(ns)
             self.namespaces[topic] = ns
         self._stop = threading.Event()
@@ -277,7 +278,8 @@ class Trainer:
             owner = (topic, 0) in held
             if owner != ns.owner:
                 ns.owner = owner
-                ns.metrics.set_trainer(owner and self._training)
+                if self._training:
+                    ns.metrics.set_trainer(owner)
                 log.info(
                     "trainer_role",
                     namespace=topic,

@@ -40,7 +40,6 @@ def test_compose_spec_accepts_the_file_as_project_zdict_sidecar(project: dict[st
     assert set(_services(project)) == {
         "kafka",
         "producer",
-        "trainer",
         "sidecar",
         "prometheus",
         "grafana",
@@ -128,14 +127,14 @@ def test_kafka_is_the_official_image_in_kraft_mode_advertising_its_service_name(
     env = kafka["environment"]
     assert env["KAFKA_PROCESS_ROLES"] == "broker,controller"
     assert "PLAINTEXT://kafka:9092" in env["KAFKA_ADVERTISED_LISTENERS"]
-    for name in ("producer", "trainer", "sidecar"):
+    for name in ("producer", "sidecar"):
         assert _services(project)[name]["environment"]["KAFKA_BOOTSTRAP_SERVERS"] == "kafka:9092"
 
 
 def test_the_zdict_services_are_built_from_the_repository_dockerfile(
     project: dict[str, Any],
 ) -> None:
-    for name in ("producer", "trainer", "sidecar"):
+    for name in ("producer", "sidecar"):
         build = _services(project)[name]["build"]
         assert Path(build["context"]) == ROOT, name
         assert (ROOT / build["dockerfile"]).is_file()
@@ -161,17 +160,13 @@ def test_every_bind_mount_source_exists_and_named_volumes_are_declared(
         assert (prometheus["/etc/prometheus"] / rule_file).is_file()
 
 
-def test_the_sidecar_and_the_trainer_share_the_dictionary_store(project: dict[str, Any]) -> None:
-    def store(name: str) -> str:
-        (volume,) = [
-            v
-            for v in _services(project)[name]["volumes"]
-            if v["target"] == "/var/lib/zdict/dictionaries"
-        ]
-        assert volume["type"] == "volume"
-        return str(volume["source"])
-
-    assert store("sidecar") == store("trainer") == "dictionaries"
+def test_the_sidecar_keeps_its_dictionary_cache_on_a_named_volume(project: dict[str, Any]) -> None:
+    (volume,) = [
+        v
+        for v in _services(project)["sidecar"]["volumes"]
+        if v["target"] == "/var/lib/zdict/dictionaries"
+    ]
+    assert volume["type"] == "volume" and volume["source"] == "dictionaries"
 
 
 def test_published_ports_are_grafana_prometheus_the_sidecar_and_kafka_each_once(
@@ -196,7 +191,7 @@ def test_long_running_services_have_healthchecks_and_start_after_what_they_need(
     services = _services(project)
     for name in ("kafka", "sidecar", "prometheus", "grafana"):
         assert services[name]["healthcheck"]["test"][0] == "CMD", name
-    for name in ("producer", "trainer", "sidecar"):
+    for name in ("producer", "sidecar"):
         assert services[name]["depends_on"]["kafka"]["condition"] == "service_healthy", name
     assert services["grafana"]["depends_on"]["prometheus"]["condition"] == "service_healthy"
     assert "sidecar" in services["prometheus"]["depends_on"]
@@ -220,13 +215,11 @@ def test_prometheus_scrapes_the_sidecar_service_and_grafana_reads_that_prometheu
     assert (grafana["/var/lib/grafana/dashboards"] / Path(home).name).is_file()
 
 
-def test_the_sidecar_relays_the_topic_the_producer_writes_and_the_trainer_samples(
+def test_the_sidecar_relays_the_topic_the_producer_writes_with_real_settings(
     project: dict[str, Any],
 ) -> None:
     services = _services(project)
     topics = json.loads(services["sidecar"]["environment"]["ZDICT_RELAY__INPUT_TOPICS"])
     assert topics == [services["producer"]["environment"]["DEMO_TOPIC"]]
-    assert f"--topic {topics[0]}" in services["trainer"]["command"][0]
-    for name in ("sidecar", "trainer"):
-        for variable in services[name]["environment"]:
-            assert is_setting(variable), (name, variable)
+    for variable in services["sidecar"]["environment"]:
+        assert is_setting(variable), variable
