@@ -116,9 +116,13 @@ def cost_round(
             time.sleep(SCRAPE_EVERY)
     finally:
         sidecar.stop()
-    started = {e["t"] for e in sidecar.events("training_started")}
+    starts = sorted(e["t"] for e in sidecar.events("training_started"))
     finished = sidecar.events("training_finished")
-    windows = [(max(s for s in started if s <= e["t"]), e["t"]) for e in finished if started]
+    ends = sorted(e["t"] for e in finished)
+    # Each run from its start to its end; one still under way when the round ended counts as
+    # active up to the end (it was using CPU all along).
+    last = points[-1][0] if points else 0.0
+    windows = [(t, ends[i] if i < len(ends) else last) for i, t in enumerate(starts)]
     moving = [(t, n) for t, n in points if n > 0]
     result = CostRound(
         messages=messages,
