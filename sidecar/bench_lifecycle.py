@@ -121,8 +121,8 @@ def cost_round(
     ends = sorted(e["t"] for e in finished)
     # Each run from its start to its end; one still under way when the round ended counts as
     # active up to the end (it was using CPU all along).
-    last = points[-1][0] if points else 0.0
-    windows = [(t, ends[i] if i < len(ends) else last) for i, t in enumerate(starts)]
+    round_end = points[-1][0] if points else 0.0
+    windows = [(t, ends[i] if i < len(ends) else round_end) for i, t in enumerate(starts)]
     moving = [(t, n) for t, n in points if n > 0]
     result = CostRound(
         messages=messages,
