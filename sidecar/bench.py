@@ -8,6 +8,7 @@ the `zstd` CLI's own benchmark (`zstd -b -D`) on the same messages, one file per
 
 from __future__ import annotations
 
+import math
 import os
 import platform
 import re
@@ -29,6 +30,7 @@ from sidecar import __version__
 from sidecar.codec import Decoder, Encoder, StaticResolver
 from sidecar.dictionaries.training import TrainingParams, candidate_dictionary, split_ordered, train
 from sidecar.errors import InputError
+from sidecar.kafka_format import BATCH_HEADER_BYTES, Compress, Record, records_section
 from sidecar.runtime import tune_gc
 
 # zstd -b prints e.g. "3#10000 files : 1132741 -> 569876 (x1.988), 94.1 MB/s, 367.4 MB/s"
@@ -67,6 +69,89 @@ class CodecResult:
     nodict_ratio: float
     speeds: dict[str, Speed] = field(default_factory=dict)
     native: dict[str, Any] = field(default_factory=dict)
+    #: Kafka-style batches (`batch_table`): one row per batch fill.
+    batches: list[BatchRow] = field(default_factory=list)
+    #: Whole held-out stream as one zstd frame, bytes per message, per level (the oracle).
+    oracle: dict[int, float] = field(default_factory=dict)
+    #: Encoder path vs the one-C-call batch API (`encode_batch` rate / `multi_compress` rate).
+    encode_vs_batch_api: float = 0.0
+
+
+#: Records per producer batch compared in `bench codec` (Kafka-style batches).
+BATCH_FILLS: Final = (1, 2, 4, 8, 16, 64, 512)
+#: librdkafka's default `compression.level` (-1) means each codec's default: 3 for zstd.
+PRODUCER_ZSTD_LEVEL: Final = 3
+
+
+@dataclass(slots=True)
+class BatchRow:
+    """Bytes per message stored in record batches of `fill` records, by variant; speeds of the
+    producer codecs compressing those batches (messages/s)."""
+
+    fill: int
+    bytes_per_message: dict[str, float] = field(default_factory=dict)
+    speeds: dict[str, Speed] = field(default_factory=dict)
+
+
+def producer_codecs() -> dict[str, Compress]:
+    """Batch codecs as librdkafka applies them: zstd at its default level; lz4 frames when the
+    `lz4` package is installed (it is a `dev`/`bench` extra)."""
+    codecs: dict[str, Compress] = {
+        "zstd": zstandard.ZstdCompressor(level=PRODUCER_ZSTD_LEVEL).compress
+    }
+    try:
+        import lz4.frame
+    except ImportError:
+        return codecs
+    codecs["lz4"] = lz4.frame.compress
+    return codecs
+
+
+def crossover(fills: Sequence[int], ours: Sequence[float], theirs: Sequence[float]) -> float | None:
+    """The batch fill at which `theirs` (bytes per message) falls to `ours`.
+
+    Linear in log2(fill) between the two measured fills around the crossing; `fills[0]` if
+    `theirs` is already no larger there; None if it never gets there within `fills`.
+    """
+    if not fills or not len(fills) == len(ours) == len(theirs):
+        raise ValueError("fills, ours and theirs must be non-empty and of one length")
+    gaps = [t - o for o, t in zip(ours, theirs, strict=True)]
+    if gaps[0] <= 0:
+        return float(fills[0])
+    for i in range(1, len(fills)):
+        if gaps[i] <= 0:
+            lo, hi = math.log2(fills[i - 1]), math.log2(fills[i])
+            share = gaps[i - 1] / (gaps[i - 1] - gaps[i])
+            return float(2 ** (lo + share * (hi - lo)))
+    return None
+
+
+def batch_table(
+    raw: Sequence[Record], encoded: Sequence[Record], runs: int, fills: Sequence[int] = BATCH_FILLS
+) -> list[BatchRow]:
+    """Bytes per message of `raw` and of `encoded` (the sidecar's output records) stored in
+    record batches of each fill, uncompressed and with each producer codec; exact sizes of
+    Kafka's v2 format (`kafka_format`). Speeds: each codec compressing the raw batches."""
+    codecs = producer_codecs()
+    n = len(raw)
+    rows = []
+    for fill in fills:
+        row = BatchRow(fill)
+        for label, records in (("raw", raw), ("sidecar", encoded)):
+            sections = [records_section(records[i : i + fill]) for i in range(0, n, fill)]
+            overhead = BATCH_HEADER_BYTES * len(sections)
+            row.bytes_per_message[f"{label} none"] = (overhead + sum(map(len, sections))) / n
+            for name, compress in codecs.items():
+                size = overhead + sum(len(compress(s)) for s in sections)
+                row.bytes_per_message[f"{label} {name}"] = size / n
+                if label == "raw":
+                    row.speeds[name] = _rates(
+                        lambda c=compress, ss=sections: [c(s) for s in ss],  # type: ignore[misc]
+                        n,
+                        runs,
+                    )
+        rows.append(row)
+    return rows
 
 
 def _rates(fn: Callable[[], object], count: int, runs: int) -> Speed:
@@ -129,7 +214,7 @@ def bench_codec(
     records: list[tuple[bytes | None, None]] = [(v, None) for v in heldout]
     encoder = Encoder(dictionary, level=level)
     encoded = encoder.encode_batch(records)
-    pairs = [(e.value, e.headers) for e in encoded]
+    pairs: list[Record] = [(e.value, e.headers) for e in encoded]
     compressor = encoder._compressor()  # the same compressor the encoder uses, called directly
     decoder = Decoder(StaticResolver([dictionary]))
     n = len(heldout)
@@ -164,6 +249,15 @@ def bench_codec(
             lambda: [decoder.decode(v, h) for v, h in pairs], n, runs
         )
     result.native = native_zstd_bench(heldout[:native_sample], dictionary.data, level)
+    result.encode_vs_batch_api = (
+        result.speeds["encoder.encode_batch (relay path)"].median
+        / result.speeds["multi_compress_to_buffer (one C call)"].median
+    )
+    result.batches = batch_table([(v, ()) for v in heldout], pairs, runs)
+    whole = b"".join(heldout)
+    for oracle_level in (3, 19):
+        frame = zstandard.ZstdCompressor(level=oracle_level).compress(whole)
+        result.oracle[oracle_level] = len(frame) / n
     return result
 
 
@@ -185,6 +279,14 @@ def environment() -> dict[str, Any]:
 def result_dict(result: CodecResult) -> dict[str, Any]:
     data = asdict(result)
     data["speeds"] = {k: asdict(v) for k, v in result.speeds.items()}
+    data["batches"] = [
+        {
+            "fill": row.fill,
+            "bytes_per_message": row.bytes_per_message,
+            "speeds": {k: asdict(v) for k, v in row.speeds.items()},
+        }
+        for row in result.batches
+    ]
     return data
 
 
