@@ -19,7 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -359,14 +359,18 @@ def time_relay(
     store: Path,
     workers: int,
     pass_through: bool,
+    *,
+    output: str | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> RelayRun:
-    """Relay the pre-loaded `topic` into a fresh output topic; seconds to the last record."""
+    """Relay the pre-loaded `topic` into a fresh output topic (`output`, default a new name);
+    seconds to the last record. `env`: more settings for the sidecar."""
     import uuid
 
     from confluent_kafka import Consumer
 
     run_id = uuid.uuid4().hex[:8]
-    output = f"{topic}.{run_id}"
+    output = output or f"{topic}.{run_id}"
     argv = [
         sys.executable,
         "-m",
@@ -388,8 +392,9 @@ def time_relay(
     ]
     if pass_through:
         argv.append("--pass-through")
-    env = {
+    full_env = {
         **os.environ,
+        **(env or {}),
         "KAFKA_BOOTSTRAP_SERVERS": bootstrap,
         "ZDICT_LOG_LEVEL": "warning",
         # The bench's dictionary lives in its own store: a registry of the bench topic's own
@@ -397,7 +402,9 @@ def time_relay(
         "ZDICT_REGISTRY__TOPIC": f"_zdict_dictionaries-{topic}",
     }
     watcher = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-watch-{run_id}"})
-    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        argv, env=full_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     first = last = 0.0
     try:
         deadline = time.monotonic() + 600

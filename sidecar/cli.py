@@ -433,6 +433,133 @@ def _median_range(values: Sequence[float], fmt: str = "{:,.0f}") -> str:
     return f"{fmt.format(mid)} [{fmt.format(low)}-{fmt.format(high)}]"
 
 
+def cmd_bench_storage(args: argparse.Namespace) -> int:
+    import os
+
+    from sidecar import bench, bench_storage
+
+    if args.runs < 3:
+        raise ConfigError("--runs must be at least 3 (the median of fewer runs says little)")
+    bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+    if not bootstrap:
+        raise ConfigError("KAFKA_BOOTSTRAP_SERVERS is not set (make bench starts a local broker)")
+    if args.data_dir is None:
+        raise ConfigError(
+            "--data-dir is required: the broker's log.dirs, whose segments are measured "
+            "(make bench passes the local broker's, deploy/kafka/.cache/run/data)"
+        )
+    pid = args.broker_pid
+    if pid is None and args.broker_pid_file is not None:
+        try:
+            pid = int(Path(args.broker_pid_file).read_text().strip())
+        except (OSError, ValueError):
+            pid = None  # the broker's CPU is then not reported
+    fills = tuple(int(f) for f in args.fills.split(","))
+    results = bench_storage.bench_storage(
+        bootstrap,
+        Path(args.data_dir),
+        pid=pid,
+        kind=args.kind,
+        count=args.count,
+        partitions=args.partitions,
+        runs=args.runs,
+        fills=fills,
+    )
+    print()
+    print(format_storage(results))
+    out = Path(args.json_out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    payload = {
+        "benchmark": "storage",
+        "environment": bench.environment(),
+        "settings": results.settings,
+        "results": results.to_dict(),
+    }
+    out.write_text(json.dumps(payload, indent=2, default=str))
+    print(f"\nwrote {out}")
+    try:
+        print(f"wrote {bench_storage.plot(results, Path(args.png))}")
+    except MissingDependency as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
+    return 0
+
+
+def format_storage(results: Any) -> str:
+    """`bench storage`'s tables: bytes per message by fill and variant, the sidecar's own
+    output, the crossovers."""
+    from sidecar import bench_storage
+
+    n = results.messages
+    mean = results.raw_bytes / n
+
+    def cell(v: Any) -> str:
+        return f"{v.bytes_per_message:.1f} ({results.raw_bytes / v.stored_bytes:.2f}x)"
+
+    def cpu(v: Any) -> str:
+        value = bench_storage.median_cpu(v, v.messages)
+        return "-" if value is None else f"{value:.1f}"
+
+    rows: list[list[object]] = []
+    for fill in results.fills():
+        for src in ("raw", "sidecar"):
+            variants = [results.find(src, c, fill) for c in bench_storage.CODECS]
+            none = variants[0]
+            exact = "yes" if none.predicted_bytes == none.stored_bytes else "NO"
+            rows.append(
+                [
+                    fill,
+                    src,
+                    *(cell(v) for v in variants),
+                    " / ".join(f"{v.fill:.1f}" for v in variants),
+                    " / ".join(cpu(v) for v in variants),
+                    exact,
+                ]
+            )
+    title = (
+        f"bytes per message as the broker stores them ({n:,} {results.kind} events of {mean:.1f} "
+        "B, log segments: batch headers and record framing included); (x) = raw value bytes / "
+        "stored bytes"
+    )
+    out = [
+        render(
+            (
+                "fill",
+                "records",
+                "none",
+                "zstd",
+                "lz4",
+                "achieved fill n/z/l",
+                "broker CPU s/M n/z/l",
+                "none = format",
+            ),
+            rows,
+            title,
+        )
+    ]
+    own_rows: list[list[object]] = []
+    for codec in ("none", "zstd"):
+        v = results.find("sidecar", codec, None)
+        own_rows.append(
+            [f"sidecar output, its producer, {codec}", cell(v), f"{v.fill:.1f}", cpu(v)]
+        )
+    out += [
+        "",
+        render(
+            ("variant", "B/message (x)", "achieved fill", "broker CPU s/M"),
+            own_rows,
+            "through the sidecar (zdict-sidecar run over the same events, training off)",
+        ),
+        "",
+    ]
+    own = results.find("sidecar", "none", None)
+    for codec in ("zstd", "lz4"):
+        for label, ours in (("at the same fill", None), ("as its own producer writes", own)):
+            at = results.crossover(codec, ours)
+            where = f"~{at:.1f} records per batch" if at is not None else "never within the fills"
+            out.append(f"crossover, producer {codec} vs the sidecar's records {label}: {where}")
+    return "\n".join(out)
+
+
 def cmd_bench_lifecycle(args: argparse.Namespace) -> int:
     import os
 
@@ -1017,6 +1144,22 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--runs", type=int, default=3, help="measured rounds after one warm-up (>= 3)")
     b.add_argument("--json-out", default="out/bench-relay.json", metavar="FILE")
     b.set_defaults(func=cmd_bench_relay)
+    b = kinds.add_parser(
+        "storage", help="bytes as a real broker stores them: producer zstd/lz4 vs the sidecar"
+    )
+    b.add_argument("--kind", choices=KINDS, default="product_viewed")
+    b.add_argument(
+        "-n", "--count", type=int, default=8192, help="events (a multiple of partitions x fills)"
+    )
+    b.add_argument("--partitions", type=int, default=8)
+    b.add_argument("--runs", type=int, default=3, help="measured runs after a warm-up (>= 3)")
+    b.add_argument("--fills", default="1,2,4,8,16,128", help="records per batch (comma list)")
+    b.add_argument("--data-dir", metavar="DIR", help="the broker's log.dirs (segments measured)")
+    b.add_argument("--broker-pid", type=int, metavar="PID", help="the broker's pid (its CPU)")
+    b.add_argument("--broker-pid-file", metavar="FILE", help="a file holding the broker's pid")
+    b.add_argument("--json-out", default="out/bench-storage.json", metavar="FILE")
+    b.add_argument("--png", default="out/bench-storage.png", metavar="FILE")
+    b.set_defaults(func=cmd_bench_storage)
     b = kinds.add_parser(
         "lifecycle", help="drift → retrain → recovery, and the relay's speed while training"
     )
