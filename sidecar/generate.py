@@ -32,7 +32,7 @@ from sidecar.errors import InputError
 
 __all__ = ["KINDS", "extract_id", "generate"]
 
-KINDS: tuple[str, ...] = ("product_viewed", "customer", "access_log")
+KINDS: tuple[str, ...] = ("product_viewed", "customer", "access_log", "order")
 """The event kinds `generate` knows, in documentation order."""
 
 # --------------------------------------------------------------------------------------------
@@ -1067,6 +1067,52 @@ def _customer(rng: Random, n: int, drift_at: int) -> Iterator[bytes]:
 
 
 # --------------------------------------------------------------------------------------------
+# order
+# --------------------------------------------------------------------------------------------
+
+_ORDER_STATUS = _weighted([("placed", 0.86), ("paid", 0.09), ("pending_payment", 0.05)])
+_SHIPPING = _weighted([("standard", 0.7), ("express", 0.2), ("pickup", 0.1)])
+# Fields of a product view that belong to the viewing, not to the product ordered.
+_VIEW_ONLY = frozenset(("event_id", "ts", "s", "u", "d", "r", "cmp", "ab"))
+_VIEW_ONLY_V2 = frozenset(("event", "event_id", "timestamp", "user", "context", "referrer"))
+
+
+def _order(rng: Random, n: int, drift_at: int) -> Iterator[bytes]:
+    """Yield ``n`` orders: JSON, ~500 B mean: the buyer (a record as `customer` makes them) and
+    one to four line items (products as `product_viewed` shows them, with a quantity).
+
+    The buyer's id is the order's ``id`` (unique: customer ids are). After ``drift_at`` the
+    buyer and the items have their v2 schemas."""
+    rnd = rng.random
+    buyers = _customer(Random(rng.getrandbits(64)), n, drift_at)
+    # Products drift with the order: the view stream switches once the orders have.
+    views = _product_viewed(Random(rng.getrandbits(64)), 4 * n, 4 * drift_at)
+    decode = json.loads
+    encode = _json
+    for i in range(n):
+        buyer = decode(next(buyers))
+        oid = buyer.pop("id")
+        drifted = i >= drift_at
+        view_only = _VIEW_ONLY_V2 if drifted else _VIEW_ONLY
+        items: list[dict[str, object]] = []
+        for _ in range(1 + int(rnd() * 4)):
+            view = decode(next(views))
+            item = {k: v for k, v in view.items() if k not in view_only}
+            item["q"] = 1 + int(rnd() * rnd() * 3)
+            items.append(item)
+        order: dict[str, object] = {
+            "id": oid,
+            "status": _ORDER_STATUS.pick(rnd()),
+            "shipping": _SHIPPING.pick(rnd()),
+            "buyer": buyer,
+            "items": items,
+        }
+        if rnd() < 0.15:
+            order["coupon"] = f"SAVE{5 * (1 + int(rnd() * 4))}"
+        yield encode(order)
+
+
+# --------------------------------------------------------------------------------------------
 # access_log
 # --------------------------------------------------------------------------------------------
 
@@ -1321,6 +1367,7 @@ _GENERATORS: dict[str, Callable[[Random, int, int], Iterator[bytes]]] = {
     "product_viewed": _product_viewed,
     "customer": _customer,
     "access_log": _access_log,
+    "order": _order,
 }
 
 
@@ -1346,6 +1393,9 @@ def generate(kind: str, n: int, seed: int = 0, drift_at: int | None = None) -> I
       email, phone, address, locale, ``created_at``, tier, marketing opt-ins, tags, …
     * ``access_log`` — NCSA combined-format lines plus a quoted 32-hex request id, ~230 B mean
       (≈ 125–430 B).
+    * ``order`` — JSON orders, ~500 B mean: ``id``, ``status``, ``shipping``, the ``buyer`` (a
+      ``customer`` record without its id), one to four ``items`` (a ``product_viewed`` event's
+      product fields and a quantity ``q``), sometimes a ``coupon``.
 
     The output depends only on the arguments: the same ``(kind, n, seed, drift_at)`` gives
     byte-identical events on any machine, and the first ``k`` events do not depend on ``n``.
@@ -1371,8 +1421,14 @@ def generate(kind: str, n: int, seed: int = 0, drift_at: int | None = None) -> I
     # `Random` seeds with abs(seed), so fold negatives onto odd numbers first; mixing in the
     # kind keeps the three streams of one seed unrelated.
     folded = 2 * seed if seed >= 0 else -2 * seed - 1
-    return make(Random(folded * len(KINDS) + KINDS.index(kind)), count, drift)
+    if kind in _FIRST_KINDS:
+        return make(Random(folded * len(_FIRST_KINDS) + _FIRST_KINDS.index(kind)), count, drift)
+    # Kinds added later seed from a string: the streams of the first three stay as they were.
+    return make(Random(f"{kind}/{folded}"), count, drift)
 
+
+#: The kinds whose seeds are mixed as integers (their streams are pinned by digests).
+_FIRST_KINDS: tuple[str, ...] = ("product_viewed", "customer", "access_log")
 
 _REQUEST_ID = re.compile(rb'"([0-9a-f]{32})"')
 
@@ -1380,7 +1436,8 @@ _REQUEST_ID = re.compile(rb'"([0-9a-f]{32})"')
 def extract_id(kind: str, event: bytes) -> str:
     """Return the unique id embedded in an ``event`` produced by `generate` for ``kind``.
 
-    ``product_viewed``: the ``event_id`` field; ``customer``: the ``id`` field; ``access_log``:
+    ``product_viewed``: the ``event_id`` field; ``customer`` and ``order``: the ``id`` field;
+    ``access_log``:
     the 32-hex request id (the quoted last field, or ``"rid"`` in the JSON tail after a drift).
 
     :raises InputError: unknown ``kind``, or no id found in ``event``.

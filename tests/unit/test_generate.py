@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from sidecar.errors import InputError
 from sidecar.generate import KINDS, USER_AGENTS, _json, extract_id, generate
 
-JSON_KINDS = ("product_viewed", "customer")
+JSON_KINDS = ("product_viewed", "customer", "order")
 
 # NCSA combined log format followed by the quoted 32-hex request id (nginx "$request_id").
 COMBINED = re.compile(
@@ -28,7 +28,12 @@ COMBINED = re.compile(
 )
 
 # Mean-size windows (bytes) the generator promises, over 5,000 events.
-MEAN_SIZE = {"product_viewed": (85, 120), "customer": (250, 350), "access_log": (150, 250)}
+MEAN_SIZE = {
+    "product_viewed": (85, 120),
+    "customer": (250, 350),
+    "access_log": (150, 250),
+    "order": (450, 560),
+}
 
 
 @cache
