@@ -302,6 +302,7 @@ class RelayRun:
     seconds: float  # first output record to last
     cpu_seconds: float  # user + system of the sidecar process(es), whole run
     peak_rss_bytes: int
+    training_runs: int = 0  # training runs the sidecar started during the run
 
     @property
     def rate(self) -> float:
@@ -396,15 +397,38 @@ def time_relay(
         **os.environ,
         **(env or {}),
         "KAFKA_BOOTSTRAP_SERVERS": bootstrap,
-        "ZDICT_LOG_LEVEL": "warning",
+        "ZDICT_LOG_LEVEL": "info",
+        "ZDICT_LOG_FORMAT": "json",
         # The bench's dictionary lives in its own store: a registry of the bench topic's own
         # takes it over, whatever earlier runs left in the cluster's default registry.
         "ZDICT_REGISTRY__TOPIC": f"_zdict_dictionaries-{topic}",
     }
     watcher = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-watch-{run_id}"})
-    proc = subprocess.Popen(
-        argv, env=full_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
+    # The log is read back for the training runs started meanwhile (the trainer is on by default).
+    with tempfile.TemporaryFile() as log_file:
+        proc = subprocess.Popen(argv, env=full_env, stdout=subprocess.DEVNULL, stderr=log_file)
+        status, usage = _watch(proc, watcher, output, partitions, messages, variant)
+        log_file.seek(0)
+        trainings = log_file.read().count(b'"event": "training_started"')
+    first, last = status[1], status[2]
+    if os.waitstatus_to_exitcode(status[0]) != 0:
+        raise InputError(f"bench relay: {variant} exited {os.waitstatus_to_exitcode(status[0])}")
+    # wait4's usage covers the process and, with --workers N, the workers it waited for; the
+    # peak RSS is then the largest single process, not the sum.
+    cpu = usage.ru_utime + usage.ru_stime
+    return RelayRun(variant, messages, last - first, cpu, usage.ru_maxrss * 1024, trainings)
+
+
+def _watch(
+    proc: subprocess.Popen[bytes],
+    watcher: Any,
+    output: str,
+    partitions: int,
+    messages: int,
+    variant: str,
+) -> tuple[tuple[int, float, float], Any]:
+    """Watch the output topic until it holds `messages` records, then stop the relay:
+    ((wait status, first seen, last seen), resource usage)."""
     first = last = 0.0
     try:
         deadline = time.monotonic() + 600
@@ -426,47 +450,4 @@ def time_relay(
         watcher.close()
     if not last:
         raise InputError(f"bench relay: {variant} did not relay {messages} records in time")
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise InputError(f"bench relay: {variant} exited {os.waitstatus_to_exitcode(status)}")
-    # wait4's usage covers the process and, with --workers N, the workers it waited for; the
-    # peak RSS is then the largest single process, not the sum.
-    cpu = usage.ru_utime + usage.ru_stime
-    return RelayRun(variant, messages, last - first, cpu, usage.ru_maxrss * 1024)
-
-
-RELAY_VARIANTS: Final = (
-    ("pass-through, 1 worker", 1, True),
-    ("compress, 1 worker", 1, False),
-    ("compress, 2 workers", 2, False),
-)
-
-
-def bench_relay(
-    bootstrap: str, kind: str, count: int, partitions: int, runs: int
-) -> tuple[dict[str, list[RelayRun]], int]:
-    """Pre-load `count` events, then time every variant `runs` times after one warm-up round.
-
-    Variants run interleaved, round by round, so machine noise spreads over all of them.
-    Returns the measured runs per variant and the pre-loaded value bytes.
-    """
-    import uuid
-
-    from sidecar.dictionaries.lifecycle import promote
-    from sidecar.dictionaries.store import DictionaryStore
-    from sidecar.generate import generate
-
-    topic = f"bench-relay-{kind}-{uuid.uuid4().hex[:6]}"
-    raw = preload(bootstrap, topic, kind, count, partitions)
-    store_dir = Path(tempfile.mkdtemp(prefix="zdict-bench-relay-"))
-    samples = split_ordered(generate(kind, 25_000, seed=99), 0.8)
-    report = train(samples, TrainingParams(), namespace=topic)
-    promote(DictionaryStore(store_dir), None, report, window="bench", parent_id=None)
-    results: dict[str, list[RelayRun]] = {name: [] for name, _, _ in RELAY_VARIANTS}
-    for round_ in range(runs + 1):
-        for name, workers, pass_through in RELAY_VARIANTS:
-            run = time_relay(
-                bootstrap, topic, partitions, count, name, store_dir, workers, pass_through
-            )
-            if round_:  # round 0 is the warm-up
-                results[name].append(run)
-    return results, raw
+    return (status, first, last), usage

@@ -7,7 +7,6 @@ configuration; 130 interrupted.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import statistics
 import sys
@@ -372,58 +371,118 @@ def _dicts_in_registry(args: argparse.Namespace, registry: Registry, store: Dict
 def cmd_bench_relay(args: argparse.Namespace) -> int:
     import os
 
-    from sidecar import bench
+    from sidecar import bench, bench_relay
 
     if args.runs < 3:
         raise ConfigError("--runs must be at least 3 (the median of fewer runs says little)")
     bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
     if not bootstrap:
         raise ConfigError("KAFKA_BOOTSTRAP_SERVERS is not set (make bench starts a local broker)")
-    results, raw = bench.bench_relay(bootstrap, args.kind, args.count, args.partitions, args.runs)
-    base = statistics.median(r.rate for r in results[bench.RELAY_VARIANTS[0][0]])
-    rows: list[list[object]] = []
-    for name, runs in results.items():
-        rates = [r.rate for r in runs]
-        med = statistics.median(rates)
-        cpu = statistics.median(r.cpu_seconds for r in runs) / (args.count / 1e6)
-        rss = max(r.peak_rss_bytes for r in runs) / 2**20
-        rows.append(
-            [
-                name,
-                f"{med:,.0f} [{min(rates):,.0f}-{max(rates):,.0f}]",
-                round(med / base, 2),
-                round(cpu, 1),
-                round(rss),
-            ]
+    rates: list[float | None] = []
+    for item in args.latency_rate.split(","):
+        if item.strip() == "max":
+            rates.append(None)
+        elif item.strip():
+            rates.append(float(item))
+    kinds = args.kind or ["product_viewed", "order"]
+    results = []
+    for i, kind in enumerate(kinds):
+        results.append(
+            bench_relay.bench_kind(
+                bootstrap,
+                kind,
+                args.count,
+                args.partitions,
+                args.runs,
+                rates=rates if i == 0 or args.latency_all_kinds else (),
+                latency_seconds=args.latency_seconds,
+            )
         )
-    title = (
-        f"relay over {args.count:,} pre-loaded {args.kind} events ({raw / args.count:.0f} B), "
-        f"{args.partitions} partitions, {args.runs} runs after a warm-up round"
-    )
-    print(
-        render(
-            (
-                "variant",
-                "msg/s median [min-max]",
-                "x pass-through",
-                "CPU s / M msgs",
-                "peak RSS MiB",
-            ),
-            rows,
-            title,
-        )
-    )
+    for r in results:
+        print()
+        print(format_relay(r, args.runs))
     out = Path(args.json_out)
     out.parent.mkdir(parents=True, exist_ok=True)
     payload = {
         "benchmark": "relay",
         "environment": bench.environment(),
         "settings": vars(args) | {"func": None, "argv": None},
-        "results": {k: [dataclasses.asdict(r) for r in v] for k, v in results.items()},
+        "results": [r.to_dict() for r in results],
     }
     out.write_text(json.dumps(payload, indent=2, default=str))
     print(f"\nwrote {out}")
+    try:
+        print(f"wrote {bench_relay.plot(results, Path(args.png))}")
+    except MissingDependency as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
     return 0
+
+
+def format_relay(result: Any, runs: int) -> str:
+    """`bench relay`'s tables for one kind: saturation, then latency at fixed loads."""
+    from sidecar import bench_relay
+
+    variants = {v.name: v for v in (*bench_relay.SATURATION, *bench_relay.LATENCY)}
+    names = list(result.saturation)
+    base = statistics.median(r.rate for r in result.saturation[names[0]]) if names else 1.0
+    rows: list[list[object]] = []
+    for name, runs_ in result.saturation.items():
+        rates = [r.rate for r in runs_]
+        med = statistics.median(rates)
+        cpu = [r.cpu_seconds / (result.count / 1e6) for r in runs_]
+        rows.append(
+            [
+                name,
+                variants[name].trainer,
+                bench_relay.median_range(rates),
+                round(med / base, 2),
+                bench_relay.median_range(cpu, "{:.1f}"),
+                round(max(r.peak_rss_bytes for r in runs_) / 2**20),
+                sum(r.training_runs for r in runs_),
+            ]
+        )
+    out = [
+        render(
+            (
+                "variant",
+                "trainer",
+                "msg/s median [min-max]",
+                "x pass-through",
+                "CPU s / M msgs",
+                "peak RSS MiB",
+                "training runs",
+            ),
+            rows,
+            f"relay over {result.count:,} pre-loaded {result.kind} events "
+            f"({result.mean_bytes:.0f} B), {result.partitions} partitions, {runs} rounds after a "
+            "warm-up round",
+        )
+    ]
+    if result.latency:
+        lat_rows: list[list[object]] = []
+        for key, runs_ in result.latency.items():
+            name = key.split(" @ ")[0]
+            lat_rows.append(
+                [
+                    key,
+                    variants[name].trainer,
+                    bench_relay.median_range([r.achieved_rate for r in runs_]),
+                    bench_relay.median_range([r.p50_ms for r in runs_], "{:.1f}"),
+                    bench_relay.median_range([r.p99_ms for r in runs_], "{:.1f}"),
+                    bench_relay.median_range([r.max_ms for r in runs_], "{:.0f}"),
+                ]
+            )
+        out += [
+            "",
+            render(
+                ("variant @ offered", "trainer", "msg/s through", "p50 ms", "p99 ms", "max ms"),
+                lat_rows,
+                f"end-to-end latency (producer timestamp -> output consumer), {result.kind}, "
+                f"{bench_relay.WARMUP_SECONDS:.0f} s warm-up per run not measured; max = as fast "
+                "as one producer can (latency is then the queue)",
+            ),
+        ]
+    return "\n".join(out)
 
 
 def _median_range(values: Sequence[float], fmt: str = "{:,.0f}") -> str:
@@ -820,6 +879,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     settings = _settings(args, **overrides)
     if settings.relay.workers > 1:
         argv = _without_option(args.argv, "--workers")
+        if settings.metrics.port:
+            # Worker i listens on port + i (its environment): a flag would give them all one.
+            argv = _without_option(argv, "--metrics-port")
         return service.run_workers(argv, settings.relay.workers, settings.metrics.port)
     return service.run_relay(settings)
 
@@ -1138,11 +1200,24 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--json-out", default="out/bench-codec.json", metavar="FILE")
     b.set_defaults(func=cmd_bench, kind=None)
     b = kinds.add_parser("relay", help="the relay on a real broker: compress vs pass-through")
-    b.add_argument("--kind", choices=KINDS, default="product_viewed")
-    b.add_argument("-n", "--count", type=int, default=1_000_000)
+    b.add_argument(
+        "--kind", action="append", choices=KINDS, help="repeatable; default product_viewed, order"
+    )
+    b.add_argument("-n", "--count", type=int, default=1_000_000, help="pre-loaded events")
     b.add_argument("--partitions", type=int, default=4)
     b.add_argument("--runs", type=int, default=3, help="measured rounds after one warm-up (>= 3)")
+    b.add_argument(
+        "--latency-rate",
+        default="20000,max",
+        metavar="RATES",
+        help="offered loads (records/s, comma list; max: unthrottled); '' for none",
+    )
+    b.add_argument("--latency-seconds", type=float, default=6.0, help="measured seconds per run")
+    b.add_argument(
+        "--latency-all-kinds", action="store_true", help="latency for every kind (default: first)"
+    )
     b.add_argument("--json-out", default="out/bench-relay.json", metavar="FILE")
+    b.add_argument("--png", default="out/bench-relay.png", metavar="FILE")
     b.set_defaults(func=cmd_bench_relay)
     b = kinds.add_parser(
         "storage", help="bytes as a real broker stores them: producer zstd/lz4 vs the sidecar"
