@@ -60,6 +60,8 @@ LATENCY: Final = (
     RelayVariant("compress, 1 worker", 1, False, True),
     RelayVariant("compress, 2 workers", 2, False, True),
 )
+#: Properties of the bench's own producer and output consumer (librdkafka's defaults).
+CLIENT: dict[str, Any] = {}
 #: Seconds of traffic at the start of a latency run that are not measured.
 WARMUP_SECONDS: Final = 2.0
 
@@ -130,9 +132,12 @@ def latency_run(
         _relay_args(variant, topic, output, store), env, work / f"{output}.log", "bench"
     )
     result = LatencyRun(variant.name, rate, seconds)
-    producer = Producer({"bootstrap.servers": bootstrap, "queue.buffering.max.messages": 1_000_000})
+    producer = Producer(
+        {**CLIENT, "bootstrap.servers": bootstrap, "queue.buffering.max.messages": 1_000_000}
+    )
     consumer = Consumer(
         {
+            **CLIENT,
             "bootstrap.servers": bootstrap,
             "group.id": f"bench-latency-{uuid.uuid4().hex}",
             "enable.auto.commit": False,
