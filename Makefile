@@ -60,10 +60,15 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check sidecar tests deploy
 	$(BIN)/mypy
 
-## bench: the standard benchmarks (tables on stdout, JSON in out/)
+## bench: the standard benchmarks (tables on stdout, JSON and PNGs in out/): the codec offline,
+## then on the local broker the bytes it stores (its segments, its CPU) and the relay
+KAFKA_RUN := deploy/kafka/.cache/run
 bench: $(STAMP) tools
 	$(BIN)/zdict-sidecar bench codec
-	deploy/kafka/kafka-local exec -- $(BIN)/zdict-sidecar bench relay
+	deploy/kafka/kafka-local exec -- sh -c '\
+		$(BIN)/zdict-sidecar bench storage --data-dir $(KAFKA_RUN)/data \
+			--broker-pid-file $(KAFKA_RUN)/kafka.pid && \
+		$(BIN)/zdict-sidecar bench relay'
 
 ## bench-lifecycle: drift → retrain → recovery, and the relay's speed while training (JSON + PNG)
 bench-lifecycle: $(STAMP)

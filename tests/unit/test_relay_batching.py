@@ -1,0 +1,94 @@
+"""The relay's batching: what it takes from the consumer and when it waits, with spec'd fakes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from unittest.mock import MagicMock
+
+from confluent_kafka import Consumer, Producer
+from prometheus_client import CollectorRegistry
+
+from sidecar.bench_relay import percentile
+from sidecar.codec import Encoder
+from sidecar.dictionaries import DictionaryStore
+from sidecar.metrics import Health, Metrics
+from sidecar.relay import ACK_WAIT, Relay
+from tests.unit.test_relay_failures import Clock, record
+
+
+def make(tmp_path: Path) -> tuple[Relay, MagicMock, MagicMock, CollectorRegistry]:
+    consumer = MagicMock(spec_set=Consumer)
+    producer = MagicMock(spec_set=Producer)
+    producer.flush.return_value = 0
+    registry = CollectorRegistry()
+    relay = Relay(
+        consumer=consumer,
+        producer=producer,
+        store=DictionaryStore(tmp_path),
+        outputs={"in": "in.zd"},
+        partitions={"in": 1, "in.zd": 1},
+        metrics=Metrics(registry),
+        health=Health(),
+        encoder_factory=lambda store, ns: Encoder.from_store(store, ns),
+        batch_size=100,
+        poll_timeout=0.5,
+        clock=Clock(),
+    )
+    return relay, consumer, producer, registry
+
+
+def test_records_already_there_are_taken_without_waiting_for_a_full_batch(tmp_path: Path) -> None:
+    relay, consumer, _, _ = make(tmp_path)
+    consumer.consume.side_effect = [[record(0), record(1)]]
+    assert len(relay._consume()) == 2
+    consumer.consume.assert_called_once_with(100, 0)
+
+
+def test_an_idle_relay_waits_for_the_first_record_only_then_takes_what_came_with_it(
+    tmp_path: Path,
+) -> None:
+    relay, consumer, _, _ = make(tmp_path)
+    consumer.consume.side_effect = [[], [record(0)], [record(1), record(2)]]
+    assert [m.offset() for m in relay._consume()] == [0, 1, 2]
+    calls = [c.args for c in consumer.consume.call_args_list]
+    assert calls == [(100, 0), (1, 0.5), (99, 0)]
+
+
+def test_with_records_in_flight_the_wait_is_short_so_acknowledgements_are_served(
+    tmp_path: Path,
+) -> None:
+    relay, consumer, _, _ = make(tmp_path)
+    relay.offsets.sent("in", 0, 7)
+    consumer.consume.side_effect = [[], []]
+    assert relay._consume() == []
+    assert consumer.consume.call_args_list[1].args == (1, ACK_WAIT)
+
+
+def test_a_batch_is_produced_in_order_and_counted_from_the_encoders_tallies(
+    tmp_path: Path,
+) -> None:
+    relay, _, producer, registry = make(tmp_path)
+    batch = [record(0), record(1, b"tiny"), record(2, None)]
+    relay._relay_batch(batch)
+    produced = producer.produce.call_args_list
+    assert [c.args[0] for c in produced] == ["in.zd"] * 3
+    assert [c.args[3] for c in produced] == [0, 0, 0]  # same partition as the input
+    assert produced[0].args[7] == [("zd", b"0")] and produced[1].args[7] is None
+    assert produced[2].args[1] is None  # the tombstone stays one
+    assert relay.offsets.in_flight() == 3
+
+    def count(outcome: str) -> float | None:
+        return registry.get_sample_value(
+            "zdict_messages_total", {"namespace": "in", "outcome": outcome}
+        )
+
+    assert count("compressed") == 1 and count("below_threshold") == 1 and count("tombstone") == 1
+    assert registry.get_sample_value("zdict_input_bytes_total", {"namespace": "in"}) == 152 + 4
+
+
+def test_percentiles_are_nearest_rank() -> None:
+    values = [float(v) for v in range(1, 101)]
+    assert percentile(values, 0.5) == 50.0
+    assert percentile(values, 0.99) == 99.0
+    assert percentile(values, 1.0) == 100.0
+    assert percentile([3.0], 0.99) == 3.0
