@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed-stamp
 OUT    := out
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo evaluate test lint unit integration bench bench-lifecycle tools dashboard clean
+.PHONY: demo evaluate test lint unit integration soak bench bench-lifecycle tools dashboard clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -51,6 +51,10 @@ evaluate: $(STAMP)
 ## KAFKA_BOOTSTRAP_SERVERS if set, else deploy/kafka/kafka-local starts one and stops it after.
 test: $(STAMP) tools lint
 	deploy/kafka/kafka-local exec -- $(BIN)/pytest -q
+
+## soak: the fault tests at 1,000,000 records (ZDICT_SOAK=1): ten kill -9, storm, stall, queue
+soak: $(STAMP) tools
+	ZDICT_SOAK=1 deploy/kafka/kafka-local exec -- $(BIN)/pytest -q -s tests/integration/test_faults.py
 
 integration: $(STAMP) tools
 	deploy/kafka/kafka-local exec -- $(BIN)/pytest -q tests/integration

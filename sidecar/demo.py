@@ -4,7 +4,7 @@
    subprocess) with no dictionary, a registry topic of its own and training on;
 2. produce generated events at a steady rate; the sidecar samples them, trains a first
    dictionary, publishes it to the registry and switches to it;
-3. two thirds in, the events' schema changes: the ratio drops, the sidecar notices (drift),
+3. halfway, the events' schema changes: the ratio drops, the sidecar notices (drift),
    retrains and switches again;
 4. stop producing, let the sidecar catch up, stop it (SIGTERM), read the output back, decode
    every record with a decoder that knows only the registry topic, and print what was saved.
@@ -61,7 +61,7 @@ def _progress() -> Any:
 def main(duration: float = 60.0, rate: int = 5000) -> int:
     bootstrap = _bootstrap()
     work = Path(tempfile.mkdtemp(prefix="zdict-demo-"))
-    drift_after = round(duration * 2 / 3)
+    drift_after = round(duration / 2)
     print(
         f"demo on {bootstrap}: {rate:,} product_viewed events/s for {duration:.0f} s, the schema "
         f"changes after {drift_after} s; sidecar log and store in {work}"

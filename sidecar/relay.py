@@ -461,6 +461,12 @@ class Relay:
             if err is not None:
                 if err.code() == KafkaError._PARTITION_EOF:
                     continue
+                if err.code() == KafkaError._MAX_POLL_EXCEEDED:
+                    # The loop stalled past max.poll.interval.ms: librdkafka left the group and
+                    # rejoins at the next poll; the partitions were lost (on_lost), not
+                    # committed, so their new owner reads again what was not committed.
+                    log.warning("max_poll_interval_exceeded", error=err.str())
+                    continue
                 if err.fatal() or not err.retriable():
                     self.fail(f"consume error on {msg.topic()}[{msg.partition()}]: {err.str()}")
                     return
@@ -732,4 +738,6 @@ class Relay:
             consumed=self.stats.consumed,
             delivered=self.stats.delivered,
             commits=self.stats.commits,
+            queue_full_waits=self.stats.queue_full_waits,
+            dead_letters=self.stats.dead_letters,
         )

@@ -198,6 +198,7 @@ def run_relay(settings: Settings) -> int:
 
         signal.signal(signal.SIGTERM, stop)
         signal.signal(signal.SIGINT, stop)
+        install_stall_hook()
         log.info(
             "relay_configured",
             mode=relay_settings.mode,
@@ -223,6 +224,24 @@ def run_relay(settings: Settings) -> int:
         if dictionaries is not None:
             dictionaries.close()
         server.stop()
+
+
+#: Fault-injection hook for tests: with this variable set to N, SIGUSR2 blocks the relay loop
+#: for N seconds while librdkafka's own threads go on (heartbeats included) - a stall such as a
+#: long GC pause, which exceeds max.poll.interval.ms without the session timing out.
+STALL_HOOK_ENV = "ZDICT_TEST_STALL_ON_SIGUSR2"
+
+
+def install_stall_hook() -> None:
+    seconds = os.environ.get(STALL_HOOK_ENV)
+    if not seconds:
+        return
+
+    def stall(signum: int, frame: FrameType | None) -> None:
+        log.warning("stalling_on_purpose", seconds=float(seconds), hook=STALL_HOOK_ENV)
+        time.sleep(float(seconds))
+
+    signal.signal(signal.SIGUSR2, stall)
 
 
 def run_workers(argv: Sequence[str], workers: int, metrics_port: int) -> int:

@@ -206,7 +206,8 @@ class TrainingReport:
             "champion_ratio": ratio(self.champion),
             "champion_id": self.champion_id,
             "dict_size": chosen.dict_size if chosen else None,
-            "level": chosen.level if chosen else None,
+            # not "level": in a log line that is the log level
+            "zstd_level": chosen.level if chosen else None,
             "break_even_size": self.break_even_size,
             "train_seconds": round(self.train_seconds, 3),
             "eval_seconds": round(self.eval_seconds, 3),

@@ -22,7 +22,7 @@ import zstandard
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
-from sidecar.codec import Decoder
+from sidecar.codec import Decoder, Encoder
 from sidecar.dead_letters import PREFIX
 from sidecar.dictionaries.store import DictionaryStore
 
@@ -263,3 +263,50 @@ def test_without_a_dead_letter_topic_the_relay_stops_before_the_bad_record(
     assert kafka_probe.committed(group, topic) == {0: 50}  # nothing past the bad record
     assert kafka_probe.count(f"{topic}.zd") == 50
     assert len(inputs) == 61
+
+
+def test_decode_mode_sets_bombs_corrupt_frames_and_unknown_ids_aside(
+    make_topic: MakeTopic,
+    sidecar: StartSidecar,
+    produce_records: ProduceRecords,
+    consume_all: ConsumeAll,
+    kafka_probe: KafkaProbe,
+    tmp_path: Path,
+) -> None:
+    topic = make_topic(partitions=1)
+    plain = b'{"event":"viewed","sku":"SKU-1234567"}' * 4
+    frame, headers = Encoder(None).encode(plain)
+    bad = {
+        "bomb": (zstandard.ZstdCompressor().compress(bytes(50 * 2**20)), (("zd", b"0"),)),
+        "corrupt": (b"\x28\xb5\x2f\xfd" + b"\x00" * 12, (("zd", b"0"),)),
+        "unknown": (FRAME_OF_32768, (("zd", b"32768"),)),
+    }
+    records = [Outgoing(b"ok", frame, tuple(headers))]
+    records += [Outgoing(name.encode(), v, h) for name, (v, h) in bad.items()]
+    records += [Outgoing(b"ok", frame, tuple(headers)), Outgoing(b"plain", plain)]
+    produce_records(topic, records)
+    proc = sidecar(
+        *("run", "--mode", "decode", "--input-topic", topic, "--create-topics"),
+        *("--dictionaries", str(tmp_path / "store")),
+        env={"ZDICT_RELAY__DEAD_LETTER_TOPIC": "{topic}.dlq"},
+        name="decoder",
+    )
+    decoded_topic, dead = f"{topic}.decoded", f"{topic}.dlq"
+    wait_until(
+        lambda: kafka_probe.count(decoded_topic) + kafka_probe.count(dead) >= len(records),
+        60,
+        "every record decoded or set aside",
+    )
+    assert proc.stop() == 0, proc.tail()
+    decoded = consume_all(decoded_topic, 3)
+    assert [(r.key, r.value) for r in decoded] == [
+        (b"ok", plain),
+        (b"ok", plain),
+        (b"plain", plain),
+    ]
+    aside = {r.key: dict(r.headers) for r in consume_all(dead, 3)}
+    assert {k: (h[PREFIX + "stage"], h[PREFIX + "class"]) for k, h in aside.items()} == {
+        b"bomb": (b"decode", b"OutputTooLarge"),
+        b"corrupt": (b"decode", b"CorruptFrame"),
+        b"unknown": (b"decode", b"UnknownDictionary"),
+    }

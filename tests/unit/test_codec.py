@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sidecar.codec import (
+    DEFAULT_MAX_OUTPUT_SIZE,
     NO_DICTIONARY,
     Decoder,
     Encoder,
@@ -325,6 +326,47 @@ def test_a_zero_run_bomb_without_content_size_is_stopped_at_the_limit() -> None:
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     assert peak < 4 * MiB
+
+
+def _frame_declaring(size: int) -> bytes:
+    """A frame header alone: magic, descriptor 0xE0 (single segment, 8-byte content size)."""
+    return bytes.fromhex("28b52ffde0") + size.to_bytes(8, "little")
+
+
+@pytest.mark.parametrize(
+    ("name", "bomb"),
+    [
+        ("a frame declaring 4 GiB", _frame_declaring(4 * 2**30)),
+        # A real one: 50 MiB of zeros compress to a frame of ~1.6 KB that declares its size.
+        ("a 50 MiB zero run", zstandard.ZstdCompressor().compress(bytes(50 * MiB))),
+    ],
+)
+def test_bombs_declaring_more_than_the_default_limit_are_refused_before_allocating(
+    name: str, bomb: bytes
+) -> None:
+    tracemalloc.start()
+    try:
+        with pytest.raises(OutputTooLarge, match="limit is 8388608"):
+            Decoder().decode(bomb, [("zd", b"0")])
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    print(f"\n{name} ({len(bomb):,} B): refused, peak {peak / 1024:.0f} KiB traced")
+    assert peak < MiB
+
+
+def test_a_50_mib_zero_run_without_declared_size_stops_at_the_default_limit() -> None:
+    cobj = zstandard.ZstdCompressor(write_content_size=False).compressobj()
+    bomb = b"".join(cobj.compress(bytes(MiB)) for _ in range(50)) + cobj.flush()
+    tracemalloc.start()
+    try:
+        with pytest.raises(OutputTooLarge, match="no declared size"):
+            Decoder().decode(bomb, [("zd", b"0")])
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    print(f"\n50 MiB zero run, no declared size ({len(bomb):,} B): peak {peak / MiB:.1f} MiB")
+    assert peak < 2 * DEFAULT_MAX_OUTPUT_SIZE
 
 
 def test_a_frame_of_unknown_size_within_the_limit_decodes() -> None:

@@ -11,18 +11,14 @@ from typing import Any
 from unittest.mock import MagicMock
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from prometheus_client import CollectorRegistry
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-from sidecar.codec import Encoder
 from sidecar.config import load_settings
-from sidecar.dictionaries import DictionaryStore
 from sidecar.errors import ConfigError
 from sidecar.exactly_once import TransactionalRelay
 from sidecar.kafka import producer_config
-from sidecar.metrics import Health, Metrics
 from sidecar.relay import RelayFailed
-from tests.unit.test_relay_failures import Clock, deliveries, record
+from tests.unit.test_relay_failures import Clock, deliveries, make_relay, record
 
 
 def txn_error(*, retriable: bool = False, abort: bool = False, fatal: bool = False) -> Any:
@@ -36,28 +32,15 @@ def txn_error(*, retriable: bool = False, abort: bool = False, fatal: bool = Fal
 
 
 def make(tmp_path: Path, records: int = 2) -> tuple[TransactionalRelay, MagicMock, MagicMock]:
-    consumer = MagicMock(spec_set=Consumer)
-    producer = MagicMock(spec_set=Producer)
-    producer.flush.return_value = 0
+    relay, consumer, producer = make_relay(
+        tmp_path, Clock(), TransactionalRelay, commit_interval=60.0, transaction_records=records
+    )
     consumer.position.side_effect = lambda tps: [
         TopicPartition(tp.topic, tp.partition, 5) for tp in tps
     ]
     consumer.committed.side_effect = lambda tps, timeout=None: [
         TopicPartition(tp.topic, tp.partition, 3) for tp in tps
     ]
-    relay = TransactionalRelay(
-        transaction_records=records,
-        consumer=consumer,
-        producer=producer,
-        store=DictionaryStore(tmp_path),
-        outputs={"in": "in.zd"},
-        partitions={"in": 1, "in.zd": 1},
-        metrics=Metrics(CollectorRegistry()),
-        health=Health(),
-        encoder_factory=lambda store, ns: Encoder.from_store(store, ns),
-        commit_interval=60.0,
-        clock=Clock(),
-    )
     relay.on_assign(consumer, [TopicPartition("in", 0)])
     return relay, consumer, producer
 

@@ -41,11 +41,18 @@ def record(offset: int, value: bytes = b'{"event":"x","n":1}' * 8) -> MagicMock:
     return msg
 
 
-def make_relay(tmp_path: Path, clock: Clock) -> tuple[Relay, MagicMock, MagicMock]:
+def make_relay(
+    tmp_path: Path,
+    clock: Clock,
+    relay_class: Callable[..., Relay] = Relay,
+    commit_interval: float = 0.0,
+    **extra: Any,
+) -> tuple[Any, MagicMock, MagicMock]:
+    """A relay (of `relay_class`) on spec'd client fakes, one input topic "in" → "in.zd"."""
     consumer = MagicMock(spec_set=Consumer)
     producer = MagicMock(spec_set=Producer)
     producer.flush.return_value = 0
-    relay = Relay(
+    relay = relay_class(
         consumer=consumer,
         producer=producer,
         store=DictionaryStore(tmp_path),
@@ -54,9 +61,10 @@ def make_relay(tmp_path: Path, clock: Clock) -> tuple[Relay, MagicMock, MagicMoc
         metrics=Metrics(CollectorRegistry()),
         health=Health(),
         encoder_factory=lambda store, ns: Encoder.from_store(store, ns),
-        commit_interval=0.0,
+        commit_interval=commit_interval,
         unreachable_timeout=60.0,
         clock=clock,
+        **extra,
     )
     return relay, consumer, producer
 
