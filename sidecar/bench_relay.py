@@ -60,6 +60,8 @@ LATENCY: Final = (
     RelayVariant("compress, 1 worker", 1, False, True),
     RelayVariant("compress, 2 workers", 2, False, True),
 )
+#: Unthrottled, latency is the queue whatever the variant: the 1-worker ones say it.
+LATENCY_AT_MAX: Final = LATENCY[:2]
 #: Properties of the bench's own producer and output consumer (librdkafka's defaults).
 CLIENT: dict[str, Any] = {}
 #: Seconds of traffic at the start of a latency run that are not measured.
@@ -320,7 +322,7 @@ def bench_kind(
             if round_:
                 results.saturation.setdefault(variant.name, []).append(run)
         for rate in rates:
-            for variant in latency:
+            for variant in latency if rate else [v for v in latency if v in LATENCY_AT_MAX]:
                 what = f"{rate:,.0f}/s" if rate else "max rate"
                 progress(f"bench relay: {kind}, {label}: {variant.name}, latency at {what} ...")
                 seconds = latency_seconds if rate else latency_seconds / 2

@@ -394,8 +394,14 @@ def cmd_bench_relay(args: argparse.Namespace) -> int:
                 args.count,
                 args.partitions,
                 args.runs,
-                rates=rates if i == 0 or args.latency_all_kinds else (),
+                rates=rates if i == 0 or args.all_kinds else (),
                 latency_seconds=args.latency_seconds,
+                # Trainer on vs off is measured on the first kind (the default is on everywhere).
+                saturation=[
+                    v
+                    for v in bench_relay.SATURATION
+                    if i == 0 or args.all_kinds or v.training or v.pass_through
+                ],
             )
         )
     for r in results:
@@ -1214,7 +1220,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     b.add_argument("--latency-seconds", type=float, default=6.0, help="measured seconds per run")
     b.add_argument(
-        "--latency-all-kinds", action="store_true", help="latency for every kind (default: first)"
+        "--all-kinds",
+        action="store_true",
+        help="latency and the --no-training variant for every kind (default: the first only)",
     )
     b.add_argument("--json-out", default="out/bench-relay.json", metavar="FILE")
     b.add_argument("--png", default="out/bench-relay.png", metavar="FILE")
