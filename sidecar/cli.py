@@ -1232,7 +1232,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     b.add_argument("--kind", choices=KINDS, default="product_viewed")
     b.add_argument(
-        "-n", "--count", type=int, default=8192, help="events (a multiple of partitions x fills)"
+        "-n", "--count", type=int, default=4096, help="events (a multiple of partitions x fills)"
     )
     b.add_argument("--partitions", type=int, default=8)
     b.add_argument("--runs", type=int, default=3, help="measured runs after a warm-up (>= 3)")
