@@ -448,10 +448,10 @@ def plot(results: StorageResults, path: Path) -> Path:
         ax.axvline(at, color="black", linewidth=1, linestyle=":")
         ax.annotate(
             f"crossover: producer zstd\nwins from ~{at:.1f} records/batch",
-            (at, ax.get_ylim()[1]),
-            xytext=(6, -6),
+            (at, ax.get_ylim()[0]),
+            xytext=(6, 6),
             textcoords="offset points",
-            va="top",
+            va="bottom",
             fontsize=9,
         )
     ax.set_xscale("log", base=2)
@@ -464,7 +464,7 @@ def plot(results: StorageResults, path: Path) -> Path:
         fontsize=10,
     )
     ax.grid(alpha=0.3)
-    ax.legend(loc="lower right", fontsize=9)
+    ax.legend(loc="upper left", fontsize=9)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
     return path
