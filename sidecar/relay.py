@@ -506,7 +506,7 @@ class Relay:
                     seconds,
                 )
             else:
-                ns.metrics.observe_batch(encoded, seconds / len(batch))
+                ns.metrics.observe_batch(encoded, seconds)
             self.stats.consumed += len(batch)
             self._produce_batch(ns, topic, batch, encoded)
 
@@ -595,7 +595,7 @@ class Relay:
             done.append(enc)
             self._produce_if_it_fits(ns, msg, enc)
         if done:
-            ns.metrics.observe_batch(done, (time.perf_counter() - started) / len(batch))
+            ns.metrics.observe_batch(done, time.perf_counter() - started)
 
     def _set_aside(self, ns: _Namespace, msg: Message, stage: str, error: Exception) -> None:
         """A record that cannot be processed: to the dead-letter topic, or stop before it."""
