@@ -22,10 +22,19 @@ aborted (the group moved on: committing offsets would be refused). A failure or 
 or commits the open transaction before closing. Known limits (Kafka's): exactly once holds
 within Kafka only, for consumers reading `read_committed`; records reach them at transaction
 commits (every `commit_interval`), which is the latency price.
+
+librdkafka does not always keep the timeout of a transactional call: after the broker that
+coordinates the group restarts, `send_offsets_to_transaction` can block for good
+(confluentinc/librdkafka#5456, #5511; seen here with librdkafka 2.16 on a broker restart). Each
+call therefore runs under a watchdog: one still blocked `TXN_TIMEOUT + TXN_GRACE` seconds later
+stops the relay (`TransactionHung`, exit 1) without touching the stuck producer again. Nothing of
+the open transaction is visible; the restarted relay fences it (same transactional.id) and
+resumes from the last commit.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from typing import Any, Final
@@ -39,9 +48,42 @@ log = get_logger(__name__)
 
 #: Seconds a transactional call (init, commit, abort, offsets) may take before it counts as failed.
 TXN_TIMEOUT: Final = 30.0
+#: Seconds past TXN_TIMEOUT a transactional call may still block before it counts as hung.
+TXN_GRACE: Final = 10.0
 #: Aborts in a row (no commit between them) after which the relay stops: the same records keep
 #: failing, and reading them again will not change that.
 MAX_ABORTS_IN_A_ROW: Final = 5
+
+
+class TransactionHung(RelayFailed):
+    """A transactional call blocked past its timeout: the producer cannot be used any more."""
+
+
+def bounded(operation: Callable[[], object], what: str, limit: float) -> None:
+    """Run `operation` on a daemon thread; raise `TransactionHung` if it is still running after
+    `limit` seconds (its exception, if it raised one within the limit)."""
+    done = threading.Event()
+    raised: list[BaseException] = []
+
+    def call() -> None:
+        try:
+            operation()
+        except BaseException as exc:  # handed to the waiting thread, which re-raises it
+            raised.append(exc)
+        finally:
+            done.set()
+
+    # A daemon: a call that never returns must not keep the process from exiting.
+    threading.Thread(target=call, name="zdict-transaction-call", daemon=True).start()
+    if not done.wait(limit):
+        raise TransactionHung(
+            f"the transactional call to {what} still blocks after {limit:.0f} s (its timeout "
+            f"is {TXN_TIMEOUT:.0f} s; a known librdkafka hang after a coordinator restart, "
+            "confluentinc/librdkafka#5456); stopping so that a restart fences this producer "
+            "and resumes from the last committed transaction"
+        )
+    if raised:
+        raise raised[0]
 
 
 class TransactionalRelay(Relay):
@@ -55,14 +97,33 @@ class TransactionalRelay(Relay):
         self._abort_reason: str | None = None
         self.aborted = 0
         self._aborts_in_a_row = 0
+        #: Set once a transactional call hung: the producer must not be called again.
+        self._hung = False
+        self.call_limit = TXN_TIMEOUT + TXN_GRACE
 
     # -- the loop's hooks ----------------------------------------------------------------------
 
     def run(self) -> RelayStats:
         if not self._call(self.producer.init_transactions, "initialise transactions"):
             self._shutdown()
-            raise RelayFailed(self._failure or "could not initialise transactions")
-        return super().run()
+            reason = self._failure or "could not initialise transactions"
+            raise TransactionHung(reason) if self._hung else RelayFailed(reason)
+        try:
+            return super().run()
+        except RelayFailed as exc:
+            if self._hung:
+                raise TransactionHung(str(exc)) from None
+            raise
+
+    def _shutdown(self) -> None:
+        if not self._hung:
+            super()._shutdown()
+            return
+        # The producer is stuck inside librdkafka: flushing or aborting would block as well.
+        # Leave the group at once, so the partitions move on without a session timeout.
+        self.health.set_stopping()
+        log.error("transaction_call_hung", reason=self._failure, records=self._txn_records)
+        self.consumer.close()
 
     def _relay_batch(self, messages: list[Message]) -> None:
         if not self._in_txn:
@@ -123,11 +184,18 @@ class TransactionalRelay(Relay):
     def _call(self, operation: Callable[[], object], what: str) -> bool:
         """Run one transactional call: retry what is retriable, abort what must be aborted,
         stop on the rest. True if it succeeded."""
+        if self._hung:
+            return False
         deadline = time.monotonic() + TXN_TIMEOUT
         while True:
             try:
-                operation()
+                bounded(operation, what, self.call_limit)
                 return True
+            except TransactionHung as exc:
+                self._hung = True
+                self.metrics.commit(ok=False)
+                self.fail(str(exc))
+                return False
             except KafkaException as exc:
                 error: KafkaError = exc.args[0]
                 if error.retriable() and time.monotonic() < deadline:
@@ -150,8 +218,18 @@ class TransactionalRelay(Relay):
         """Abort the open transaction (nothing of it becomes visible); True if it was aborted."""
         if not self._in_txn:
             return True
+        if self._hung:
+            return False
         try:
-            self.producer.abort_transaction(TXN_TIMEOUT)
+            bounded(
+                lambda: self.producer.abort_transaction(TXN_TIMEOUT),
+                "abort the transaction",
+                self.call_limit,
+            )
+        except TransactionHung as exc:
+            self._hung = True
+            self.fail(str(exc))
+            return False
         except KafkaException as exc:
             self.fail(f"could not abort the transaction ({reason}): {exc.args[0].str()}")
             return False

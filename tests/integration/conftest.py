@@ -215,11 +215,11 @@ class Outgoing:
 
 
 ProduceRecords = Callable[..., list[Record]]
-"""``produce_records(topic, records: Iterable[Outgoing], rate=None, bootstrap=None)
--> list[Record]``"""
+"""``produce_records(topic, records: Iterable[Outgoing], rate=None, bootstrap=None,
+flush_timeout=60.0) -> list[Record]``"""
 ProduceEvents = Callable[..., list[Record]]
 """``produce_events(topic, n, *, seed=1, kind="product_viewed", keys=200, rate=None,
-drift_at=None, bootstrap=None)``"""
+drift_at=None, bootstrap=None, flush_timeout=60.0)``"""
 ConsumeAll = Callable[..., list[Record]]
 """``consume_all(topic, expected, timeout=60.0) -> list[Record]``"""
 
@@ -241,8 +241,9 @@ def produce_records(kafka_bootstrap: str) -> ProduceRecords:
 
     The result is in input order, each with the partition and offset the broker gave it (the
     default partitioner places records by key). `rate` (records/s) throttles the producer, to
-    keep a relay busy for a known time. `bootstrap` names another broker than the session's.
-    Fails if any delivery fails.
+    keep a relay busy for a known time. `bootstrap` names another broker than the session's;
+    `flush_timeout` is how long the last records may take (longer while a test keeps the broker
+    down). Fails if any delivery fails.
     """
 
     def produce(
@@ -250,6 +251,7 @@ def produce_records(kafka_bootstrap: str) -> ProduceRecords:
         records: Iterable[Outgoing],
         rate: float | None = None,
         bootstrap: str | None = None,
+        flush_timeout: float = 60.0,
     ) -> list[Record]:
         producer = Producer(
             {
@@ -298,7 +300,8 @@ def produce_records(kafka_bootstrap: str) -> ProduceRecords:
                     producer.poll(0.05)
             if i % 1000 == 0:
                 producer.poll(0)
-        assert producer.flush(60) == 0, "records still undelivered after 60 s"
+        left = producer.flush(flush_timeout)
+        assert left == 0, f"{left} records still undelivered after {flush_timeout:.0f} s"
         assert not errors, errors[:5]
         out: list[Record] = []
         for spec, where in zip(specs, placed, strict=True):
@@ -330,6 +333,7 @@ def produce_events(produce_records: ProduceRecords) -> ProduceEvents:
         rate: float | None = None,
         drift_at: int | None = None,
         bootstrap: str | None = None,
+        flush_timeout: float = 60.0,
     ) -> list[Record]:
         from sidecar.generate import generate
 
@@ -340,7 +344,9 @@ def produce_events(produce_records: ProduceRecords) -> ProduceEvents:
             Outgoing(key=b"user-%04d" % rng.randrange(keys), value=event, timestamp=start + i)
             for i, event in enumerate(events)
         )
-        return produce_records(topic, records, rate=rate, bootstrap=bootstrap)
+        return produce_records(
+            topic, records, rate=rate, bootstrap=bootstrap, flush_timeout=flush_timeout
+        )
 
     return produce
 

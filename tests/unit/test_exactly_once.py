@@ -6,6 +6,7 @@ tests/integration/test_exactly_once.py.
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 from unittest.mock import MagicMock
@@ -18,7 +19,7 @@ from sidecar.codec import Encoder
 from sidecar.config import load_settings
 from sidecar.dictionaries import DictionaryStore
 from sidecar.errors import ConfigError
-from sidecar.exactly_once import TransactionalRelay
+from sidecar.exactly_once import TransactionalRelay, TransactionHung
 from sidecar.kafka import producer_config
 from sidecar.metrics import Health, Metrics
 from sidecar.relay import RelayFailed
@@ -171,3 +172,23 @@ def test_each_worker_gets_its_own_stable_transactional_id() -> None:
     relay = load_settings(relay={"group_id": "g", "worker_index": 2}).relay
     assert relay.transactional_id_for("host-a") == "zdict-g-host-a-2"
     assert relay.transactional_id_for("host-a") == relay.transactional_id_for("host-a")
+
+
+def test_a_transactional_call_that_never_returns_stops_the_relay_without_touching_the_producer(
+    tmp_path: Path,
+) -> None:
+    relay, consumer, producer = make(tmp_path)
+    relay.call_limit = 0.2
+    never = threading.Event()
+    # As librdkafka's send_offsets_to_transaction after a coordinator restart: blocked for good.
+    producer.send_offsets_to_transaction.side_effect = lambda *a: never.wait()
+    feed(relay, consumer, [record(3), record(4)])
+    try:
+        with pytest.raises(TransactionHung, match="still blocks after 0 s"):
+            relay.run()
+    finally:
+        never.set()
+    producer.commit_transaction.assert_not_called()
+    producer.abort_transaction.assert_not_called()
+    producer.flush.assert_called_once()  # before the offsets, not at shutdown
+    consumer.close.assert_called_once()  # the group is left at once
