@@ -63,6 +63,10 @@ DEFAULT_MAX_RECORD_BYTES: Final = 1_000_000
 HEADROOM: Final = 65_536
 #: Seconds between two `record_set_aside` log lines of one namespace (counts are in metrics).
 DEAD_LETTER_LOG_INTERVAL: Final = 10.0
+#: Seconds the shutdown waits for deliveries in the normal case, and when no broker answers
+#: (their offsets are not committed either way: a restart relays them again).
+FLUSH_TIMEOUT: Final = 30.0
+UNREACHABLE_FLUSH_TIMEOUT: Final = 5.0
 
 
 class RelayFailed(ZdictError):
@@ -208,6 +212,7 @@ class Relay:
         self._stop = threading.Event()
         self._failure: str | None = None
         self._down_since: float | None = None
+        self._unreachable = False
         self._assigned: set[tuple[str, int]] = set()
         self._latency_tick = 0
         self._refresh_requested = False
@@ -391,7 +396,10 @@ class Relay:
                     self._relay_batch(messages)
                 self.producer.poll(0)
                 now = self.clock()
-                if now - last_commit >= self.commit_interval:
+                # While no broker answers nothing can be committed, and a synchronous commit
+                # would block the loop (and the unreachable check) until the coordinator is
+                # back; the next commit after that carries the newer offsets.
+                if now - last_commit >= self.commit_interval and self._down_since is None:
                     self.commit()
                     last_commit = now
                 if self._refresh_requested or now - last_dict_check >= DICTIONARY_CHECK_INTERVAL:
@@ -414,6 +422,7 @@ class Relay:
         try:
             self.consumer.list_topics(timeout=5.0)
         except KafkaException:
+            self._unreachable = True
             self.fail(
                 f"no Kafka broker reachable for {now - self._down_since:.0f} s "
                 f"(unreachable_timeout {self.unreachable_timeout:.0f} s)"
@@ -434,9 +443,9 @@ class Relay:
                     return
                 log.warning("consume_error", error=err.str())
                 continue
+            # Records may come from the client's prefetch queue while no broker answers: only
+            # an acknowledged delivery or a metadata answer stops the unreachable clock.
             by_topic.setdefault(msg.topic(), []).append(msg)  # type: ignore[arg-type]
-        if by_topic:
-            self._down_since = None  # records arrived: a broker answered
         for topic, batch in by_topic.items():
             ns = self.namespaces[topic]
             if ns.reservoir is not None:
@@ -625,7 +634,9 @@ class Relay:
         log.info(
             "shutting_down", in_flight=self.offsets.in_flight(), reason=self._failure or "stop"
         )
-        remaining = self.producer.flush(30.0)
+        remaining = self.producer.flush(
+            UNREACHABLE_FLUSH_TIMEOUT if self._unreachable else FLUSH_TIMEOUT
+        )
         if remaining:
             log.error("flush_incomplete", undelivered=remaining)
         self.commit()

@@ -150,3 +150,47 @@ def test_a_full_producer_queue_is_drained_and_the_record_retried(tmp_path: Path)
     stats = relay.run()
     assert stats.queue_full_waits == 2 and stats.produced == 1
     assert producer.produce.call_count == 3
+
+
+def test_records_from_the_prefetch_queue_do_not_stop_the_unreachable_clock(
+    tmp_path: Path,
+) -> None:
+    clock = Clock()
+    relay, consumer, producer = make_relay(tmp_path, clock)
+    consumer.list_topics.side_effect = KafkaException(KafkaError(KafkaError._TRANSPORT))
+    offsets = iter(range(1000))
+
+    def consume(*args: object) -> list[MagicMock]:
+        relay.on_error(KafkaError(KafkaError._ALL_BROKERS_DOWN))
+        clock.now += 30
+        return [record(next(offsets))]  # consumed before the broker went away
+
+    consumer.consume.side_effect = consume
+    with pytest.raises(RelayFailed, match=r"no Kafka broker reachable for \d+ s"):
+        relay.run()
+    assert producer.produce.call_count < 5
+
+
+def test_no_commit_is_attempted_while_no_broker_answers(tmp_path: Path) -> None:
+    clock = Clock()
+    relay, consumer, producer = make_relay(tmp_path, clock)
+    consumer.list_topics.side_effect = KafkaException(KafkaError(KafkaError._TRANSPORT))
+    batches = iter([[record(0)]])
+    consumer.consume.side_effect = lambda *a: next(batches, [])
+
+    def poll(timeout: float = 0) -> int:
+        for callback in deliveries(producer)[relay.stats.delivered :]:
+            delivered = MagicMock(spec_set=Message)
+            delivered.timestamp.return_value = (1, 1_700_000_000_000)
+            callback(None, delivered)
+            # The broker goes away right after acknowledging the record.
+            relay.on_error(KafkaError(KafkaError._ALL_BROKERS_DOWN))
+        clock.now += 30
+        return 0
+
+    producer.poll.side_effect = poll
+    with pytest.raises(RelayFailed, match="no Kafka broker reachable"):
+        relay.run()
+    # Only the shutdown's commit (of what was acknowledged), none while the loop waited.
+    assert consumer.commit.call_count == 1
+    producer.flush.assert_called_once_with(5.0)
