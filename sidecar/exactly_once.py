@@ -50,6 +50,9 @@ log = get_logger(__name__)
 TXN_TIMEOUT: Final = 30.0
 #: Seconds past TXN_TIMEOUT a transactional call may still block before it counts as hung.
 TXN_GRACE: Final = 10.0
+#: Seconds an abort may wait while no broker answers: librdkafka goes on with it in the
+#: background and a later call resumes it, so the loop (and its unreachable check) keeps turning.
+ABORT_TIMEOUT_UNREACHABLE: Final = 1.0
 #: Aborts in a row (no commit between them) after which the relay stops: the same records keep
 #: failing, and reading them again will not change that.
 MAX_ABORTS_IN_A_ROW: Final = 5
@@ -126,6 +129,11 @@ class TransactionalRelay(Relay):
         self.consumer.close()
 
     def _relay_batch(self, messages: list[Message]) -> None:
+        if self._in_txn and self._abort_reason is not None:
+            # An abort that timed out is finished first. These records are not relayed now: the
+            # rewind after the abort reads them again (or a restart does, from the last commit).
+            self._abort_and_rewind()
+            return
         if not self._in_txn:
             if not self._call(self.producer.begin_transaction, "begin a transaction"):
                 return
@@ -149,7 +157,10 @@ class TransactionalRelay(Relay):
         if not self._in_txn:
             return
         if self._failure is not None:
-            self._abort("the relay is stopping after a failure")
+            # Without a broker the abort cannot finish; the restarted relay's
+            # init_transactions aborts the transaction anyway.
+            if not self._unreachable:
+                self._abort("the relay is stopping after a failure")
             return
         self.producer.flush(TXN_TIMEOUT)
         if self._abort_reason is not None:
@@ -212,7 +223,13 @@ class TransactionalRelay(Relay):
             self._abort_and_rewind()
         else:
             self.metrics.commit(ok=False)
-            self.fail(f"could not {what}: {error.str()} (fatal: the transaction is lost)")
+            # A call that timed out while no broker answered: that is the cause to name.
+            cause = (
+                "fatal: the transaction is lost"
+                if self._down_since is None
+                else f"no Kafka broker reachable for {self.clock() - self._down_since:.0f} s"
+            )
+            self.fail(f"could not {what}: {error.str()} ({cause})")
 
     def _abort(self, reason: str) -> bool:
         """Abort the open transaction (nothing of it becomes visible); True if it was aborted."""
@@ -220,9 +237,10 @@ class TransactionalRelay(Relay):
             return True
         if self._hung:
             return False
+        timeout = TXN_TIMEOUT if self._down_since is None else ABORT_TIMEOUT_UNREACHABLE
         try:
             bounded(
-                lambda: self.producer.abort_transaction(TXN_TIMEOUT),
+                lambda: self.producer.abort_transaction(timeout),
                 "abort the transaction",
                 self.call_limit,
             )
@@ -231,7 +249,15 @@ class TransactionalRelay(Relay):
             self.fail(str(exc))
             return False
         except KafkaException as exc:
-            self.fail(f"could not abort the transaction ({reason}): {exc.args[0].str()}")
+            error: KafkaError = exc.args[0]
+            if error.retriable():
+                # Timed out (the coordinator is away): librdkafka resumes the abort when it is
+                # called again. Until then nothing is produced (see _relay_batch); whether the
+                # broker is gone for good is the unreachable timeout's call.
+                self._abort_reason = self._abort_reason or reason
+                log.warning("transaction_abort_retry", reason=reason, error=error.str())
+                return False
+            self.fail(f"could not abort the transaction ({reason}): {error.str()}")
             return False
         self._in_txn = False
         self._abort_reason = None

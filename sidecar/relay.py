@@ -67,6 +67,9 @@ DEAD_LETTER_LOG_INTERVAL: Final = 10.0
 #: (their offsets are not committed either way: a restart relays them again).
 FLUSH_TIMEOUT: Final = 30.0
 UNREACHABLE_FLUSH_TIMEOUT: Final = 5.0
+#: Seconds between two `kafka_error` lines of one error code: while a broker is away librdkafka
+#: reports every failed reconnection (several a second, each also in its own log line).
+KAFKA_ERROR_LOG_INTERVAL: Final = 10.0
 
 
 class RelayFailed(ZdictError):
@@ -213,6 +216,8 @@ class Relay:
         self._failure: str | None = None
         self._down_since: float | None = None
         self._unreachable = False
+        #: Error code -> (when its last `kafka_error` line was logged, occurrences since).
+        self._kafka_errors: dict[str, tuple[float, int]] = {}
         self._assigned: set[tuple[str, int]] = set()
         self._latency_tick = 0
         self._refresh_requested = False
@@ -277,7 +282,20 @@ class Relay:
         elif error.code() in (KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED):
             self.fail(f"Kafka authentication failed: {error.str()}")
         else:
-            log.warning("kafka_error", error=error.str(), code=error.name())
+            self._log_kafka_error(error)
+
+    def _log_kafka_error(self, error: KafkaError) -> None:
+        """One `kafka_error` line per error code every KAFKA_ERROR_LOG_INTERVAL seconds, with
+        how often it occurred in between (`repeated`)."""
+        code = error.name()
+        now = self.clock()
+        logged = self._kafka_errors.get(code)
+        if logged is not None and now - logged[0] < KAFKA_ERROR_LOG_INTERVAL:
+            self._kafka_errors[code] = (logged[0], logged[1] + 1)
+            return
+        self._kafka_errors[code] = (now, 0)
+        repeated = logged[1] if logged is not None else 0
+        log.warning("kafka_error", error=error.str(), code=code, repeated=repeated)
 
     def _delivery_for(
         self, topic: str, partition: int, offset: int, ns: _Namespace

@@ -306,6 +306,7 @@ def test_a_broker_down_past_the_unreachable_timeout_stops_the_relay_and_a_restar
         f"{restarts}); " + _figures(report, guarantee)
     )
     assert code == 1, proc.tail()
-    assert len(failures) == 1 and "no Kafka broker reachable" in failures[0]["error"]
+    # Exactly-once may name the transactional call that timed out first; it says why, too.
+    assert len(failures) == 1 and "no Kafka broker reachable for" in failures[0]["error"]
     assert restarts == 0 and again.events("relay_failed") == []
     _check(report, guarantee)

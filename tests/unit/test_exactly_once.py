@@ -192,3 +192,34 @@ def test_a_transactional_call_that_never_returns_stops_the_relay_without_touchin
     producer.abort_transaction.assert_not_called()
     producer.flush.assert_called_once()  # before the offsets, not at shutdown
     consumer.close.assert_called_once()  # the group is left at once
+
+
+def test_an_abort_that_times_out_is_retried_before_anything_else_is_produced(
+    tmp_path: Path,
+) -> None:
+    relay, consumer, producer = make(tmp_path)
+    producer.commit_transaction.side_effect = [txn_error(abort=True), None]
+    # The first abort times out (the coordinator is away); librdkafka resumes it on the next call.
+    producer.abort_transaction.side_effect = [txn_error(retriable=True), None]
+    feed(relay, consumer, [record(3), record(4)], [record(5)], [record(3), record(4)])
+    stats = relay.run()
+    assert producer.abort_transaction.call_count == 2
+    assert relay.aborted == 1 and stats.errors == []
+    assert producer.produce.call_count == 4  # record 5 came while the abort was pending
+    consumer.seek.assert_called()
+    assert stats.commits == 1
+
+
+def test_a_transactional_call_timing_out_while_no_broker_answers_names_the_unreachable_brokers(
+    tmp_path: Path,
+) -> None:
+    relay, consumer, producer = make(tmp_path)
+
+    def away(*args: object) -> None:
+        relay.on_error(KafkaError(KafkaError._ALL_BROKERS_DOWN))
+        raise txn_error()
+
+    producer.send_offsets_to_transaction.side_effect = away
+    feed(relay, consumer, [record(3), record(4)])
+    with pytest.raises(RelayFailed, match=r"could not add the input offsets .*no Kafka broker"):
+        relay.run()

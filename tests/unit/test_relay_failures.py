@@ -13,6 +13,7 @@ from unittest.mock import MagicMock
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer
 from prometheus_client import CollectorRegistry
+from structlog.testing import capture_logs
 
 from sidecar.codec import Encoder
 from sidecar.dictionaries import DictionaryStore
@@ -194,3 +195,20 @@ def test_no_commit_is_attempted_while_no_broker_answers(tmp_path: Path) -> None:
     # Only the shutdown's commit (of what was acknowledged), none while the loop waited.
     assert consumer.commit.call_count == 1
     producer.flush.assert_called_once_with(5.0)
+
+
+def test_a_recurring_client_error_is_logged_once_per_interval_with_its_count(
+    tmp_path: Path,
+) -> None:
+    clock = Clock()
+    relay, _, _ = make_relay(tmp_path, clock)
+    refused = KafkaError(KafkaError._TRANSPORT, "Connect to ipv4#127.0.0.1:9092 failed")
+    with capture_logs() as logs:
+        for _ in range(100):  # a broker away: librdkafka reports each reconnection attempt
+            relay.on_error(refused)
+            clock.now += 0.05
+        clock.now += 10
+        relay.on_error(refused)
+    lines = [line for line in logs if line["event"] == "kafka_error"]
+    assert [line["repeated"] for line in lines] == [0, 99]
+    assert lines[0]["code"] == "_TRANSPORT"
