@@ -105,6 +105,10 @@ class Admin(AdminClient):
     def __init__(self, config: dict[str, Any]) -> None:
         self.refusals = Refusals()
         full: dict[str, Any] = {**config, "error_cb": self.refusals}
+        # `poll` would also hand over librdkafka's log lines: one per failed connection
+        # attempt. What they say reaches the user once, in the error this client's caller
+        # reports (refused, or no broker answered), so the admin client logs nothing of its own.
+        full.setdefault("log_level", 0)
         super().__init__(full)
 
 
