@@ -262,7 +262,7 @@ def test_a_broker_paused_past_the_request_timeout_keeps_the_relay_running_and_lo
     print(
         f"\nbroker paused (SIGSTOP) {pause:.0f} s, requests timing out after 5 s ({guarantee}): "
         f"{len(timeouts)} log lines of timed-out requests; relay restarts "
-        f"after a hung transactional call: {restarts}; every record committed {caught_up:.1f} s "
+        f"(librdkafka stuck, see the module): {restarts}; every record committed {caught_up:.1f} s "
         "after SIGCONT; " + _figures(report, guarantee)
     )
     assert timeouts, "the pause should outlast the request timeout"
