@@ -34,7 +34,6 @@ resumes from the last commit.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
 from typing import Any, Final
@@ -42,7 +41,7 @@ from typing import Any, Final
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, Message, TopicPartition
 
 from sidecar.logs import get_logger
-from sidecar.relay import Relay, RelayFailed, RelayStats
+from sidecar.relay import ClientHung, Relay, RelayFailed, RelayStats, bounded
 
 log = get_logger(__name__)
 
@@ -58,35 +57,8 @@ ABORT_TIMEOUT_UNREACHABLE: Final = 1.0
 MAX_ABORTS_IN_A_ROW: Final = 5
 
 
-class TransactionHung(RelayFailed):
+class TransactionHung(ClientHung):
     """A transactional call blocked past its timeout: the producer cannot be used any more."""
-
-
-def bounded(operation: Callable[[], object], what: str, limit: float) -> None:
-    """Run `operation` on a daemon thread; raise `TransactionHung` if it is still running after
-    `limit` seconds (its exception, if it raised one within the limit)."""
-    done = threading.Event()
-    raised: list[BaseException] = []
-
-    def call() -> None:
-        try:
-            operation()
-        except BaseException as exc:  # handed to the waiting thread, which re-raises it
-            raised.append(exc)
-        finally:
-            done.set()
-
-    # A daemon: a call that never returns must not keep the process from exiting.
-    threading.Thread(target=call, name="zdict-transaction-call", daemon=True).start()
-    if not done.wait(limit):
-        raise TransactionHung(
-            f"the transactional call to {what} still blocks after {limit:.0f} s (its timeout "
-            f"is {TXN_TIMEOUT:.0f} s; a known librdkafka hang after a coordinator restart, "
-            "confluentinc/librdkafka#5456); stopping so that a restart fences this producer "
-            "and resumes from the last committed transaction"
-        )
-    if raised:
-        raise raised[0]
 
 
 class TransactionalRelay(Relay):
@@ -202,7 +174,7 @@ class TransactionalRelay(Relay):
             try:
                 bounded(operation, what, self.call_limit)
                 return True
-            except TransactionHung as exc:
+            except ClientHung as exc:
                 self._hung = True
                 self.metrics.commit(ok=False)
                 self.fail(str(exc))
@@ -244,7 +216,7 @@ class TransactionalRelay(Relay):
                 "abort the transaction",
                 self.call_limit,
             )
-        except TransactionHung as exc:
+        except ClientHung as exc:
             self._hung = True
             self.fail(str(exc))
             return False

@@ -67,6 +67,9 @@ DEAD_LETTER_LOG_INTERVAL: Final = 10.0
 #: (their offsets are not committed either way: a restart relays them again).
 FLUSH_TIMEOUT: Final = 30.0
 UNREACHABLE_FLUSH_TIMEOUT: Final = 5.0
+#: Seconds a synchronous offset commit may block before it counts as hung (librdkafka's own
+#: request timeout, socket.timeout.ms, is 60 s by default; `run` passes it plus 30 s).
+COMMIT_LIMIT: Final = 90.0
 #: Seconds between two `kafka_error` lines of one error code: while a broker is away librdkafka
 #: reports every failed reconnection (several a second, each also in its own log line).
 KAFKA_ERROR_LOG_INTERVAL: Final = 10.0
@@ -74,6 +77,43 @@ KAFKA_ERROR_LOG_INTERVAL: Final = 10.0
 
 class RelayFailed(ZdictError):
     """The relay cannot go on without risking loss; it stopped after committing what is safe."""
+
+
+class ClientHung(RelayFailed):
+    """A Kafka client call blocked past any timeout of its own: the client is unusable."""
+
+
+def bounded(operation: Callable[[], object], what: str, limit: float) -> None:
+    """Run `operation` on a daemon thread; raise `ClientHung` if it is still running after
+    `limit` seconds (its exception, if it raised one within the limit).
+
+    librdkafka does not always return: after the broker coordinating a group or a transaction
+    was away and came back, a call waiting on that coordinator (a synchronous commit,
+    send_offsets_to_transaction) can block for good (confluentinc/librdkafka#5456, #5511; seen
+    with librdkafka 2.16 after the only broker restarted or was paused). Stopping, and letting a
+    restart resume from the last commit, beats a relay that hangs.
+    """
+    done = threading.Event()
+    raised: list[BaseException] = []
+
+    def call() -> None:
+        try:
+            operation()
+        except BaseException as exc:  # handed to the waiting thread, which re-raises it
+            raised.append(exc)
+        finally:
+            done.set()
+
+    # A daemon: a call that never returns must not keep the process from exiting.
+    threading.Thread(target=call, name="zdict-client-call", daemon=True).start()
+    if not done.wait(limit):
+        raise ClientHung(
+            f"the Kafka client call to {what} still blocks after {limit:.0f} s (a known "
+            "librdkafka hang after a coordinator restart, confluentinc/librdkafka#5456); "
+            "stopping so that a restart resumes from the last commit"
+        )
+    if raised:
+        raise raised[0]
 
 
 class OffsetTracker:
@@ -191,6 +231,7 @@ class Relay:
         poll_timeout: float = 0.5,
         commit_interval: float = 1.0,
         unreachable_timeout: float = 60.0,
+        commit_limit: float = COMMIT_LIMIT,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """Encode with `encoder_factory`'s encoders (following the store), or decode with
@@ -208,6 +249,7 @@ class Relay:
         self.poll_timeout = poll_timeout
         self.commit_interval = commit_interval
         self.unreachable_timeout = unreachable_timeout
+        self.commit_limit = commit_limit
         self.clock = clock
         self._encoder_factory = encoder_factory
         self.offsets = OffsetTracker()
@@ -216,6 +258,8 @@ class Relay:
         self._failure: str | None = None
         self._down_since: float | None = None
         self._unreachable = False
+        #: Set once a consumer call hung: the consumer must not be called again.
+        self._consumer_hung = False
         #: Error code -> (when its last `kafka_error` line was logged, occurrences since).
         self._kafka_errors: dict[str, tuple[float, int]] = {}
         self._assigned: set[tuple[str, int]] = set()
@@ -382,10 +426,19 @@ class Relay:
 
     def commit(self) -> None:
         offsets = self.offsets.to_commit()
-        if not offsets:
+        if not offsets or self._consumer_hung:
             return
         try:
-            self.consumer.commit(offsets=offsets, asynchronous=False)
+            bounded(
+                lambda: self.consumer.commit(offsets=offsets, asynchronous=False),
+                "commit the input offsets",
+                self.commit_limit,
+            )
+        except ClientHung as exc:
+            self._consumer_hung = True
+            self.metrics.commit(ok=False)
+            self.fail(str(exc))
+            return
         except Exception as exc:  # a KafkaException: the next commit retries with newer offsets
             self.metrics.commit(ok=False)
             log.warning("commit_failed", error=str(exc))
@@ -657,8 +710,13 @@ class Relay:
         )
         if remaining:
             log.error("flush_incomplete", undelivered=remaining)
-        self.commit()
-        self.consumer.close()
+        if self._consumer_hung:
+            # Closing would wait on the same stuck coordinator; the group drops this member
+            # when its session times out.
+            log.error("client_call_hung", reason=self._failure)
+        else:
+            self.commit()
+            self.consumer.close()
         log.info(
             "relay_stopped",
             consumed=self.stats.consumed,

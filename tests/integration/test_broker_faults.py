@@ -5,15 +5,15 @@ paused with SIGSTOP and resumed, while events flow into the input and the relay 
 them. `zdict-sidecar verify` (exactly-once: read_committed) then counts what was lost and
 duplicated. Each test prints its figures (run with ``-s``).
 
-Exactly-once has exits where at-least-once has none, seen here with librdkafka 2.16 after the
-only broker was away (stopped, or paused past its session and fenced, when its metadata briefly
-lists no broker): send_offsets_to_transaction blocks for good (confluentinc/librdkafka#5456,
-#5511: a coordinator bound to a retired broker handle), or, once, the relay's clients did not get
-their connections back for 90 s while the broker served others (likely the same cause). The
-relay then stops with exit 1 and one `relay_failed` line naming the hung call (`TransactionHung`)
-or the brokers its clients cannot reach (after `ZDICT_RELAY__UNREACHABLE_TIMEOUT`). The tests
-restart it as an orchestrator would, count the restarts, and still require 0 lost and 0
-duplicated.
+librdkafka (2.16 here) does not always recover when the only broker was away (stopped, or
+paused past its session and fenced, when its metadata briefly lists no broker): a call waiting on
+a coordinator bound to the retired broker handle can block for good (confluentinc/librdkafka#5456,
+#5511): send_offsets_to_transaction in exactly-once mode, the synchronous offset commit in
+at-least-once mode; once, an exactly-once relay's clients did not get their connections back for
+90 s while the broker served others (likely the same cause). The relay then stops with exit 1 and
+one `relay_failed` line naming the hung call or the brokers its clients cannot reach (after
+`ZDICT_RELAY__UNREACHABLE_TIMEOUT`). The tests restart it as an orchestrator would, count and
+print the restarts, and still require 0 lost (and, exactly once, 0 duplicated).
 """
 
 from __future__ import annotations
@@ -99,10 +99,9 @@ class Run:
     def finish(self, proc: Sidecar, restart: Callable[[str], Sidecar]) -> int:
         """Let the feed end and the relay commit every input record, then stop it (exit 0).
 
-        An exactly-once relay that exits 1 with one `relay_failed` line naming a hung
-        transactional call or unreachable brokers (see the module) is started again with
-        `restart(name)`, as an orchestrator restarts a pod; any other exit fails. Returns the
-        number of such restarts.
+        A relay that exits 1 with one `relay_failed` line naming a hung client call or
+        unreachable brokers (see the module) is started again with `restart(name)`, as an
+        orchestrator restarts a pod; any other exit fails. Returns the number of such restarts.
         """
         restarts = 0
         deadline = time.monotonic() + 240
@@ -111,8 +110,7 @@ class Run:
             if not proc.running():
                 failures = proc.events("relay_failed")
                 stuck = (
-                    self.guarantee == "exactly-once"
-                    and proc.wait() == 1
+                    proc.wait() == 1
                     and len(failures) == 1
                     and (HUNG in failures[0]["error"] or UNREACHABLE in failures[0]["error"])
                 )
@@ -189,7 +187,7 @@ def _check(report: dict[str, int], guarantee: str) -> None:
 
 
 @pytest.mark.parametrize("guarantee", GUARANTEES)
-def test_a_broker_restart_within_the_unreachable_timeout_keeps_the_relay_running_and_loses_nothing(
+def test_a_broker_restart_within_the_unreachable_timeout_loses_nothing_and_never_hangs_the_relay(
     relay_run: Callable[[str], Run], sidecar: StartSidecar, cli: RunCli, guarantee: str
 ) -> None:
     run = relay_run(guarantee)
@@ -221,13 +219,11 @@ def test_a_broker_restart_within_the_unreachable_timeout_keeps_the_relay_running
         + _figures(report, guarantee)
     )
     assert run.broker.pid != old_pid
-    if guarantee == "at-least-once":
-        assert restarts == 0 and proc.events("relay_failed") == []
     _check(report, guarantee)
 
 
 @pytest.mark.parametrize("guarantee", GUARANTEES)
-def test_a_broker_paused_past_the_request_timeout_keeps_the_relay_running_and_loses_nothing(
+def test_a_broker_paused_past_the_request_timeout_loses_nothing_and_never_hangs_the_relay(
     relay_run: Callable[[str], Run], sidecar: StartSidecar, cli: RunCli, guarantee: str
 ) -> None:
     run = relay_run(guarantee)
@@ -266,8 +262,6 @@ def test_a_broker_paused_past_the_request_timeout_keeps_the_relay_running_and_lo
         "after SIGCONT; " + _figures(report, guarantee)
     )
     assert timeouts, "the pause should outlast the request timeout"
-    if guarantee == "at-least-once":
-        assert restarts == 0 and proc.events("relay_failed") == []
     _check(report, guarantee)
 
 
