@@ -67,9 +67,6 @@ DEAD_LETTER_LOG_INTERVAL: Final = 10.0
 #: (their offsets are not committed either way: a restart relays them again).
 FLUSH_TIMEOUT: Final = 30.0
 UNREACHABLE_FLUSH_TIMEOUT: Final = 5.0
-#: Seconds a synchronous offset commit may block before it counts as hung (librdkafka's own
-#: request timeout, socket.timeout.ms, is 60 s by default; `run` passes it plus 30 s).
-COMMIT_LIMIT: Final = 90.0
 #: Seconds between two `kafka_error` lines of one error code: while a broker is away librdkafka
 #: reports every failed reconnection (several a second, each also in its own log line).
 KAFKA_ERROR_LOG_INTERVAL: Final = 10.0
@@ -87,11 +84,12 @@ def bounded(operation: Callable[[], object], what: str, limit: float) -> None:
     """Run `operation` on a daemon thread; raise `ClientHung` if it is still running after
     `limit` seconds (its exception, if it raised one within the limit).
 
-    librdkafka does not always return: after the broker coordinating a group or a transaction
-    was away and came back, a call waiting on that coordinator (a synchronous commit,
-    send_offsets_to_transaction) can block for good (confluentinc/librdkafka#5456, #5511; seen
-    with librdkafka 2.16 after the only broker restarted or was paused). Stopping, and letting a
-    restart resume from the last commit, beats a relay that hangs.
+    librdkafka does not always return: after the broker coordinating a transaction was away
+    and came back, send_offsets_to_transaction can block for good (confluentinc/librdkafka#5456,
+    #5511; seen with librdkafka 2.16 after the only broker restarted or was paused). Stopping,
+    and letting a restart resume from the last commit, beats a relay that hangs. (Not for the
+    consumer's synchronous commit: run on another thread it can wait for a rebalance that only
+    the relay thread, waiting for it, can serve.)
     """
     done = threading.Event()
     raised: list[BaseException] = []
@@ -231,7 +229,6 @@ class Relay:
         poll_timeout: float = 0.5,
         commit_interval: float = 1.0,
         unreachable_timeout: float = 60.0,
-        commit_limit: float = COMMIT_LIMIT,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """Encode with `encoder_factory`'s encoders (following the store), or decode with
@@ -249,7 +246,6 @@ class Relay:
         self.poll_timeout = poll_timeout
         self.commit_interval = commit_interval
         self.unreachable_timeout = unreachable_timeout
-        self.commit_limit = commit_limit
         self.clock = clock
         self._encoder_factory = encoder_factory
         self.offsets = OffsetTracker()
@@ -258,8 +254,6 @@ class Relay:
         self._failure: str | None = None
         self._down_since: float | None = None
         self._unreachable = False
-        #: Set once a consumer call hung: the consumer must not be called again.
-        self._consumer_hung = False
         #: Error code -> (when its last `kafka_error` line was logged, occurrences since).
         self._kafka_errors: dict[str, tuple[float, int]] = {}
         self._assigned: set[tuple[str, int]] = set()
@@ -426,19 +420,10 @@ class Relay:
 
     def commit(self) -> None:
         offsets = self.offsets.to_commit()
-        if not offsets or self._consumer_hung:
+        if not offsets:
             return
         try:
-            bounded(
-                lambda: self.consumer.commit(offsets=offsets, asynchronous=False),
-                "commit the input offsets",
-                self.commit_limit,
-            )
-        except ClientHung as exc:
-            self._consumer_hung = True
-            self.metrics.commit(ok=False)
-            self.fail(str(exc))
-            return
+            self.consumer.commit(offsets=offsets, asynchronous=False)
         except Exception as exc:  # a KafkaException: the next commit retries with newer offsets
             self.metrics.commit(ok=False)
             log.warning("commit_failed", error=str(exc))
@@ -710,13 +695,8 @@ class Relay:
         )
         if remaining:
             log.error("flush_incomplete", undelivered=remaining)
-        if self._consumer_hung:
-            # Closing would wait on the same stuck coordinator; the group drops this member
-            # when its session times out.
-            log.error("client_call_hung", reason=self._failure)
-        else:
-            self.commit()
-            self.consumer.close()
+        self.commit()
+        self.consumer.close()
         log.info(
             "relay_stopped",
             consumed=self.stats.consumed,

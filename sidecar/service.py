@@ -30,7 +30,6 @@ from sidecar.dictionaries.store import DictionaryStore
 from sidecar.errors import ConfigError, ZdictError
 from sidecar.exactly_once import TransactionalRelay
 from sidecar.kafka import (
-    consumer_config,
     ensure_output_topics,
     make_admin,
     make_consumer,
@@ -150,9 +149,6 @@ def run_relay(settings: Settings) -> int:
             "poll_timeout": relay_settings.poll_timeout,
             "commit_interval": relay_settings.commit_interval,
             "unreachable_timeout": relay_settings.unreachable_timeout,
-            # A synchronous commit ends within librdkafka's request timeout, or hangs.
-            "commit_limit": int(consumer_config(settings).get("socket.timeout.ms", 60_000)) / 1000
-            + 30.0,
             "dead_letters": dead_letters,
             "max_record_bytes": max_record_bytes,
         }

@@ -5,7 +5,6 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -213,32 +212,3 @@ def test_a_recurring_client_error_is_logged_once_per_interval_with_its_count(
     lines = [line for line in logs if line["event"] == "kafka_error"]
     assert [line["repeated"] for line in lines] == [0, 99]
     assert lines[0]["code"] == "_TRANSPORT"
-
-
-def test_a_commit_that_never_returns_stops_the_relay_without_touching_the_consumer_again(
-    tmp_path: Path,
-) -> None:
-    relay, consumer, producer = make_relay(tmp_path, Clock())
-    relay.commit_limit = 0.2
-    never = threading.Event()
-    # As librdkafka's synchronous commit after the group coordinator came back: blocked for good.
-    consumer.commit.side_effect = lambda *a, **k: never.wait()
-    batches = iter([[record(0)]])
-    consumer.consume.side_effect = lambda *a: next(batches, [])
-
-    def poll(timeout: float = 0) -> int:
-        for callback in deliveries(producer)[relay.stats.delivered :]:
-            delivered = MagicMock(spec_set=Message)
-            delivered.timestamp.return_value = (1, 1_700_000_000_000)
-            callback(None, delivered)
-        return 0
-
-    producer.poll.side_effect = poll
-    try:
-        with pytest.raises(RelayFailed, match="commit the input offsets still blocks after 0 s"):
-            relay.run()
-    finally:
-        never.set()
-    assert consumer.commit.call_count == 1  # not again at shutdown
-    consumer.close.assert_not_called()  # it would wait on the same coordinator
-    producer.flush.assert_called_once()
