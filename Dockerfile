@@ -44,9 +44,10 @@ WORKDIR /var/lib/zdict
 # The dictionary store: keep it on a volume, it holds every dictionary records may reference.
 VOLUME ["/var/lib/zdict/dictionaries"]
 EXPOSE 9400
-# /healthz answers 200 while the relay loop's heartbeat is fresh; slim images have no curl.
+# /healthz answers 200 while the relay loop's heartbeat is fresh; slim images have no curl. It is
+# asked on the address the endpoint listens on (ZDICT_METRICS__HOST; 0.0.0.0: loopback).
 HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 \
-  CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/healthz' % os.environ.get('ZDICT_METRICS__PORT', '9400'), timeout=4)"]
+  CMD ["python", "-c", "import os, urllib.request; h = os.environ.get('ZDICT_METRICS__HOST') or '0.0.0.0'; urllib.request.urlopen('http://%s:%s/healthz' % ('127.0.0.1' if h == '0.0.0.0' else h, os.environ.get('ZDICT_METRICS__PORT', '9400')), timeout=4)"]
 ENTRYPOINT ["zdict-sidecar"]
 # Configured from the environment (ZDICT_RELAY__INPUT_TOPICS, KAFKA_BOOTSTRAP_SERVERS, ...).
 CMD ["run"]

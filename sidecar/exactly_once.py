@@ -22,6 +22,14 @@ aborted (the group moved on: committing offsets would be refused). A failure or 
 or commits the open transaction before closing. Known limits (Kafka's): exactly once holds
 within Kafka only, for consumers reading `read_committed`; records reach them at transaction
 commits (every `commit_interval`), which is the latency price.
+
+librdkafka does not always keep the timeout of a transactional call: after the broker that
+coordinates the group restarts, `send_offsets_to_transaction` can block for good
+(confluentinc/librdkafka#5456, #5511; seen here with librdkafka 2.16 on a broker restart). Each
+call therefore runs under a watchdog: one still blocked `TXN_TIMEOUT + TXN_GRACE` seconds later
+stops the relay (`TransactionHung`, exit 1) without touching the stuck producer again. Nothing of
+the open transaction is visible; the restarted relay fences it (same transactional.id) and
+resumes from the last commit.
 """
 
 from __future__ import annotations
@@ -33,15 +41,24 @@ from typing import Any, Final
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, Message, TopicPartition
 
 from sidecar.logs import get_logger
-from sidecar.relay import Relay, RelayFailed, RelayStats
+from sidecar.relay import ClientHung, Relay, RelayFailed, RelayStats, bounded
 
 log = get_logger(__name__)
 
 #: Seconds a transactional call (init, commit, abort, offsets) may take before it counts as failed.
 TXN_TIMEOUT: Final = 30.0
+#: Seconds past TXN_TIMEOUT a transactional call may still block before it counts as hung.
+TXN_GRACE: Final = 10.0
+#: Seconds an abort may wait while no broker answers: librdkafka goes on with it in the
+#: background and a later call resumes it, so the loop (and its unreachable check) keeps turning.
+ABORT_TIMEOUT_UNREACHABLE: Final = 1.0
 #: Aborts in a row (no commit between them) after which the relay stops: the same records keep
 #: failing, and reading them again will not change that.
 MAX_ABORTS_IN_A_ROW: Final = 5
+
+
+class TransactionHung(ClientHung):
+    """A transactional call blocked past its timeout: the producer cannot be used any more."""
 
 
 class TransactionalRelay(Relay):
@@ -55,16 +72,40 @@ class TransactionalRelay(Relay):
         self._abort_reason: str | None = None
         self.aborted = 0
         self._aborts_in_a_row = 0
+        #: Set once a transactional call hung: the producer must not be called again.
+        self._hung = False
+        self.call_limit = TXN_TIMEOUT + TXN_GRACE
 
     # -- the loop's hooks ----------------------------------------------------------------------
 
     def run(self) -> RelayStats:
         if not self._call(self.producer.init_transactions, "initialise transactions"):
             self._shutdown()
-            raise RelayFailed(self._failure or "could not initialise transactions")
-        return super().run()
+            reason = self._failure or "could not initialise transactions"
+            raise TransactionHung(reason) if self._hung else RelayFailed(reason)
+        try:
+            return super().run()
+        except RelayFailed as exc:
+            if self._hung:
+                raise TransactionHung(str(exc)) from None
+            raise
+
+    def _shutdown(self) -> None:
+        if not self._hung:
+            super()._shutdown()
+            return
+        # The producer is stuck inside librdkafka: flushing or aborting would block as well.
+        # Leave the group at once, so the partitions move on without a session timeout.
+        self.health.set_stopping()
+        log.error("transaction_call_hung", reason=self._failure, records=self._txn_records)
+        self.consumer.close()
 
     def _relay_batch(self, messages: list[Message]) -> None:
+        if self._in_txn and self._abort_reason is not None:
+            # An abort that timed out is finished first. These records are not relayed now: the
+            # rewind after the abort reads them again (or a restart does, from the last commit).
+            self._abort_and_rewind()
+            return
         if not self._in_txn:
             if not self._call(self.producer.begin_transaction, "begin a transaction"):
                 return
@@ -88,7 +129,10 @@ class TransactionalRelay(Relay):
         if not self._in_txn:
             return
         if self._failure is not None:
-            self._abort("the relay is stopping after a failure")
+            # Without a broker the abort cannot finish; the restarted relay's
+            # init_transactions aborts the transaction anyway.
+            if not self._unreachable:
+                self._abort("the relay is stopping after a failure")
             return
         self.producer.flush(TXN_TIMEOUT)
         if self._abort_reason is not None:
@@ -123,11 +167,18 @@ class TransactionalRelay(Relay):
     def _call(self, operation: Callable[[], object], what: str) -> bool:
         """Run one transactional call: retry what is retriable, abort what must be aborted,
         stop on the rest. True if it succeeded."""
+        if self._hung:
+            return False
         deadline = time.monotonic() + TXN_TIMEOUT
         while True:
             try:
-                operation()
+                bounded(operation, what, self.call_limit)
                 return True
+            except ClientHung as exc:
+                self._hung = True
+                self.metrics.commit(ok=False)
+                self.fail(str(exc))
+                return False
             except KafkaException as exc:
                 error: KafkaError = exc.args[0]
                 if error.retriable() and time.monotonic() < deadline:
@@ -144,16 +195,41 @@ class TransactionalRelay(Relay):
             self._abort_and_rewind()
         else:
             self.metrics.commit(ok=False)
-            self.fail(f"could not {what}: {error.str()} (fatal: the transaction is lost)")
+            # A call that timed out while no broker answered: that is the cause to name.
+            cause = (
+                "fatal: the transaction is lost"
+                if self._down_since is None
+                else f"no Kafka broker reachable for {self.clock() - self._down_since:.0f} s"
+            )
+            self.fail(f"could not {what}: {error.str()} ({cause})")
 
     def _abort(self, reason: str) -> bool:
         """Abort the open transaction (nothing of it becomes visible); True if it was aborted."""
         if not self._in_txn:
             return True
+        if self._hung:
+            return False
+        timeout = TXN_TIMEOUT if self._down_since is None else ABORT_TIMEOUT_UNREACHABLE
         try:
-            self.producer.abort_transaction(TXN_TIMEOUT)
+            bounded(
+                lambda: self.producer.abort_transaction(timeout),
+                "abort the transaction",
+                self.call_limit,
+            )
+        except ClientHung as exc:
+            self._hung = True
+            self.fail(str(exc))
+            return False
         except KafkaException as exc:
-            self.fail(f"could not abort the transaction ({reason}): {exc.args[0].str()}")
+            error: KafkaError = exc.args[0]
+            if error.retriable():
+                # Timed out (the coordinator is away): librdkafka resumes the abort when it is
+                # called again. Until then nothing is produced (see _relay_batch); whether the
+                # broker is gone for good is the unreachable timeout's call.
+                self._abort_reason = self._abort_reason or reason
+                log.warning("transaction_abort_retry", reason=reason, error=error.str())
+                return False
+            self.fail(f"could not abort the transaction ({reason}): {error.str()}")
             return False
         self._in_txn = False
         self._abort_reason = None

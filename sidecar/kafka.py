@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 import uuid
 from collections.abc import Callable, Mapping
 from typing import Any, Final
@@ -56,6 +57,59 @@ _PRODUCER_DEFAULTS: Final = {
 }
 
 ErrorCallback = Callable[[KafkaError], None]
+
+#: librdkafka errors that retrying will not cure: the credentials or the certificates are wrong.
+#: Without looking for them, a refused client only sees "Broker transport failure" until its
+#: timeout runs out.
+_REFUSALS: Final = {
+    KafkaError._AUTHENTICATION: (
+        "authentication failed: check ZDICT_KAFKA__SASL_MECHANISM, ZDICT_KAFKA__SASL_USERNAME "
+        "and ZDICT_KAFKA__SASL_PASSWORD"
+    ),
+    KafkaError.SASL_AUTHENTICATION_FAILED: (
+        "authentication failed: check ZDICT_KAFKA__SASL_MECHANISM, ZDICT_KAFKA__SASL_USERNAME "
+        "and ZDICT_KAFKA__SASL_PASSWORD"
+    ),
+    KafkaError._SSL: (
+        "the TLS handshake failed: ZDICT_KAFKA__SSL_CA_LOCATION must hold the CA that signed "
+        "the broker's certificate, and the certificate must name the host of bootstrap.servers "
+        "(hostnames are verified: ssl.endpoint.identification.algorithm=https)"
+    ),
+}
+#: Seconds one metadata request may take before the client's error reports are looked at.
+METADATA_SLICE: Final = 1.0
+
+
+class Refusals:
+    """An error_cb that keeps the first refusal (authentication, TLS) a client reports."""
+
+    def __init__(self) -> None:
+        self.first: KafkaError | None = None
+
+    def __call__(self, error: KafkaError) -> None:
+        if self.first is None and error.code() in _REFUSALS:
+            self.first = error
+
+    def check(self, bootstrap: str) -> None:
+        """Raise `KafkaUnavailable` naming the refusal, if there was one."""
+        if self.first is not None:
+            raise KafkaUnavailable(
+                f"Kafka at bootstrap.servers={bootstrap} refused the connection, "
+                f"{_REFUSALS[self.first.code()]}: {self.first.str()}"
+            )
+
+
+class Admin(AdminClient):
+    """An AdminClient whose `refusals` hold what its error_cb reported (served by `poll`)."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.refusals = Refusals()
+        full: dict[str, Any] = {**config, "error_cb": self.refusals}
+        # `poll` would also hand over librdkafka's log lines: one per failed connection
+        # attempt. What they say reaches the user once, in the error this client's caller
+        # reports (refused, or no broker answered), so the admin client logs nothing of its own.
+        full.setdefault("log_level", 0)
+        super().__init__(full)
 
 
 def _checked(role: str, user: dict[str, str], fixed: dict[str, str]) -> dict[str, str]:
@@ -204,7 +258,7 @@ def make_admin(settings: Settings) -> AdminClient:
     config: dict[str, Any] = dict(settings.kafka.client_config())
     config["logger"] = logging.getLogger("librdkafka.admin")
     try:
-        return AdminClient(config)
+        return Admin(config)
     except KafkaException as exc:
         raise _refused(settings, "admin", exc) from None
 
@@ -214,16 +268,30 @@ def partition_counts(
 ) -> dict[str, int]:
     """Partitions per existing topic among `topics` (missing topics are absent from the result).
 
+    Metadata is asked for in slices of `METADATA_SLICE` seconds; between them the client's error
+    reports are read, so a refusal (wrong password, untrusted or misnamed certificate) fails at
+    once, naming its cause, instead of after `timeout`.
+
     Raises:
-        KafkaUnavailable: no broker answered within `timeout` seconds.
+        KafkaUnavailable: the cluster refused the client, or no broker answered within `timeout`
+            seconds.
     """
-    try:
-        metadata = admin.list_topics(timeout=timeout)
-    except KafkaException as exc:
-        raise KafkaUnavailable(
-            f"no Kafka broker answered within {timeout:.0f} s at bootstrap.servers={bootstrap}: "
-            f"{exc.args[0]}"
-        ) from None
+    refusals: Refusals | None = getattr(admin, "refusals", None)
+    deadline = time.monotonic() + timeout
+    while True:
+        remaining = deadline - time.monotonic()
+        try:
+            metadata = admin.list_topics(timeout=max(0.1, min(METADATA_SLICE, remaining)))
+            break
+        except KafkaException as exc:
+            if refusals is not None:
+                admin.poll(0)  # runs the error_cb with what the client saw meanwhile
+                refusals.check(bootstrap)
+            if time.monotonic() >= deadline:
+                raise KafkaUnavailable(
+                    f"no Kafka broker answered within {timeout:.0f} s at "
+                    f"bootstrap.servers={bootstrap}: {exc.args[0]}"
+                ) from None
     counts: dict[str, int] = {}
     for name in topics:
         topic = metadata.topics.get(name)

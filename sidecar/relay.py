@@ -68,10 +68,55 @@ HEADROOM: Final = 65_536
 ACK_WAIT: Final = 0.005
 #: Seconds between two `record_set_aside` log lines of one namespace (counts are in metrics).
 DEAD_LETTER_LOG_INTERVAL: Final = 10.0
+#: Seconds the shutdown waits for deliveries in the normal case, and when no broker answers
+#: (their offsets are not committed either way: a restart relays them again).
+FLUSH_TIMEOUT: Final = 30.0
+UNREACHABLE_FLUSH_TIMEOUT: Final = 5.0
+#: Seconds between two `kafka_error` lines of one error code: while a broker is away librdkafka
+#: reports every failed reconnection (several a second, each also in its own log line).
+KAFKA_ERROR_LOG_INTERVAL: Final = 10.0
 
 
 class RelayFailed(ZdictError):
     """The relay cannot go on without risking loss; it stopped after committing what is safe."""
+
+
+class ClientHung(RelayFailed):
+    """A Kafka client call blocked past any timeout of its own: the client is unusable."""
+
+
+def bounded(operation: Callable[[], object], what: str, limit: float) -> None:
+    """Run `operation` on a daemon thread; raise `ClientHung` if it is still running after
+    `limit` seconds (its exception, if it raised one within the limit).
+
+    librdkafka does not always return: after the broker coordinating a transaction was away
+    and came back, send_offsets_to_transaction can block for good (confluentinc/librdkafka#5456,
+    #5511; seen with librdkafka 2.16 after the only broker restarted or was paused). Stopping,
+    and letting a restart resume from the last commit, beats a relay that hangs. (Not for the
+    consumer's synchronous commit: run on another thread it can wait for a rebalance that only
+    the relay thread, waiting for it, can serve.)
+    """
+    done = threading.Event()
+    raised: list[BaseException] = []
+
+    def call() -> None:
+        try:
+            operation()
+        except BaseException as exc:  # handed to the waiting thread, which re-raises it
+            raised.append(exc)
+        finally:
+            done.set()
+
+    # A daemon: a call that never returns must not keep the process from exiting.
+    threading.Thread(target=call, name="zdict-client-call", daemon=True).start()
+    if not done.wait(limit):
+        raise ClientHung(
+            f"the Kafka client call to {what} still blocks after {limit:.0f} s (a known "
+            "librdkafka hang after a coordinator restart, confluentinc/librdkafka#5456); "
+            "stopping so that a restart resumes from the last commit"
+        )
+    if raised:
+        raise raised[0]
 
 
 class OffsetTracker:
@@ -221,6 +266,9 @@ class Relay:
         self._stop = threading.Event()
         self._failure: str | None = None
         self._down_since: float | None = None
+        self._unreachable = False
+        #: Error code -> (when its last `kafka_error` line was logged, occurrences since).
+        self._kafka_errors: dict[str, tuple[float, int]] = {}
         self._assigned: set[tuple[str, int]] = set()
         self._latency_tick = 0
         self._refresh_requested = False
@@ -285,7 +333,20 @@ class Relay:
         elif error.code() in (KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED):
             self.fail(f"Kafka authentication failed: {error.str()}")
         else:
-            log.warning("kafka_error", error=error.str(), code=error.name())
+            self._log_kafka_error(error)
+
+    def _log_kafka_error(self, error: KafkaError) -> None:
+        """One `kafka_error` line per error code every KAFKA_ERROR_LOG_INTERVAL seconds, with
+        how often it occurred in between (`repeated`)."""
+        code = error.name()
+        now = self.clock()
+        logged = self._kafka_errors.get(code)
+        if logged is not None and now - logged[0] < KAFKA_ERROR_LOG_INTERVAL:
+            self._kafka_errors[code] = (logged[0], logged[1] + 1)
+            return
+        self._kafka_errors[code] = (now, 0)
+        repeated = logged[1] if logged is not None else 0
+        log.warning("kafka_error", error=error.str(), code=code, repeated=repeated)
 
     def _delivery_for(
         self, topic: str, partition: int, offset: int, ns: _Namespace
@@ -404,7 +465,10 @@ class Relay:
                     self._relay_batch(messages)
                 self.producer.poll(0)
                 now = self.clock()
-                if now - last_commit >= self.commit_interval:
+                # While no broker answers nothing can be committed, and a synchronous commit
+                # would block the loop (and the unreachable check) until the coordinator is
+                # back; the next commit after that carries the newer offsets.
+                if now - last_commit >= self.commit_interval and self._down_since is None:
                     self.commit()
                     last_commit = now
                 if self._refresh_requested or now - last_dict_check >= DICTIONARY_CHECK_INTERVAL:
@@ -446,6 +510,7 @@ class Relay:
         try:
             self.consumer.list_topics(timeout=5.0)
         except KafkaException:
+            self._unreachable = True
             self.fail(
                 f"no Kafka broker reachable for {now - self._down_since:.0f} s "
                 f"(unreachable_timeout {self.unreachable_timeout:.0f} s)"
@@ -472,9 +537,9 @@ class Relay:
                     return
                 log.warning("consume_error", error=err.str())
                 continue
+            # Records may come from the client's prefetch queue while no broker answers: only
+            # an acknowledged delivery or a metadata answer stops the unreachable clock.
             by_topic.setdefault(msg.topic(), []).append(msg)  # type: ignore[arg-type]
-        if by_topic:
-            self._down_since = None  # records arrived: a broker answered
         for topic, batch in by_topic.items():
             ns = self.namespaces[topic]
             if ns.reservoir is not None:
@@ -728,7 +793,9 @@ class Relay:
         log.info(
             "shutting_down", in_flight=self.offsets.in_flight(), reason=self._failure or "stop"
         )
-        remaining = self.producer.flush(30.0)
+        remaining = self.producer.flush(
+            UNREACHABLE_FLUSH_TIMEOUT if self._unreachable else FLUSH_TIMEOUT
+        )
         if remaining:
             log.error("flush_incomplete", undelivered=remaining)
         self.commit()

@@ -7,6 +7,7 @@ Without a reachable broker the integration tests FAIL; they are never skipped. N
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
@@ -115,6 +116,27 @@ def _wait_topic_ready(admin: AdminClient, name: str, partitions: int) -> None:
     raise AssertionError(f"topic {name} not ready after {TOPIC_TIMEOUT_S:.0f}s: {state}")
 
 
+def create_topic(
+    admin: AdminClient,
+    partitions: int = 1,
+    config: Mapping[str, str] | None = None,
+    name_prefix: str = "zdict-it",
+) -> str:
+    """Create ``<prefix>-<uuid4 hex>`` (replication factor 1) and wait until every partition
+    has a leader; its name."""
+    prefix = re.sub(r"[^A-Za-z0-9._-]", "-", name_prefix)[:200]
+    name = f"{prefix}-{uuid.uuid4().hex}"
+    new_topic = NewTopic(
+        name, num_partitions=partitions, replication_factor=1, config=dict(config or {})
+    )
+    futures = admin.create_topics(
+        [new_topic], operation_timeout=TOPIC_TIMEOUT_S, request_timeout=TOPIC_TIMEOUT_S
+    )
+    futures[name].result(timeout=TOPIC_TIMEOUT_S + 5)  # raises KafkaException on failure
+    _wait_topic_ready(admin, name, partitions)
+    return name
+
+
 @pytest.fixture(scope="session")
 def make_topic(kafka_admin: AdminClient) -> Iterator[MakeTopic]:
     """Factory creating uniquely named topics on the real broker (deleted at session end).
@@ -131,17 +153,8 @@ def make_topic(kafka_admin: AdminClient) -> Iterator[MakeTopic]:
         config: Mapping[str, str] | None = None,
         name_prefix: str = "zdict-it",
     ) -> str:
-        prefix = re.sub(r"[^A-Za-z0-9._-]", "-", name_prefix)[:200]
-        name = f"{prefix}-{uuid.uuid4().hex}"
-        new_topic = NewTopic(
-            name, num_partitions=partitions, replication_factor=1, config=dict(config or {})
-        )
-        futures = kafka_admin.create_topics(
-            [new_topic], operation_timeout=TOPIC_TIMEOUT_S, request_timeout=TOPIC_TIMEOUT_S
-        )
-        futures[name].result(timeout=TOPIC_TIMEOUT_S + 5)  # raises KafkaException on failure
+        name = create_topic(kafka_admin, partitions, config, name_prefix)
         created.append(name)
-        _wait_topic_ready(kafka_admin, name, partitions)
         return name
 
     yield factory
@@ -202,10 +215,11 @@ class Outgoing:
 
 
 ProduceRecords = Callable[..., list[Record]]
-"""``produce_records(topic, records: Iterable[Outgoing], rate=None) -> list[Record]``"""
+"""``produce_records(topic, records: Iterable[Outgoing], rate=None, bootstrap=None,
+flush_timeout=60.0) -> list[Record]``"""
 ProduceEvents = Callable[..., list[Record]]
 """``produce_events(topic, n, *, seed=1, kind="product_viewed", keys=200, rate=None,
-drift_at=None)``"""
+drift_at=None, bootstrap=None, flush_timeout=60.0)``"""
 ConsumeAll = Callable[..., list[Record]]
 """``consume_all(topic, expected, timeout=60.0) -> list[Record]``"""
 
@@ -227,13 +241,21 @@ def produce_records(kafka_bootstrap: str) -> ProduceRecords:
 
     The result is in input order, each with the partition and offset the broker gave it (the
     default partitioner places records by key). `rate` (records/s) throttles the producer, to
-    keep a relay busy for a known time. Fails if any delivery fails.
+    keep a relay busy for a known time. `bootstrap` names another broker than the session's;
+    `flush_timeout` is how long the last records may take (longer while a test keeps the broker
+    down). Fails if any delivery fails.
     """
 
-    def produce(topic: str, records: Iterable[Outgoing], rate: float | None = None) -> list[Record]:
+    def produce(
+        topic: str,
+        records: Iterable[Outgoing],
+        rate: float | None = None,
+        bootstrap: str | None = None,
+        flush_timeout: float = 60.0,
+    ) -> list[Record]:
         producer = Producer(
             {
-                "bootstrap.servers": kafka_bootstrap,
+                "bootstrap.servers": bootstrap or kafka_bootstrap,
                 "acks": "all",
                 "enable.idempotence": True,
                 "linger.ms": 10,
@@ -278,7 +300,8 @@ def produce_records(kafka_bootstrap: str) -> ProduceRecords:
                     producer.poll(0.05)
             if i % 1000 == 0:
                 producer.poll(0)
-        assert producer.flush(60) == 0, "records still undelivered after 60 s"
+        left = producer.flush(flush_timeout)
+        assert left == 0, f"{left} records still undelivered after {flush_timeout:.0f} s"
         assert not errors, errors[:5]
         out: list[Record] = []
         for spec, where in zip(specs, placed, strict=True):
@@ -309,6 +332,8 @@ def produce_events(produce_records: ProduceRecords) -> ProduceEvents:
         keys: int = 200,
         rate: float | None = None,
         drift_at: int | None = None,
+        bootstrap: str | None = None,
+        flush_timeout: float = 60.0,
     ) -> list[Record]:
         from sidecar.generate import generate
 
@@ -319,7 +344,9 @@ def produce_events(produce_records: ProduceRecords) -> ProduceEvents:
             Outgoing(key=b"user-%04d" % rng.randrange(keys), value=event, timestamp=start + i)
             for i, event in enumerate(events)
         )
-        return produce_records(topic, records, rate=rate)
+        return produce_records(
+            topic, records, rate=rate, bootstrap=bootstrap, flush_timeout=flush_timeout
+        )
 
     return produce
 
@@ -817,3 +844,157 @@ def train_dictionary(
     path = store / namespace / f"{dictionary.id}.zdict"
     assert path.is_file()
     return dictionary.id, path
+
+
+# -- private brokers -----------------------------------------------------------------------------
+
+KAFKA_LOCAL = _HERE.parents[1] / "deploy" / "kafka" / "kafka-local"
+#: A broker start or restart on the shared two cores takes 3-10 s; allow for a loaded machine.
+KAFKA_LOCAL_TIMEOUT_S = 180.0
+
+
+@dataclass
+class PrivateBroker:
+    """A broker of the tests' own (``kafka-local --home``): to stop, restart, pause and resume
+    without disturbing the session's shared broker.
+
+    `bootstrap` is the PLAINTEXT listener; `listeners` the extra ones by name (e.g.
+    ``listeners["SECURE"]``). A restart (`start`) keeps the data and the ports, so clients
+    configured with these addresses reconnect to the same broker.
+    """
+
+    name: str
+    home: Path
+    bootstrap: str
+    listeners: dict[str, str]
+    #: (what, seconds) of every start, restart and stop, as kafka-local timed them.
+    timings: list[tuple[str, float]] = field(default_factory=list)
+
+    @property
+    def pid(self) -> int:
+        """The broker's JVM process id (a new one after each restart)."""
+        return int((self.home / "kafka.pid").read_text().strip())
+
+    def _kafka_local(self, *args: str) -> subprocess.CompletedProcess[str]:
+        result = subprocess.run(
+            [sys.executable, str(KAFKA_LOCAL), "--home", str(self.home), *args],
+            capture_output=True,
+            text=True,
+            stdin=subprocess.DEVNULL,
+            timeout=KAFKA_LOCAL_TIMEOUT_S,
+            check=False,
+        )
+        assert result.returncode == 0, (
+            f"kafka-local {' '.join(args)} for broker {self.name} failed:\n{result.stderr}\n"
+            f"--- broker log ---\n{self.log_tail()}"
+        )
+        for what, seconds in re.findall(
+            r"kafka-local: (start|restart|stop)\b[^:]*: ([0-9.]+)s", result.stderr
+        ):
+            self.timings.append((what, float(seconds)))
+        return result
+
+    def stop(self) -> float:
+        """SIGTERM (the broker's graceful shutdown); its data and ports stay. Seconds taken."""
+        started = time.monotonic()
+        self._kafka_local("stop")
+        return time.monotonic() - started
+
+    def start(self) -> float:
+        """Start it again on its data and ports (a restart, not a fresh broker). Seconds taken,
+        until it serves."""
+        started = time.monotonic()
+        out = self._kafka_local("start", "--keep-data").stdout
+        assert f"{BOOTSTRAP_ENV}={self.bootstrap}" in out, out
+        return time.monotonic() - started
+
+    def pause(self) -> None:
+        """SIGSTOP: the process stays, its sockets stay open, nothing answers."""
+        os.kill(self.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT after `pause`."""
+        os.kill(self.pid, signal.SIGCONT)
+
+    def serving(self) -> bool:
+        return (
+            subprocess.run(
+                [sys.executable, str(KAFKA_LOCAL), "--home", str(self.home), "status"],
+                capture_output=True,
+                stdin=subprocess.DEVNULL,
+                timeout=60,
+                check=False,
+            ).returncode
+            == 0
+        )
+
+    def admin(self) -> AdminClient:
+        return AdminClient({"bootstrap.servers": self.bootstrap})
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            text = (self.home / "broker.log").read_text(errors="replace")
+        except FileNotFoundError:
+            return "(no broker log)"
+        return "\n".join(text.splitlines()[-lines:])
+
+    def close(self) -> None:
+        """Stop it for good (resumed first if paused); the data stays for post-mortems."""
+        with_pid = (self.home / "kafka.pid").exists()
+        if with_pid:
+            with contextlib.suppress(ProcessLookupError, ValueError):
+                self.resume()
+        subprocess.run(
+            [sys.executable, str(KAFKA_LOCAL), "--home", str(self.home), "stop"],
+            capture_output=True,
+            stdin=subprocess.DEVNULL,
+            timeout=KAFKA_LOCAL_TIMEOUT_S,
+            check=False,
+        )
+
+
+StartPrivateBroker = Callable[..., PrivateBroker]
+"""``private_broker(name, listeners=(), properties=None) -> PrivateBroker``"""
+
+
+@pytest.fixture(scope="session")
+def private_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StartPrivateBroker]:
+    """Factory: a fresh broker of the caller's own, from ``deploy/kafka/kafka-local --home``.
+
+    `listeners` adds listeners (``"SECURE:SASL_SSL"``) on free loopback ports; `properties`
+    adds or replaces broker properties (SASL, TLS). Every broker started is stopped at the end
+    of the session (a module may `close()` its own earlier). A broker that cannot start fails
+    the test, with kafka-local's message and the broker log.
+    """
+    started: list[PrivateBroker] = []
+
+    def start(
+        name: str,
+        listeners: Sequence[str] = (),
+        properties: Mapping[str, str] | None = None,
+    ) -> PrivateBroker:
+        base = tmp_path_factory.mktemp(f"broker-{name}")
+        home = base / "home"
+        args = ["start"]
+        for spec in listeners:
+            args += ["--listener", spec]
+        if properties:
+            props = base / "extra.properties"
+            props.write_text("".join(f"{k}={v}\n" for k, v in properties.items()))
+            args += ["--properties", str(props)]
+        broker = PrivateBroker(name, home, "", {})
+        result = broker._kafka_local(*args)
+        started.append(broker)
+        found = dict(line.split("=", 1) for line in result.stdout.splitlines() if "=" in line)
+        broker.bootstrap = found[BOOTSTRAP_ENV]
+        broker.listeners = {
+            key.removeprefix("KAFKA_LOCAL_LISTENER_"): value
+            for key, value in found.items()
+            if key.startswith("KAFKA_LOCAL_LISTENER_")
+        }
+        return broker
+
+    yield start
+
+    for broker in started:
+        broker.close()

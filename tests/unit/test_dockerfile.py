@@ -7,12 +7,17 @@ steps are executed by tests/integration/test_image.py instead.
 
 from __future__ import annotations
 
+import http.server
 import json
+import os
 import re
 import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
+
+import pytest
 
 from tests.deploy_files import Stage, env_pairs, is_setting, parse_dockerfile
 
@@ -131,3 +136,37 @@ def test_the_build_context_holds_exactly_what_the_dockerfile_copies() -> None:
     assert copied == allowed
     for path in copied:
         assert (ROOT / path).exists(), path
+
+
+class _Healthz(http.server.BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        self.send_response(200 if self.path == "/healthz" else 404)
+        self.end_headers()
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass  # no stderr noise in the test output
+
+
+@pytest.mark.parametrize(("bind", "configured"), [("127.0.0.1", None), ("127.0.0.2", "127.0.0.2")])
+def test_the_healthcheck_asks_the_address_the_endpoint_is_bound_to(
+    bind: str, configured: str | None
+) -> None:
+    # As in Kubernetes with ZDICT_METRICS__HOST=status.podIP: nothing listens on 127.0.0.1.
+    server = http.server.ThreadingHTTPServer((bind, 0), _Healthz)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        command = json.loads(_final().one("HEALTHCHECK").partition("CMD ")[2])
+        env = {k: v for k, v in os.environ.items() if not k.startswith("ZDICT_")}
+        env["ZDICT_METRICS__PORT"] = str(server.server_address[1])
+        if configured is not None:
+            env["ZDICT_METRICS__HOST"] = configured
+        ok = subprocess.run([sys.executable, *command[1:]], env=env, timeout=30, check=False)
+        env["ZDICT_METRICS__HOST"] = "127.0.0.3"  # another address: nothing answers there
+        other = subprocess.run(
+            [sys.executable, *command[1:]], env=env, capture_output=True, timeout=30, check=False
+        )
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert ok.returncode == 0
+    assert other.returncode != 0

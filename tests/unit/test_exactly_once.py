@@ -6,6 +6,7 @@ tests/integration/test_exactly_once.py.
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 from unittest.mock import MagicMock
@@ -15,7 +16,7 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from sidecar.config import load_settings
 from sidecar.errors import ConfigError
-from sidecar.exactly_once import TransactionalRelay
+from sidecar.exactly_once import TransactionalRelay, TransactionHung
 from sidecar.kafka import producer_config
 from sidecar.relay import RelayFailed
 from tests.unit.test_relay_failures import Clock, deliveries, make_relay, record
@@ -154,3 +155,54 @@ def test_each_worker_gets_its_own_stable_transactional_id() -> None:
     relay = load_settings(relay={"group_id": "g", "worker_index": 2}).relay
     assert relay.transactional_id_for("host-a") == "zdict-g-host-a-2"
     assert relay.transactional_id_for("host-a") == relay.transactional_id_for("host-a")
+
+
+def test_a_transactional_call_that_never_returns_stops_the_relay_without_touching_the_producer(
+    tmp_path: Path,
+) -> None:
+    relay, consumer, producer = make(tmp_path)
+    relay.call_limit = 0.2
+    never = threading.Event()
+    # As librdkafka's send_offsets_to_transaction after a coordinator restart: blocked for good.
+    producer.send_offsets_to_transaction.side_effect = lambda *a: never.wait()
+    feed(relay, consumer, [record(3), record(4)])
+    try:
+        with pytest.raises(TransactionHung, match="still blocks after 0 s"):
+            relay.run()
+    finally:
+        never.set()
+    producer.commit_transaction.assert_not_called()
+    producer.abort_transaction.assert_not_called()
+    producer.flush.assert_called_once()  # before the offsets, not at shutdown
+    consumer.close.assert_called_once()  # the group is left at once
+
+
+def test_an_abort_that_times_out_is_retried_before_anything_else_is_produced(
+    tmp_path: Path,
+) -> None:
+    relay, consumer, producer = make(tmp_path)
+    producer.commit_transaction.side_effect = [txn_error(abort=True), None]
+    # The first abort times out (the coordinator is away); librdkafka resumes it on the next call.
+    producer.abort_transaction.side_effect = [txn_error(retriable=True), None]
+    feed(relay, consumer, [record(3), record(4)], [record(5)], [record(3), record(4)])
+    stats = relay.run()
+    assert producer.abort_transaction.call_count == 2
+    assert relay.aborted == 1 and stats.errors == []
+    assert producer.produce.call_count == 4  # record 5 came while the abort was pending
+    consumer.seek.assert_called()
+    assert stats.commits == 1
+
+
+def test_a_transactional_call_timing_out_while_no_broker_answers_names_the_unreachable_brokers(
+    tmp_path: Path,
+) -> None:
+    relay, consumer, producer = make(tmp_path)
+
+    def away(*args: object) -> None:
+        relay.on_error(KafkaError(KafkaError._ALL_BROKERS_DOWN))
+        raise txn_error()
+
+    producer.send_offsets_to_transaction.side_effect = away
+    feed(relay, consumer, [record(3), record(4)])
+    with pytest.raises(RelayFailed, match=r"could not add the input offsets .*no Kafka broker"):
+        relay.run()

@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
+from confluent_kafka import KafkaError, KafkaException
 
 from sidecar.config import load_settings
 from sidecar.errors import ConfigError
-from sidecar.kafka import consumer_config, producer_config
+from sidecar.kafka import (
+    KafkaUnavailable,
+    Refusals,
+    consumer_config,
+    partition_counts,
+    producer_config,
+)
 
 
 def test_environment_properties_reach_the_clients_by_their_librdkafka_names(
@@ -72,3 +81,50 @@ def test_the_guarantee_settings_are_always_on() -> None:
 def test_the_output_topic_must_differ_from_the_input() -> None:
     with pytest.raises(ConfigError, match="ZDICT_RELAY__OUTPUT_TOPIC"):
         load_settings(relay={"output_topic": "{topic}"})
+
+
+class _RefusedAdmin:
+    """An admin client whose metadata requests fail; its error_cb (run by `poll`) hears `error`,
+    as librdkafka reports a refused connection."""
+
+    def __init__(self, error: KafkaError | None) -> None:
+        self.refusals = Refusals()
+        self.error = error
+        self.requests = 0
+
+    def list_topics(self, timeout: float) -> object:
+        self.requests += 1
+        raise KafkaException(KafkaError(KafkaError._TRANSPORT, "Local: Broker transport failure"))
+
+    def poll(self, timeout: float) -> int:
+        if self.error is not None:
+            self.refusals(self.error)
+        return 0
+
+
+@pytest.mark.parametrize(
+    ("code", "cause"),
+    [
+        (KafkaError._AUTHENTICATION, "authentication failed"),
+        (KafkaError.SASL_AUTHENTICATION_FAILED, "authentication failed"),
+        (KafkaError._SSL, "the TLS handshake failed"),
+    ],
+)
+def test_a_refused_connection_fails_at_the_first_metadata_request_naming_the_cause(
+    code: int, cause: str
+) -> None:
+    admin = _RefusedAdmin(KafkaError(code, "sasl_ssl://k1:9093/bootstrap: refused"))
+    with pytest.raises(KafkaUnavailable) as info:
+        partition_counts(admin, ["orders"], timeout=60.0, bootstrap="k1:9093")
+    assert admin.requests == 1
+    assert f"refused the connection, {cause}" in str(info.value)
+    assert "sasl_ssl://k1:9093/bootstrap: refused" in str(info.value)
+
+
+def test_an_unreachable_cluster_still_gets_the_whole_timeout() -> None:
+    admin = _RefusedAdmin(KafkaError(KafkaError._ALL_BROKERS_DOWN, "1/1 brokers are down"))
+    started = time.monotonic()
+    with pytest.raises(KafkaUnavailable, match="no Kafka broker answered within 0 s"):
+        partition_counts(admin, ["orders"], timeout=0.3, bootstrap="k1:9093")
+    assert time.monotonic() - started >= 0.3
+    assert admin.refusals.first is None

@@ -13,6 +13,7 @@ from unittest.mock import MagicMock
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer
 from prometheus_client import CollectorRegistry
+from structlog.testing import capture_logs
 
 from sidecar.codec import Encoder
 from sidecar.dictionaries import DictionaryStore
@@ -163,3 +164,64 @@ def test_a_full_producer_queue_is_drained_and_the_record_retried(tmp_path: Path)
     stats = relay.run()
     assert stats.queue_full_waits == 2 and stats.produced == 1
     assert producer.produce.call_count == 3
+
+
+def test_records_from_the_prefetch_queue_do_not_stop_the_unreachable_clock(
+    tmp_path: Path,
+) -> None:
+    clock = Clock()
+    relay, consumer, producer = make_relay(tmp_path, clock)
+    consumer.list_topics.side_effect = KafkaException(KafkaError(KafkaError._TRANSPORT))
+    offsets = iter(range(1000))
+
+    def consume(*args: object) -> list[MagicMock]:
+        relay.on_error(KafkaError(KafkaError._ALL_BROKERS_DOWN))
+        clock.now += 30
+        return [record(next(offsets))]  # consumed before the broker went away
+
+    consumer.consume.side_effect = consume
+    with pytest.raises(RelayFailed, match=r"no Kafka broker reachable for \d+ s"):
+        relay.run()
+    assert producer.produce.call_count < 5
+
+
+def test_no_commit_is_attempted_while_no_broker_answers(tmp_path: Path) -> None:
+    clock = Clock()
+    relay, consumer, producer = make_relay(tmp_path, clock)
+    consumer.list_topics.side_effect = KafkaException(KafkaError(KafkaError._TRANSPORT))
+    batches = iter([[record(0)]])
+    consumer.consume.side_effect = lambda *a: next(batches, [])
+
+    def poll(timeout: float = 0) -> int:
+        for callback in deliveries(producer)[relay.stats.delivered :]:
+            delivered = MagicMock(spec_set=Message)
+            delivered.timestamp.return_value = (1, 1_700_000_000_000)
+            callback(None, delivered)
+            # The broker goes away right after acknowledging the record.
+            relay.on_error(KafkaError(KafkaError._ALL_BROKERS_DOWN))
+        clock.now += 30
+        return 0
+
+    producer.poll.side_effect = poll
+    with pytest.raises(RelayFailed, match="no Kafka broker reachable"):
+        relay.run()
+    # Only the shutdown's commit (of what was acknowledged), none while the loop waited.
+    assert consumer.commit.call_count == 1
+    producer.flush.assert_called_once_with(5.0)
+
+
+def test_a_recurring_client_error_is_logged_once_per_interval_with_its_count(
+    tmp_path: Path,
+) -> None:
+    clock = Clock()
+    relay, _, _ = make_relay(tmp_path, clock)
+    refused = KafkaError(KafkaError._TRANSPORT, "Connect to ipv4#127.0.0.1:9092 failed")
+    with capture_logs() as logs:
+        for _ in range(100):  # a broker away: librdkafka reports each reconnection attempt
+            relay.on_error(refused)
+            clock.now += 0.05
+        clock.now += 10
+        relay.on_error(refused)
+    lines = [line for line in logs if line["event"] == "kafka_error"]
+    assert [line["repeated"] for line in lines] == [0, 99]
+    assert lines[0]["code"] == "_TRANSPORT"
