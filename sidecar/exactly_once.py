@@ -158,6 +158,10 @@ class TransactionalRelay(Relay):
         self.metrics.transaction(committed=True)
         self.stats.commits += 1
 
+    def commit_in_background(self) -> None:
+        # The loop's periodic commit is the transaction's: its calls have bounds of their own.
+        self.commit()
+
     def on_lost(self, consumer: Any, partitions: list[TopicPartition]) -> None:
         self._abort("partitions lost")
         super().on_lost(consumer, partitions)

@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import (  # type: ignore[attr-defined]  # public, but not in __all__
     AdminClient,
     ConfigResource,
@@ -47,6 +47,10 @@ _CONSUMER_DEFAULTS: Final = {
 #: librdkafka's default consumer session timeout (ms), and the transaction timeout we use
 #: below it unless told otherwise (librdkafka's own default, 60 s, is above it).
 LIBRDKAFKA_SESSION_TIMEOUT_MS: Final = 45_000
+#: librdkafka's default socket.timeout.ms (its client-side request timeout).
+LIBRDKAFKA_SOCKET_TIMEOUT_MS: Final = 60_000
+#: Seconds between two looks for a topic created a moment ago.
+TOPIC_METADATA_RETRY: Final = 0.2
 DEFAULT_TRANSACTION_TIMEOUT_MS: Final = 30_000
 #: Bytes of a record batch's own header and framing kept free under a topic's limit.
 BATCH_HEADROOM: Final = 1024
@@ -123,12 +127,14 @@ def _checked(role: str, user: dict[str, str], fixed: dict[str, str]) -> dict[str
 
 
 StatsCallback = Callable[[str], None]
+CommitCallback = Callable[[KafkaError | None, list[TopicPartition]], None]
 
 
 def consumer_config(
     settings: Settings,
     error_cb: ErrorCallback | None = None,
     stats_cb: StatsCallback | None = None,
+    commit_cb: CommitCallback | None = None,
 ) -> dict[str, Any]:
     """librdkafka consumer properties: the user's, our defaults below them, the fixed above."""
     user = _checked("consumer", settings.kafka.client_config(settings.consumer), _CONSUMER_FIXED)
@@ -139,6 +145,8 @@ def consumer_config(
         config["error_cb"] = error_cb
     if stats_cb is not None:
         config["stats_cb"] = stats_cb
+    if commit_cb is not None:
+        config["on_commit"] = commit_cb
     return config
 
 
@@ -209,9 +217,10 @@ def make_consumer(
     settings: Settings,
     error_cb: ErrorCallback | None = None,
     stats_cb: StatsCallback | None = None,
+    commit_cb: CommitCallback | None = None,
 ) -> Consumer:
     try:
-        return Consumer(consumer_config(settings, error_cb, stats_cb))
+        return Consumer(consumer_config(settings, error_cb, stats_cb, commit_cb))
     except KafkaException as exc:
         raise _refused(settings, "consumer", exc) from None
 
@@ -301,16 +310,31 @@ def partition_counts(
 
 
 def max_message_bytes(admin: AdminClient, topics: list[str], timeout: float) -> dict[str, int]:
-    """`max.message.bytes` of each topic (what one record batch may weigh there)."""
-    resources = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in topics]
+    """`max.message.bytes` of each topic (what one record batch may weigh there).
+
+    A topic created a moment ago may not be known to the broker answering yet (its metadata
+    arrives shortly after the creation is acknowledged): asked again until `timeout` seconds.
+    """
+    deadline = time.monotonic() + timeout
     limits: dict[str, int] = {}
-    for resource, future in admin.describe_configs(resources, request_timeout=timeout).items():
-        try:
-            entries = future.result(timeout=timeout)
-        except KafkaException as exc:
-            raise KafkaUnavailable(f"cannot read the settings of {resource.name}: {exc}") from None
-        limits[resource.name] = int(entries["max.message.bytes"].value)
-    return limits
+    while True:
+        pending = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in topics if t not in limits]
+        unknown: list[str] = []
+        for resource, future in admin.describe_configs(pending, request_timeout=timeout).items():
+            try:
+                entries = future.result(timeout=timeout)
+            except KafkaException as exc:
+                code = exc.args[0].code() if isinstance(exc.args[0], KafkaError) else None
+                if code == KafkaError.UNKNOWN_TOPIC_OR_PART and time.monotonic() < deadline:
+                    unknown.append(resource.name)
+                    continue
+                raise KafkaUnavailable(
+                    f"cannot read the settings of {resource.name}: {exc}"
+                ) from None
+            limits[resource.name] = int(entries["max.message.bytes"].value)
+        if not unknown:
+            return limits
+        time.sleep(TOPIC_METADATA_RETRY)
 
 
 def ensure_output_topics(
@@ -345,6 +369,17 @@ def ensure_output_topics(
         except KafkaException as exc:
             if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:  # another worker won
                 raise KafkaUnavailable(f"could not create output topic: {exc.args[0]}") from None
-    if to_create:
-        counts.update(partition_counts(admin, [t.topic for t in to_create], timeout, bootstrap))
+    created = [t.topic for t in to_create]
+    deadline = time.monotonic() + timeout
+    while created:
+        # As above: the new topics' metadata may trail their creation by a moment.
+        counts.update(partition_counts(admin, created, timeout, bootstrap))
+        created = [t for t in created if t not in counts]
+        if created and time.monotonic() > deadline:
+            raise KafkaUnavailable(
+                f"output topic(s) {', '.join(created)} were created but are still unknown to "
+                f"the brokers after {timeout:.0f} s"
+            )
+        if created:
+            time.sleep(TOPIC_METADATA_RETRY)
     return counts

@@ -72,6 +72,9 @@ DEAD_LETTER_LOG_INTERVAL: Final = 10.0
 #: (their offsets are not committed either way: a restart relays them again).
 FLUSH_TIMEOUT: Final = 30.0
 UNREACHABLE_FLUSH_TIMEOUT: Final = 5.0
+#: Seconds an asynchronous offset commit may stay unanswered while brokers answer before the
+#: consumer counts as stuck (`run` passes librdkafka's socket.timeout.ms plus 30 s).
+COMMIT_LIMIT: Final = 90.0
 #: Seconds between two `kafka_error` lines of one error code: while a broker is away librdkafka
 #: reports every failed reconnection (several a second, each also in its own log line).
 KAFKA_ERROR_LOG_INTERVAL: Final = 10.0
@@ -94,7 +97,8 @@ def bounded(operation: Callable[[], object], what: str, limit: float) -> None:
     #5511; seen with librdkafka 2.16 after the only broker restarted or was paused). Stopping,
     and letting a restart resume from the last commit, beats a relay that hangs. (Not for the
     consumer's synchronous commit: run on another thread it can wait for a rebalance that only
-    the relay thread, waiting for it, can serve.)
+    the relay thread, waiting for it, can serve; the loop commits asynchronously instead, see
+    `Relay.commit_in_background`.)
     """
     done = threading.Event()
     raised: list[BaseException] = []
@@ -242,6 +246,7 @@ class Relay:
         poll_timeout: float = 0.5,
         commit_interval: float = 1.0,
         unreachable_timeout: float = 60.0,
+        commit_limit: float = COMMIT_LIMIT,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """Encode with `encoder_factory`'s encoders (following the store), or decode with
@@ -259,6 +264,7 @@ class Relay:
         self.poll_timeout = poll_timeout
         self.commit_interval = commit_interval
         self.unreachable_timeout = unreachable_timeout
+        self.commit_limit = commit_limit
         self.clock = clock
         self._encoder_factory = encoder_factory
         self.offsets = OffsetTracker()
@@ -267,6 +273,10 @@ class Relay:
         self._failure: str | None = None
         self._down_since: float | None = None
         self._unreachable = False
+        #: When the unanswered asynchronous commit was sent (None: none outstanding).
+        self._commit_sent_at: float | None = None
+        #: Set once a commit stayed unanswered past `commit_limit`: the consumer is stuck.
+        self._consumer_stuck = False
         #: Error code -> (when its last `kafka_error` line was logged, occurrences since).
         self._kafka_errors: dict[str, tuple[float, int]] = {}
         self._assigned: set[tuple[str, int]] = set()
@@ -432,8 +442,9 @@ class Relay:
         self._stop.set()
 
     def commit(self) -> None:
+        """Commit what is safe and wait for the answer (revocation and shutdown)."""
         offsets = self.offsets.to_commit()
-        if not offsets:
+        if not offsets or self._consumer_stuck:
             return
         try:
             self.consumer.commit(offsets=offsets, asynchronous=False)
@@ -441,7 +452,55 @@ class Relay:
             self.metrics.commit(ok=False)
             log.warning("commit_failed", error=str(exc))
             return
-        self.offsets.committed(offsets)
+        self._committed(offsets)
+
+    def commit_in_background(self) -> None:
+        """The loop's periodic commit: asynchronous, answered in `on_commit`.
+
+        librdkafka does not always answer: after the only broker was paused or restarted, a
+        commit can wait for good on a coordinator bound to a retired broker handle (seen with
+        py-spy in rd_kafka_commit_queue; confluentinc/librdkafka#5456). Synchronous, that
+        blocked the loop for good; asynchronous, the loop goes on, and a commit unanswered for
+        `commit_limit` seconds while brokers answer stops the relay (exit 1) so that a restart
+        resumes from the last commit. One commit is outstanding at a time.
+        """
+        now = self.clock()
+        if self._commit_sent_at is not None:
+            if now - self._commit_sent_at > self.commit_limit:
+                self._consumer_stuck = True
+                self.metrics.commit(ok=False)
+                self.fail(
+                    f"an offset commit is still unanswered after {self.commit_limit:.0f} s while "
+                    "brokers answer (a known librdkafka hang after a coordinator restart, "
+                    "confluentinc/librdkafka#5456); stopping so that a restart resumes from "
+                    "the last commit"
+                )
+            return
+        offsets = self.offsets.to_commit()
+        if not offsets:
+            return
+        try:
+            self.consumer.commit(offsets=offsets, asynchronous=True)
+        except Exception as exc:  # a KafkaException: the next commit retries with newer offsets
+            self.metrics.commit(ok=False)
+            log.warning("commit_failed", error=str(exc))
+            return
+        self._commit_sent_at = now
+
+    def on_commit(self, error: KafkaError | None, partitions: list[TopicPartition]) -> None:
+        """librdkafka's answer to a commit (served inside the consumer's poll)."""
+        self._commit_sent_at = None
+        if error is not None:
+            # _NO_OFFSET: nothing new to commit; anything else, the next commit retries.
+            if error.code() != KafkaError._NO_OFFSET:
+                self.metrics.commit(ok=False)
+                log.warning("commit_failed", error=error.str())
+            return
+        self._committed([tp for tp in partitions if tp.error is None])
+
+    def _committed(self, offsets: list[TopicPartition]) -> None:
+        owned = [tp for tp in offsets if (tp.topic, tp.partition) in self._assigned]
+        self.offsets.committed(owned)
         self.metrics.commit(ok=True)
         self.stats.commits += 1
 
@@ -465,11 +524,13 @@ class Relay:
                     self._relay_batch(messages)
                 self.producer.poll(0)
                 now = self.clock()
-                # While no broker answers nothing can be committed, and a synchronous commit
-                # would block the loop (and the unreachable check) until the coordinator is
-                # back; the next commit after that carries the newer offsets.
-                if now - last_commit >= self.commit_interval and self._down_since is None:
-                    self.commit()
+                # While no broker answers nothing can be committed (nor can a commit be
+                # answered); the next commit after that carries the newer offsets.
+                if now - last_commit >= self.commit_interval:
+                    if self._down_since is None:
+                        self.commit_in_background()
+                    elif self._commit_sent_at is not None:
+                        self._commit_sent_at = now  # the limit counts while brokers answer
                     last_commit = now
                 if self._refresh_requested or now - last_dict_check >= DICTIONARY_CHECK_INTERVAL:
                     self._refresh_requested = False
@@ -798,8 +859,13 @@ class Relay:
         )
         if remaining:
             log.error("flush_incomplete", undelivered=remaining)
-        self.commit()
-        self.consumer.close()
+        if self._consumer_stuck:
+            # Committing or closing would wait on the same stuck coordinator; the group drops
+            # this member when its session times out.
+            log.error("consumer_stuck", reason=self._failure)
+        else:
+            self.commit()
+            self.consumer.close()
         log.info(
             "relay_stopped",
             consumed=self.stats.consumed,

@@ -15,11 +15,13 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from functools import partial
 from types import FrameType
 from typing import Any
 
-from confluent_kafka import KafkaError
+from confluent_kafka import KafkaError, TopicPartition
+from confluent_kafka.admin import AdminClient
 from prometheus_client import CollectorRegistry
 
 from sidecar.codec import Decoder, DictionaryResolver, Encoder
@@ -30,6 +32,7 @@ from sidecar.dictionaries.store import DictionaryStore
 from sidecar.errors import ConfigError, ZdictError
 from sidecar.exactly_once import TransactionalRelay
 from sidecar.kafka import (
+    LIBRDKAFKA_SOCKET_TIMEOUT_MS,
     ensure_output_topics,
     make_admin,
     make_consumer,
@@ -67,8 +70,101 @@ def encoder_factory(settings: Settings) -> Callable[[DictionaryStore, str], Enco
     return build
 
 
+def _commit_limit(settings: Settings) -> float:
+    """Seconds a commit may stay unanswered: librdkafka's own request timeout, plus 30 s."""
+    consumer = settings.kafka.client_config(settings.consumer)
+    return int(consumer.get("socket.timeout.ms", LIBRDKAFKA_SOCKET_TIMEOUT_MS)) / 1000 + 30.0
+
+
+class _ClientCallbacks:
+    """librdkafka's callbacks, given to the clients before the relay they report to exists."""
+
+    def __init__(self) -> None:
+        self.relay: Relay | None = None
+
+    def error(self, error: KafkaError) -> None:
+        if self.relay is not None:
+            self.relay.on_error(error)
+
+    def stats(self, stats_json: str) -> None:
+        if self.relay is not None:
+            self.relay.on_stats(stats_json)
+
+    def commit(self, error: KafkaError | None, partitions: list[TopicPartition]) -> None:
+        if self.relay is not None:
+            self.relay.on_commit(error, partitions)
+
+
+@dataclass(frozen=True, slots=True)
+class _Topics:
+    """The relay's topics as found (or created) at start."""
+
+    #: Input topic -> output topic.
+    outputs: dict[str, str]
+    #: Input topic -> dead-letter topic (only those with one).
+    dead_letters: dict[str, str]
+    #: Partitions per input, output and dead-letter topic.
+    partitions: dict[str, int]
+    #: `max.message.bytes` per output and dead-letter topic.
+    limits: dict[str, int]
+
+
+def _prepare_topics(settings: Settings, admin: AdminClient, decode: bool) -> _Topics:
+    """Check (or create) the output and dead-letter topics and read their size limits."""
+    relay = settings.relay
+    bootstrap = settings.kafka.client_config()["bootstrap.servers"]
+    outputs = {t: relay.output_for(t, decode=decode) for t in relay.input_topics}
+    timeout = min(relay.unreachable_timeout, 30.0)
+    partitions = ensure_output_topics(admin, outputs, relay.create_topics, timeout, bootstrap)
+    dead_letters = {t: d for t in relay.input_topics if (d := relay.dead_letter_for(t)) is not None}
+    if dead_letters:
+        partitions |= ensure_output_topics(
+            admin, dead_letters, relay.create_topics, timeout, bootstrap
+        )
+    limits = max_message_bytes(admin, sorted({*outputs.values(), *dead_letters.values()}), timeout)
+    return _Topics(outputs, dead_letters, partitions, limits)
+
+
+def _open_registry(
+    settings: Settings, store: DictionaryStore, topics: list[str], decode: bool
+) -> Registry | None:
+    """The dictionary registry, if enabled; an encoding relay's store synced with it first."""
+    if not settings.registry.enabled:
+        return None
+    dictionaries = Registry.open(settings, "sidecar")
+    if not decode:
+        for topic in topics:
+            adopt_local(dictionaries, store, topic)
+        sync_store(dictionaries, store, topics)
+    return dictionaries
+
+
+def _reservoirs(settings: Settings) -> dict[str, Reservoir]:
+    """Per input topic, the training sample's reservoir (none when nothing is trained)."""
+    if not (settings.training.enabled and settings.relay.compress):
+        return {}
+    sampling = settings.sampling
+    return {
+        topic: Reservoir(
+            topic,
+            max_bytes=sampling.max_bytes,
+            every=sampling.every,
+            min_messages=sampling.min_messages,
+            max_value_bytes=sampling.max_value_bytes,
+        )
+        for topic in settings.relay.input_topics
+    }
+
+
 def run_relay(settings: Settings) -> int:
-    """Run one relay process until SIGTERM/SIGINT (exit 0) or a failure (exit 1)."""
+    """Run one relay process until SIGTERM/SIGINT (exit 0) or a failure (exit 1).
+
+    1. the metrics endpoint, so a relay that cannot start is seen failing;
+    2. the Kafka clients (a setting they refuse: a configuration error, exit 2);
+    3. the topics: outputs and dead letters checked or created, their size limits read;
+    4. the store, synced with the registry;
+    5. the relay (encoding with a trainer beside it, or decoding), then its loop.
+    """
     relay_settings = settings.relay
     if not relay_settings.input_topics:
         raise ConfigError(
@@ -86,52 +182,23 @@ def run_relay(settings: Settings) -> int:
     trainer: Trainer | None = None
     try:
         topics = list(relay_settings.input_topics)
-        pairs = {t: relay_settings.output_for(t, decode=decode) for t in topics}
-        bootstrap = settings.kafka.client_config()["bootstrap.servers"]
-        relay: Relay | None = None
-
-        def on_error(error: KafkaError) -> None:
-            if relay is not None:
-                relay.on_error(error)
-
-        def on_stats(stats_json: str) -> None:
-            if relay is not None:
-                relay.on_stats(stats_json)
-
-        # The clients first: a setting they refuse is a configuration error (exit 2), whatever
-        # the cluster would have said about the topics.
+        callbacks = _ClientCallbacks()
         admin = make_admin(settings)
-        consumer = make_consumer(settings, on_error, on_stats)
+        consumer = make_consumer(settings, callbacks.error, callbacks.stats, callbacks.commit)
         exactly_once = relay_settings.guarantee == "exactly-once"
         transactional_id = (
             relay_settings.transactional_id_for(socket.gethostname()) if exactly_once else None
         )
-        make_producer(settings, on_error, transactional_id)  # refused settings: exit 2, now
-        timeout = min(relay_settings.unreachable_timeout, 30.0)
-        create = relay_settings.create_topics
-        counts = ensure_output_topics(admin, pairs, create, timeout, bootstrap)
-        dead_letters = {
-            t: d for t in topics if (d := relay_settings.dead_letter_for(t)) is not None
-        }
-        if dead_letters:
-            counts |= ensure_output_topics(admin, dead_letters, create, timeout, bootstrap)
-        limits = max_message_bytes(
-            admin, sorted({*pairs.values(), *dead_letters.values()}), timeout
-        )
+        make_producer(settings, callbacks.error, transactional_id)  # refused settings: exit 2
+        found = _prepare_topics(settings, admin, decode)
         # A record batch must fit every topic it may go to: the broker refuses a whole batch of
         # small records that together exceed a topic's max.message.bytes.
         producer = make_producer(
-            settings, on_error, transactional_id, batch_bytes=min(limits.values())
+            settings, callbacks.error, transactional_id, batch_bytes=min(found.limits.values())
         )
         producer_limit = int(producer_config(settings).get("message.max.bytes", 1_000_000))
-        max_record_bytes = {t: min(limits[t], producer_limit) for t in pairs.values()}
         store = DictionaryStore(settings.dictionaries)
-        if settings.registry.enabled:
-            dictionaries = Registry.open(settings, "sidecar")
-            if not decode:
-                for topic in topics:
-                    adopt_local(dictionaries, store, topic)
-                sync_store(dictionaries, store, topics)
+        dictionaries = _open_registry(settings, store, topics, decode)
         relay_class: Callable[..., Relay] = Relay
         if exactly_once:
             relay_class = partial(
@@ -141,16 +208,19 @@ def run_relay(settings: Settings) -> int:
             "consumer": consumer,
             "producer": producer,
             "store": store,
-            "outputs": pairs,
-            "partitions": counts,
+            "outputs": found.outputs,
+            "partitions": found.partitions,
             "metrics": metrics,
             "health": health,
             "batch_size": relay_settings.batch_size,
             "poll_timeout": relay_settings.poll_timeout,
             "commit_interval": relay_settings.commit_interval,
             "unreachable_timeout": relay_settings.unreachable_timeout,
-            "dead_letters": dead_letters,
-            "max_record_bytes": max_record_bytes,
+            "commit_limit": _commit_limit(settings),
+            "dead_letters": found.dead_letters,
+            "max_record_bytes": {
+                t: min(found.limits[t], producer_limit) for t in found.outputs.values()
+            },
         }
         if decode:
             resolver: DictionaryResolver = store
@@ -161,21 +231,10 @@ def run_relay(settings: Settings) -> int:
                 max_output_size=settings.codec.max_output_size,
                 header_key=settings.codec.header_key,
             )
-            relay = relay_class(decoder=decoder, **common)
+            relay = callbacks.relay = relay_class(decoder=decoder, **common)
         else:
-            sampling = settings.sampling
-            reservoirs = {
-                topic: Reservoir(
-                    topic,
-                    max_bytes=sampling.max_bytes,
-                    every=sampling.every,
-                    min_messages=sampling.min_messages,
-                    max_value_bytes=sampling.max_value_bytes,
-                )
-                for topic in topics
-                if settings.training.enabled and relay_settings.compress
-            }
-            relay = relay_class(
+            reservoirs = _reservoirs(settings)
+            relay = callbacks.relay = relay_class(
                 encoder_factory=encoder_factory(settings), reservoirs=reservoirs, **common
             )
             trainer = Trainer(
@@ -190,24 +249,16 @@ def run_relay(settings: Settings) -> int:
             )
             relay.on_assignment = trainer.on_assignment
             trainer.start()
-
-        def stop(signum: int, frame: FrameType | None) -> None:
-            log.info("signal_received", signal=signal.Signals(signum).name)
-            assert relay is not None
-            relay.stop()
-
-        signal.signal(signal.SIGTERM, stop)
-        signal.signal(signal.SIGINT, stop)
-        install_stall_hook()
+        _stop_on_signals(relay)
         log.info(
             "relay_configured",
             mode=relay_settings.mode,
             guarantee=relay_settings.guarantee,
-            dead_letters=dead_letters or None,
+            dead_letters=found.dead_letters or None,
             transactional_id=transactional_id,
-            outputs=pairs,
+            outputs=found.outputs,
             kafka=settings.kafka.redacted(),
-            bootstrap=bootstrap,
+            bootstrap=settings.kafka.client_config()["bootstrap.servers"],
             registry=settings.registry.topic if dictionaries else None,
             training=bool(trainer and settings.training.enabled),
         )
@@ -224,6 +275,18 @@ def run_relay(settings: Settings) -> int:
         if dictionaries is not None:
             dictionaries.close()
         server.stop()
+
+
+def _stop_on_signals(relay: Relay) -> None:
+    """SIGTERM/SIGINT stop the relay gracefully; SIGUSR2 stalls it if the test hook is set."""
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        log.info("signal_received", signal=signal.Signals(signum).name)
+        relay.stop()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    install_stall_hook()
 
 
 #: Fault-injection hook for tests: with this variable set to N, SIGUSR2 blocks the relay loop

@@ -11,7 +11,7 @@ from typing import Any
 from unittest.mock import MagicMock
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from prometheus_client import CollectorRegistry
 from structlog.testing import capture_logs
 
@@ -225,3 +225,60 @@ def test_a_recurring_client_error_is_logged_once_per_interval_with_its_count(
     lines = [line for line in logs if line["event"] == "kafka_error"]
     assert [line["repeated"] for line in lines] == [0, 99]
     assert lines[0]["code"] == "_TRANSPORT"
+
+
+def _acknowledge_every_delivery(relay: Relay, producer: MagicMock, clock: Clock) -> None:
+    """producer.poll acknowledges what was produced, and 5 s pass per loop turn."""
+
+    def poll(timeout: float = 0) -> int:
+        for callback in deliveries(producer)[relay.stats.delivered :]:
+            delivered = MagicMock(spec_set=Message)
+            delivered.timestamp.return_value = (1, 1_700_000_000_000)
+            callback(None, delivered)
+        clock.now += 5
+        return 0
+
+    producer.poll.side_effect = poll
+
+
+def test_the_loop_commits_in_the_background_and_counts_a_commit_once_it_is_answered(
+    tmp_path: Path,
+) -> None:
+    clock = Clock()
+    relay, consumer, producer = make_relay(tmp_path, clock)
+    relay.on_assign(consumer, [TopicPartition("in", 0)])
+    batches = iter([[record(0), record(1)]])
+    consumer.consume.side_effect = lambda *a: next(batches, [])
+    _acknowledge_every_delivery(relay, producer, clock)
+
+    def commit(offsets: list[TopicPartition], asynchronous: bool) -> None:
+        assert asynchronous, "the loop must not wait for a commit"
+        relay.on_commit(None, offsets)  # librdkafka answers inside a later consume
+        relay.stop()
+
+    consumer.commit.side_effect = commit
+    stats = relay.run()
+    assert stats.commits == 1
+    [call] = consumer.commit.call_args_list
+    assert [(tp.topic, tp.partition, tp.offset) for tp in call.kwargs["offsets"]] == [("in", 0, 2)]
+    consumer.close.assert_called_once()
+
+
+def test_an_offset_commit_unanswered_past_the_limit_stops_the_relay_without_waiting_on_it(
+    tmp_path: Path,
+) -> None:
+    clock = Clock()
+    relay, consumer, producer = make_relay(tmp_path, clock, commit_limit=40.0)
+    relay.on_assign(consumer, [TopicPartition("in", 0)])
+    batches = iter([[record(0), record(1)]])
+    consumer.consume.side_effect = lambda *a: next(batches, [])
+    _acknowledge_every_delivery(relay, producer, clock)
+    consumer.list_topics.return_value = MagicMock()  # brokers answer all along
+
+    with capture_logs() as logs, pytest.raises(RelayFailed, match="still unanswered after 40 s"):
+        relay.run()
+    # One commit sent, never answered, never sent again; the stuck consumer is left alone.
+    [call] = consumer.commit.call_args_list
+    assert call.kwargs["asynchronous"] is True
+    consumer.close.assert_not_called()
+    assert [e["event"] for e in logs if e["log_level"] == "error"] == ["consumer_stuck"]
