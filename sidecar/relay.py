@@ -444,15 +444,8 @@ class Relay:
     def commit(self) -> None:
         """Commit what is safe and wait for the answer (revocation and shutdown)."""
         offsets = self.offsets.to_commit()
-        if not offsets or self._consumer_stuck:
-            return
-        try:
-            self.consumer.commit(offsets=offsets, asynchronous=False)
-        except Exception as exc:  # a KafkaException: the next commit retries with newer offsets
-            self.metrics.commit(ok=False)
-            log.warning("commit_failed", error=str(exc))
-            return
-        self._committed(offsets)
+        if offsets and not self._consumer_stuck and self._send_commit(offsets, wait=True):
+            self._committed(offsets)
 
     def commit_in_background(self) -> None:
         """The loop's periodic commit: asynchronous, answered in `on_commit`.
@@ -477,15 +470,21 @@ class Relay:
                 )
             return
         offsets = self.offsets.to_commit()
-        if not offsets:
-            return
+        if offsets and self._send_commit(offsets, wait=False):
+            self._commit_sent_at = now
+
+    def _send_commit(self, offsets: list[TopicPartition], wait: bool) -> bool:
+        """Commit `offsets` (and `wait` for the answer); False if the consumer refused."""
         try:
-            self.consumer.commit(offsets=offsets, asynchronous=True)
+            if wait:
+                self.consumer.commit(offsets=offsets, asynchronous=False)
+            else:
+                self.consumer.commit(offsets=offsets, asynchronous=True)
         except Exception as exc:  # a KafkaException: the next commit retries with newer offsets
             self.metrics.commit(ok=False)
             log.warning("commit_failed", error=str(exc))
-            return
-        self._commit_sent_at = now
+            return False
+        return True
 
     def on_commit(self, error: KafkaError | None, partitions: list[TopicPartition]) -> None:
         """librdkafka's answer to a commit (served inside the consumer's poll)."""
