@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import time
+from concurrent.futures import Future
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException
@@ -13,6 +16,7 @@ from sidecar.kafka import (
     KafkaUnavailable,
     Refusals,
     consumer_config,
+    max_message_bytes,
     partition_counts,
     producer_config,
 )
@@ -128,3 +132,36 @@ def test_an_unreachable_cluster_still_gets_the_whole_timeout() -> None:
         partition_counts(admin, ["orders"], timeout=0.3, bootstrap="k1:9093")
     assert time.monotonic() - started >= 0.3
     assert admin.refusals.first is None
+
+
+class _NewTopicAdmin:
+    """An admin whose broker learns of a topic created a moment ago after `unknown_for` asks."""
+
+    def __init__(self, unknown_for: int) -> None:
+        self.unknown_for = unknown_for
+        self.asks = 0
+
+    def describe_configs(self, resources: list[Any], request_timeout: float) -> dict[Any, Any]:
+        self.asks += 1
+        futures: dict[Any, Future[dict[str, Any]]] = {}
+        for resource in resources:
+            future: Future[dict[str, Any]] = Future()
+            if self.asks <= self.unknown_for:
+                error = KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART, "Broker: Unknown topic")
+                future.set_exception(KafkaException(error))
+            else:
+                future.set_result({"max.message.bytes": SimpleNamespace(value="2000000")})
+            futures[resource] = future
+        return futures
+
+
+def test_the_settings_of_a_topic_created_a_moment_ago_are_asked_for_again() -> None:
+    admin = _NewTopicAdmin(unknown_for=2)
+    assert max_message_bytes(admin, ["out"], timeout=10.0) == {"out": 2_000_000}
+    assert admin.asks == 3
+
+
+def test_a_topic_that_stays_unknown_fails_after_the_timeout_naming_it() -> None:
+    admin = _NewTopicAdmin(unknown_for=1_000_000)
+    with pytest.raises(KafkaUnavailable, match="cannot read the settings of out"):
+        max_message_bytes(admin, ["out"], timeout=0.5)
