@@ -12,7 +12,8 @@ with `structlog.contextvars` and the call's own keys. Exceptions (`log.exception
 credentials). Values of keys that look secret are replaced by "***", in nested mappings too.
 
 Library logs (confluent-kafka's `logger=` config option, urllib3, ...) go through stdlib logging
-and come out in the same format.
+and come out in the same format; librdkafka's warnings and errors at most once per client and
+kind every 10 s (`RepeatedLines`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from __future__ import annotations
 import logging
 import re
 import sys
-from collections.abc import Mapping, MutableMapping
+import time
+from collections.abc import Callable, Mapping, MutableMapping
 from typing import Any, Final, TextIO
 
 import structlog
@@ -33,6 +35,7 @@ __all__ = [
     "FORMATS",
     "LEVELS",
     "REDACTED",
+    "RepeatedLines",
     "configure_logging",
     "get_logger",
     "is_secret_key",
@@ -108,6 +111,41 @@ def _shared_processors() -> list[Processor]:
     ]
 
 
+class RepeatedLines(logging.Filter):
+    """Lets through at most one librdkafka warning or error per client and kind (its facility,
+    e.g. FAIL) every `interval` seconds; the next line let through carries `repeated`, how many
+    were held back meanwhile.
+
+    While a broker is away, librdkafka logs every failed connection attempt of every client:
+    hundreds of lines in a few seconds, which would bury the one line that says why the relay
+    stopped. Other loggers, and librdkafka's info and debug lines (`debug=` output), pass.
+    """
+
+    def __init__(self, interval: float = 10.0, clock: Callable[[], float] = time.monotonic):
+        super().__init__()
+        self.interval = interval
+        self.clock = clock
+        #: (logger, client, facility) -> (when a line was last let through, held back since).
+        self._seen: dict[tuple[str, str, str], tuple[float, int]] = {}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.WARNING or not record.name.startswith("librdkafka"):
+            return True
+        # librdkafka's lines read "FACILITY [rdkafka#consumer-3] [thrd:...]: ...".
+        facility, _, rest = record.getMessage().partition(" ")
+        client = rest.partition(" ")[0]
+        key = (record.name, client, facility)
+        now = self.clock()
+        seen = self._seen.get(key)
+        if seen is not None and now - seen[0] < self.interval:
+            self._seen[key] = (seen[0], seen[1] + 1)
+            return False
+        self._seen[key] = (now, 0)
+        if seen is not None and seen[1]:
+            record.repeated = seen[1]
+        return True
+
+
 def configure_logging(
     format: str = "auto", level: str = "info", *, stream: TextIO | None = None
 ) -> None:
@@ -148,6 +186,7 @@ def configure_logging(
     )
     handler = logging.StreamHandler(out)
     handler.setFormatter(formatter)
+    handler.addFilter(RepeatedLines())
     setattr(handler, _HANDLER_MARK, True)
 
     root = logging.getLogger()

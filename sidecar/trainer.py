@@ -64,6 +64,9 @@ log = get_logger(__name__)
 
 #: Seconds between two looks at every namespace.
 TICK: Final = 1.0
+#: Seconds one read of the registry while following it may take. A read cut short goes on
+#: from where it stopped at the next follow; while no broker answers, a stop waits no longer.
+FOLLOW_TIMEOUT: Final = 5.0
 #: Actions by which an operator (not a trainer) chose the active dictionary.
 OPERATOR_ACTIONS: Final = frozenset({"activate", "rollback"})
 
@@ -315,7 +318,7 @@ class Trainer:
         """
         assert self.registry is not None
         try:
-            self.registry.refresh()
+            self.registry.refresh(min(self.registry.timeout, FOLLOW_TIMEOUT))
         except ZdictError as exc:
             log.warning("registry_read_failed", topic=self.registry.topic, error=str(exc))
             return

@@ -14,7 +14,7 @@ import pytest
 import structlog
 
 from sidecar.errors import ConfigError
-from sidecar.logs import REDACTED, configure_logging, get_logger, is_secret_key
+from sidecar.logs import REDACTED, RepeatedLines, configure_logging, get_logger, is_secret_key
 
 
 @pytest.fixture(autouse=True)
@@ -250,3 +250,42 @@ def test_a_logger_made_before_configuration_follows_it(stream: io.StringIO) -> N
 def test_unknown_format_or_level_is_a_config_error(fmt: str, level: str) -> None:
     with pytest.raises(ConfigError, match=r"log (format|level)"):
         configure_logging(fmt, level, stream=io.StringIO())
+
+
+FAIL = "FAIL [rdkafka#consumer-6] [thrd:k1:9092/bootstrap]: Connect to ipv4#10.0.0.1:9092 failed"
+
+
+def test_a_librdkafka_line_repeated_while_a_broker_is_away_is_let_through_once_per_interval(
+    stream: io.StringIO,
+) -> None:
+    configure_logging("json", stream=stream)
+    kafka = logging.getLogger("librdkafka.consumer")
+    for _ in range(300):  # a few seconds of reconnection attempts
+        kafka.error(FAIL)
+    kafka.error(FAIL.replace("consumer-6", "consumer-2"))  # another client: its own line
+    kafka.warning("MAXPOLL [rdkafka#consumer-6] [thrd:main]: Application maximum poll exceeded")
+    kafka.info(FAIL)  # info and debug lines (debug= output) are never held back
+    assert [(line["level"], line["event"][:30]) for line in lines(stream)] == [
+        ("error", FAIL[:30]),
+        ("error", FAIL.replace("consumer-6", "consumer-2")[:30]),
+        ("warning", "MAXPOLL [rdkafka#consumer-6] ["),
+        ("info", FAIL[:30]),
+    ]
+
+
+def test_the_line_let_through_after_the_interval_says_how_many_were_held_back() -> None:
+    now = [100.0]
+    repeated = RepeatedLines(interval=10.0, clock=lambda: now[0])
+
+    def passes() -> logging.LogRecord | None:
+        record = logging.LogRecord("librdkafka.producer", logging.ERROR, "", 0, FAIL, None, None)
+        return record if repeated.filter(record) else None
+
+    assert passes() is not None
+    now[0] += 1
+    assert [passes() for _ in range(41)] == [None] * 41
+    now[0] += 10
+    record = passes()
+    assert record is not None and record.__dict__["repeated"] == 41
+    ordinary = logging.LogRecord("urllib3", logging.ERROR, "", 0, FAIL, None, None)
+    assert all(repeated.filter(ordinary) for _ in range(5))
