@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -368,16 +369,24 @@ def _dicts_in_registry(args: argparse.Namespace, registry: Registry, store: Dict
     return 0
 
 
-def cmd_bench_relay(args: argparse.Namespace) -> int:
-    import os
+def _check_rounds(value: int, flag: str = "--runs") -> None:
+    if value < 3:
+        raise ConfigError(f"{flag} must be at least 3 (the median of fewer runs says little)")
 
-    from sidecar import bench, bench_relay
 
-    if args.runs < 3:
-        raise ConfigError("--runs must be at least 3 (the median of fewer runs says little)")
+def _bench_bootstrap() -> str:
+    """The broker a benchmark runs against: $KAFKA_BOOTSTRAP_SERVERS, required."""
     bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
     if not bootstrap:
         raise ConfigError("KAFKA_BOOTSTRAP_SERVERS is not set (make bench starts a local broker)")
+    return bootstrap
+
+
+def cmd_bench_relay(args: argparse.Namespace) -> int:
+    from sidecar import bench, bench_relay
+
+    _check_rounds(args.runs)
+    bootstrap = _bench_bootstrap()
     rates: list[float | None] = []
     for item in args.latency_rate.split(","):
         if item.strip() == "max":
@@ -499,15 +508,10 @@ def _median_range(values: Sequence[float], fmt: str = "{:,.0f}") -> str:
 
 
 def cmd_bench_storage(args: argparse.Namespace) -> int:
-    import os
-
     from sidecar import bench, bench_storage
 
-    if args.runs < 3:
-        raise ConfigError("--runs must be at least 3 (the median of fewer runs says little)")
-    bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
-    if not bootstrap:
-        raise ConfigError("KAFKA_BOOTSTRAP_SERVERS is not set (make bench starts a local broker)")
+    _check_rounds(args.runs)
+    bootstrap = _bench_bootstrap()
     if args.data_dir is None:
         raise ConfigError(
             "--data-dir is required: the broker's log.dirs, whose segments are measured "
@@ -626,17 +630,12 @@ def format_storage(results: Any) -> str:
 
 
 def cmd_bench_lifecycle(args: argparse.Namespace) -> int:
-    import os
-
     from sidecar import bench, bench_lifecycle
 
-    if args.cost_rounds < 3:
-        raise ConfigError("--cost-rounds must be at least 3 (the median of fewer runs says little)")
+    _check_rounds(args.cost_rounds, "--cost-rounds")
     if not 0 < args.drift_after < args.seconds:
         raise ConfigError("--drift-after must be within --seconds")
-    bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
-    if not bootstrap:
-        raise ConfigError("KAFKA_BOOTSTRAP_SERVERS is not set (make bench starts a local broker)")
+    bootstrap = _bench_bootstrap()
     results = bench_lifecycle.bench_lifecycle(
         bootstrap,
         drift_runs=args.runs,
@@ -783,8 +782,7 @@ def format_batch_table(result: Any) -> str:
 def cmd_bench(args: argparse.Namespace) -> int:
     from sidecar import bench  # imported on use: it is the only command that needs the zstd CLI
 
-    if args.runs < 3:
-        raise ConfigError("--runs must be at least 3 (the median of fewer runs says little)")
+    _check_rounds(args.runs)
     if args.input:
         sets = [(Path(args.input).name, read_lines(args.input))]
     else:
