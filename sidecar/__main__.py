@@ -1,5 +1,5 @@
 """`python -m sidecar` is the same as the `zdict-sidecar` console script."""
 
-from sidecar.cli import main
+from sidecar.cli.main import main
 
 raise SystemExit(main())

@@ -30,7 +30,7 @@ from sidecar.dictionaries.lifecycle import adopt_local, sync_store
 from sidecar.dictionaries.registry import Registry, RegistryResolver
 from sidecar.dictionaries.store import DictionaryStore
 from sidecar.errors import ConfigError, ZdictError
-from sidecar.exactly_once import TransactionalRelay
+from sidecar.health import Health, ObservabilityServer
 from sidecar.kafka import (
     LIBRDKAFKA_SOCKET_TIMEOUT_MS,
     ensure_output_topics,
@@ -41,8 +41,9 @@ from sidecar.kafka import (
     producer_config,
 )
 from sidecar.logs import get_logger
-from sidecar.metrics import Health, Metrics, ObservabilityServer
-from sidecar.relay import Relay
+from sidecar.metrics import Metrics
+from sidecar.relay.exactly_once import TransactionalRelay
+from sidecar.relay.loop import Relay
 from sidecar.sampling import Reservoir
 from sidecar.trainer import Trainer
 

@@ -24,7 +24,7 @@ from types import FrameType
 from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from sidecar.generate import generate
+from sidecar.bench.events import generate
 
 #: Events per produce/poll round: the rate is kept per round, not per event.
 BATCH = 200

@@ -317,7 +317,7 @@ def produce_records(kafka_bootstrap: str) -> ProduceRecords:
 
 @pytest.fixture(scope="session")
 def produce_events(produce_records: ProduceRecords) -> ProduceEvents:
-    """Factory: produce `n` generated events (`sidecar.generate`), keyed by ~`keys` user ids.
+    """Factory: produce `n` generated events (`sidecar.bench.events`), keyed by ~`keys` user ids.
 
     Timestamps are explicit: one millisecond apart, ending about now (recent, so retention
     never deletes them: the relay keeps input timestamps on its output).
@@ -335,7 +335,7 @@ def produce_events(produce_records: ProduceRecords) -> ProduceEvents:
         bootstrap: str | None = None,
         flush_timeout: float = 60.0,
     ) -> list[Record]:
-        from sidecar.generate import generate
+        from sidecar.bench.events import generate
 
         rng = random.Random(seed)
         start = int(time.time() * 1000) - n

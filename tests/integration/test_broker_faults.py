@@ -44,9 +44,9 @@ from .conftest import (
 )
 
 GUARANTEES = ["at-least-once", "exactly-once"]
-#: What the relay_failed line of a hung transactional call says (sidecar/exactly_once.py).
+#: What the relay_failed line of a hung transactional call says (sidecar/relay/exactly_once.py).
 HUNG = "still blocks after"
-#: ... that of an offset commit never answered (sidecar/relay.py) ...
+#: ... that of an offset commit never answered (sidecar/relay/loop.py) ...
 UNANSWERED = "still unanswered after"
 #: ... and that of a relay whose clients did not get their connections back.
 UNREACHABLE = "no Kafka broker reachable for"

@@ -30,7 +30,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from sidecar import __version__
-from sidecar.metrics import Health, ObservabilityServer
+from sidecar.health import Health, ObservabilityServer
 from tests.deploy_files import Stage, env_pairs, parse_dockerfile
 
 from .conftest import KafkaProbe, MakeTopic, ProduceEvents, free_port, wait_until

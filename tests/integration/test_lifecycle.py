@@ -580,8 +580,8 @@ def test_a_writer_that_loses_the_race_for_an_id_withdraws_its_claim_and_takes_th
 def _candidate(namespace: str, salt: bytes) -> Any:
     import zstandard
 
+    from sidecar.bench.events import generate
     from sidecar.dictionaries.model import MIN_DICT_ID, TrainingSample
-    from sidecar.generate import generate
 
     data = zstandard.train_dictionary(4096, list(generate("product_viewed", 2000, seed=7)))
     return build_dictionary(
@@ -607,7 +607,7 @@ def _preload(bootstrap: str, topic: str, count: int, large_every: int) -> tuple[
 
     from confluent_kafka import Producer
 
-    from sidecar.generate import generate
+    from sidecar.bench.events import generate
 
     rng = random.Random(81)
     blobs = [

@@ -54,8 +54,8 @@ import pytest
 import yaml
 from confluent_kafka import Producer
 
-from sidecar.generate import generate
-from sidecar.report import POINTS
+from sidecar.bench.events import generate
+from sidecar.tools.report import POINTS
 from tests.promql import (
     Query,
     dashboard_queries,

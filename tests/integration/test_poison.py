@@ -23,8 +23,8 @@ from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
 from sidecar.codec import Decoder, Encoder
-from sidecar.dead_letters import PREFIX
 from sidecar.dictionaries.store import DictionaryStore
+from sidecar.relay.dead_letters import PREFIX
 
 from .conftest import (
     ConsumeAll,
@@ -44,8 +44,8 @@ OUTPUT_LIMIT = 64 * 1024
 
 def _frame_of_dictionary(dict_id: int) -> bytes:
     """A zstd frame compressed with a dictionary whose header carries `dict_id`."""
+    from sidecar.bench.events import generate
     from sidecar.dictionaries.model import with_dict_id
-    from sidecar.generate import generate
 
     raw = zstandard.train_dictionary(2048, list(generate("product_viewed", 500, seed=5)))
     zdict = zstandard.ZstdCompressionDict(with_dict_id(raw.as_bytes(), dict_id))

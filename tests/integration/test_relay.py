@@ -20,9 +20,9 @@ from typing import Any
 
 import pytest
 
+from sidecar.bench.events import generate
 from sidecar.codec import Decoder, Encoder, header_cost
 from sidecar.dictionaries.store import DictionaryStore
-from sidecar.generate import generate
 
 from .conftest import (
     ConsumeAll,

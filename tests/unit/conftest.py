@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import zstandard
 
+from sidecar.bench.events import generate
 from sidecar.dictionaries import Dictionary, DictionaryStore, TrainingSample
-from sidecar.generate import generate
 
 AddDictionary = Callable[..., Dictionary]
 

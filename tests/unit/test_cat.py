@@ -8,8 +8,8 @@ from unittest.mock import MagicMock
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Message
 
-from sidecar.cat import CatOptions, render, start_offset
 from sidecar.errors import InputError
+from sidecar.tools.cat import CatOptions, render, start_offset
 
 
 def _message(key: bytes | None, headers: list[tuple[str, bytes | None]]) -> MagicMock:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from sidecar.cli import main
+from sidecar.cli.main import main
 from sidecar.dictionaries import DictionaryStore
 
 FAST = ["--min-encode-rate", "0"]

@@ -16,9 +16,9 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from sidecar.config import load_settings
 from sidecar.errors import ConfigError
-from sidecar.exactly_once import TransactionalRelay, TransactionHung
 from sidecar.kafka import producer_config
-from sidecar.relay import RelayFailed
+from sidecar.relay.exactly_once import TransactionalRelay, TransactionHung
+from sidecar.relay.loop import RelayFailed
 from tests.unit.test_relay_failures import Clock, deliveries, make_relay, record
 
 

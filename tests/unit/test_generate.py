@@ -1,4 +1,4 @@
-"""Tests for `sidecar.generate`: deterministic, realistic, drifting event streams."""
+"""Tests for `sidecar.bench.events`: deterministic, realistic, drifting event streams."""
 
 import hashlib
 import itertools
@@ -14,8 +14,8 @@ import zstandard
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sidecar.bench.events import KINDS, USER_AGENTS, _json, extract_id, generate
 from sidecar.errors import InputError
-from sidecar.generate import KINDS, USER_AGENTS, _json, extract_id, generate
 
 JSON_KINDS = ("product_viewed", "customer", "order")
 

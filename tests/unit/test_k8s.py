@@ -22,7 +22,7 @@ import pytest
 import yaml
 from pydantic import SecretStr
 
-from sidecar.cli import build_parser
+from sidecar.cli.main import build_parser
 from sidecar.config import load_settings
 from tests.deploy_files import is_setting
 from tests.operator_types import PrometheusRule, ServiceMonitor, decode

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import zstandard
 
-from sidecar.bench import crossover
-from sidecar.kafka_format import (
+from sidecar.bench.codec import crossover
+from sidecar.bench.kafka_format import (
     BATCH_HEADER_BYTES,
     BatchInfo,
     batch_bytes,

@@ -50,12 +50,12 @@ def test_json_lines_carry_utc_timestamp_level_logger_event_and_key_values(
     stream: io.StringIO,
 ) -> None:
     configure_logging("json", stream=stream)
-    get_logger("sidecar.relay").info("batch_relayed", messages=500, ratio=2.5)
+    get_logger("sidecar.relay.loop").info("batch_relayed", messages=500, ratio=2.5)
 
     [line] = lines(stream)
     assert line["event"] == "batch_relayed"
     assert line["level"] == "info"
-    assert line["logger"] == "sidecar.relay"
+    assert line["logger"] == "sidecar.relay.loop"
     assert (line["messages"], line["ratio"]) == (500, 2.5)
     assert line["timestamp"].endswith("Z")
     stamp = datetime.fromisoformat(line["timestamp"])
@@ -65,7 +65,7 @@ def test_json_lines_carry_utc_timestamp_level_logger_event_and_key_values(
 
 def test_context_bound_with_contextvars_appears_on_every_line(stream: io.StringIO) -> None:
     configure_logging("json", stream=stream)
-    log = get_logger("sidecar.relay")
+    log = get_logger("sidecar.relay.loop")
     structlog.contextvars.bind_contextvars(topic="orders", partition=3, namespace="orders")
     log.info("assigned")
     with structlog.contextvars.bound_contextvars(dict_id=4242):
@@ -91,7 +91,7 @@ def test_secret_values_are_redacted_at_top_level_nested_and_in_context(
 ) -> None:
     configure_logging("json", stream=stream)
     structlog.contextvars.bind_contextvars(oauthbearer_token="eyJhbGciOi")
-    get_logger("sidecar.cli").info(
+    get_logger("sidecar.cli.main").info(
         "kafka_config",
         password="hunter2",
         config={
@@ -173,7 +173,7 @@ def test_exceptions_are_rendered_as_structured_fields_without_frame_locals(
     stream: io.StringIO,
 ) -> None:
     configure_logging("json", stream=stream)
-    log = get_logger("sidecar.relay")
+    log = get_logger("sidecar.relay.loop")
     sasl_password = "hunter2"
     try:
         raise ValueError(f"bad frame ({len(sasl_password)})")
@@ -195,7 +195,7 @@ def test_exceptions_are_rendered_as_structured_fields_without_frame_locals(
 
 def test_level_filters_structlog_and_stdlib_events(stream: io.StringIO) -> None:
     configure_logging("json", "warning", stream=stream)
-    log = get_logger("sidecar.relay")
+    log = get_logger("sidecar.relay.loop")
     log.debug("noise")
     log.info("noise")
     logging.getLogger("lib").info("noise")
@@ -207,7 +207,7 @@ def test_console_format_renders_the_event_and_key_values_without_colors_off_a_tt
     stream: io.StringIO,
 ) -> None:
     configure_logging("console", "debug", stream=stream)
-    get_logger("sidecar.relay").debug("batch_relayed", messages=500, password="hunter2")
+    get_logger("sidecar.relay.loop").debug("batch_relayed", messages=500, password="hunter2")
     text = stream.getvalue()
     assert "batch_relayed" in text and "messages=500" in text and "debug" in text
     assert "hunter2" not in text and "\x1b[" not in text

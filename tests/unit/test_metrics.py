@@ -14,18 +14,17 @@ import pytest
 from prometheus_client import CollectorRegistry, Counter, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from sidecar.bench.events import generate
 from sidecar.codec import DEFAULT_HEADER_KEY, Encoded, Encoder, Outcome
 from sidecar.dictionaries.model import Dictionary
 from sidecar.dictionaries.training import Decision
-from sidecar.generate import generate
+from sidecar.health import Health, ObservabilityServer
 from sidecar.metrics import (
     COMPRESS_BUCKETS,
     MAX_PRODUCE_ERROR_REASONS,
     OTHER_REASON,
     TRAINING_RESULTS,
-    Health,
     Metrics,
-    ObservabilityServer,
     build_info,
 )
 

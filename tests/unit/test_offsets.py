@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sidecar.relay import OffsetTracker
+from sidecar.relay.offsets import OffsetTracker
 
 
 def committable(tracker: OffsetTracker) -> dict[tuple[str, int], int]:

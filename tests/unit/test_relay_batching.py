@@ -8,11 +8,12 @@ from unittest.mock import MagicMock
 from confluent_kafka import Consumer, Producer
 from prometheus_client import CollectorRegistry
 
-from sidecar.bench_relay import percentile
+from sidecar.bench.relay import percentile
 from sidecar.codec import Encoder
 from sidecar.dictionaries import DictionaryStore
-from sidecar.metrics import Health, Metrics
-from sidecar.relay import ACK_WAIT, Relay
+from sidecar.health import Health
+from sidecar.metrics import Metrics
+from sidecar.relay.loop import ACK_WAIT, Relay
 from tests.unit.test_relay_failures import Clock, record
 
 

@@ -17,8 +17,9 @@ from structlog.testing import capture_logs
 
 from sidecar.codec import Encoder
 from sidecar.dictionaries import DictionaryStore
-from sidecar.metrics import Health, Metrics
-from sidecar.relay import Relay, RelayFailed
+from sidecar.health import Health
+from sidecar.metrics import Metrics
+from sidecar.relay.loop import Relay, RelayFailed
 
 
 class Clock:

@@ -17,8 +17,9 @@ from prometheus_client import CollectorRegistry
 
 from sidecar.codec import Encoder
 from sidecar.errors import ConfigError, InputError
-from sidecar.metrics import Health, Metrics, ObservabilityServer
-from sidecar.report import (
+from sidecar.health import Health, ObservabilityServer
+from sidecar.metrics import Metrics
+from sidecar.tools.report import (
     MONTH_SECONDS,
     Summary,
     from_metrics,

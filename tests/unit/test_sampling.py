@@ -11,8 +11,8 @@ from dataclasses import dataclass
 import pytest
 import zstandard
 
+from sidecar.bench.events import generate
 from sidecar.dictionaries.training import split_by_key
-from sidecar.generate import generate
 from sidecar.sampling import ENTRY_OVERHEAD, Reservoir, keyed
 
 

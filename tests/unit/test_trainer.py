@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
+from sidecar.bench.events import generate
 from sidecar.codec import CodecStats
 from sidecar.config import Settings, load_settings
 from sidecar.dictionaries import DictionaryStore
 from sidecar.dictionaries.registry import Ignored, Registry
 from sidecar.errors import RegistryUnavailable
-from sidecar.generate import generate
 from sidecar.metrics import Metrics
 from sidecar.sampling import Reservoir
 from sidecar.trainer import Job, JobResult, Trainer, TrainingProcess, run_job

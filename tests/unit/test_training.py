@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import pytest
 
+from sidecar.bench.events import generate
 from sidecar.dictionaries import Dictionary, DictionaryStore
 from sidecar.dictionaries.lifecycle import promote
 from sidecar.dictionaries.training import (
@@ -20,7 +21,6 @@ from sidecar.dictionaries.training import (
     split_ordered,
     train,
 )
-from sidecar.generate import generate
 
 # Small grid and no speed budget: these tests are about decisions, not about this machine's speed.
 FAST = TrainingParams(

@@ -17,8 +17,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from sidecar.tables import render
-from sidecar.workload import DriftRun, SidecarProcess, drift_run
+from sidecar.bench.workload import DriftRun, SidecarProcess, drift_run
+from sidecar.tools.tables import render
 
 
 def _bootstrap() -> str:

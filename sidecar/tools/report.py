@@ -34,8 +34,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from sidecar.charts import figure
 from sidecar.errors import ConfigError, InputError
+from sidecar.tools.charts import figure
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

@@ -27,10 +27,10 @@ from typing import Any, Final
 import zstandard
 
 from sidecar import __version__
+from sidecar.bench.kafka_format import BATCH_HEADER_BYTES, Compress, Record, records_section
 from sidecar.codec import Decoder, Encoder, StaticResolver
 from sidecar.dictionaries.training import TrainingParams, candidate_dictionary, split_ordered, train
 from sidecar.errors import InputError
-from sidecar.kafka_format import BATCH_HEADER_BYTES, Compress, Record, records_section
 from sidecar.runtime import tune_gc
 
 # zstd -b prints e.g. "3#10000 files : 1132741 -> 569876 (x1.988), 94.1 MB/s, 367.4 MB/s"
@@ -314,7 +314,7 @@ def preload(bootstrap: str, topic: str, kind: str, count: int, partitions: int) 
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-    from sidecar.generate import generate
+    from sidecar.bench.events import generate
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
     for future in admin.create_topics([NewTopic(topic, num_partitions=partitions)]).values():

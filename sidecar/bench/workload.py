@@ -34,8 +34,8 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 from prometheus_client.parser import text_string_to_metric_families
 
+from sidecar.bench.events import generate
 from sidecar.codec import Decoder, header_cost
-from sidecar.generate import generate
 
 #: Seconds over which the timeline's ratio is smoothed (traffic of one second is noisy).
 SMOOTHING: Final = 5

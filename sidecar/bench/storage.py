@@ -35,9 +35,9 @@ from typing import Any, Final, cast
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-from sidecar.bench import crossover, time_relay
+from sidecar.bench.codec import crossover, time_relay
+from sidecar.bench.kafka_format import BatchInfo, Record, segment_batches, stored_bytes
 from sidecar.errors import InputError
-from sidecar.kafka_format import BatchInfo, Record, segment_batches, stored_bytes
 
 #: Records per batch and partition (librdkafka `batch.num.messages`).
 FILLS: Final = (1, 2, 4, 8, 16, 128)
@@ -312,10 +312,10 @@ def bench_storage(
 ) -> StorageResults:
     """Measure every variant (see the module); the raw and re-produced sidecar records are
     produced from this process, the sidecar runs as `zdict-sidecar run`."""
+    from sidecar.bench.events import generate
     from sidecar.dictionaries.lifecycle import promote
     from sidecar.dictionaries.store import DictionaryStore
     from sidecar.dictionaries.training import TrainingParams, split_ordered, train
-    from sidecar.generate import generate
 
     storage = Storage(bootstrap, data_dir, pid, partitions)
     # The sidecar trains on its topic's own recent traffic: here the events just before the
@@ -419,7 +419,7 @@ def median_cpu(variant: Variant, messages: int) -> float | None:
 
 def plot(results: StorageResults, path: Path) -> Path:
     """Ratio (raw value bytes / stored bytes) against the batch fill, the crossover marked."""
-    from sidecar.charts import figure
+    from sidecar.tools.charts import figure
 
     fig = figure(figsize=(9, 5.5), layout="constrained")
     ax = fig.subplots()

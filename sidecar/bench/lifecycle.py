@@ -30,8 +30,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from sidecar.bench import preload
-from sidecar.workload import DEMO_SETTINGS, DriftRun, SidecarProcess, drift_run
+from sidecar.bench.codec import preload
+from sidecar.bench.workload import DEMO_SETTINGS, DriftRun, SidecarProcess, drift_run
 
 #: Part 2: how often the trainer may start a run (seconds), so active and idle periods alternate.
 COST_SCHEDULE: Final = {
@@ -233,7 +233,7 @@ def results_dict(results: LifecycleResults) -> dict[str, Any]:
 def plot(results: LifecycleResults, path: Path) -> Path:
     """Two panels: the ratio through the drift (every run), and the relay's msg/s with the
     training runs shaded (the median cost round)."""
-    from sidecar.charts import figure
+    from sidecar.tools.charts import figure
 
     fig = figure(figsize=(10, 8), layout="constrained")
     top, bottom = fig.subplots(2, 1)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from sidecar import __version__
+from sidecar.bench.events import KINDS, generate
 from sidecar.codec import Decoder, DictionaryResolver
 from sidecar.config import Settings, load_settings
 from sidecar.dictionaries.lifecycle import promote, sync_store
@@ -38,9 +39,8 @@ from sidecar.errors import (
     MissingDependency,
     ZdictError,
 )
-from sidecar.evaluation import Evaluation, evaluate
-from sidecar.generate import KINDS, generate
-from sidecar.tables import render
+from sidecar.tools.evaluation import Evaluation, evaluate
+from sidecar.tools.tables import render
 
 PROG = "zdict-sidecar"
 
@@ -193,7 +193,7 @@ def cmd_train(args: argparse.Namespace) -> int:
             sync_store(registry, store, [namespace])
         champion = store.active(namespace)
         if args.topic:
-            from sidecar.topic_sample import read_sample
+            from sidecar.dictionaries.topic_sample import read_sample
 
             sample = read_sample(settings, args.topic, args.sample)
             records, window = sample.records, sample.window
@@ -383,7 +383,8 @@ def _bench_bootstrap() -> str:
 
 
 def cmd_bench_relay(args: argparse.Namespace) -> int:
-    from sidecar import bench, bench_relay
+    from sidecar.bench import codec as bench
+    from sidecar.bench import relay as bench_relay
 
     _check_rounds(args.runs)
     bootstrap = _bench_bootstrap()
@@ -435,7 +436,7 @@ def cmd_bench_relay(args: argparse.Namespace) -> int:
 
 def format_relay(result: Any, runs: int) -> str:
     """`bench relay`'s tables for one kind: saturation, then latency at fixed loads."""
-    from sidecar import bench_relay
+    from sidecar.bench import relay as bench_relay
 
     variants = {v.name: v for v in (*bench_relay.SATURATION, *bench_relay.LATENCY)}
     names = list(result.saturation)
@@ -508,7 +509,8 @@ def _median_range(values: Sequence[float], fmt: str = "{:,.0f}") -> str:
 
 
 def cmd_bench_storage(args: argparse.Namespace) -> int:
-    from sidecar import bench, bench_storage
+    from sidecar.bench import codec as bench
+    from sidecar.bench import storage as bench_storage
 
     _check_rounds(args.runs)
     bootstrap = _bench_bootstrap()
@@ -556,7 +558,7 @@ def cmd_bench_storage(args: argparse.Namespace) -> int:
 def format_storage(results: Any) -> str:
     """`bench storage`'s tables: bytes per message by fill and variant, the sidecar's own
     output, the crossovers."""
-    from sidecar import bench_storage
+    from sidecar.bench import storage as bench_storage
 
     n = results.messages
     mean = results.raw_bytes / n
@@ -630,7 +632,8 @@ def format_storage(results: Any) -> str:
 
 
 def cmd_bench_lifecycle(args: argparse.Namespace) -> int:
-    from sidecar import bench, bench_lifecycle
+    from sidecar.bench import codec as bench
+    from sidecar.bench import lifecycle as bench_lifecycle
 
     _check_rounds(args.cost_rounds, "--cost-rounds")
     if not 0 < args.drift_after < args.seconds:
@@ -740,7 +743,7 @@ def cmd_bench_lifecycle(args: argparse.Namespace) -> int:
 
 def format_batch_table(result: Any) -> str:
     """`bench codec`'s Kafka-style batch rows of one message set, the crossover and the oracle."""
-    from sidecar import bench
+    from sidecar.bench import codec as bench
 
     rows: list[list[object]] = []
     variants = list(result.batches[0].bytes_per_message) if result.batches else []
@@ -780,7 +783,9 @@ def format_batch_table(result: Any) -> str:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from sidecar import bench  # imported on use: it is the only command that needs the zstd CLI
+    from sidecar.bench import (
+        codec as bench,  # imported on use: it is the only command that needs the zstd CLI
+    )
 
     _check_rounds(args.runs)
     if args.input:
@@ -893,7 +898,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_cat(args: argparse.Namespace) -> int:
     import signal
 
-    from sidecar.cat import CatOptions, cat
+    from sidecar.tools.cat import CatOptions, cat
 
     settings = _settings(args)
     options = CatOptions(
@@ -923,8 +928,8 @@ def cmd_cat(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from sidecar import report
-    from sidecar.charts import require_matplotlib
+    from sidecar.tools import report
+    from sidecar.tools.charts import require_matplotlib
 
     require_matplotlib()
     if args.prometheus:
@@ -957,7 +962,7 @@ def _decoder(settings: Settings, no_registry: bool, role: str) -> Decoder:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from sidecar.verify import verify
+    from sidecar.tools.verify import verify
 
     settings = _settings(args)
     output = args.output or settings.relay.output_for(args.input)
@@ -986,7 +991,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from sidecar import demo
+    from sidecar.bench import demo
 
     return demo.main(duration=args.duration, rate=args.rate)
 

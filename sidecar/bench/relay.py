@@ -30,9 +30,9 @@ from typing import Any, Final
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
-from sidecar.bench import RelayRun, preload, time_relay
+from sidecar.bench.codec import RelayRun, preload, time_relay
+from sidecar.bench.workload import SidecarProcess, create_topic
 from sidecar.errors import InputError
-from sidecar.workload import SidecarProcess, create_topic
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,10 +262,10 @@ class KindResults:
 
 def _dictionary_store(kind: str, namespaces: Sequence[str]) -> Path:
     """A store whose active dictionary for each namespace is trained on other events of `kind`."""
+    from sidecar.bench.events import generate
     from sidecar.dictionaries.lifecycle import promote
     from sidecar.dictionaries.store import DictionaryStore
     from sidecar.dictionaries.training import TrainingParams, split_ordered, train
-    from sidecar.generate import generate
 
     store_dir = Path(tempfile.mkdtemp(prefix="zdict-bench-relay-"))
     store = DictionaryStore(store_dir)
@@ -292,7 +292,7 @@ def bench_kind(
     progress: Callable[[str], None] = print,
 ) -> KindResults:
     """Both parts for one kind; rounds interleave the variants, round 0 is the warm-up."""
-    from sidecar.generate import generate
+    from sidecar.bench.events import generate
 
     stem = f"bench-relay-{kind}-{uuid.uuid4().hex[:6]}"
     topic, live = stem, f"{stem}-live"
@@ -345,7 +345,7 @@ def median_range(values: Sequence[float], fmt: str = "{:,.0f}") -> str:
 
 def plot(results: Sequence[KindResults], path: Path) -> Path:
     """Throughput bars with [min-max] per variant and kind, and the ×pass-through labels."""
-    from sidecar.charts import figure
+    from sidecar.tools.charts import figure
 
     fig = figure(figsize=(10, 4.2 * len(results)), layout="constrained")
     axes = fig.subplots(len(results), 1, squeeze=False)[:, 0]

@@ -41,7 +41,7 @@ from typing import Any, Final
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, Message, TopicPartition
 
 from sidecar.logs import get_logger
-from sidecar.relay import ClientHung, Relay, RelayFailed, RelayStats, bounded
+from sidecar.relay.loop import ClientHung, Relay, RelayFailed, RelayStats, bounded
 
 log = get_logger(__name__)
 

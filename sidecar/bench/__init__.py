@@ -1,0 +1,1 @@
+"""Evidence, not product: benchmarks, the demo, and the synthetic events they run on."""

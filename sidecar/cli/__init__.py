@@ -1,0 +1,1 @@
+"""The `zdict-sidecar` command line."""

@@ -1,0 +1,238 @@
+"""Liveness and readiness, and the HTTP server for /metrics, /healthz and /readyz."""
+
+from __future__ import annotations
+
+import gzip
+import threading
+import time
+from collections.abc import Callable, Sequence
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import urlsplit
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.exposition import choose_encoder, gzip_accepted
+
+from sidecar.logs import get_logger
+
+_log = get_logger(__name__)
+
+
+class Health:
+    """Liveness (a heartbeat the process loop touches) and readiness, shared with the server.
+
+    Alive while the last `beat()` is at most `staleness_seconds` old (the constructor counts as
+    a beat, so a process that is starting up is alive). Ready when alive, not stopping, an
+    encoder is ready and at least one partition is assigned. Thread-safe.
+    """
+
+    def __init__(
+        self, staleness_seconds: float = 30.0, *, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        if not staleness_seconds > 0:
+            raise ValueError(f"staleness_seconds must be > 0, got {staleness_seconds}")
+        self.staleness_seconds = staleness_seconds
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._last_beat = clock()
+        self._assigned = 0
+        self._encoder_ready = False
+        self._stopping = False
+
+    def beat(self) -> None:
+        """The process loop is alive; call once per poll iteration."""
+        now = self._clock()
+        with self._lock:
+            self._last_beat = now
+
+    def set_assigned_partitions(self, count: int) -> None:
+        with self._lock:
+            self._assigned = count
+
+    def set_encoder_ready(self, ready: bool = True) -> None:
+        """An encoder (with the active dictionary, or the no-dictionary path) is ready."""
+        with self._lock:
+            self._encoder_ready = ready
+
+    def set_stopping(self) -> None:
+        """Shutting down: not ready any more, whatever else holds."""
+        with self._lock:
+            self._stopping = True
+
+    def liveness(self) -> tuple[bool, str]:
+        """(alive, one-line reason)."""
+        now = self._clock()
+        with self._lock:
+            age = now - self._last_beat
+        if age > self.staleness_seconds:
+            return False, (
+                f"process loop heartbeat is {age:.1f}s old (limit {self.staleness_seconds:g}s)"
+            )
+        return True, "ok"
+
+    def readiness(self) -> tuple[bool, str]:
+        """(ready, one-line reason)."""
+        alive, why = self.liveness()
+        with self._lock:
+            stopping, encoder_ready, assigned = self._stopping, self._encoder_ready, self._assigned
+        if stopping:
+            return False, "shutting down"
+        if not alive:
+            return False, why
+        if not encoder_ready:
+            return False, "no encoder ready yet"
+        if assigned <= 0:
+            return False, "no partitions assigned"
+        return True, "ready"
+
+    @property
+    def alive(self) -> bool:
+        return self.liveness()[0]
+
+    @property
+    def ready(self) -> bool:
+        return self.readiness()[0]
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(
+        self, address: tuple[str, int], registry: CollectorRegistry, health: Health
+    ) -> None:
+        self.registry = registry
+        self.health = health
+        super().__init__(address, _Handler)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # socketserver would print the traceback to stderr, outside the log format.
+        _log.exception("http_handler_failed", client=str(client_address[0]))
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+    #: A client that stops sending mid-request does not hold a thread for long.
+    timeout = 10
+    server_version = "zdict-sidecar"
+
+    def version_string(self) -> str:
+        return self.server_version  # no Python version in the Server header
+
+    def do_GET(self) -> None:
+        self._respond(head=False)
+
+    def do_HEAD(self) -> None:
+        self._respond(head=True)
+
+    def _respond(self, *, head: bool) -> None:
+        path = urlsplit(self.path).path
+        headers: list[tuple[str, str]] = []
+        if path == "/metrics":
+            try:
+                encoder, content_type = choose_encoder(self.headers.get("Accept", ""))
+                body = encoder(self.server.registry)
+            except Exception:
+                _log.exception("metrics_exposition_failed")
+                self._send(500, b"metrics exposition failed\n", head=head)
+                return
+            if gzip_accepted(self.headers.get("Accept-Encoding", "")):
+                body = gzip.compress(body)
+                headers.append(("Content-Encoding", "gzip"))
+            self._send(200, body, content_type, headers, head=head)
+        elif path == "/healthz":
+            alive, why = self.server.health.liveness()
+            self._send(200 if alive else 503, why.encode() + b"\n", head=head)
+        elif path == "/readyz":
+            ready, why = self.server.health.readiness()
+            self._send(200 if ready else 503, why.encode() + b"\n", head=head)
+        else:
+            self._send(404, b"not found: try /metrics, /healthz or /readyz\n", head=head)
+
+    def _send(
+        self,
+        status: int,
+        body: bytes,
+        content_type: str = "text/plain; charset=utf-8",
+        headers: Sequence[tuple[str, str]] = (),
+        *,
+        head: bool,
+    ) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Cache-Control", "no-store")
+        for name, value in headers:
+            self.send_header(name, value)
+        self.end_headers()
+        if not head:
+            self.wfile.write(body)
+
+    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+        # A request that failed to parse has no command or path yet.
+        _log.debug(
+            "http_request",
+            method=getattr(self, "command", None),
+            path=getattr(self, "path", None),
+            status=code,
+        )
+
+    def log_message(self, format: str, *args: Any) -> None:
+        _log.warning("http_error", client=self.client_address[0], detail=format % args)
+
+
+class ObservabilityServer:
+    """`/metrics` (Prometheus text or OpenMetrics, gzip if asked), `/healthz`, `/readyz`; else 404.
+
+    Serves from a daemon thread; nothing it exposes comes from the configuration, so no secret
+    can leak through it.
+    """
+
+    def __init__(self, registry: CollectorRegistry, health: Health) -> None:
+        self.registry = registry
+        self.health = health
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self, host: str = "0.0.0.0", port: int = 9400) -> tuple[ThreadingHTTPServer, int]:
+        """Listen on (host, port) and serve in a daemon thread; port 0 picks a free port.
+
+        Returns the server and the port actually bound.
+        """
+        if self._server is not None:
+            raise RuntimeError("the observability server is already running")
+        server = _Server((host, port), self.registry, self.health)
+        actual_port: int = server.server_address[1]
+        thread = threading.Thread(
+            target=server.serve_forever,
+            kwargs={"poll_interval": 0.05},  # how fast stop() returns
+            name=f"zdict-http-{actual_port}",
+            daemon=True,
+        )
+        thread.start()
+        self._server, self._thread = server, thread
+        _log.info("http_server_started", host=host, port=actual_port)
+        return server, actual_port
+
+    @property
+    def port(self) -> int | None:
+        """The bound port while running, else None."""
+        return None if self._server is None else int(self._server.server_address[1])
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop serving and close the socket; a no-op when not running."""
+        server, thread = self._server, self._thread
+        if server is None:
+            return
+        self._server = self._thread = None
+        server.shutdown()
+        server.server_close()
+        if thread is not None:
+            thread.join(timeout)
+        _log.info("http_server_stopped")
+
+    def __enter__(self) -> ObservabilityServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
