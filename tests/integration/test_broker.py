@@ -15,7 +15,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # public, but
     ConfigResource,
 )
 
-from .conftest import MakeTopic
+from .topics import MakeTopic
 
 N_RECORDS = 1_000
 N_PARTITIONS = 3

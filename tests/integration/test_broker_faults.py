@@ -30,18 +30,13 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import (
-    KafkaProbe,
-    PrivateBroker,
-    ProduceEvents,
-    Record,
-    RunCli,
-    Sidecar,
-    StartPrivateBroker,
-    StartSidecar,
-    create_topic,
-    wait_until,
-)
+from .launch import RunCli, StartSidecar
+from .private_broker import PrivateBroker, StartPrivateBroker
+from .probe import KafkaProbe
+from .process import Sidecar
+from .records import ProduceEvents, Record
+from .topics import create_topic
+from .waiting import wait_until
 
 GUARANTEES = ["at-least-once", "exactly-once"]
 #: What the relay_failed line of a hung transactional call says (sidecar/relay/exactly_once.py).

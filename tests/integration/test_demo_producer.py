@@ -10,7 +10,7 @@ from pathlib import Path
 
 from confluent_kafka.admin import AdminClient  # type: ignore[attr-defined]
 
-from .conftest import KafkaProbe
+from .probe import KafkaProbe
 
 SCRIPT = Path(__file__).resolve().parents[2] / "deploy" / "demo" / "produce.py"
 

@@ -24,16 +24,12 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # public, but
     OffsetSpec,
 )
 
-from .conftest import (
-    KafkaProbe,
-    MakeTopic,
-    ProduceEvents,
-    Record,
-    RunCli,
-    Sidecar,
-    StartSidecar,
-    wait_until,
-)
+from .launch import RunCli, StartSidecar
+from .probe import KafkaProbe
+from .process import Sidecar
+from .records import ProduceEvents, Record
+from .topics import MakeTopic
+from .waiting import wait_until
 
 SOAK = os.environ.get("ZDICT_SOAK") == "1"
 #: Records of the kill runs, and the rate they are produced at while the relays are killed.

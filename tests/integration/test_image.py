@@ -33,7 +33,11 @@ from sidecar import __version__
 from sidecar.health import Health, ObservabilityServer
 from tests.deploy_files import Stage, env_pairs, parse_dockerfile
 
-from .conftest import KafkaProbe, MakeTopic, ProduceEvents, free_port, wait_until
+from .probe import KafkaProbe
+from .process import free_port
+from .records import ProduceEvents
+from .topics import MakeTopic
+from .waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 STAGES = parse_dockerfile((ROOT / "Dockerfile").read_text())

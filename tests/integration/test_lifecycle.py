@@ -30,18 +30,13 @@ from sidecar.codec import Decoder, header_cost
 from sidecar.dictionaries.model import build_dictionary
 from sidecar.dictionaries.registry import Registry
 
-from .conftest import (
-    ConsumeAll,
-    KafkaProbe,
-    MakeTopic,
-    ProduceEvents,
-    Record,
-    RunCli,
-    Sidecar,
-    StartSidecar,
-    match_output,
-    wait_until,
-)
+from .launch import RunCli, StartSidecar
+from .matching import match_output
+from .probe import KafkaProbe
+from .process import Sidecar
+from .records import ConsumeAll, ProduceEvents, Record
+from .topics import MakeTopic
+from .waiting import wait_until
 
 HEADER = "zd"
 #: Training that fits a test: a small first sample, two sizes and two levels, quick retries, and

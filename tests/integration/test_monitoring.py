@@ -70,7 +70,11 @@ from tests.promql import (
     unknown_metrics,
 )
 
-from .conftest import MakeTopic, Sidecar, StartSidecar, free_port, train_dictionary, wait_until
+from .launch import StartSidecar
+from .process import Sidecar, free_port
+from .topics import MakeTopic
+from .training import train_dictionary
+from .waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 PROMETHEUS_DIR = ROOT / "deploy" / "prometheus"

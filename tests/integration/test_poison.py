@@ -26,16 +26,11 @@ from sidecar.codec import Decoder, Encoder
 from sidecar.dictionaries.store import DictionaryStore
 from sidecar.relay.dead_letters import PREFIX
 
-from .conftest import (
-    ConsumeAll,
-    KafkaProbe,
-    MakeTopic,
-    Outgoing,
-    ProduceRecords,
-    Record,
-    StartSidecar,
-    wait_until,
-)
+from .launch import StartSidecar
+from .probe import KafkaProbe
+from .records import ConsumeAll, Outgoing, ProduceRecords, Record
+from .topics import MakeTopic
+from .waiting import wait_until
 
 #: The output topic takes record batches up to this many bytes; the input topic (filled by a
 #: batching producer) up to 32 times more.

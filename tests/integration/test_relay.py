@@ -24,21 +24,14 @@ from sidecar.bench.events import generate
 from sidecar.codec import Decoder, Encoder, header_cost
 from sidecar.dictionaries.store import DictionaryStore
 
-from .conftest import (
-    ConsumeAll,
-    KafkaProbe,
-    MakeTopic,
-    Outgoing,
-    ProduceEvents,
-    ProduceRecords,
-    Record,
-    Sidecar,
-    StartSidecar,
-    free_port,
-    match_output,
-    train_dictionary,
-    wait_until,
-)
+from .launch import StartSidecar
+from .matching import match_output
+from .probe import KafkaProbe
+from .process import Sidecar, free_port
+from .records import ConsumeAll, Outgoing, ProduceEvents, ProduceRecords, Record
+from .topics import MakeTopic
+from .training import train_dictionary
+from .waiting import wait_until
 
 HEADER = "zd"
 SECRET = "s3cr3t-value"

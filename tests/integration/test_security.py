@@ -27,18 +27,13 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # public, but
     UserScramCredentialUpsertion,
 )
 
-from .conftest import (
-    KafkaProbe,
-    Outgoing,
-    PrivateBroker,
-    ProduceRecords,
-    RunCli,
-    StartPrivateBroker,
-    StartSidecar,
-    create_topic,
-    wait_until,
-)
+from .launch import RunCli, StartSidecar
 from .pki import CertificateAuthority
+from .private_broker import PrivateBroker, StartPrivateBroker
+from .probe import KafkaProbe
+from .records import Outgoing, ProduceRecords
+from .topics import create_topic
+from .waiting import wait_until
 
 USER = "zdict-relay"
 #: Distinctive, so a leak shows up in any text it reaches.

@@ -7,7 +7,10 @@ from pathlib import Path
 
 from sidecar.dictionaries.store import DictionaryStore
 
-from .conftest import KafkaProbe, MakeTopic, ProduceEvents, StartSidecar
+from .launch import StartSidecar
+from .probe import KafkaProbe
+from .records import ProduceEvents
+from .topics import MakeTopic
 
 
 def test_train_from_a_topic_sample_then_relay_with_it_and_export_consumer_lag(
