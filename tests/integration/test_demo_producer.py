@@ -8,7 +8,7 @@ import sys
 import uuid
 from pathlib import Path
 
-from confluent_kafka.admin import AdminClient  # type: ignore[attr-defined]
+from confluent_kafka.admin import AdminClient
 
 from .probe import KafkaProbe
 
