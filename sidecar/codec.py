@@ -399,7 +399,12 @@ class Encoder:
 
 
 class DictionaryResolver(Protocol):
-    """Where a Decoder finds dictionaries by id: the local store, the registry, a fixed set."""
+    """Where a Decoder finds dictionaries by id: the local store, the registry, a fixed set.
+
+    A resolver that holds resources (the registry's, `RegistryResolver` in
+    `sidecar.dictionaries.registry`) also has a `close()`, which `Decoder.close` calls. It is not
+    part of the protocol: the store, a fixed set and most resolvers hold nothing to release.
+    """
 
     def get(self, dict_id: int) -> Dictionary:
         """The dictionary with `dict_id`; raise `UnknownDictionary` if there is none."""
@@ -473,35 +478,8 @@ class Decoder:
         """A decoder that resolves ids in a local dictionary store (any namespace)."""
         return cls(store, max_output_size=max_output_size, header_key=header_key)
 
-    @classmethod
-    def from_registry(
-        cls,
-        bootstrap: str | None = None,
-        *,
-        topic: str = "_zdict_dictionaries",
-        max_output_size: int = DEFAULT_MAX_OUTPUT_SIZE,
-        header_key: str = DEFAULT_HEADER_KEY,
-        follow_interval: float | None = 5.0,
-        **properties: str,
-    ) -> Decoder:
-        """A decoder that knows every dictionary of the registry topic and follows new ones.
-
-        `bootstrap` and `properties` (librdkafka names, `_` read as `.`, e.g.
-        `security_protocol="SASL_SSL"`) reach the registry's Kafka clients. An id it does not
-        know makes it re-read the registry before raising `UnknownDictionary`. Close it (or use
-        it as a context manager) to stop following.
-        """
-        from sidecar.dictionaries.registry import Registry, RegistryResolver
-
-        registry = Registry.connect(bootstrap, topic=topic, properties=properties)
-        return cls(
-            RegistryResolver(registry, follow_interval),
-            max_output_size=max_output_size,
-            header_key=header_key,
-        )
-
     def close(self) -> None:
-        """Release the resolver's resources (a registry's Kafka clients); idempotent."""
+        """Close the resolver if it has a `close()` (a registry's Kafka clients); idempotent."""
         close = getattr(self.resolver, "close", None)
         if close is not None:
             close()

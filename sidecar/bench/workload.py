@@ -36,6 +36,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from sidecar.bench.events import generate
 from sidecar.codec import Decoder, header_cost
+from sidecar.dictionaries.registry import RegistryResolver
 
 #: Seconds over which the timeline's ratio is smoothed (traffic of one second is noisy).
 SMOOTHING: Final = 5
@@ -354,7 +355,7 @@ def drift_run(
         ]
         run.switched = loads[0] if loads else None
     run.milestones()
-    decoder = Decoder.from_registry(bootstrap, topic=registry) if verify else None
+    decoder = Decoder(RegistryResolver.connect(bootstrap, topic=registry)) if verify else None
     try:
         relayed, out_bytes, decoded, mismatched = _read_back(
             bootstrap, output, producer.sent, decoder, producer.digests

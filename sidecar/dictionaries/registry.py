@@ -642,14 +642,24 @@ class Registry:
 
 
 class RegistryResolver:
-    """A `DictionaryResolver` over the registry: what `Decoder.from_registry` uses.
+    """A `DictionaryResolver` over the registry: how a `Decoder` anywhere finds every dictionary.
 
     An id it does not know triggers a read of the registry to its end before `UnknownDictionary`
     is raised: a record is only produced after its dictionary was acknowledged by the registry,
     so one read is enough. With `follow_interval`, a daemon thread also reads new entries.
+
+    For library users, `connect` builds one with a registry of its own::
+
+        from sidecar.codec import Decoder
+        from sidecar.dictionaries.registry import RegistryResolver
+
+        with Decoder(RegistryResolver.connect("kafka:9092")) as decoder:
+            value = decoder.decode(msg.value(), msg.headers())
     """
 
     def __init__(self, registry: Registry, follow_interval: float | None = 5.0) -> None:
+        """Resolve ids in `registry`, re-read every `follow_interval` seconds (None: only on an
+        unknown id). `close()` stops following and closes `registry`."""
         self.registry = registry
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -658,6 +668,28 @@ class RegistryResolver:
                 target=self._follow, args=(follow_interval,), name="zdict-registry", daemon=True
             )
             self._thread.start()
+
+    @classmethod
+    def connect(
+        cls,
+        bootstrap: str | None = None,
+        *,
+        topic: str = DEFAULT_TOPIC,
+        follow_interval: float | None = 5.0,
+        **properties: str,
+    ) -> RegistryResolver:
+        """A resolver that knows every dictionary of the registry topic and follows new ones.
+
+        `bootstrap` and `properties` (librdkafka names, `_` read as `.`, e.g.
+        `security_protocol="SASL_SSL"`) reach the registry's Kafka clients; the registry is read
+        to its end before this returns. `close()` stops following and releases the clients; a
+        `Decoder` given the resolver calls it in its own `close()` (and at the end of a `with`).
+
+        Raises:
+            RegistryUnavailable: the registry topic could not be read to its end.
+        """
+        registry = Registry.connect(bootstrap, topic=topic, properties=properties)
+        return cls(registry, follow_interval)
 
     def _follow(self, interval: float) -> None:
         while not self._stop.wait(interval):
