@@ -22,16 +22,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # public, but
 from pydantic import SecretStr
 
 from sidecar.config import Settings
-from sidecar.errors import ConfigError, ZdictError
-
-
-class KafkaUnavailable(ZdictError):
-    """The cluster cannot be reached, or refused us (authentication, authorisation)."""
-
-
-class TopicMissing(ZdictError):
-    """An input or output topic does not exist."""
-
+from sidecar.errors import ConfigError, KafkaUnavailable, TopicMissing
 
 # Properties the at-least-once guarantee rests on: user settings cannot change them.
 _CONSUMER_FIXED: Final = {

@@ -59,6 +59,7 @@ from sidecar.dictionaries.model import (
 from sidecar.errors import (
     ConfigError,
     DictionaryNotFound,
+    KafkaUnavailable,
     RegistryError,
     RegistryUnavailable,
     UnknownDictionary,
@@ -359,7 +360,7 @@ class Registry:
 
     def ensure_topic(self) -> None:
         """Check the topic (one partition), creating it compacted when missing and allowed."""
-        from sidecar.kafka import KafkaUnavailable, make_admin, partition_counts
+        from sidecar.kafka import make_admin, partition_counts
 
         admin = make_admin(self.settings)
         bootstrap = self.settings.kafka.client_config()["bootstrap.servers"]

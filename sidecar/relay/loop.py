@@ -42,10 +42,10 @@ from confluent_kafka import (
 
 from sidecar.codec import CodecStats, Decoder, Encoded, Encoder, Outcome
 from sidecar.dictionaries.store import DictionaryStore
-from sidecar.errors import CodecError, ZdictError
+from sidecar.errors import ClientHung, CodecError, RecordTooLarge, RelayFailed, ZdictError
 from sidecar.health import Health
 from sidecar.metrics import Metrics, NamespaceMetrics
-from sidecar.relay.dead_letters import RecordTooLarge, error_headers, record_size
+from sidecar.relay.dead_letters import error_headers, record_size
 from sidecar.relay.offsets import OffsetTracker
 from sidecar.runtime import tune_gc
 from sidecar.sampling import Reservoir
@@ -80,14 +80,6 @@ COMMIT_LIMIT: Final = 90.0
 #: Seconds between two `kafka_error` lines of one error code: while a broker is away librdkafka
 #: reports every failed reconnection (several a second, each also in its own log line).
 KAFKA_ERROR_LOG_INTERVAL: Final = 10.0
-
-
-class RelayFailed(ZdictError):
-    """The relay cannot go on without risking loss; it stopped after committing what is safe."""
-
-
-class ClientHung(RelayFailed):
-    """A Kafka client call blocked past any timeout of its own: the client is unusable."""
 
 
 def bounded(operation: Callable[[], object], what: str, limit: float) -> None:

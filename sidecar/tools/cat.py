@@ -26,8 +26,8 @@ from confluent_kafka import (
 )
 
 from sidecar.codec import Decoder
-from sidecar.errors import CodecError, InputError
-from sidecar.kafka import KafkaUnavailable, make_admin, make_reader, partition_counts
+from sidecar.errors import CodecError, InputError, KafkaUnavailable
+from sidecar.kafka import make_admin, make_reader, partition_counts
 
 #: Seconds without a new record after which `--exit` treats a partition as read to its end.
 IDLE_EXIT: Final = 2.0

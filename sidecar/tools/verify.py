@@ -27,8 +27,8 @@ from typing import Any, Final, cast
 from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 
 from sidecar.codec import Decoder
-from sidecar.errors import CodecError, InputError
-from sidecar.kafka import KafkaUnavailable, make_admin, make_reader, partition_counts
+from sidecar.errors import CodecError, InputError, KafkaUnavailable
+from sidecar.kafka import make_admin, make_reader, partition_counts
 
 #: Seconds without a new record after which a partition counts as read to its end.
 IDLE_END: Final = 5.0

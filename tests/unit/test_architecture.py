@@ -11,6 +11,8 @@ before the module runs (an explicit `from package import name` still counts).
 from __future__ import annotations
 
 import ast
+import importlib
+import inspect
 import subprocess
 import sys
 import textwrap
@@ -20,6 +22,7 @@ from pathlib import Path
 import pytest
 
 import sidecar
+from sidecar import errors
 
 Graph = dict[str, set[str]]
 
@@ -211,6 +214,25 @@ def test_importing_the_codec_loads_no_kafka_client() -> None:
     )
     loaded = result.stdout.strip()
     assert loaded == "[]", f"import sidecar.codec loaded {loaded}"
+
+
+def test_every_exception_of_the_package_is_defined_in_errors() -> None:
+    """One exception tree, in one module (`sidecar.errors`), that callers can read at a glance."""
+    elsewhere = [
+        f"{module}.{name}"
+        for module in modules_of(PACKAGE_DIR)
+        if not module.endswith(".__main__")  # importing it runs the CLI
+        for name, value in vars(importlib.import_module(module)).items()
+        if inspect.isclass(value)
+        and issubclass(value, BaseException)
+        and value.__module__ == module != errors.__name__
+    ]
+    assert not elsewhere, f"exceptions outside sidecar.errors: {elsewhere}"
+    assert errors.TransactionHung.__mro__[1:4] == (
+        errors.ClientHung,
+        errors.RelayFailed,
+        errors.ZdictError,
+    )
 
 
 # -- the checker itself, on a package made for it ------------------------------------------------

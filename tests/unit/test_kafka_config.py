@@ -11,9 +11,8 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from sidecar.config import load_settings
-from sidecar.errors import ConfigError
+from sidecar.errors import ConfigError, KafkaUnavailable
 from sidecar.kafka import (
-    KafkaUnavailable,
     Refusals,
     consumer_config,
     max_message_bytes,
