@@ -44,6 +44,13 @@ from sidecar.codec import CodecStats, Decoder, Encoded, Encoder, Outcome
 from sidecar.dictionaries.store import DictionaryStore
 from sidecar.errors import ClientHung, CodecError, RecordTooLarge, RelayFailed, ZdictError
 from sidecar.health import Health
+from sidecar.kafka import (
+    is_all_brokers_down,
+    is_authentication,
+    is_max_poll_exceeded,
+    is_no_offset,
+    is_partition_eof,
+)
 from sidecar.metrics import Metrics, NamespaceMetrics
 from sidecar.relay.dead_letters import error_headers, record_size
 from sidecar.relay.offsets import OffsetTracker
@@ -262,11 +269,11 @@ class Relay:
         """librdkafka's error_cb: fatal errors stop the relay; 'all brokers down' starts a clock."""
         if error.fatal():
             self.fail(f"fatal Kafka client error: {error.str()}")
-        elif error.code() == KafkaError._ALL_BROKERS_DOWN:
+        elif is_all_brokers_down(error):
             if self._down_since is None:
                 self._down_since = self.clock()
             log.warning("brokers_unreachable", error=error.str())
-        elif error.code() in (KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED):
+        elif is_authentication(error):
             self.fail(f"Kafka authentication failed: {error.str()}")
         else:
             self._log_kafka_error(error)
@@ -417,7 +424,7 @@ class Relay:
         self._commit_sent_at = None
         if error is not None:
             # _NO_OFFSET: nothing new to commit; anything else, the next commit retries.
-            if error.code() != KafkaError._NO_OFFSET:
+            if not is_no_offset(error):
                 self.metrics.commit(ok=False)
                 log.warning("commit_failed", error=error.str())
             return
@@ -510,9 +517,9 @@ class Relay:
         for msg in messages:
             err = msg.error()
             if err is not None:
-                if err.code() == KafkaError._PARTITION_EOF:
+                if is_partition_eof(err):
                     continue
-                if err.code() == KafkaError._MAX_POLL_EXCEEDED:
+                if is_max_poll_exceeded(err):
                     # The loop stalled past max.poll.interval.ms: librdkafka left the group and
                     # rejoins at the next poll; the partitions were lost (on_lost), not
                     # committed, so their new owner reads again what was not committed.

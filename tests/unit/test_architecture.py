@@ -235,6 +235,43 @@ def test_every_exception_of_the_package_is_defined_in_errors() -> None:
     )
 
 
+KAFKA_CLIENTS = frozenset({"Producer", "Consumer", "AdminClient"})
+
+
+def _outside_kafka_module() -> Iterator[tuple[str, ast.AST]]:
+    for module, path in modules_of(PACKAGE_DIR).items():
+        if module != "sidecar.kafka":
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                yield module, node
+
+
+def _name(node: ast.expr) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    return node.attr if isinstance(node, ast.Attribute) else None
+
+
+def test_kafka_clients_are_built_in_the_kafka_module_only() -> None:
+    """One place sets the clients' properties (and their guarantees): `sidecar.kafka`."""
+    built = [
+        f"{module}:{node.lineno}"
+        for module, node in _outside_kafka_module()
+        if (isinstance(node, ast.Call) and _name(node.func) in KAFKA_CLIENTS)
+        or (isinstance(node, ast.ClassDef) and any(_name(b) in KAFKA_CLIENTS for b in node.bases))
+    ]
+    assert not built, f"Kafka clients built outside sidecar.kafka: {built}"
+
+
+def test_kafka_error_codes_are_read_in_the_kafka_module_only() -> None:
+    """librdkafka's codes (its own are private, `KafkaError._…`) are classified in one place."""
+    read = [
+        f"{module}:{node.lineno} KafkaError.{node.attr}"
+        for module, node in _outside_kafka_module()
+        if isinstance(node, ast.Attribute) and _name(node.value) == "KafkaError"
+    ]
+    assert not read, f"KafkaError codes read outside sidecar.kafka: {read}"
+
+
 # -- the checker itself, on a package made for it ------------------------------------------------
 
 
