@@ -148,8 +148,8 @@ class CodecStats:
 
     `excluded_bytes` are the input bytes of values no dictionary could shrink (already ours, or
     compressed by someone else): they pass through unchanged and are counted in both totals, so
-    `dictionary_ratio`, which leaves them out, is comparable with a held-out ratio (training
-    leaves such values out of the held-out set too).
+    the ratio with them left out of both is comparable with a held-out ratio (training leaves
+    such values out of the held-out set too; the trainer's live ratio leaves them out).
     """
 
     outcomes: Counter[str] = field(default_factory=Counter)
@@ -165,12 +165,6 @@ class CodecStats:
     def ratio(self) -> float:
         """Input bytes / output bytes; 1.0 before any byte was seen."""
         return self.input_bytes / self.output_bytes if self.output_bytes else 1.0
-
-    @property
-    def dictionary_ratio(self) -> float:
-        """The ratio over values a dictionary could act on (`excluded_bytes` left out)."""
-        out = self.output_bytes - self.excluded_bytes
-        return (self.input_bytes - self.excluded_bytes) / out if out > 0 else 1.0
 
 
 def header_dict_id(headers: Sequence[tuple[str, bytes | None]] | None, key: str) -> int | None:
