@@ -148,8 +148,8 @@ class CodecStats:
 
     `excluded_bytes` are the input bytes of values no dictionary could shrink (already ours, or
     compressed by someone else): they pass through unchanged and are counted in both totals, so
-    `dictionary_ratio`, which leaves them out, is comparable with a held-out ratio (training
-    leaves such values out of the held-out set too).
+    the ratio with them left out of both is comparable with a held-out ratio (training leaves
+    such values out of the held-out set too; the trainer's live ratio leaves them out).
     """
 
     outcomes: Counter[str] = field(default_factory=Counter)
@@ -165,12 +165,6 @@ class CodecStats:
     def ratio(self) -> float:
         """Input bytes / output bytes; 1.0 before any byte was seen."""
         return self.input_bytes / self.output_bytes if self.output_bytes else 1.0
-
-    @property
-    def dictionary_ratio(self) -> float:
-        """The ratio over values a dictionary could act on (`excluded_bytes` left out)."""
-        out = self.output_bytes - self.excluded_bytes
-        return (self.input_bytes - self.excluded_bytes) / out if out > 0 else 1.0
 
 
 def header_dict_id(headers: Sequence[tuple[str, bytes | None]] | None, key: str) -> int | None:
@@ -399,7 +393,12 @@ class Encoder:
 
 
 class DictionaryResolver(Protocol):
-    """Where a Decoder finds dictionaries by id: the local store, the registry, a fixed set."""
+    """Where a Decoder finds dictionaries by id: the local store, the registry, a fixed set.
+
+    A resolver that holds resources (the registry's, `RegistryResolver` in
+    `sidecar.dictionaries.registry`) also has a `close()`, which `Decoder.close` calls. It is not
+    part of the protocol: the store, a fixed set and most resolvers hold nothing to release.
+    """
 
     def get(self, dict_id: int) -> Dictionary:
         """The dictionary with `dict_id`; raise `UnknownDictionary` if there is none."""
@@ -473,35 +472,8 @@ class Decoder:
         """A decoder that resolves ids in a local dictionary store (any namespace)."""
         return cls(store, max_output_size=max_output_size, header_key=header_key)
 
-    @classmethod
-    def from_registry(
-        cls,
-        bootstrap: str | None = None,
-        *,
-        topic: str = "_zdict_dictionaries",
-        max_output_size: int = DEFAULT_MAX_OUTPUT_SIZE,
-        header_key: str = DEFAULT_HEADER_KEY,
-        follow_interval: float | None = 5.0,
-        **properties: str,
-    ) -> Decoder:
-        """A decoder that knows every dictionary of the registry topic and follows new ones.
-
-        `bootstrap` and `properties` (librdkafka names, `_` read as `.`, e.g.
-        `security_protocol="SASL_SSL"`) reach the registry's Kafka clients. An id it does not
-        know makes it re-read the registry before raising `UnknownDictionary`. Close it (or use
-        it as a context manager) to stop following.
-        """
-        from sidecar.dictionaries.registry import Registry, RegistryResolver
-
-        registry = Registry.connect(bootstrap, topic=topic, properties=properties)
-        return cls(
-            RegistryResolver(registry, follow_interval),
-            max_output_size=max_output_size,
-            header_key=header_key,
-        )
-
     def close(self) -> None:
-        """Release the resolver's resources (a registry's Kafka clients); idempotent."""
+        """Close the resolver if it has a `close()` (a registry's Kafka clients); idempotent."""
         close = getattr(self.resolver, "close", None)
         if close is not None:
             close()

@@ -57,5 +57,29 @@ class RegistryUnavailable(RegistryError):
     """The registry topic could not be read or written within the configured timeout."""
 
 
+class KafkaUnavailable(ZdictError):
+    """The cluster cannot be reached, or refused us (authentication, authorisation)."""
+
+
+class TopicMissing(ZdictError):
+    """An input or output topic does not exist."""
+
+
+class RelayFailed(ZdictError):
+    """The relay cannot go on without risking loss; it stopped after committing what is safe."""
+
+
+class ClientHung(RelayFailed):
+    """A Kafka client call blocked past any timeout of its own: the client is unusable."""
+
+
+class TransactionHung(ClientHung):
+    """A transactional call blocked past its timeout: the producer cannot be used any more."""
+
+
+class RecordTooLarge(ZdictError):
+    """A record would exceed what the output topic (or the producer) accepts."""
+
+
 class MissingDependency(ConfigError):
     """An optional dependency a command needs is not installed (the message names the extra)."""

@@ -1,5 +1,7 @@
-"""Kafka client construction and topic checks, apart from the relay loop.
+"""Kafka clients: their construction, what their errors mean, and topic checks.
 
+Every Kafka client of the package is built here, and only here are librdkafka's error codes
+read (its own, `KafkaError._…`, are private names): other modules ask the predicates below.
 The relay's correctness depends on a few client properties (manual commits, acks=all,
 idempotence); they are set here and cannot be overridden into something unsafe.
 """
@@ -22,16 +24,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # public, but
 from pydantic import SecretStr
 
 from sidecar.config import Settings
-from sidecar.errors import ConfigError, ZdictError
-
-
-class KafkaUnavailable(ZdictError):
-    """The cluster cannot be reached, or refused us (authentication, authorisation)."""
-
-
-class TopicMissing(ZdictError):
-    """An input or output topic does not exist."""
-
+from sidecar.errors import ConfigError, KafkaUnavailable, TopicMissing
 
 # Properties the at-least-once guarantee rests on: user settings cannot change them.
 _CONSUMER_FIXED: Final = {
@@ -82,6 +75,64 @@ _REFUSALS: Final = {
 }
 #: Seconds one metadata request may take before the client's error reports are looked at.
 METADATA_SLICE: Final = 1.0
+
+
+# -- what a KafkaError means ----------------------------------------------------------------------
+
+_AUTHENTICATION_FAILED: Final = frozenset(
+    {KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED}
+)
+# Errors of a topic whose metadata has not reached this client yet (just created elsewhere).
+_SETTLING: Final = frozenset(
+    {
+        KafkaError._UNKNOWN_PARTITION,
+        KafkaError._UNKNOWN_TOPIC,
+        KafkaError.UNKNOWN_TOPIC_OR_PART,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+    }
+)
+
+
+def is_partition_eof(error: KafkaError) -> bool:
+    """A consumer reached the end of a partition (an event, not a failure)."""
+    return error.code() == KafkaError._PARTITION_EOF
+
+
+def is_all_brokers_down(error: KafkaError) -> bool:
+    """No broker of the cluster answers; the client goes on trying."""
+    return error.code() == KafkaError._ALL_BROKERS_DOWN
+
+
+def is_authentication(error: KafkaError) -> bool:
+    """The cluster refused the client's credentials: retrying will not cure it."""
+    return error.code() in _AUTHENTICATION_FAILED
+
+
+def is_no_offset(error: KafkaError) -> bool:
+    """A commit found no offset to commit (nothing new since the last one)."""
+    return error.code() == KafkaError._NO_OFFSET
+
+
+def is_max_poll_exceeded(error: KafkaError) -> bool:
+    """The consumer left its group: it was not polled within max.poll.interval.ms."""
+    return error.code() == KafkaError._MAX_POLL_EXCEEDED
+
+
+def is_unknown_topic(error: KafkaError) -> bool:
+    """The broker knows no such topic or partition."""
+    return error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+
+
+def is_topic_already_exists(error: KafkaError) -> bool:
+    """A topic to create exists already (another client created it first)."""
+    return error.code() == KafkaError.TOPIC_ALREADY_EXISTS
+
+
+def is_topic_settling(error: KafkaError) -> bool:
+    """The topic is not (fully) known to this client yet, as just after its creation elsewhere:
+    asking again shortly may succeed."""
+    return error.code() in _SETTLING
 
 
 class Refusals:
@@ -263,6 +314,21 @@ def make_reader(
         raise _refused(settings, "consumer", exc) from None
 
 
+def make_writer(settings: Settings, purpose: str, overrides: Mapping[str, str]) -> Producer:
+    """A producer for a topic of our own (the registry): the user's producer settings, the
+    fixed ones included, with `overrides` on top. `purpose` names it in a refusal.
+
+    Raises:
+        ConfigError: librdkafka refused a property.
+    """
+    config = producer_config(settings)
+    config.update(overrides)
+    try:
+        return Producer(config)
+    except KafkaException as exc:
+        raise ConfigError(f"the {purpose} producer refused its settings: {exc}") from None
+
+
 def make_admin(settings: Settings) -> AdminClient:
     config: dict[str, Any] = dict(settings.kafka.client_config())
     config["logger"] = logging.getLogger("librdkafka.admin")
@@ -270,6 +336,24 @@ def make_admin(settings: Settings) -> AdminClient:
         return Admin(config)
     except KafkaException as exc:
         raise _refused(settings, "admin", exc) from None
+
+
+def plain_producer(bootstrap: str, properties: Mapping[str, Any] | None = None) -> Producer:
+    """A producer with librdkafka's defaults and `properties` on top: for benchmarks and test
+    traffic, without the relay's settings or guarantees."""
+    return Producer({"bootstrap.servers": bootstrap, **(properties or {})})
+
+
+def plain_consumer(
+    bootstrap: str, group_id: str, properties: Mapping[str, Any] | None = None
+) -> Consumer:
+    """A consumer with librdkafka's defaults and `properties` on top (see `plain_producer`)."""
+    return Consumer({"bootstrap.servers": bootstrap, "group.id": group_id, **(properties or {})})
+
+
+def plain_admin(bootstrap: str) -> AdminClient:
+    """An admin client with librdkafka's defaults (see `plain_producer`)."""
+    return AdminClient({"bootstrap.servers": bootstrap})
 
 
 def partition_counts(
@@ -324,8 +408,9 @@ def max_message_bytes(admin: AdminClient, topics: list[str], timeout: float) -> 
             try:
                 entries = future.result(timeout=timeout)
             except KafkaException as exc:
-                code = exc.args[0].code() if isinstance(exc.args[0], KafkaError) else None
-                if code == KafkaError.UNKNOWN_TOPIC_OR_PART and time.monotonic() < deadline:
+                error = exc.args[0]
+                missing = isinstance(error, KafkaError) and is_unknown_topic(error)
+                if missing and time.monotonic() < deadline:
                     unknown.append(resource.name)
                     continue
                 raise KafkaUnavailable(
@@ -367,7 +452,7 @@ def ensure_output_topics(
         try:
             future.result(timeout=timeout)
         except KafkaException as exc:
-            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:  # another worker won
+            if not is_topic_already_exists(exc.args[0]):  # another worker won
                 raise KafkaUnavailable(f"could not create output topic: {exc.args[0]}") from None
     created = [t.topic for t in to_create]
     deadline = time.monotonic() + timeout

@@ -1,9 +1,9 @@
 """`zdict-sidecar run`: wiring one relay process (or N worker processes) from the settings.
 
-The relay loop itself is in `relay.py`; this module builds its parts — metrics endpoint, Kafka
-clients, topic checks, the registry, encoders (or the decoder), reservoirs and the trainer —
-handles signals, and maps failures to exit codes: 0 after a graceful stop, 1 when the relay had
-to stop (the log line says why), 2 for configuration errors.
+The relay loop itself is in `sidecar.relay`; this module builds its parts — metrics endpoint,
+Kafka clients, topic checks, the registry, encoders (or the decoder), reservoirs and the
+trainer — handles signals, and maps failures to exit codes: 0 after a graceful stop, 1 when the
+relay had to stop (the log line says why), 2 for configuration errors.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from functools import partial
 from types import FrameType
 from typing import Any
 
-from confluent_kafka import KafkaError, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from prometheus_client import CollectorRegistry
 
@@ -157,6 +157,118 @@ def _reservoirs(settings: Settings) -> dict[str, Reservoir]:
     }
 
 
+@dataclass(frozen=True, slots=True)
+class _Clients:
+    """The relay's Kafka clients, and the topics they were checked against."""
+
+    consumer: Consumer
+    producer: Producer
+    topics: _Topics
+    #: The producer's transactional.id (None: at-least-once).
+    transactional_id: str | None
+    #: Bytes the producer accepts for one record (its message.max.bytes).
+    producer_limit: int
+
+
+def _connect(settings: Settings, callbacks: _ClientCallbacks, decode: bool) -> _Clients:
+    """The Kafka clients (a setting they refuse: a configuration error, exit 2), and the topics:
+    outputs and dead letters checked or created, their size limits read."""
+    relay = settings.relay
+    admin = make_admin(settings)
+    consumer = make_consumer(settings, callbacks.error, callbacks.stats, callbacks.commit)
+    transactional_id = (
+        relay.transactional_id_for(socket.gethostname())
+        if relay.guarantee == "exactly-once"
+        else None
+    )
+    make_producer(settings, callbacks.error, transactional_id)  # refused settings: exit 2
+    found = _prepare_topics(settings, admin, decode)
+    # A record batch must fit every topic it may go to: the broker refuses a whole batch of
+    # small records that together exceed a topic's max.message.bytes.
+    producer = make_producer(
+        settings, callbacks.error, transactional_id, batch_bytes=min(found.limits.values())
+    )
+    producer_limit = int(producer_config(settings).get("message.max.bytes", 1_000_000))
+    return _Clients(consumer, producer, found, transactional_id, producer_limit)
+
+
+def _relay_arguments(
+    settings: Settings, clients: _Clients, store: DictionaryStore, metrics: Metrics, health: Health
+) -> dict[str, Any]:
+    """What the relay takes in either direction: its clients, topics, store, metrics, tuning."""
+    relay = settings.relay
+    found = clients.topics
+    return {
+        "consumer": clients.consumer,
+        "producer": clients.producer,
+        "store": store,
+        "outputs": found.outputs,
+        "partitions": found.partitions,
+        "metrics": metrics,
+        "health": health,
+        "batch_size": relay.batch_size,
+        "poll_timeout": relay.poll_timeout,
+        "commit_interval": relay.commit_interval,
+        "unreachable_timeout": relay.unreachable_timeout,
+        "commit_limit": _commit_limit(settings),
+        "dead_letters": found.dead_letters,
+        "max_record_bytes": {
+            t: min(found.limits[t], clients.producer_limit) for t in found.outputs.values()
+        },
+    }
+
+
+def _relay_class(settings: Settings) -> Callable[..., Relay]:
+    """The at-least-once relay, or the transactional one (exactly-once)."""
+    if settings.relay.guarantee == "exactly-once":
+        return partial(TransactionalRelay, transaction_records=settings.relay.transaction_records)
+    return Relay
+
+
+def _decoding_relay(
+    settings: Settings,
+    store: DictionaryStore,
+    dictionaries: Registry | None,
+    arguments: dict[str, Any],
+) -> Relay:
+    """A relay that decodes with the registry's dictionaries (else the store's)."""
+    resolver: DictionaryResolver = store
+    if dictionaries is not None:
+        resolver = RegistryResolver(dictionaries, settings.registry.follow_interval)
+    decoder = Decoder(
+        resolver,
+        max_output_size=settings.codec.max_output_size,
+        header_key=settings.codec.header_key,
+    )
+    return _relay_class(settings)(decoder=decoder, **arguments)
+
+
+def _encoding_relay(
+    settings: Settings,
+    store: DictionaryStore,
+    dictionaries: Registry | None,
+    arguments: dict[str, Any],
+) -> tuple[Relay, Trainer]:
+    """A relay that encodes, and the trainer beside it (not started yet) that keeps its
+    dictionaries fresh, sharing its store and metrics."""
+    reservoirs = _reservoirs(settings)
+    relay = _relay_class(settings)(
+        encoder_factory=encoder_factory(settings), reservoirs=reservoirs, **arguments
+    )
+    trainer = Trainer(
+        settings=settings,
+        store=store,
+        registry=dictionaries,
+        metrics=relay.metrics,
+        reservoirs=reservoirs,
+        topics=list(settings.relay.input_topics),
+        encoder_stats=relay.encoder_stats,
+        dictionaries_changed=relay.request_refresh,
+    )
+    relay.on_assignment = trainer.on_assignment
+    return relay, trainer
+
+
 def run_relay(settings: Settings) -> int:
     """Run one relay process until SIGTERM/SIGINT (exit 0) or a failure (exit 1).
 
@@ -182,82 +294,26 @@ def run_relay(settings: Settings) -> int:
     dictionaries: Registry | None = None
     trainer: Trainer | None = None
     try:
-        topics = list(relay_settings.input_topics)
         callbacks = _ClientCallbacks()
-        admin = make_admin(settings)
-        consumer = make_consumer(settings, callbacks.error, callbacks.stats, callbacks.commit)
-        exactly_once = relay_settings.guarantee == "exactly-once"
-        transactional_id = (
-            relay_settings.transactional_id_for(socket.gethostname()) if exactly_once else None
-        )
-        make_producer(settings, callbacks.error, transactional_id)  # refused settings: exit 2
-        found = _prepare_topics(settings, admin, decode)
-        # A record batch must fit every topic it may go to: the broker refuses a whole batch of
-        # small records that together exceed a topic's max.message.bytes.
-        producer = make_producer(
-            settings, callbacks.error, transactional_id, batch_bytes=min(found.limits.values())
-        )
-        producer_limit = int(producer_config(settings).get("message.max.bytes", 1_000_000))
+        clients = _connect(settings, callbacks, decode)
         store = DictionaryStore(settings.dictionaries)
-        dictionaries = _open_registry(settings, store, topics, decode)
-        relay_class: Callable[..., Relay] = Relay
-        if exactly_once:
-            relay_class = partial(
-                TransactionalRelay, transaction_records=relay_settings.transaction_records
-            )
-        common: dict[str, Any] = {
-            "consumer": consumer,
-            "producer": producer,
-            "store": store,
-            "outputs": found.outputs,
-            "partitions": found.partitions,
-            "metrics": metrics,
-            "health": health,
-            "batch_size": relay_settings.batch_size,
-            "poll_timeout": relay_settings.poll_timeout,
-            "commit_interval": relay_settings.commit_interval,
-            "unreachable_timeout": relay_settings.unreachable_timeout,
-            "commit_limit": _commit_limit(settings),
-            "dead_letters": found.dead_letters,
-            "max_record_bytes": {
-                t: min(found.limits[t], producer_limit) for t in found.outputs.values()
-            },
-        }
+        dictionaries = _open_registry(settings, store, list(relay_settings.input_topics), decode)
+        arguments = _relay_arguments(settings, clients, store, metrics, health)
         if decode:
-            resolver: DictionaryResolver = store
-            if dictionaries is not None:
-                resolver = RegistryResolver(dictionaries, settings.registry.follow_interval)
-            decoder = Decoder(
-                resolver,
-                max_output_size=settings.codec.max_output_size,
-                header_key=settings.codec.header_key,
-            )
-            relay = callbacks.relay = relay_class(decoder=decoder, **common)
+            relay = _decoding_relay(settings, store, dictionaries, arguments)
         else:
-            reservoirs = _reservoirs(settings)
-            relay = callbacks.relay = relay_class(
-                encoder_factory=encoder_factory(settings), reservoirs=reservoirs, **common
-            )
-            trainer = Trainer(
-                settings=settings,
-                store=store,
-                registry=dictionaries,
-                metrics=metrics,
-                reservoirs=reservoirs,
-                topics=topics,
-                encoder_stats=relay.encoder_stats,
-                dictionaries_changed=relay.request_refresh,
-            )
-            relay.on_assignment = trainer.on_assignment
+            relay, trainer = _encoding_relay(settings, store, dictionaries, arguments)
+        callbacks.relay = relay
+        if trainer is not None:
             trainer.start()
         _stop_on_signals(relay)
         log.info(
             "relay_configured",
             mode=relay_settings.mode,
             guarantee=relay_settings.guarantee,
-            dead_letters=found.dead_letters or None,
-            transactional_id=transactional_id,
-            outputs=found.outputs,
+            dead_letters=clients.topics.dead_letters or None,
+            transactional_id=clients.transactional_id,
+            outputs=clients.topics.outputs,
             kafka=settings.kafka.redacted(),
             bootstrap=settings.kafka.client_config()["bootstrap.servers"],
             registry=settings.registry.topic if dictionaries else None,

@@ -179,7 +179,10 @@ class TrainingProcess:
 
 
 @dataclass(slots=True)
-class _Namespace:
+class _NamespaceTraining:
+    """Per namespace: its sample, schedule and live ratio, whether this process trains it, and
+    the training run under way."""
+
     topic: str
     reservoir: Reservoir | None
     schedule: Schedule
@@ -241,9 +244,9 @@ class Trainer:
             drift_tolerance=training.drift_tolerance,
             min_messages=settings.sampling.min_messages,
         )
-        self.namespaces: dict[str, _Namespace] = {}
+        self.namespaces: dict[str, _NamespaceTraining] = {}
         for topic in topics:
-            ns = _Namespace(
+            ns = _NamespaceTraining(
                 topic=topic,
                 reservoir=reservoirs.get(topic),
                 schedule=Schedule(policy),
@@ -342,7 +345,7 @@ class Trainer:
                 self._load_champion(ns)
             self._changed()
 
-    def _load_champion(self, ns: _Namespace) -> None:
+    def _load_champion(self, ns: _NamespaceTraining) -> None:
         try:
             champion = self.store.active(ns.topic)
         except ZdictError as exc:
@@ -354,7 +357,7 @@ class Trainer:
         if ns.champion is not None and ns.schedule.active_since is None:
             ns.schedule.active_since = ns.champion.meta.created_at.timestamp()
 
-    def _tick(self, ns: _Namespace, now: float) -> None:
+    def _tick(self, ns: _NamespaceTraining, now: float) -> None:
         if ns.reservoir is not None:
             ns.metrics.set_sample(ns.reservoir.size_bytes, ns.reservoir.messages)
         stats = self._encoder_stats(ns.topic)
@@ -407,7 +410,7 @@ class Trainer:
 
     def _start(
         self,
-        ns: _Namespace,
+        ns: _NamespaceTraining,
         trigger: Trigger,
         now: float,
         live: float | None,
@@ -434,7 +437,7 @@ class Trainer:
         log.info("training_started", namespace=ns.topic, trigger=trigger.value, **ns.context)
         ns.job = self._start_job(job, self.settings.training.nice)
 
-    def _poll_job(self, ns: _Namespace, now: float) -> None:
+    def _poll_job(self, ns: _NamespaceTraining, now: float) -> None:
         assert ns.job is not None
         try:
             outcome = ns.job.result()
@@ -474,7 +477,7 @@ class Trainer:
 
     def _finish(
         self,
-        ns: _Namespace,
+        ns: _NamespaceTraining,
         now: float,
         seconds: float,
         cpu_seconds: float,

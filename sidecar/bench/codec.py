@@ -311,21 +311,17 @@ class RelayRun:
 
 def preload(bootstrap: str, topic: str, kind: str, count: int, partitions: int) -> int:
     """Create `topic` and fill it with `count` generated events; returns the value bytes."""
-    from confluent_kafka import Producer
-    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+    from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
     from sidecar.bench.events import generate
+    from sidecar.kafka import plain_admin, plain_producer
 
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = plain_admin(bootstrap)
     for future in admin.create_topics([NewTopic(topic, num_partitions=partitions)]).values():
         future.result(30)
-    producer = Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "linger.ms": 50,
-            "batch.size": 1_000_000,
-            "queue.buffering.max.messages": 1_000_000,
-        }
+    producer = plain_producer(
+        bootstrap,
+        {"linger.ms": 50, "batch.size": 1_000_000, "queue.buffering.max.messages": 1_000_000},
     )
     total = 0
     for i, value in enumerate(generate(kind, count, seed=7)):
@@ -368,7 +364,7 @@ def time_relay(
     seconds to the last record. `env`: more settings for the sidecar."""
     import uuid
 
-    from confluent_kafka import Consumer
+    from sidecar.kafka import plain_consumer
 
     run_id = uuid.uuid4().hex[:8]
     output = output or f"{topic}.{run_id}"
@@ -403,7 +399,7 @@ def time_relay(
         # takes it over, whatever earlier runs left in the cluster's default registry.
         "ZDICT_REGISTRY__TOPIC": f"_zdict_dictionaries-{topic}",
     }
-    watcher = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-watch-{run_id}"})
+    watcher = plain_consumer(bootstrap, f"bench-watch-{run_id}")
     # The log is read back for the training runs started meanwhile (the trainer is on by default).
     with tempfile.TemporaryFile() as log_file:
         proc = subprocess.Popen(argv, env=full_env, stdout=subprocess.DEVNULL, stderr=log_file)

@@ -33,6 +33,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from sidecar.bench.codec import RelayRun, preload, time_relay
 from sidecar.bench.workload import SidecarProcess, create_topic
 from sidecar.errors import InputError
+from sidecar.kafka import plain_consumer, plain_producer
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,17 +135,11 @@ def latency_run(
         _relay_args(variant, topic, output, store), env, work / f"{output}.log", "bench"
     )
     result = LatencyRun(variant.name, rate, seconds)
-    producer = Producer(
-        {**CLIENT, "bootstrap.servers": bootstrap, "queue.buffering.max.messages": 1_000_000}
-    )
-    consumer = Consumer(
-        {
-            **CLIENT,
-            "bootstrap.servers": bootstrap,
-            "group.id": f"bench-latency-{uuid.uuid4().hex}",
-            "enable.auto.commit": False,
-            "fetch.wait.max.ms": 5,
-        }
+    producer = plain_producer(bootstrap, {**CLIENT, "queue.buffering.max.messages": 1_000_000})
+    consumer = plain_consumer(
+        bootstrap,
+        f"bench-latency-{uuid.uuid4().hex}",
+        {**CLIENT, "enable.auto.commit": False, "fetch.wait.max.ms": 5},
     )
     try:
         deadline = time.monotonic() + 90

@@ -32,12 +32,13 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Final, cast
 
-from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+from confluent_kafka import TopicPartition
+from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
 from sidecar.bench.codec import crossover, time_relay
 from sidecar.bench.kafka_format import BatchInfo, Record, segment_batches, stored_bytes
 from sidecar.errors import InputError
+from sidecar.kafka import plain_admin, plain_consumer, plain_producer
 
 #: Records per batch and partition (librdkafka `batch.num.messages`).
 FILLS: Final = (1, 2, 4, 8, 16, 128)
@@ -117,7 +118,7 @@ class Storage:
             pid,
             partitions,
         )
-        self.admin = AdminClient({"bootstrap.servers": bootstrap})
+        self.admin = plain_admin(bootstrap)
         self.run_id = uuid.uuid4().hex[:6]
         self.topics: list[str] = []
 
@@ -157,15 +158,15 @@ def produce(
     fill: int,
 ) -> None:
     """Produce `records` round-robin over the partitions, in batches of `fill` per partition."""
-    producer = Producer(
+    producer = plain_producer(
+        bootstrap,
         {
-            "bootstrap.servers": bootstrap,
             "compression.type": codec,
             "batch.num.messages": fill,
             "linger.ms": LINGER_MS,
             "queue.buffering.max.messages": max(100_000, len(records) + 1),
             "enable.idempotence": True,
-        }
+        },
     )
     failures: list[str] = []
 
@@ -190,12 +191,8 @@ def produce(
 
 def read_records(bootstrap: str, topic: str, partitions: int, count: int) -> list[Record]:
     """`count` records of `topic` (value and headers), in partition-interleaved order."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"bench-storage-{uuid.uuid4().hex}",
-            "enable.auto.commit": False,
-        }
+    consumer = plain_consumer(
+        bootstrap, f"bench-storage-{uuid.uuid4().hex}", {"enable.auto.commit": False}
     )
     by_partition: list[list[Record]] = [[] for _ in range(partitions)]
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])

@@ -30,12 +30,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Final, cast
 
-from confluent_kafka import Consumer, Producer
-from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 from prometheus_client.parser import text_string_to_metric_families
 
 from sidecar.bench.events import generate
 from sidecar.codec import Decoder, header_cost
+from sidecar.dictionaries.registry import RegistryResolver
+from sidecar.kafka import plain_admin, plain_consumer, plain_producer
 
 #: Seconds over which the timeline's ratio is smoothed (traffic of one second is noisy).
 SMOOTHING: Final = 5
@@ -54,7 +55,7 @@ def digest(value: bytes) -> bytes:
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = plain_admin(bootstrap)
     for future in admin.create_topics([NewTopic(topic, num_partitions=partitions)]).values():
         future.result(30)
 
@@ -73,7 +74,7 @@ class SteadyProducer(threading.Thread):
         seed: int = 42,
     ) -> None:
         super().__init__(daemon=True, name="steady-producer")
-        self.producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+        self.producer = plain_producer(bootstrap, {"linger.ms": 5})
         self.topic, self.rate, self.kind, self.seed = topic, rate, kind, seed
         self.drift_after = drift_after
         self.sent = 0
@@ -354,7 +355,7 @@ def drift_run(
         ]
         run.switched = loads[0] if loads else None
     run.milestones()
-    decoder = Decoder.from_registry(bootstrap, topic=registry) if verify else None
+    decoder = Decoder(RegistryResolver.connect(bootstrap, topic=registry)) if verify else None
     try:
         relayed, out_bytes, decoded, mismatched = _read_back(
             bootstrap, output, producer.sent, decoder, producer.digests
@@ -374,7 +375,7 @@ def drift_run(
 def _relayed(bootstrap: str, topic: str) -> int:
     from confluent_kafka import TopicPartition
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"w-{uuid.uuid4().hex}"})
+    consumer = plain_consumer(bootstrap, f"w-{uuid.uuid4().hex}")
     try:
         metadata = consumer.list_topics(topic, timeout=10).topics.get(topic)
         if metadata is None or metadata.error is not None:
@@ -398,13 +399,10 @@ def _read_back(
 
     Every decoded value must be one the producer sent (its digest is taken off the count).
     """
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"w-{uuid.uuid4().hex}",
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": False,
-        }
+    consumer = plain_consumer(
+        bootstrap,
+        f"w-{uuid.uuid4().hex}",
+        {"auto.offset.reset": "earliest", "enable.auto.commit": False},
     )
     consumer.subscribe([topic])
     remaining = Counter(digests)

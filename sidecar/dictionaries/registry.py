@@ -43,10 +43,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final, Literal, cast
 
-from confluent_kafka import KafkaError, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]  # public, not in __all__
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from sidecar.config import KafkaSettings, RegistrySettings, Settings
 from sidecar.dictionaries.model import (
     MAX_DICT_ID,
     MIN_DICT_ID,
@@ -57,12 +58,21 @@ from sidecar.dictionaries.model import (
     with_new_id,
 )
 from sidecar.errors import (
-    ConfigError,
     DictionaryNotFound,
+    KafkaUnavailable,
     RegistryError,
     RegistryUnavailable,
     UnknownDictionary,
     ZdictError,
+)
+from sidecar.kafka import (
+    is_partition_eof,
+    is_topic_already_exists,
+    is_topic_settling,
+    make_admin,
+    make_reader,
+    make_writer,
+    partition_counts,
 )
 from sidecar.logs import get_logger
 
@@ -78,17 +88,6 @@ TOPIC_CONFIG: Final = {"cleanup.policy": "compact", "max.message.bytes": str(2 *
 STACK_DEPTH: Final = 32
 #: Attempts to claim a free id before giving up (each loses only to a concurrent claim).
 CLAIM_ATTEMPTS: Final = 5
-
-# Errors of a topic whose metadata has not reached this client yet (just created elsewhere).
-_SETTLING: Final = frozenset(
-    {
-        KafkaError._UNKNOWN_PARTITION,
-        KafkaError._UNKNOWN_TOPIC,
-        KafkaError.UNKNOWN_TOPIC_OR_PART,
-        KafkaError.LEADER_NOT_AVAILABLE,
-        KafkaError.NOT_LEADER_FOR_PARTITION,
-    }
-)
 
 _DICTIONARY: Final = b"dictionary/"
 _ACTIVE: Final = b"active/"
@@ -305,15 +304,15 @@ class Registry:
     `RegistryUnavailable`. Safe to share between threads (one lock around the reader).
     """
 
-    def __init__(self, settings: Any, *, actor: str | None = None) -> None:
-        """`settings`: a `sidecar.config.Settings` (Kafka properties and `registry.*`)."""
+    def __init__(self, settings: Settings, *, actor: str | None = None) -> None:
+        """`settings`: the Kafka properties and `registry.*`."""
         self.settings = settings
         self.topic: str = settings.registry.topic
         self.timeout: float = settings.registry.timeout
         self.actor = actor or default_actor("sidecar")
         self.state = RegistryState()
         self._lock = threading.RLock()
-        self._reader: Any = None
+        self._reader: Consumer | None = None
         self._producer: Producer | None = None
 
     @classmethod
@@ -327,8 +326,6 @@ class Registry:
     ) -> Registry:
         """A registry client for library users: `bootstrap.servers` and other librdkafka
         `properties` (`_` read as `.`), read to the end once before returning."""
-        from sidecar.config import KafkaSettings, RegistrySettings, Settings
-
         props = dict(properties or {})
         if bootstrap is not None:
             props["bootstrap.servers"] = bootstrap
@@ -341,7 +338,7 @@ class Registry:
         return registry
 
     @classmethod
-    def open(cls, settings: Any, role: str) -> Registry:
+    def open(cls, settings: Settings, role: str) -> Registry:
         """The registry of `settings`, its topic checked (or created), read to the end.
 
         `role` names this process in the activations it publishes (`host:pid (role)`).
@@ -359,8 +356,6 @@ class Registry:
 
     def ensure_topic(self) -> None:
         """Check the topic (one partition), creating it compacted when missing and allowed."""
-        from sidecar.kafka import KafkaUnavailable, make_admin, partition_counts
-
         admin = make_admin(self.settings)
         bootstrap = self.settings.kafka.client_config()["bootstrap.servers"]
         try:
@@ -390,7 +385,7 @@ class Registry:
             future.result(timeout=self.timeout + 5)
         except KafkaException as exc:
             error = exc.args[0]
-            if error.code() != KafkaError.TOPIC_ALREADY_EXISTS:
+            if not is_topic_already_exists(error):
                 raise RegistryError(
                     f"cannot create registry topic {self.topic}: {error.str()}; create it with "
                     "1 partition and cleanup.policy=compact (or fix ZDICT_REGISTRY__TOPIC)"
@@ -399,10 +394,8 @@ class Registry:
 
     # -- reading -------------------------------------------------------------------------------
 
-    def _the_reader(self) -> Any:
+    def _the_reader(self) -> Consumer:
         if self._reader is None:
-            from sidecar.kafka import make_reader
-
             reader = make_reader(self.settings, "registry")
             reader.assign([TopicPartition(self.topic, 0, self.state.position)])
             self._reader = reader
@@ -451,7 +444,7 @@ class Registry:
                 )
         return events
 
-    def _end_offset(self, reader: Any, tp: TopicPartition, deadline: float) -> int:
+    def _end_offset(self, reader: Consumer, tp: TopicPartition, deadline: float) -> int:
         """The topic's end offset, waiting out a topic another instance has just created."""
         while True:
             remaining = deadline - time.monotonic()
@@ -462,7 +455,7 @@ class Registry:
                 return int(high)
             except KafkaException as exc:
                 error = exc.args[0]
-                settling = error.retriable() or error.code() in _SETTLING
+                settling = error.retriable() or is_topic_settling(error)
                 if not settling or remaining <= 0:
                     raise RegistryUnavailable(
                         f"registry topic {self.topic} cannot be read: {error.str()}"
@@ -472,7 +465,7 @@ class Registry:
     def _apply(self, msg: Message) -> Event | None:
         err = msg.error()
         if err is not None:
-            if err.code() == KafkaError._PARTITION_EOF:
+            if is_partition_eof(err):
                 return None
             raise RegistryUnavailable(f"registry topic {self.topic}: {err.str()}")
         offset = msg.offset()
@@ -484,21 +477,13 @@ class Registry:
 
     def _the_producer(self) -> Producer:
         if self._producer is None:
-            from sidecar.kafka import producer_config
-
-            config = producer_config(self.settings)
-            config.update(
-                {
-                    "linger.ms": "0",
-                    "message.max.bytes": TOPIC_CONFIG["max.message.bytes"],
-                    "delivery.timeout.ms": str(int(self.timeout * 1000)),
-                    "request.timeout.ms": str(int(min(self.timeout, 30.0) * 1000)),
-                }
-            )
-            try:
-                self._producer = Producer(config)
-            except KafkaException as exc:
-                raise ConfigError(f"the registry producer refused its settings: {exc}") from None
+            overrides = {
+                "linger.ms": "0",
+                "message.max.bytes": TOPIC_CONFIG["max.message.bytes"],
+                "delivery.timeout.ms": str(int(self.timeout * 1000)),
+                "request.timeout.ms": str(int(min(self.timeout, 30.0) * 1000)),
+            }
+            self._producer = make_writer(self.settings, "registry", overrides)
         return self._producer
 
     def _produce(
@@ -642,14 +627,24 @@ class Registry:
 
 
 class RegistryResolver:
-    """A `DictionaryResolver` over the registry: what `Decoder.from_registry` uses.
+    """A `DictionaryResolver` over the registry: how a `Decoder` anywhere finds every dictionary.
 
     An id it does not know triggers a read of the registry to its end before `UnknownDictionary`
     is raised: a record is only produced after its dictionary was acknowledged by the registry,
     so one read is enough. With `follow_interval`, a daemon thread also reads new entries.
+
+    For library users, `connect` builds one with a registry of its own::
+
+        from sidecar.codec import Decoder
+        from sidecar.dictionaries.registry import RegistryResolver
+
+        with Decoder(RegistryResolver.connect("kafka:9092")) as decoder:
+            value = decoder.decode(msg.value(), msg.headers())
     """
 
     def __init__(self, registry: Registry, follow_interval: float | None = 5.0) -> None:
+        """Resolve ids in `registry`, re-read every `follow_interval` seconds (None: only on an
+        unknown id). `close()` stops following and closes `registry`."""
         self.registry = registry
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -658,6 +653,28 @@ class RegistryResolver:
                 target=self._follow, args=(follow_interval,), name="zdict-registry", daemon=True
             )
             self._thread.start()
+
+    @classmethod
+    def connect(
+        cls,
+        bootstrap: str | None = None,
+        *,
+        topic: str = DEFAULT_TOPIC,
+        follow_interval: float | None = 5.0,
+        **properties: str,
+    ) -> RegistryResolver:
+        """A resolver that knows every dictionary of the registry topic and follows new ones.
+
+        `bootstrap` and `properties` (librdkafka names, `_` read as `.`, e.g.
+        `security_protocol="SASL_SSL"`) reach the registry's Kafka clients; the registry is read
+        to its end before this returns. `close()` stops following and releases the clients; a
+        `Decoder` given the resolver calls it in its own `close()` (and at the end of a `with`).
+
+        Raises:
+            RegistryUnavailable: the registry topic could not be read to its end.
+        """
+        registry = Registry.connect(bootstrap, topic=topic, properties=properties)
+        return cls(registry, follow_interval)
 
     def _follow(self, interval: float) -> None:
         while not self._stop.wait(interval):

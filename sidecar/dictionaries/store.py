@@ -21,7 +21,6 @@ import contextlib
 import json
 import os
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
 
@@ -357,8 +356,3 @@ class DictionaryStore:
                 f.write(line + "\n")
         except OSError as exc:
             raise StoreError(f"{ns_dir}: cannot record the training run: {exc}") from None
-
-    def iter_all(self) -> Iterator[DictionaryMeta]:
-        """Metadata of every dictionary in every namespace."""
-        for namespace in self.namespaces():
-            yield from self.versions(namespace)

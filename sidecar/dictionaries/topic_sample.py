@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from confluent_kafka import KafkaException, TopicPartition
 
 from sidecar.config import Settings
-from sidecar.errors import InputError
-from sidecar.kafka import KafkaUnavailable, make_admin, make_reader, partition_counts
+from sidecar.errors import InputError, KafkaUnavailable
+from sidecar.kafka import make_admin, make_reader, partition_counts
 
 
 @dataclass(frozen=True, slots=True)

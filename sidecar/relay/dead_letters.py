@@ -22,10 +22,7 @@ Headers added (values UTF-8):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Final
-
-from sidecar.errors import ZdictError
 
 PREFIX: Final = "zdict.error."
 STAGES: Final = ("encode", "decode", "produce")
@@ -34,18 +31,6 @@ MESSAGE_LIMIT: Final = 1000
 #: Bytes a Kafka v2 record and its share of the batch may add to key + value + headers; a record
 #: whose estimate is above the limit minus this is measured exactly.
 RECORD_OVERHEAD: Final = 128
-
-
-class RecordTooLarge(ZdictError):
-    """A record would exceed what the output topic (or the producer) accepts."""
-
-
-@dataclass(frozen=True, slots=True)
-class Failed:
-    """A record the transform refused: what the relay produces instead of an `Encoded`."""
-
-    stage: str
-    error: Exception
 
 
 def error_headers(

@@ -40,8 +40,9 @@ from typing import Any, Final
 
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, Message, TopicPartition
 
+from sidecar.errors import ClientHung, RelayFailed, TransactionHung
 from sidecar.logs import get_logger
-from sidecar.relay.loop import ClientHung, Relay, RelayFailed, RelayStats, bounded
+from sidecar.relay.loop import Relay, RelayStats, bounded
 
 log = get_logger(__name__)
 
@@ -55,10 +56,6 @@ ABORT_TIMEOUT_UNREACHABLE: Final = 1.0
 #: Aborts in a row (no commit between them) after which the relay stops: the same records keep
 #: failing, and reading them again will not change that.
 MAX_ABORTS_IN_A_ROW: Final = 5
-
-
-class TransactionHung(ClientHung):
-    """A transactional call blocked past its timeout: the producer cannot be used any more."""
 
 
 class TransactionalRelay(Relay):

@@ -42,10 +42,17 @@ from confluent_kafka import (
 
 from sidecar.codec import CodecStats, Decoder, Encoded, Encoder, Outcome
 from sidecar.dictionaries.store import DictionaryStore
-from sidecar.errors import CodecError, ZdictError
+from sidecar.errors import ClientHung, CodecError, RecordTooLarge, RelayFailed, ZdictError
 from sidecar.health import Health
+from sidecar.kafka import (
+    is_all_brokers_down,
+    is_authentication,
+    is_max_poll_exceeded,
+    is_no_offset,
+    is_partition_eof,
+)
 from sidecar.metrics import Metrics, NamespaceMetrics
-from sidecar.relay.dead_letters import RecordTooLarge, error_headers, record_size
+from sidecar.relay.dead_letters import error_headers, record_size
 from sidecar.relay.offsets import OffsetTracker
 from sidecar.runtime import tune_gc
 from sidecar.sampling import Reservoir
@@ -80,14 +87,6 @@ COMMIT_LIMIT: Final = 90.0
 #: Seconds between two `kafka_error` lines of one error code: while a broker is away librdkafka
 #: reports every failed reconnection (several a second, each also in its own log line).
 KAFKA_ERROR_LOG_INTERVAL: Final = 10.0
-
-
-class RelayFailed(ZdictError):
-    """The relay cannot go on without risking loss; it stopped after committing what is safe."""
-
-
-class ClientHung(RelayFailed):
-    """A Kafka client call blocked past any timeout of its own: the client is unusable."""
 
 
 def bounded(operation: Callable[[], object], what: str, limit: float) -> None:
@@ -126,7 +125,7 @@ def bounded(operation: Callable[[], object], what: str, limit: float) -> None:
 
 
 @dataclass(slots=True)
-class _Namespace:
+class _Route:
     """Per input topic: where its records go and how they are encoded (or decoded)."""
 
     topic: str
@@ -218,14 +217,14 @@ class Relay:
         self._refresh_requested = False
         #: Called with the held partitions after every change (the trainer's role follows).
         self.on_assignment: Callable[[set[tuple[str, int]]], None] | None = None
-        self.namespaces: dict[str, _Namespace] = {}
+        self.routes: dict[str, _Route] = {}
         for topic, output in outputs.items():
             same = partitions.get(topic) == partitions.get(output)
             reservoir = (reservoirs or {}).get(topic)
             dead_letter = (dead_letters or {}).get(topic)
             limit = (max_record_bytes or {}).get(output, DEFAULT_MAX_RECORD_BYTES)
             if decoder is not None:
-                self.namespaces[topic] = _Namespace(
+                self.routes[topic] = _Route(
                     topic=topic,
                     output=output,
                     same_partitions=same,
@@ -240,7 +239,7 @@ class Relay:
                 continue
             assert encoder_factory is not None
             encoder = encoder_factory(store, topic)
-            self.namespaces[topic] = _Namespace(
+            self.routes[topic] = _Route(
                 topic=topic,
                 output=output,
                 same_partitions=same,
@@ -252,12 +251,12 @@ class Relay:
                 dead_letter=dead_letter,
                 max_record_bytes=limit,
             )
-            self._announce_encoder(self.namespaces[topic])
+            self._announce_encoder(self.routes[topic])
         health.set_encoder_ready(True)
 
     def encoder_stats(self, topic: str) -> CodecStats:
         """The current encoder's counts for `topic` (empty in decode mode)."""
-        encoder = self.namespaces[topic].encoder
+        encoder = self.routes[topic].encoder
         return encoder.stats if encoder is not None else CodecStats()
 
     def request_refresh(self) -> None:
@@ -270,11 +269,11 @@ class Relay:
         """librdkafka's error_cb: fatal errors stop the relay; 'all brokers down' starts a clock."""
         if error.fatal():
             self.fail(f"fatal Kafka client error: {error.str()}")
-        elif error.code() == KafkaError._ALL_BROKERS_DOWN:
+        elif is_all_brokers_down(error):
             if self._down_since is None:
                 self._down_since = self.clock()
             log.warning("brokers_unreachable", error=error.str())
-        elif error.code() in (KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED):
+        elif is_authentication(error):
             self.fail(f"Kafka authentication failed: {error.str()}")
         else:
             self._log_kafka_error(error)
@@ -293,13 +292,14 @@ class Relay:
         log.warning("kafka_error", error=error.str(), code=code, repeated=repeated)
 
     def _delivery_for(
-        self, topic: str, partition: int, offset: int, ns: _Namespace
+        self, topic: str, partition: int, offset: int, route: _Route
     ) -> Callable[[KafkaError | None, Message], None]:
         def delivered(err: KafkaError | None, msg: Message) -> None:
             if err is not None:
                 self.metrics.produce_error(err.name())
                 self._delivery_failed(
-                    f"delivery of {topic}[{partition}]@{offset} to {ns.output} failed: {err.str()}"
+                    f"delivery of {topic}[{partition}]@{offset} to {route.output} failed: "
+                    f"{err.str()}"
                 )
                 return
             self._down_since = None
@@ -309,7 +309,7 @@ class Relay:
             if self._latency_tick % LATENCY_SAMPLE_EVERY == 0:
                 ts_type, ts = msg.timestamp()
                 if ts_type and ts > 0:
-                    ns.metrics.observe_delivery_latency(time.time() - ts / 1000.0)
+                    route.metrics.observe_delivery_latency(time.time() - ts / 1000.0)
 
         return delivered
 
@@ -425,7 +425,7 @@ class Relay:
         self._commit_sent_at = None
         if error is not None:
             # _NO_OFFSET: nothing new to commit; anything else, the next commit retries.
-            if error.code() != KafkaError._NO_OFFSET:
+            if not is_no_offset(error):
                 self.metrics.commit(ok=False)
                 log.warning("commit_failed", error=error.str())
             return
@@ -442,12 +442,12 @@ class Relay:
     def run(self) -> RelayStats:
         """Relay until stopped; raises `RelayFailed` if it had to stop to avoid loss."""
         self.consumer.subscribe(
-            list(self.namespaces),
+            list(self.routes),
             on_assign=self.on_assign,
             on_revoke=self.on_revoke,
             on_lost=self.on_lost,
         )
-        log.info("relay_started", topics=list(self.namespaces))
+        log.info("relay_started", topics=list(self.routes))
         last_commit = last_dict_check = self.clock()
         with tune_gc():
             while not self._stop.is_set():
@@ -518,9 +518,9 @@ class Relay:
         for msg in messages:
             err = msg.error()
             if err is not None:
-                if err.code() == KafkaError._PARTITION_EOF:
+                if is_partition_eof(err):
                     continue
-                if err.code() == KafkaError._MAX_POLL_EXCEEDED:
+                if is_max_poll_exceeded(err):
                     # The loop stalled past max.poll.interval.ms: librdkafka left the group and
                     # rejoins at the next poll; the partitions were lost (on_lost), not
                     # committed, so their new owner reads again what was not committed.
@@ -535,21 +535,21 @@ class Relay:
             # an acknowledged delivery or a metadata answer stops the unreachable clock.
             by_topic.setdefault(msg.topic(), []).append(msg)  # type: ignore[arg-type]
         for topic, batch in by_topic.items():
-            ns = self.namespaces[topic]
-            if ns.reservoir is not None:
-                ns.reservoir.offer(batch)
+            route = self.routes[topic]
+            if route.reservoir is not None:
+                route.reservoir.offer(batch)
             started = time.perf_counter()
             # A consumed record's headers are always a list of (str, bytes | None) pairs.
             records = cast(Records, [(m.value(), m.headers()) for m in batch])
-            stats = ns.encoder.stats if ns.encoder is not None else None
+            stats = route.encoder.stats if route.encoder is not None else None
             before = (
                 (Counter(stats.outcomes), stats.input_bytes, stats.output_bytes) if stats else None
             )
             try:
-                encoded = ns.transform(records)
+                encoded = route.transform(records)
             except CodecError:
                 self.stats.consumed += len(batch)
-                self._relay_one_by_one(ns, batch, records, started)
+                self._relay_one_by_one(route, batch, records, started)
                 if self._failure is not None:
                     return
                 continue
@@ -558,26 +558,26 @@ class Relay:
                 # The encoder tallied the batch already: its deltas cost nothing per record.
                 outcomes = stats.outcomes.copy()
                 outcomes.subtract(before[0])
-                ns.metrics.observe_counts(
+                route.metrics.observe_counts(
                     outcomes,
                     stats.input_bytes - before[1],
                     stats.output_bytes - before[2],
                     seconds,
                 )
             else:
-                ns.metrics.observe_batch(encoded, seconds)
+                route.metrics.observe_batch(encoded, seconds)
             self.stats.consumed += len(batch)
-            self._produce_batch(ns, topic, batch, encoded)
+            self._produce_batch(route, topic, batch, encoded)
 
     def _produce_batch(
-        self, ns: _Namespace, topic: str, batch: list[Message], encoded: list[Encoded]
+        self, route: _Route, topic: str, batch: list[Message], encoded: list[Encoded]
     ) -> None:
         """Produce a transformed batch in order: `_send` with its per-record lookups hoisted.
 
         This loop runs once per record at the relay's full rate; what is the same for the whole
         batch (the output topic, the partitioning, the callbacks' factory) is looked up once.
         """
-        fast_limit = ns.max_record_bytes - HEADROOM
+        fast_limit = route.max_record_bytes - HEADROOM
         # Positional arguments: confluent-kafka parses keywords with PyArg_ParseTupleAndKeywords,
         # which cost ~1.2 µs of the ~2.6 µs of a produce() call (measured, 113-byte records).
         # The order is the C signature's: topic, value, key, partition, callback, on_delivery
@@ -585,12 +585,12 @@ class Relay:
         produce = cast(Any, self.producer).produce
         sent = self.offsets.sent
         delivery_for = self._delivery_for
-        output, same = ns.output, ns.same_partitions
+        output, same = route.output, route.same_partitions
         for msg, enc in zip(batch, encoded, strict=True):
             if self._failure is not None:
                 return  # nothing after a refused record is produced before it
             if enc.output_bytes > fast_limit:  # near the limit: measure it exactly
-                self._produce_if_it_fits(ns, msg, enc)
+                self._produce_if_it_fits(route, msg, enc)
                 continue
             partition, offset = cast(int, msg.partition()), cast(int, msg.offset())
             ts_type, ts = msg.timestamp()
@@ -601,7 +601,7 @@ class Relay:
                     enc.value,
                     msg.key(),
                     partition if same else PARTITION_ANY,
-                    delivery_for(topic, partition, offset, ns),
+                    delivery_for(topic, partition, offset, route),
                     None,
                     ts if ts_type and ts >= 0 else 0,
                     enc.headers or None,
@@ -611,29 +611,29 @@ class Relay:
                 self.stats.queue_full_waits += 1
                 self.producer.poll(0.1)
                 self.health.beat()
-                self._send(ns, msg, output, enc.value, enc.headers, registered=True)
+                self._send(route, msg, output, enc.value, enc.headers, registered=True)
                 continue
             except KafkaException:
                 # Refused outright: the general path tries once more, then sets it aside or
                 # stops (its offset is counted as sent once, here).
-                self._send(ns, msg, output, enc.value, enc.headers, registered=True)
+                self._send(route, msg, output, enc.value, enc.headers, registered=True)
                 continue
             self.stats.produced += 1
 
-    def _produce_if_it_fits(self, ns: _Namespace, msg: Message, enc: Encoded) -> None:
+    def _produce_if_it_fits(self, route: _Route, msg: Message, enc: Encoded) -> None:
         """Produce `enc`, or set it aside when the output topic would refuse it."""
         size = record_size(msg.key(), enc.value, enc.headers)
-        if size > ns.max_record_bytes:
+        if size > route.max_record_bytes:
             too_large = RecordTooLarge(
-                f"{size} bytes encoded, above the {ns.max_record_bytes} bytes {ns.output} and "
-                "the producer accept"
+                f"{size} bytes encoded, above the {route.max_record_bytes} bytes {route.output} "
+                "and the producer accept"
             )
-            self._set_aside(ns, msg, "produce", too_large)
+            self._set_aside(route, msg, "produce", too_large)
         else:
-            self._produce(ns, msg, enc.value, enc.headers)
+            self._produce(route, msg, enc.value, enc.headers)
 
     def _relay_one_by_one(
-        self, ns: _Namespace, batch: list[Message], records: Records, started: float
+        self, route: _Route, batch: list[Message], records: Records, started: float
     ) -> None:
         """The batch failed to transform: do it record by record, setting the bad ones aside.
 
@@ -641,55 +641,55 @@ class Relay:
         are still produced (and committed once acknowledged), nothing from it on is, so a restart
         after the cause is fixed resumes exactly there.
         """
-        stage = "encode" if ns.encoder is not None else "decode"
+        stage = "encode" if route.encoder is not None else "decode"
         done: list[Encoded] = []
         for msg, record in zip(batch, records, strict=True):
             if self._failure is not None:
                 break
             try:
-                (enc,) = ns.transform([record])
+                (enc,) = route.transform([record])
             except CodecError as exc:
-                self._set_aside(ns, msg, stage, exc)
+                self._set_aside(route, msg, stage, exc)
                 continue
             done.append(enc)
-            self._produce_if_it_fits(ns, msg, enc)
+            self._produce_if_it_fits(route, msg, enc)
         if done:
-            ns.metrics.observe_batch(done, time.perf_counter() - started)
+            route.metrics.observe_batch(done, time.perf_counter() - started)
 
-    def _set_aside(self, ns: _Namespace, msg: Message, stage: str, error: Exception) -> None:
+    def _set_aside(self, route: _Route, msg: Message, stage: str, error: Exception) -> None:
         """A record that cannot be processed: to the dead-letter topic, or stop before it."""
         topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
         assert topic is not None and partition is not None and offset is not None
         where = f"{topic}[{partition}]@{offset}"
-        if ns.dead_letter is None:
+        if route.dead_letter is None:
             self.fail(
                 f"cannot {stage} {where}: {type(error).__name__}: {error}; nothing from it on is "
                 "committed (ZDICT_RELAY__DEAD_LETTER_TOPIC sets such records aside instead)"
             )
             return
         headers = [*(msg.headers() or []), *error_headers(topic, partition, offset, stage, error)]
-        ns.metrics.dead_letter(stage)
+        route.metrics.dead_letter(stage)
         self.stats.dead_letters += 1
         now = self.clock()
-        if now - ns.dead_letter_logged >= DEAD_LETTER_LOG_INTERVAL:
-            ns.dead_letter_logged = now
+        if now - route.dead_letter_logged >= DEAD_LETTER_LOG_INTERVAL:
+            route.dead_letter_logged = now
             log.warning(
                 "record_set_aside",
                 record=where,
                 stage=stage,
                 error_class=type(error).__name__,
                 error=str(error)[:300],
-                dead_letter_topic=ns.dead_letter,
+                dead_letter_topic=route.dead_letter,
                 set_aside_so_far=self.stats.dead_letters,
             )
-        self._send(ns, msg, ns.dead_letter, msg.value(), headers, dead_letter=True)
+        self._send(route, msg, route.dead_letter, msg.value(), headers, dead_letter=True)
 
-    def _produce(self, ns: _Namespace, msg: Message, value: bytes | None, headers: Any) -> None:
-        self._send(ns, msg, ns.output, value, headers)
+    def _produce(self, route: _Route, msg: Message, value: bytes | None, headers: Any) -> None:
+        self._send(route, msg, route.output, value, headers)
 
     def _send(
         self,
-        ns: _Namespace,
+        route: _Route,
         msg: Message,
         target: str,
         value: bytes | None,
@@ -709,11 +709,11 @@ class Relay:
             "key": msg.key(),
             "value": value,
             "headers": headers or None,
-            "on_delivery": self._delivery_for(topic, partition, offset, ns),
+            "on_delivery": self._delivery_for(topic, partition, offset, route),
         }
         if ts_type and ts >= 0:
             kwargs["timestamp"] = ts
-        if ns.same_partitions and not dead_letter:
+        if route.same_partitions and not dead_letter:
             kwargs["partition"] = partition
         if not registered:
             self.offsets.sent(topic, partition, offset)
@@ -724,9 +724,9 @@ class Relay:
             except KafkaException as exc:  # refused outright, e.g. larger than message.max.bytes
                 error: KafkaError = exc.args[0]
                 self.metrics.produce_error(error.name())
-                if not dead_letter and ns.dead_letter is not None and not error.retriable():
+                if not dead_letter and route.dead_letter is not None and not error.retriable():
                     self.offsets.acked(topic, partition, offset)  # the dead letter replaces it
-                    self._set_aside(ns, msg, "produce", exc)
+                    self._set_aside(route, msg, "produce", exc)
                     return
                 self.fail(
                     f"cannot produce {topic}[{partition}]@{offset} to {target}: "
@@ -741,45 +741,45 @@ class Relay:
         self.stats.produced += 1
 
     def _refresh_encoders(self) -> None:
-        for ns in self.namespaces.values():
-            if ns.encoder is None:
+        for route in self.routes.values():
+            if route.encoder is None:
                 continue  # decoding: every id resolves through the decoder, nothing to switch
             try:
-                active = self.store.active_id(ns.topic)
+                active = self.store.active_id(route.topic)
             except ZdictError as exc:
-                log.error("dictionary_check_failed", namespace=ns.topic, error=str(exc))
+                log.error("dictionary_check_failed", namespace=route.topic, error=str(exc))
                 continue
-            if active != ns.active_id:
+            if active != route.active_id:
                 try:
                     assert self._encoder_factory is not None
-                    ns.encoder = self._encoder_factory(self.store, ns.topic)
-                    ns.transform = ns.encoder.encode_batch
+                    route.encoder = self._encoder_factory(self.store, route.topic)
+                    route.transform = route.encoder.encode_batch
                 except ZdictError as exc:  # keep the current encoder rather than stop
-                    log.error("dictionary_load_failed", namespace=ns.topic, error=str(exc))
-                    ns.active_id = active
+                    log.error("dictionary_load_failed", namespace=route.topic, error=str(exc))
+                    route.active_id = active
                     continue
-                ns.active_id = active
-                self._announce_encoder(ns)
+                route.active_id = active
+                self._announce_encoder(route)
 
-    def _announce_encoder(self, ns: _Namespace) -> None:
-        assert ns.encoder is not None
-        dictionary = ns.encoder.dictionary
-        self.metrics.set_dictionary(ns.topic, dictionary)
+    def _announce_encoder(self, route: _Route) -> None:
+        assert route.encoder is not None
+        dictionary = route.encoder.dictionary
+        self.metrics.set_dictionary(route.topic, dictionary)
         if dictionary is None:
             log.warning(
                 "no_dictionary",
-                namespace=ns.topic,
+                namespace=route.topic,
                 detail="compressing without a dictionary (zd=0) where that still shrinks; "
                 "train one with `zdict-sidecar train`",
             )
         else:
             log.info(
                 "dictionary_loaded",
-                namespace=ns.topic,
+                namespace=route.topic,
                 dict_id=dictionary.id,
                 version=dictionary.meta.version,
                 heldout_ratio=dictionary.meta.heldout_ratio,
-                level=ns.encoder.level,
+                level=route.encoder.level,
             )
 
     def _shutdown(self) -> None:

@@ -19,15 +19,14 @@ from typing import Any, BinaryIO, Final, cast
 from confluent_kafka import (
     OFFSET_BEGINNING,
     OFFSET_END,
-    KafkaError,
     KafkaException,
     Message,
     TopicPartition,
 )
 
 from sidecar.codec import Decoder
-from sidecar.errors import CodecError, InputError
-from sidecar.kafka import KafkaUnavailable, make_admin, make_reader, partition_counts
+from sidecar.errors import CodecError, InputError, KafkaUnavailable
+from sidecar.kafka import is_partition_eof, make_admin, make_reader, partition_counts
 
 #: Seconds without a new record after which `--exit` treats a partition as read to its end.
 IDLE_EXIT: Final = 2.0
@@ -162,7 +161,7 @@ def cat(
             for msg in messages:
                 err = msg.error()
                 if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
+                    if is_partition_eof(err):
                         continue
                     raise KafkaUnavailable(f"reading {options.topic}: {err.str()}")
                 last_record = time.monotonic()

@@ -24,11 +24,11 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any, Final, cast
 
-from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka import KafkaException, Message, TopicPartition
 
 from sidecar.codec import Decoder
-from sidecar.errors import CodecError, InputError
-from sidecar.kafka import KafkaUnavailable, make_admin, make_reader, partition_counts
+from sidecar.errors import CodecError, InputError, KafkaUnavailable
+from sidecar.kafka import is_partition_eof, make_admin, make_reader, partition_counts
 
 #: Seconds without a new record after which a partition counts as read to its end.
 IDLE_END: Final = 5.0
@@ -100,7 +100,7 @@ def _read(settings: Any, topic: str, partitions: int) -> Iterator[Message]:
             for msg in messages:
                 err = msg.error()
                 if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
+                    if is_partition_eof(err):
                         continue
                     raise KafkaUnavailable(f"reading {topic}: {err.str()}")
                 partition, offset = msg.partition(), msg.offset()

@@ -3,8 +3,8 @@ training, drift, one trainer per namespace, the registry topic, rollback and dec
 only the registry.
 
 Every sidecar is a real `python -m sidecar` process; the registry is a real topic of the test's
-own; the output is read back and decoded by a fresh `Decoder.from_registry` that shares no files
-with the sidecars. Figures are printed (run with ``-s``).
+own; the output is read back and decoded by a fresh `Decoder` over `RegistryResolver.connect`,
+which shares no files with the sidecars. Figures are printed (run with ``-s``).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # public, but
 
 from sidecar.codec import Decoder, header_cost
 from sidecar.dictionaries.model import build_dictionary
-from sidecar.dictionaries.registry import Registry
+from sidecar.dictionaries.registry import Registry, RegistryResolver
 
 from .launch import RunCli, StartSidecar
 from .matching import match_output
@@ -102,7 +102,7 @@ def registry_decoder(kafka_bootstrap: str, registry_topic: str) -> Iterator[Call
     made: list[Decoder] = []
 
     def make() -> Decoder:
-        decoder = Decoder.from_registry(kafka_bootstrap, topic=registry_topic)
+        decoder = Decoder(RegistryResolver.connect(kafka_bootstrap, topic=registry_topic))
         made.append(decoder)
         return decoder
 

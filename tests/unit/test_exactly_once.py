@@ -15,10 +15,9 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from sidecar.config import load_settings
-from sidecar.errors import ConfigError
+from sidecar.errors import ConfigError, RelayFailed, TransactionHung
 from sidecar.kafka import producer_config
-from sidecar.relay.exactly_once import TransactionalRelay, TransactionHung
-from sidecar.relay.loop import RelayFailed
+from sidecar.relay.exactly_once import TransactionalRelay
 from tests.unit.test_relay_failures import Clock, deliveries, make_relay, record
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from concurrent.futures import Future
 from types import SimpleNamespace
 from typing import Any
@@ -11,11 +12,19 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from sidecar.config import load_settings
-from sidecar.errors import ConfigError
+from sidecar.errors import ConfigError, KafkaUnavailable
 from sidecar.kafka import (
-    KafkaUnavailable,
     Refusals,
     consumer_config,
+    is_all_brokers_down,
+    is_authentication,
+    is_max_poll_exceeded,
+    is_no_offset,
+    is_partition_eof,
+    is_topic_already_exists,
+    is_topic_settling,
+    is_unknown_topic,
+    make_writer,
     max_message_bytes,
     partition_counts,
     producer_config,
@@ -165,3 +174,56 @@ def test_a_topic_that_stays_unknown_fails_after_the_timeout_naming_it() -> None:
     admin = _NewTopicAdmin(unknown_for=1_000_000)
     with pytest.raises(KafkaUnavailable, match="cannot read the settings of out"):
         max_message_bytes(admin, ["out"], timeout=0.5)
+
+
+@pytest.mark.parametrize(
+    ("predicate", "codes"),
+    [
+        (is_partition_eof, {KafkaError._PARTITION_EOF}),
+        (is_all_brokers_down, {KafkaError._ALL_BROKERS_DOWN}),
+        (is_authentication, {KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED}),
+        (is_no_offset, {KafkaError._NO_OFFSET}),
+        (is_max_poll_exceeded, {KafkaError._MAX_POLL_EXCEEDED}),
+        (is_unknown_topic, {KafkaError.UNKNOWN_TOPIC_OR_PART}),
+        (is_topic_already_exists, {KafkaError.TOPIC_ALREADY_EXISTS}),
+        (
+            is_topic_settling,
+            {
+                KafkaError._UNKNOWN_PARTITION,
+                KafkaError._UNKNOWN_TOPIC,
+                KafkaError.UNKNOWN_TOPIC_OR_PART,
+                KafkaError.LEADER_NOT_AVAILABLE,
+                KafkaError.NOT_LEADER_FOR_PARTITION,
+            },
+        ),
+    ],
+)
+def test_each_error_predicate_says_yes_to_its_codes_only(
+    predicate: Callable[[KafkaError], bool], codes: set[int]
+) -> None:
+    others = {
+        KafkaError._PARTITION_EOF,
+        KafkaError._ALL_BROKERS_DOWN,
+        KafkaError._AUTHENTICATION,
+        KafkaError._NO_OFFSET,
+        KafkaError._MAX_POLL_EXCEEDED,
+        KafkaError._TRANSPORT,
+        KafkaError._MSG_TIMED_OUT,
+        KafkaError._SSL,
+        KafkaError.TOPIC_ALREADY_EXISTS,
+        KafkaError.UNKNOWN_TOPIC_OR_PART,
+    } - codes
+    assert all(predicate(KafkaError(code)) for code in codes)
+    assert not any(predicate(KafkaError(code)) for code in others)
+
+
+def test_a_writer_takes_the_user_producer_settings_and_names_itself_when_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("ZDICT_KAFKA__BOOTSTRAP_SERVERS", "localhost:1")
+    settings = load_settings()
+    writer = make_writer(settings, "registry", {"linger.ms": "0"})
+    writer.flush(0)
+    monkeypatch.setenv("ZDICT_PRODUCER__NO_SUCH_PROPERTY", "1")
+    with pytest.raises(ConfigError, match="the registry producer refused its settings"):
+        make_writer(load_settings(), "registry", {"linger.ms": "0"})

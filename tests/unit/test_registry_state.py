@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime
 
 import pytest
 
+from sidecar.codec import Decoder, Encoder
 from sidecar.dictionaries import Dictionary
 from sidecar.dictionaries.model import MIN_DICT_ID, TrainingSample, build_dictionary, with_new_id
 from sidecar.dictionaries.registry import (
@@ -14,6 +16,8 @@ from sidecar.dictionaries.registry import (
     Activation,
     DictionaryAdded,
     Ignored,
+    Registry,
+    RegistryResolver,
     RegistryState,
     TrainingRecorded,
     activation_record,
@@ -21,7 +25,7 @@ from sidecar.dictionaries.registry import (
     dictionary_record,
     training_record,
 )
-from sidecar.errors import RegistryError
+from sidecar.errors import RegistryError, UnknownDictionary
 
 
 def make(trained_bytes: bytes, namespace: str = "orders", dict_id: int = MIN_DICT_ID) -> Dictionary:
@@ -133,3 +137,54 @@ def test_the_latest_training_run_per_namespace_is_kept() -> None:
     event = state.apply(1, *training_record("orders", {"decision": "promoted"}))
     assert isinstance(event, TrainingRecorded)
     assert state.trainings["orders"] == {"decision": "promoted"}
+
+
+class _ReadRegistry:
+    """What `Registry.connect` returns, without Kafka: a state read already, and `close`."""
+
+    def __init__(self, *dictionaries: Dictionary) -> None:
+        self.topic = "_zdict_dictionaries"
+        self.state = RegistryState()
+        for offset, dictionary in enumerate(dictionaries):
+            self.state.apply(offset, *dictionary_record(dictionary))
+        self.refreshes = 0
+        self.closed = False
+
+    def refresh(self, timeout: float | None = None) -> list[object]:
+        self.refreshes += 1
+        return []
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_a_decoder_on_a_connected_registry_resolver_decodes_and_closes_the_registry(
+    monkeypatch: pytest.MonkeyPatch, trained_bytes: bytes, events: list[bytes]
+) -> None:
+    dictionary = make(trained_bytes)
+    registry = _ReadRegistry(dictionary)
+    connected: list[tuple[str | None, str, Mapping[str, str] | None]] = []
+
+    def connect(
+        bootstrap: str | None = None,
+        *,
+        topic: str,
+        properties: Mapping[str, str] | None = None,
+    ) -> _ReadRegistry:
+        connected.append((bootstrap, topic, properties))
+        return registry
+
+    monkeypatch.setattr(Registry, "connect", connect)
+    value, headers = Encoder(dictionary).encode(events[0])
+    assert headers  # compressed: the decoder has to find the dictionary
+    resolver = RegistryResolver.connect(
+        "kafka:9092", topic="_reg", follow_interval=None, security_protocol="SASL_SSL"
+    )
+    with Decoder(resolver) as decoder:
+        assert decoder.decode(value, headers) == events[0]
+        with pytest.raises(UnknownDictionary, match="not in registry topic"):
+            resolver.get(dictionary.id + 1)
+        assert registry.refreshes == 1  # an unknown id reads the registry again first
+        assert not registry.closed
+    assert connected == [("kafka:9092", "_reg", {"security_protocol": "SASL_SSL"})]
+    assert registry.closed

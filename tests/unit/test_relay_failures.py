@@ -17,9 +17,10 @@ from structlog.testing import capture_logs
 
 from sidecar.codec import Encoder
 from sidecar.dictionaries import DictionaryStore
+from sidecar.errors import RelayFailed
 from sidecar.health import Health
 from sidecar.metrics import Metrics
-from sidecar.relay.loop import Relay, RelayFailed
+from sidecar.relay.loop import Relay
 
 
 class Clock:

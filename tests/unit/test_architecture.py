@@ -1,0 +1,325 @@
+"""The package's shape, checked: no import cycles, and the pure logic stays free of Kafka.
+
+The module graph is read from the source (AST), so every import statement counts: module level,
+inside functions (lazy imports) and under `if TYPE_CHECKING:`. An import of `a.b.c` is an edge to
+the deepest of `a.b.c`, `a.b`, `a` that is a module of the package, and to the `__init__` of every
+package above it: importing a submodule runs its parents first. The packages that contain the
+importing module itself are left out of those implicit edges, because Python has initialised them
+before the module runs (an explicit `from package import name` still counts).
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+import pytest
+
+import sidecar
+from sidecar import errors
+
+Graph = dict[str, set[str]]
+
+PACKAGE_DIR = Path(sidecar.__file__).parent
+
+#: The pure logic: the wire format, training and its decision, the dictionary model, the schedule.
+PURE = (
+    "sidecar.codec",
+    "sidecar.dictionaries.training",
+    "sidecar.dictionaries.model",
+    "sidecar.dictionaries.schedule",
+)
+#: What the pure logic must not reach, directly or through other modules of the package.
+KAFKA_SIDE = (
+    "sidecar.kafka",
+    "sidecar.relay",
+    "sidecar.service",
+    "sidecar.dictionaries.registry",
+)
+
+
+def modules_of(package_dir: Path) -> dict[str, Path]:
+    """Every module of the package in `package_dir`, by dotted name (a package by its own)."""
+    found: dict[str, Path] = {}
+    for path in sorted(package_dir.rglob("*.py")):
+        parts = [package_dir.name, *path.relative_to(package_dir).with_suffix("").parts]
+        if parts[-1] == "__init__":
+            parts.pop()
+        found[".".join(parts)] = path
+    return found
+
+
+def imported_names(module: str, path: Path) -> Iterator[str]:
+    """Every dotted name an import statement anywhere in the module may load."""
+    is_package = path.name == "__init__.py"
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                here = module.split(".") if is_package else module.split(".")[:-1]
+                anchor = here[: len(here) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            yield base
+            # `from package import name` loads the submodule `name` when there is one.
+            yield from (f"{base}.{alias.name}" for alias in node.names if alias.name != "*")
+
+
+def deepest_module(name: str, modules: Mapping[str, Path]) -> str | None:
+    parts = name.split(".")
+    for end in range(len(parts), 0, -1):
+        candidate = ".".join(parts[:end])
+        if candidate in modules:
+            return candidate
+    return None
+
+
+def parents(module: str) -> list[str]:
+    """The packages above `module`, outermost first."""
+    parts = module.split(".")
+    return [".".join(parts[:end]) for end in range(1, len(parts))]
+
+
+def import_graph(package_dir: Path) -> Graph:
+    """Module -> the modules of the same package that importing it runs (see the module doc)."""
+    modules = modules_of(package_dir)
+    graph: Graph = {name: set() for name in modules}
+    for module, path in modules.items():
+        own = set(parents(module))
+        for name in imported_names(module, path):
+            target = deepest_module(name, modules)
+            if target is None:
+                continue
+            graph[module].add(target)
+            graph[module].update(p for p in parents(target) if p not in own)
+    for module, targets in graph.items():
+        targets.discard(module)  # `from package import submodule` inside the package itself
+    return graph
+
+
+def third_party_imports(package_dir: Path) -> dict[str, set[str]]:
+    """Module -> the top-level names of what it imports from outside the package."""
+    modules = modules_of(package_dir)
+    return {
+        module: {
+            name.split(".")[0]
+            for name in imported_names(module, path)
+            if name and deepest_module(name, modules) is None
+        }
+        for module, path in modules.items()
+    }
+
+
+def cycles(graph: Graph) -> list[list[str]]:
+    """One cycle per strongly connected component with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for successor in sorted(graph.get(node, ())):
+            if successor not in index:
+                visit(successor)
+                low[node] = min(low[node], low[successor])
+            elif successor in on_stack:
+                low[node] = min(low[node], index[successor])
+        if low[node] == index[node]:
+            component: list[str] = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                components.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return [_cycle_through(component, graph) for component in components]
+
+
+def _cycle_through(component: list[str], graph: Graph) -> list[str]:
+    """A shortest path from the component's first module back to itself, within the component."""
+    start, members = component[0], set(component)
+    paths = {start: [start]}
+    frontier = [start]
+    while frontier:
+        next_frontier: list[str] = []
+        for node in frontier:
+            for successor in sorted(graph[node] & members):
+                if successor == start:
+                    return [*paths[node], start]
+                if successor not in paths:
+                    paths[successor] = [*paths[node], successor]
+                    next_frontier.append(successor)
+        frontier = next_frontier
+    raise AssertionError(f"no cycle through {start} in {component}")  # Tarjan says there is one
+
+
+def reach(graph: Graph, start: str) -> dict[str, list[str]]:
+    """Every module importing `start` runs, with one import path to it."""
+    paths = {start: [start]}
+    frontier = [start]
+    while frontier:
+        node = frontier.pop()
+        for successor in sorted(graph[node]):
+            if successor not in paths:
+                paths[successor] = [*paths[node], successor]
+                frontier.append(successor)
+    return paths
+
+
+def _in(module: str, area: str) -> bool:
+    return module == area or module.startswith(area + ".")
+
+
+# -- the package ---------------------------------------------------------------------------------
+
+
+def test_no_import_cycles_inside_the_package_lazy_imports_included() -> None:
+    found = cycles(import_graph(PACKAGE_DIR))
+    assert not found, "import cycles:\n" + "\n".join(" -> ".join(c) for c in found)
+
+
+@pytest.mark.parametrize("module", PURE)
+def test_the_pure_logic_reaches_neither_kafka_nor_the_relay(module: str) -> None:
+    graph = import_graph(PACKAGE_DIR)
+    paths = reach(graph, module)
+    bad = [" -> ".join(path) for m, path in paths.items() if any(_in(m, a) for a in KAFKA_SIDE)]
+    assert not bad, f"{module} reaches the Kafka side:\n" + "\n".join(bad)
+    external = third_party_imports(PACKAGE_DIR)
+    kafka = [" -> ".join(path) for m, path in paths.items() if "confluent_kafka" in external[m]]
+    assert not kafka, f"{module} reaches confluent_kafka:\n" + "\n".join(kafka)
+
+
+def test_importing_the_codec_loads_no_kafka_client() -> None:
+    """What a consumer that only decodes pays: no Kafka client (checked in a fresh interpreter)."""
+    probe = "import sys, sidecar.codec; print(sorted(m for m in sys.modules if 'kafka' in m))"
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    loaded = result.stdout.strip()
+    assert loaded == "[]", f"import sidecar.codec loaded {loaded}"
+
+
+def test_every_exception_of_the_package_is_defined_in_errors() -> None:
+    """One exception tree, in one module (`sidecar.errors`), that callers can read at a glance."""
+    elsewhere = [
+        f"{module}.{name}"
+        for module in modules_of(PACKAGE_DIR)
+        if not module.endswith(".__main__")  # importing it runs the CLI
+        for name, value in vars(importlib.import_module(module)).items()
+        if inspect.isclass(value)
+        and issubclass(value, BaseException)
+        and value.__module__ == module != errors.__name__
+    ]
+    assert not elsewhere, f"exceptions outside sidecar.errors: {elsewhere}"
+    assert errors.TransactionHung.__mro__[1:4] == (
+        errors.ClientHung,
+        errors.RelayFailed,
+        errors.ZdictError,
+    )
+
+
+KAFKA_CLIENTS = frozenset({"Producer", "Consumer", "AdminClient"})
+
+
+def _outside_kafka_module() -> Iterator[tuple[str, ast.AST]]:
+    for module, path in modules_of(PACKAGE_DIR).items():
+        if module != "sidecar.kafka":
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                yield module, node
+
+
+def _name(node: ast.expr) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    return node.attr if isinstance(node, ast.Attribute) else None
+
+
+def test_kafka_clients_are_built_in_the_kafka_module_only() -> None:
+    """One place sets the clients' properties (and their guarantees): `sidecar.kafka`."""
+    built = [
+        f"{module}:{node.lineno}"
+        for module, node in _outside_kafka_module()
+        if (isinstance(node, ast.Call) and _name(node.func) in KAFKA_CLIENTS)
+        or (isinstance(node, ast.ClassDef) and any(_name(b) in KAFKA_CLIENTS for b in node.bases))
+    ]
+    assert not built, f"Kafka clients built outside sidecar.kafka: {built}"
+
+
+def test_kafka_error_codes_are_read_in_the_kafka_module_only() -> None:
+    """librdkafka's codes (its own are private, `KafkaError._…`) are classified in one place."""
+    read = [
+        f"{module}:{node.lineno} KafkaError.{node.attr}"
+        for module, node in _outside_kafka_module()
+        if isinstance(node, ast.Attribute) and _name(node.value) == "KafkaError"
+    ]
+    assert not read, f"KafkaError codes read outside sidecar.kafka: {read}"
+
+
+# -- the checker itself, on a package made for it ------------------------------------------------
+
+
+def _package(root: Path, files: Mapping[str, str]) -> Path:
+    for relative, source in files.items():
+        path = root / "pkg" / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(source))
+    return root / "pkg"
+
+
+def test_the_checker_sees_lazy_type_checking_and_relative_imports(tmp_path: Path) -> None:
+    package = _package(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "a.py": """
+                def later() -> None:
+                    from pkg.sub import b
+            """,
+            "sub/__init__.py": "",
+            "sub/b.py": """
+                from typing import TYPE_CHECKING
+                if TYPE_CHECKING:
+                    from ..c import Thing
+            """,
+            "c.py": "from . import a\n",
+        },
+    )
+    assert cycles(import_graph(package)) == [["pkg.a", "pkg.sub.b", "pkg.c", "pkg.a"]]
+
+
+def test_the_checker_counts_parent_packages_but_not_the_importers_own(tmp_path: Path) -> None:
+    package = _package(
+        tmp_path,
+        {
+            "__init__.py": "",
+            # A package that re-exports its modules, which import each other: not a cycle.
+            "sub/__init__.py": "from pkg.sub.model import Model\nfrom pkg.sub.store import Store\n",
+            "sub/model.py": "class Model: ...\n",
+            "sub/store.py": "from pkg.sub.model import Model\n",
+            # Importing pkg.sub.model runs pkg/sub/__init__, which imports pkg.x: a cycle.
+            "x.py": "import pkg.sub.model\n",
+        },
+    )
+    graph = import_graph(package)
+    assert graph["pkg.x"] == {"pkg.sub", "pkg.sub.model"}
+    assert graph["pkg.sub.store"] == {"pkg.sub.model"}
+    assert cycles(graph) == []
+    (package / "sub" / "model.py").write_text("import pkg.x\n")
+    assert cycles(import_graph(package)) == [["pkg.sub", "pkg.sub.model", "pkg.x", "pkg.sub"]]
