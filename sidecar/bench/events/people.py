@@ -131,6 +131,7 @@ def _br_apartment(rnd: Rnd) -> str | None:
     return f"apto {1 + int(rnd() * 20)}{int(rnd() * 4) + 1}" if rnd() < 0.35 else None
 
 
+#: The countries customers live in, with their vocabularies and formats.
 COUNTRIES: tuple[Country, ...] = (
     Country(
         "US",
@@ -292,6 +293,7 @@ COUNTRIES: tuple[Country, ...] = (
         _no_apartment,
     ),
 )
+#: Where a customer lives: an index into `COUNTRIES`, the US most often.
 COUNTRY = Distribution(
     [str(i) for i in range(len(COUNTRIES))], [30.0, 16.0, 12.0, 9.0, 7.0, 6.0, 4.0, 5.0, 3.0]
 )

@@ -22,6 +22,7 @@ from sidecar.bench.events.web import EXTERNAL_REFERRER, SEARCH_TERM
 
 __all__ = ["product_viewed_events"]
 
+# The cents a shelf price ends in, chosen by product id: …99 most often.
 _PRICE_ENDINGS = (99, 99, 99, 95, 90, 49, 0, 0)
 
 # Markets: (country, locale, currency, USD→currency factor, whole-unit prices?), with weights.
