@@ -32,7 +32,7 @@ tools:
 
 ## dashboard: regenerate the Grafana dashboard and the Kubernetes PrometheusRule from their code
 dashboard: $(STAMP)
-	$(BIN)/python deploy/generate.py
+	$(BIN)/python -m deploy.monitoring
 
 ## demo: a local broker, events at 5,000/s through the sidecar for a minute: it trains a first
 ## dictionary, retrains after a schema change; then what it saved, decoded back from the registry

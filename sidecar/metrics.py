@@ -318,7 +318,26 @@ class Metrics:
 
     def __init__(self, registry: CollectorRegistry) -> None:
         self.registry = registry
-        reg = registry
+        self._define_relay(registry)
+        self._define_delivery(registry)
+        self._define_dictionaries(registry)
+        self._define_training(registry)
+        self._define_process(registry)
+
+        self._lock = threading.Lock()
+        self._namespaces: dict[str, NamespaceMetrics] = {}
+        self._lag: dict[tuple[str, int], Gauge] = {}
+        self._produce_errors: dict[str, Counter] = {}
+        self._commits = {
+            COMMIT_OK: self.commits.labels(COMMIT_OK),
+            COMMIT_FAILED: self.commits.labels(COMMIT_FAILED),
+        }
+        self.assigned_partitions.set(0)
+
+    # -- definitions, one group each -----------------------------------------------------------
+
+    def _define_relay(self, reg: CollectorRegistry) -> None:
+        """What the relay does with records: outcomes, bytes in and out, encode time, latency."""
         self.messages = Counter(
             "zdict_messages",
             "Records handled, by what the encoder did with the value (codec Outcome).",
@@ -351,6 +370,15 @@ class Metrics:
             buckets=RELAY_LATENCY_BUCKETS,
             registry=reg,
         )
+        self.dead_letters = Counter(
+            "zdict_dead_letters",
+            "Records set aside to the dead-letter topic, by the stage that could not process them.",
+            ("namespace", "stage"),
+            registry=reg,
+        )
+
+    def _define_delivery(self, reg: CollectorRegistry) -> None:
+        """The Kafka side: deliveries, commits, transactions, lag and assigned partitions."""
         self.produce_errors = Counter(
             "zdict_produce_errors",
             "Records the producer failed to deliver, by error name.",
@@ -363,6 +391,14 @@ class Metrics:
             ("result",),
             registry=reg,
         )
+        self.transactions = Counter(
+            "zdict_transactions",
+            "Transactions of the exactly-once mode, by result (committed, aborted).",
+            ("result",),
+            registry=reg,
+        )
+        for result in ("committed", "aborted"):
+            self.transactions.labels(result)
         self.consumer_lag = Gauge(
             "zdict_consumer_lag_messages",
             "Messages between the consumer position and the high watermark, per input partition.",
@@ -374,6 +410,9 @@ class Metrics:
             "Input partitions currently assigned to this process.",
             registry=reg,
         )
+
+    def _define_dictionaries(self, reg: CollectorRegistry) -> None:
+        """The active dictionary of each namespace, and publications to the registry topic."""
         self.dictionary_info = Info(
             "zdict_dictionary",
             "The active dictionary of each namespace (dict_id 0: compressing without one).",
@@ -392,6 +431,17 @@ class Metrics:
             ("namespace",),
             registry=reg,
         )
+        self.registry_publish = Counter(
+            "zdict_registry_publish",
+            "Dictionaries and activations published to the registry topic, by result.",
+            ("result",),
+            registry=reg,
+        )
+        for result in (COMMIT_OK, COMMIT_FAILED):
+            self.registry_publish.labels(result)
+
+    def _define_training(self, reg: CollectorRegistry) -> None:
+        """Training runs and their triggers, the trainer role, the drift window, the reservoir."""
         self.training_runs = Counter(
             "zdict_training_runs",
             "Training runs, by result (promoted, rejected, failed).",
@@ -441,28 +491,9 @@ class Metrics:
             ("namespace",),
             registry=reg,
         )
-        self.registry_publish = Counter(
-            "zdict_registry_publish",
-            "Dictionaries and activations published to the registry topic, by result.",
-            ("result",),
-            registry=reg,
-        )
-        for result in (COMMIT_OK, COMMIT_FAILED):
-            self.registry_publish.labels(result)
-        self.dead_letters = Counter(
-            "zdict_dead_letters",
-            "Records set aside to the dead-letter topic, by the stage that could not process them.",
-            ("namespace", "stage"),
-            registry=reg,
-        )
-        self.transactions = Counter(
-            "zdict_transactions",
-            "Transactions of the exactly-once mode, by result (committed, aborted).",
-            ("result",),
-            registry=reg,
-        )
-        for result in ("committed", "aborted"):
-            self.transactions.labels(result)
+
+    def _define_process(self, reg: CollectorRegistry) -> None:
+        """The build's versions and the standard process metrics."""
         self.build = Info(
             "zdict_build", "Versions of zdict-sidecar and its libraries.", registry=reg
         )
@@ -470,16 +501,6 @@ class Metrics:
         # The process's own registry has no default collectors; restarts (a failed delivery
         # exits the relay) are only visible through process_start_time_seconds.
         ProcessCollector(registry=reg)
-
-        self._lock = threading.Lock()
-        self._namespaces: dict[str, NamespaceMetrics] = {}
-        self._lag: dict[tuple[str, int], Gauge] = {}
-        self._produce_errors: dict[str, Counter] = {}
-        self._commits = {
-            COMMIT_OK: self.commits.labels(COMMIT_OK),
-            COMMIT_FAILED: self.commits.labels(COMMIT_FAILED),
-        }
-        self.assigned_partitions.set(0)
 
     # -- per namespace -------------------------------------------------------------------------
 

@@ -7,18 +7,19 @@ fail, never skip, when it is missing.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 import subprocess
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 import yaml
 from prometheus_client import CollectorRegistry, generate_latest
 
+from deploy.monitoring import PROMETHEUS_RULE_PATH
+from deploy.monitoring.dashboard import dashboard_json
+from deploy.monitoring.prometheus_rule import prometheus_rule_yaml
 from sidecar.metrics import Metrics
 from tests.promql import (
     dashboard_queries,
@@ -37,14 +38,6 @@ DEPLOY = ROOT / "deploy"
 PROMETHEUS = DEPLOY / "prometheus"
 DASHBOARD = DEPLOY / "grafana" / "dashboards" / "zdict-sidecar.json"
 RULE_FILES = (PROMETHEUS / "rules.yml", PROMETHEUS / "alerts.yml")
-
-
-def _generator() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("deploy_generate", DEPLOY / "generate.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _dashboard() -> dict[str, Any]:
@@ -66,14 +59,11 @@ def _promtool() -> str:
 
 
 def test_the_committed_dashboard_is_what_the_generator_writes() -> None:
-    assert DASHBOARD.read_text() == _generator().dashboard_json(), "run `make dashboard`"
+    assert DASHBOARD.read_text() == dashboard_json(), "run `make dashboard`"
 
 
 def test_the_committed_prometheus_rule_is_what_the_generator_writes() -> None:
-    generator = _generator()
-    assert generator.PROMETHEUS_RULE_PATH.read_text() == generator.prometheus_rule_yaml(), (
-        "run `make dashboard`"
-    )
+    assert PROMETHEUS_RULE_PATH.read_text() == prometheus_rule_yaml(), "run `make dashboard`"
 
 
 def test_the_prometheus_rule_carries_exactly_the_groups_of_the_rule_files() -> None:

@@ -1,268 +1,48 @@
-#!/usr/bin/env python3
-"""Generate the Grafana dashboard and the Kubernetes PrometheusRule: `make dashboard`.
-
-Writes, from this code and deploy/prometheus/{rules,alerts}.yml:
-
-* deploy/grafana/dashboards/zdict-sidecar.json: the dashboard (uid `zdict-sidecar`, every query
-  on the data source variable `${datasource}`);
-* deploy/k8s/prometheusrule.yaml: the same recording and alert rules for prometheus-operator.
-
-Both outputs are committed; the tests compare them with what this script generates, so edit
-this file (or the rule files) and run `make dashboard`, never the outputs. `--check` exits 1
-when a committed output differs.
-
-Queries use Grafana's `$__rate_interval` for rates, `$__range` for totals over the time range,
-and the variables `$namespace` (multi-value, All = `.*`) and `$job` (the Prometheus jobs that
-scrape a sidecar; process metrics and `up` are filtered by it).
-"""
+"""The dashboard's panels, one function per row (or part of a row), top to bottom."""
 
 from __future__ import annotations
 
-import argparse
-import json
-import sys
-from collections.abc import Sequence
-from pathlib import Path
-from typing import Any
+from collections.abc import Callable
 
-import yaml
-
-DEPLOY = Path(__file__).resolve().parent
-DASHBOARD_PATH = DEPLOY / "grafana" / "dashboards" / "zdict-sidecar.json"
-PROMETHEUS_RULE_PATH = DEPLOY / "k8s" / "prometheusrule.yaml"
-RULE_FILES = (DEPLOY / "prometheus" / "rules.yml", DEPLOY / "prometheus" / "alerts.yml")
-
-DASHBOARD_UID = "zdict-sidecar"
-DS: dict[str, str] = {"type": "prometheus", "uid": "${datasource}"}
-NS = 'namespace=~"$namespace"'
-JOB = 'job=~"$job"'
-RATE = "$__rate_interval"
-#: "Per month" in the savings estimate: 30 days.
-MONTH_SECONDS = 30 * 86_400
-
-Json = dict[str, Any]
-
-#: A value mapping: NaN (no run in the time range, so 0 / 0) reads "no run".
-NO_RUN: Json = {"type": "special", "options": {"match": "nan", "result": {"text": "no run"}}}
-
-
-# -- queries -------------------------------------------------------------------------------------
-
-IN = f"zdict_input_bytes_total{{{NS}}}"
-OUT = f"zdict_output_bytes_total{{{NS}}}"
-MESSAGES = f"zdict_messages_total{{{NS}}}"
-
-
-def _sum_rate(metric: str, window: str = RATE, by: str = "") -> str:
-    grouping = f" by ({by})" if by else ""
-    return f"sum{grouping} (rate({metric}[{window}]))"
-
-
-def _quantile(q: float, histogram: str) -> str:
-    return f"histogram_quantile({q}, sum by (le) (rate({histogram}_bucket{{{NS}}}[{RATE}])))"
-
-
-RATIO = f"{_sum_rate(IN)} / {_sum_rate(OUT)}"
-SAVED_PER_SECOND = f"{_sum_rate(IN)} - {_sum_rate(OUT)}"
-SAVED_IN_RANGE = f"sum(increase({IN}[$__range])) - sum(increase({OUT}[$__range]))"
-SAVED_PER_MONTH = f"({_sum_rate(IN, '1h')} - {_sum_rate(OUT, '1h')}) * {MONTH_SECONDS}"
-PASSED_THROUGH = (
-    f'1 - sum(rate(zdict_messages_total{{{NS}, outcome="compressed"}}[{RATE}])) '
-    f"/ {_sum_rate(MESSAGES)}"
+from deploy.monitoring.queries import (
+    IN,
+    JOB,
+    MESSAGES,
+    NS,
+    OUT,
+    PASSED_THROUGH,
+    RATE,
+    RATIO,
+    SAVED_IN_RANGE,
+    SAVED_PER_MONTH,
+    SAVED_PER_SECOND,
+    quantile,
+    sum_rate,
+)
+from deploy.monitoring.widgets import (
+    NO_RUN,
+    Json,
+    Layout,
+    bargauge,
+    colour_steps,
+    stat,
+    state_timeline,
+    timeseries,
 )
 
 
-# -- panels --------------------------------------------------------------------------------------
-
-
-def target(expr: str, legend: str = "", ref: str = "A", instant: bool = False) -> Json:
-    """One Prometheus query of a panel."""
-    return {
-        "datasource": DS,
-        "expr": expr,
-        "legendFormat": legend or "__auto",
-        "refId": ref,
-        "range": not instant,
-        "instant": instant,
-    }
-
-
-def _targets(queries: Sequence[tuple[str, str]], instant: bool = False) -> list[Json]:
-    return [
-        target(expr, legend, chr(ord("A") + i), instant) for i, (expr, legend) in enumerate(queries)
-    ]
-
-
-def _thresholds(*steps: tuple[float | None, str]) -> Json:
-    return {"mode": "absolute", "steps": [{"color": c, "value": v} for v, c in steps]}
-
-
-def _field_config(unit: str, decimals: int | None = None, **extra: Any) -> Json:
-    defaults: Json = {"unit": unit, "color": {"mode": "palette-classic"}, **extra}
-    if decimals is not None:
-        defaults["decimals"] = decimals
-    return {"defaults": defaults, "overrides": []}
-
-
-def stat(
-    title: str,
-    description: str,
-    queries: Sequence[tuple[str, str]],
-    unit: str,
-    *,
-    decimals: int | None = None,
-    thresholds: Json | None = None,
-    text_mode: str = "auto",
-    instant: bool = False,
-    mappings: list[Json] | None = None,
-) -> Json:
-    """A single-number panel (the last value of each query)."""
-    config = _field_config(unit, decimals, mappings=mappings or [])
-    if thresholds is not None:
-        config["defaults"]["thresholds"] = thresholds
-        config["defaults"]["color"] = {"mode": "thresholds"}
-    return {
-        "type": "stat",
-        "title": title,
-        "description": description,
-        "datasource": DS,
-        "targets": _targets(queries, instant),
-        "fieldConfig": config,
-        "options": {
-            "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
-            "colorMode": "value" if thresholds else "none",
-            "graphMode": "area" if not instant else "none",
-            "textMode": text_mode,
-            "justifyMode": "auto",
-            "orientation": "auto",
-        },
-    }
-
-
-def timeseries(
-    title: str,
-    description: str,
-    queries: Sequence[tuple[str, str]],
-    unit: str,
-    *,
-    stack: bool = False,
-    bars: bool = False,
-    minimum: float | None = None,
-) -> Json:
-    """A graph over the time range."""
-    custom: Json = {
-        "drawStyle": "bars" if bars else "line",
-        "fillOpacity": 60 if stack or bars else 10,
-        "lineWidth": 1,
-        "showPoints": "never",
-        "spanNulls": False,
-        "stacking": {"mode": "normal" if stack else "none", "group": "A"},
-    }
-    config = _field_config(unit, custom=custom)
-    if minimum is not None:
-        config["defaults"]["min"] = minimum
-    return {
-        "type": "timeseries",
-        "title": title,
-        "description": description,
-        "datasource": DS,
-        "targets": _targets(queries),
-        "fieldConfig": config,
-        "options": {
-            "legend": {"displayMode": "list", "placement": "bottom", "showLegend": True},
-            "tooltip": {"mode": "multi", "sort": "desc"},
-        },
-    }
-
-
-def bargauge(title: str, description: str, queries: Sequence[tuple[str, str]], unit: str) -> Json:
-    """Horizontal bars, one per series, of an instant query over the time range."""
-    return {
-        "type": "bargauge",
-        "title": title,
-        "description": description,
-        "datasource": DS,
-        "targets": _targets(queries, instant=True),
-        "fieldConfig": _field_config(unit, min=0),
-        "options": {
-            "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
-            "orientation": "horizontal",
-            "displayMode": "basic",
-            "showUnfilled": True,
-        },
-    }
-
-
-def state_timeline(
-    title: str, description: str, queries: Sequence[tuple[str, str]], state: str = "active"
-) -> Json:
-    """One lane per series, coloured (and named `state`) while the series is 1."""
-    config = _field_config(
-        "none",
-        mappings=[{"type": "value", "options": {"1": {"text": state, "index": 0}}}],
-        custom={"fillOpacity": 80, "lineWidth": 0},
-    )
-    return {
-        "type": "state-timeline",
-        "title": title,
-        "description": description,
-        "datasource": DS,
-        "targets": _targets(queries),
-        "fieldConfig": config,
-        "options": {
-            "showValue": "never",
-            "mergeValues": True,
-            "rowHeight": 0.8,
-            "legend": {"displayMode": "list", "placement": "bottom", "showLegend": False},
-        },
-    }
-
-
-class Layout:
-    """Places panels left to right in rows of 24 grid units and numbers them."""
-
-    def __init__(self) -> None:
-        self.panels: list[Json] = []
-        self._x = 0
-        self._y = 0
-        self._row_height = 0
-
-    def row(self, title: str) -> None:
-        self._newline()
-        self.panels.append(
-            {
-                "type": "row",
-                "title": title,
-                "collapsed": False,
-                "panels": [],
-                "gridPos": {"h": 1, "w": 24, "x": 0, "y": self._y},
-            }
-        )
-        self._y += 1
-
-    def add(self, panel: Json, width: int, height: int) -> None:
-        if self._x + width > 24:
-            self._newline()
-        panel["gridPos"] = {"h": height, "w": width, "x": self._x, "y": self._y}
-        self.panels.append(panel)
-        self._x += width
-        self._row_height = max(self._row_height, height)
-
-    def _newline(self) -> None:
-        self._y += self._row_height
-        self._x = 0
-        self._row_height = 0
-
-    def numbered(self) -> list[Json]:
-        return [{"id": i, **panel} for i, panel in enumerate(self.panels, start=1)]
-
-
 def panels() -> list[Json]:
-    """Every panel of the dashboard, laid out."""
+    """Every panel of the dashboard, laid out and numbered."""
     layout = Layout()
+    for row in ROWS:
+        row(layout)
+    return layout.numbered()
 
+
+def _savings_at_a_glance(layout: Layout) -> None:
+    """The headline numbers: ratio, bytes saved, pass-through share, dictionary."""
     layout.row("Savings at a glance")
-    ratio_colours = _thresholds((None, "red"), (1.1, "orange"), (1.5, "green"))
+    ratio_colours = colour_steps((None, "red"), (1.1, "orange"), (1.5, "green"))
     for panel in (
         stat(
             "Compression ratio",
@@ -318,6 +98,9 @@ def panels() -> list[Json]:
     ):
         layout.add(panel, 4, 5)
 
+
+def _compression(layout: Layout) -> None:
+    """Live ratio against the held-out ratio; bytes in, out and saved."""
     layout.row("Compression")
     layout.add(
         timeseries(
@@ -327,7 +110,7 @@ def panels() -> list[Json]:
             "retrain (alert ZdictCompressionRatioDropped).",
             [
                 (
-                    f"{_sum_rate(IN, by='namespace')} / {_sum_rate(OUT, by='namespace')}",
+                    f"{sum_rate(IN, by='namespace')} / {sum_rate(OUT, by='namespace')}",
                     "{{namespace}} live",
                 ),
                 (
@@ -345,10 +128,10 @@ def panels() -> list[Json]:
             "Bytes per second: in, out, saved",
             "Raw bytes consumed, bytes produced (header included) and their difference.",
             [
-                (_sum_rate(IN, by="namespace"), "{{namespace}} in"),
-                (_sum_rate(OUT, by="namespace"), "{{namespace}} out"),
+                (sum_rate(IN, by="namespace"), "{{namespace}} in"),
+                (sum_rate(OUT, by="namespace"), "{{namespace}} out"),
                 (
-                    f"{_sum_rate(IN, by='namespace')} - {_sum_rate(OUT, by='namespace')}",
+                    f"{sum_rate(IN, by='namespace')} - {sum_rate(OUT, by='namespace')}",
                     "{{namespace}} saved",
                 ),
             ],
@@ -359,13 +142,16 @@ def panels() -> list[Json]:
         8,
     )
 
+
+def _records(layout: Layout) -> None:
+    """Records by outcome, and why records passed through."""
     layout.row("Records")
     layout.add(
         timeseries(
             "Records per second by outcome",
             "compressed, or passed through because of: tombstone, already_encoded, "
             "below_threshold, precompressed, no_gain (README, wire format).",
-            [(_sum_rate(MESSAGES, by="outcome"), "{{outcome}}")],
+            [(sum_rate(MESSAGES, by="outcome"), "{{outcome}}")],
             "short",
             stack=True,
         ),
@@ -390,14 +176,17 @@ def panels() -> list[Json]:
         8,
     )
 
+
+def _latency(layout: Layout) -> None:
+    """Encode time per message and relay latency, p50 and p99."""
     layout.row("Latency")
     layout.add(
         timeseries(
             "Compress time per message (p50, p99)",
             "Encode time per message, observed as each consumed batch's mean.",
             [
-                (_quantile(0.5, "zdict_compress_seconds"), "p50"),
-                (_quantile(0.99, "zdict_compress_seconds"), "p99"),
+                (quantile(0.5, "zdict_compress_seconds"), "p50"),
+                (quantile(0.99, "zdict_compress_seconds"), "p99"),
             ],
             "s",
         ),
@@ -410,8 +199,8 @@ def panels() -> list[Json]:
             "From the input record's timestamp to the broker's acknowledgement of its "
             "compressed copy (one record in 8). Includes the producer's own delay and any lag.",
             [
-                (_quantile(0.5, "zdict_relay_latency_seconds"), "p50"),
-                (_quantile(0.99, "zdict_relay_latency_seconds"), "p99"),
+                (quantile(0.5, "zdict_relay_latency_seconds"), "p50"),
+                (quantile(0.99, "zdict_relay_latency_seconds"), "p99"),
             ],
             "s",
         ),
@@ -419,6 +208,9 @@ def panels() -> list[Json]:
         8,
     )
 
+
+def _dictionaries_and_training(layout: Layout) -> None:
+    """The active dictionary over time, its age, and the training runs."""
     layout.row("Dictionaries and training")
     layout.add(
         state_timeline(
@@ -503,7 +295,17 @@ def panels() -> list[Json]:
         8,
     )
 
+
+def _training_in_the_sidecar(layout: Layout) -> None:
+    """The trainer role, drift, triggers, reservoirs, the training's CPU and its publications."""
     layout.row("Training in the sidecar")
+    _trainer_and_drift(layout)
+    _triggers_and_reservoir(layout)
+    _training_cpu_and_publications(layout)
+
+
+def _trainer_and_drift(layout: Layout) -> None:
+    """Who trains each namespace, and the live ratio drift is judged by."""
     layout.add(
         state_timeline(
             "Trainer of each namespace",
@@ -528,7 +330,7 @@ def panels() -> list[Json]:
             [(f"sum by (namespace) (zdict_trainer{{{NS}}})", "{{namespace}}")],
             "none",
             decimals=0,
-            thresholds=_thresholds((None, "red"), (1, "green"), (2, "red")),
+            thresholds=colour_steps((None, "red"), (1, "green"), (2, "red")),
             text_mode="value_and_name",
             instant=True,
         ),
@@ -558,6 +360,10 @@ def panels() -> list[Json]:
         12,
         8,
     )
+
+
+def _triggers_and_reservoir(layout: Layout) -> None:
+    """What started training runs, and what the reservoirs hold."""
     layout.add(
         timeseries(
             "Training triggers by kind",
@@ -625,7 +431,11 @@ def panels() -> list[Json]:
         6,
         8,
     )
-    training_cpu = _sum_rate(f"zdict_training_cpu_seconds_total{{{JOB}}}", "1h", by="instance")
+
+
+def _training_cpu_and_publications(layout: Layout) -> None:
+    """The training's share of CPU, and publications to the registry topic."""
+    training_cpu = sum_rate(f"zdict_training_cpu_seconds_total{{{JOB}}}", "1h", by="instance")
     layout.add(
         timeseries(
             "Training CPU share (last hour)",
@@ -635,7 +445,7 @@ def panels() -> list[Json]:
             [
                 (
                     f"{training_cpu} / ("
-                    f"{_sum_rate(f'process_cpu_seconds_total{{{JOB}}}', '1h', by='instance')}"
+                    f"{sum_rate(f'process_cpu_seconds_total{{{JOB}}}', '1h', by='instance')}"
                     f" + {training_cpu})",
                     "{{instance}}",
                 )
@@ -664,6 +474,9 @@ def panels() -> list[Json]:
         8,
     )
 
+
+def _kafka(layout: Layout) -> None:
+    """Consumer lag, commits, dead letters, transactions and produce errors."""
     layout.row("Kafka")
     layout.add(
         timeseries(
@@ -686,7 +499,7 @@ def panels() -> list[Json]:
         timeseries(
             "Offset commits per second",
             "Consumer offset commits by result; a failed commit is retried with newer offsets.",
-            [(_sum_rate(f"zdict_commits_total{{{JOB}}}", by="result"), "{{result}}")],
+            [(sum_rate(f"zdict_commits_total{{{JOB}}}", by="result"), "{{result}}")],
             "short",
         ),
         6,
@@ -716,7 +529,7 @@ def panels() -> list[Json]:
             "Transactions (exactly-once mode)",
             "Transactions committed and aborted per second; an abort rewinds to the last commit "
             "and reads the records again (0 in at-least-once mode).",
-            [(_sum_rate(f"zdict_transactions_total{{{JOB}}}", by="result"), "{{result}}")],
+            [(sum_rate(f"zdict_transactions_total{{{JOB}}}", by="result"), "{{result}}")],
             "short",
         ),
         6,
@@ -739,6 +552,9 @@ def panels() -> list[Json]:
         8,
     )
 
+
+def _instances(layout: Layout) -> None:
+    """Instances up, versions, restarts, partitions, memory and CPU."""
     layout.row("Instances")
     layout.add(
         stat(
@@ -809,203 +625,23 @@ def panels() -> list[Json]:
         timeseries(
             "CPU per instance",
             "CPU seconds per second (1 = one core busy).",
-            [(_sum_rate(f"process_cpu_seconds_total{{{JOB}}}", by="instance"), "{{instance}}")],
+            [(sum_rate(f"process_cpu_seconds_total{{{JOB}}}", by="instance"), "{{instance}}")],
             "none",
             minimum=0,
         ),
         12,
         8,
     )
-    return layout.numbered()
 
 
-# -- dashboard -----------------------------------------------------------------------------------
-
-
-def annotations() -> list[Json]:
-    """Grafana's own annotations, then dictionary activations, promotions, drift-triggered
-    training and restarts."""
-
-    def prometheus(name: str, colour: str, expr: str, title: str, text: str, tags: str) -> Json:
-        return {
-            "name": name,
-            "datasource": DS,
-            "enable": True,
-            "hide": False,
-            "iconColor": colour,
-            "expr": expr,
-            "step": "1m",
-            "titleFormat": title,
-            "textFormat": text,
-            "tagKeys": tags,
-            "useValueForTime": False,
-        }
-
-    return [
-        {
-            "builtIn": 1,
-            "datasource": {"type": "grafana", "uid": "-- Grafana --"},
-            "enable": True,
-            "hide": True,
-            "iconColor": "rgba(0, 211, 255, 1)",
-            "name": "Annotations & Alerts",
-            "type": "dashboard",
-        },
-        prometheus(
-            "Dictionary activated",
-            "green",
-            "max by (namespace, dict_id, version) ("
-            f"(changes(zdict_dictionary_created_timestamp_seconds{{{NS}}}[2m]) > 0)"
-            f" * on (instance, namespace) group_left (dict_id, version)"
-            f" zdict_dictionary_info{{{NS}}})",
-            "Dictionary {{dict_id}} v{{version}} active",
-            "namespace {{namespace}}",
-            "namespace",
-        ),
-        prometheus(
-            "Training promoted",
-            "blue",
-            f'sum by (namespace) (increase(zdict_training_runs_total{{{NS}, result="promoted"}}'
-            "[2m])) > 0",
-            "Training promoted a dictionary",
-            "namespace {{namespace}}",
-            "namespace",
-        ),
-        prometheus(
-            "Drift",
-            "orange",
-            f'sum by (namespace) (increase(zdict_training_triggers_total{{{NS}, trigger="drift"}}'
-            "[2m])) > 0",
-            "Drift: training triggered",
-            "namespace {{namespace}}",
-            "namespace",
-        ),
-        prometheus(
-            "Sidecar restarted",
-            "red",
-            f"sum by (instance) (changes(process_start_time_seconds{{{JOB}}}[2m])) > 0",
-            "Sidecar restarted",
-            "{{instance}}",
-            "instance",
-        ),
-    ]
-
-
-def templating() -> list[Json]:
-    """The data source, namespace and job variables."""
-
-    def label_values(name: str, label: str, metric: str, all_value: str | None) -> Json:
-        query = f"label_values({metric}, {label})"
-        variable: Json = {
-            "name": name,
-            "label": label.capitalize(),
-            "type": "query",
-            "datasource": DS,
-            "query": {"query": query, "refId": f"{name}-variable"},
-            "definition": query,
-            "includeAll": True,
-            "multi": True,
-            "current": {},
-            "options": [],
-            "refresh": 2,
-            "regex": "",
-            "sort": 1,
-            "hide": 0,
-        }
-        if all_value is not None:
-            variable["allValue"] = all_value
-        return variable
-
-    return [
-        {
-            "name": "datasource",
-            "label": "Data source",
-            "type": "datasource",
-            "query": "prometheus",
-            "current": {},
-            "options": [],
-            "refresh": 1,
-            "regex": "",
-            "hide": 0,
-        },
-        label_values("namespace", "namespace", "zdict_messages_total", ".*"),
-        # No custom All value: "All" then means every job that exports zdict_build_info, so a
-        # Prometheus scraping itself does not add its own process_* series.
-        label_values("job", "job", "zdict_build_info", None),
-    ]
-
-
-def dashboard() -> Json:
-    """The whole dashboard JSON model."""
-    return {
-        "uid": DASHBOARD_UID,
-        "title": "zdict-sidecar: compression savings",
-        "description": "Savings, outcomes, latency, dictionaries and lag of zdict-sidecar relays.",
-        "tags": ["zdict-sidecar", "kafka", "compression"],
-        "editable": True,
-        "graphTooltip": 1,
-        "schemaVersion": 39,
-        "version": 1,
-        "refresh": "30s",
-        "time": {"from": "now-6h", "to": "now"},
-        "timezone": "browser",
-        "links": [],
-        "annotations": {"list": annotations()},
-        "templating": {"list": templating()},
-        "panels": panels(),
-    }
-
-
-def dashboard_json() -> str:
-    return json.dumps(dashboard(), indent=2, ensure_ascii=False) + "\n"
-
-
-# -- PrometheusRule ------------------------------------------------------------------------------
-
-
-def prometheus_rule_yaml() -> str:
-    """deploy/prometheus/{rules,alerts}.yml as one prometheus-operator PrometheusRule."""
-    groups: list[Any] = []
-    for path in RULE_FILES:
-        groups.extend(yaml.safe_load(path.read_text())["groups"])
-    resource = {
-        "apiVersion": "monitoring.coreos.com/v1",
-        "kind": "PrometheusRule",
-        "metadata": {
-            "name": "zdict-sidecar",
-            "labels": {"app.kubernetes.io/name": "zdict-sidecar"},
-        },
-        "spec": {"groups": groups},
-    }
-    header = (
-        "# Generated by deploy/generate.py from deploy/prometheus/rules.yml and alerts.yml:\n"
-        "# edit those, then run `make dashboard`.\n"
-    )
-    body = yaml.safe_dump(resource, sort_keys=False, width=100, allow_unicode=True)
-    return header + body
-
-
-OUTPUTS = {DASHBOARD_PATH: dashboard_json, PROMETHEUS_RULE_PATH: prometheus_rule_yaml}
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="exit 1 if an output is stale")
-    args = parser.parse_args(argv)
-    stale = []
-    for path, render in OUTPUTS.items():
-        text = render()
-        if args.check:
-            if not path.is_file() or path.read_text() != text:
-                stale.append(path)
-        else:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text)
-            print(f"wrote {path.relative_to(DEPLOY.parent)}")
-    for path in stale:
-        print(f"{path.relative_to(DEPLOY.parent)} is stale: run `make dashboard`", file=sys.stderr)
-    return 1 if stale else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+#: The rows, top to bottom.
+ROWS: tuple[Callable[[Layout], None], ...] = (
+    _savings_at_a_glance,
+    _compression,
+    _records,
+    _latency,
+    _dictionaries_and_training,
+    _training_in_the_sidecar,
+    _kafka,
+    _instances,
+)

@@ -14,7 +14,9 @@ import zstandard
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sidecar.bench.events import KINDS, USER_AGENTS, _json, extract_id, generate
+from sidecar.bench.events import KINDS, extract_id, generate
+from sidecar.bench.events.primitives import encode_json
+from sidecar.bench.events.web import USER_AGENTS
 from sidecar.errors import InputError
 
 JSON_KINDS = ("product_viewed", "customer", "order")
@@ -150,7 +152,8 @@ def test_fast_json_encoder_matches_json_dumps() -> None:
         {},
     ]
     for obj in samples:
-        assert _json(obj) == json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+        expected = json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+        assert encode_json(obj) == expected
 
 
 def test_access_log_lines_match_the_combined_log_format() -> None:
