@@ -134,7 +134,10 @@ class TrainingSettings(BaseModel):
         description="regular expressions removed from training samples only, for privacy",
     )
     # When `run` trains (one trainer per namespace across the consumer group):
-    enabled: bool = Field(default=True, description="train inside `run`")
+    enabled: bool = Field(
+        default=True,
+        description="false: never train in this process; it still follows the registry",
+    )
     retrain_interval: float = Field(
         default=3600.0, gt=0.0, description="seconds between scheduled training runs"
     )
@@ -226,7 +229,9 @@ class RegistrySettings(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    enabled: bool = Field(default=True, description="false: the local store only (offline)")
+    enabled: bool = Field(
+        default=True, description="false: the local store alone (one host, offline)"
+    )
     topic: str = Field(
         default="_zdict_dictionaries",
         pattern=r"^[A-Za-z0-9._-]{1,249}$",
@@ -319,7 +324,7 @@ class RelaySettings(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    input_topics: tuple[str, ...] = Field(default=(), description="topics to compress")
+    input_topics: tuple[str, ...] = Field(default=(), description="input topics, a JSON list")
     output_topic: str = Field(
         default="{topic}.zd", description="output topic; {topic} is replaced by the input topic"
     )
@@ -577,6 +582,6 @@ def _default_text(value: object) -> str:
         return "true" if value else "false"
     if isinstance(value, tuple):
         return json.dumps(list(value))
-    if isinstance(value, float):
-        return f"{value:g}"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))  # 3600, not 3600.0
     return str(value)
