@@ -9,7 +9,7 @@ import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, get_args
+from typing import TYPE_CHECKING, Any, Final, get_args
 
 from sidecar.cli.common import add_config_flags, configured_settings, open_decoder
 from sidecar.config import Guarantee, RelayMode, environment_help
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from sidecar.tools.verify import Verification
 
 #: The `run --help` environment section is never wider than this, whatever the terminal.
-_MAX_HELP_WIDTH = 100
+_MAX_HELP_WIDTH: Final = 100
 
 
 # -- run -----------------------------------------------------------------------------------------
