@@ -8,10 +8,13 @@ variable) and the expected form.
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import textwrap
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Final, Literal, TypeAlias, get_args, get_origin
 
 from pydantic import (
     BaseModel,
@@ -22,6 +25,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic.fields import FieldInfo
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -43,6 +47,14 @@ ENV_PREFIX = "ZDICT_"
 DEFAULT_DECODED_TOPIC = "{topic}.decoded"
 ENV_DELIMITER = "__"
 
+#: `relay.mode`: compress input topics, or decode compressed ones.
+RelayMode: TypeAlias = Literal["encode", "decode"]
+#: `relay.guarantee`: offsets committed after delivery, or Kafka transactions.
+Guarantee: TypeAlias = Literal["at-least-once", "exactly-once"]
+#: `log_format`: `auto` is console on a terminal, JSON lines otherwise.
+LogFormat: TypeAlias = Literal["auto", "json", "console"]
+LogLevel: TypeAlias = Literal["debug", "info", "warning", "error"]
+
 
 class CodecSettings(BaseModel):
     """How values are encoded and decoded (the wire format's knobs)."""
@@ -56,12 +68,12 @@ class CodecSettings(BaseModel):
         description="record header carrying the dictionary id; every byte is paid per record",
     )
     level: int | None = Field(
-        default=None, ge=-7, le=22, description="zstd level; default: the level chosen at training"
+        default=None, ge=-7, le=22, description="zstd level; unset: the level chosen at training"
     )
     min_size: int | None = Field(
         default=None,
         ge=0,
-        description="bytes; smaller values pass through (default: the measured break-even size)",
+        description="bytes; smaller values pass through; unset: the measured break-even size",
     )
     max_output_size: int = Field(
         default=DEFAULT_MAX_OUTPUT_SIZE,
@@ -70,7 +82,7 @@ class CodecSettings(BaseModel):
     )
     checksum: bool = Field(default=False, description="write zstd's 4-byte frame checksum")
     frame_dict_id: bool = Field(
-        default=True, description="write the dictionary id into each frame (mismatch detection)"
+        default=True, description="write the dictionary id into each frame, to detect a mismatch"
     )
     content_size: bool = Field(default=True, description="write the content size into each frame")
 
@@ -86,23 +98,46 @@ class TrainingSettings(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    dict_sizes: tuple[int, ...] = Field(default=DEFAULT_DICT_SIZES, min_length=1)
-    levels: tuple[int, ...] = Field(default=DEFAULT_LEVELS, min_length=1)
-    heldout_fraction: float = Field(default=0.2, gt=0.0, lt=1.0)
-    min_samples: int = Field(default=1000, ge=20)
-    promotion_margin: float = Field(default=0.02, ge=0.0, lt=1.0)
+    dict_sizes: tuple[int, ...] = Field(
+        default=DEFAULT_DICT_SIZES, min_length=1, description="dictionary sizes tried, bytes"
+    )
+    levels: tuple[int, ...] = Field(
+        default=DEFAULT_LEVELS, min_length=1, description="zstd levels tried"
+    )
+    heldout_fraction: float = Field(
+        default=0.2,
+        gt=0.0,
+        lt=1.0,
+        description="share of the sample kept out of training to measure the candidates",
+    )
+    min_samples: int = Field(
+        default=1000, ge=20, description="fewer usable samples and no training is attempted"
+    )
+    promotion_margin: float = Field(
+        default=0.02,
+        ge=0.0,
+        lt=1.0,
+        description="a new dictionary must produce this fraction fewer bytes than the active one",
+    )
     min_encode_rate: float = Field(
         default=DEFAULT_MIN_ENCODE_RATE,
         ge=0.0,
         description="messages/s one thread must encode at the chosen size and level",
     )
-    grid_eval_limit: int = Field(default=4000, ge=100)
+    grid_eval_limit: int = Field(
+        default=4000,
+        ge=100,
+        description="held-out values the size x level grid is measured on; the pick: on all",
+    )
     scrub: tuple[str, ...] = Field(
         default=(),
-        description="regular expressions removed from training samples only (privacy)",
+        description="regular expressions removed from training samples only, for privacy",
     )
     # When `run` trains (one trainer per namespace across the consumer group):
-    enabled: bool = Field(default=True, description="train inside `run`")
+    enabled: bool = Field(
+        default=True,
+        description="false: never train in this process; it still follows the registry",
+    )
     retrain_interval: float = Field(
         default=3600.0, gt=0.0, description="seconds between scheduled training runs"
     )
@@ -124,7 +159,10 @@ class TrainingSettings(BaseModel):
         default=5000, ge=1, description="messages the window must hold to judge drift"
     )
     nice: int = Field(
-        default=10, ge=0, le=19, description="niceness of the training process (relay first)"
+        default=10,
+        ge=0,
+        le=19,
+        description="niceness of the training process, so the relay comes first",
     )
 
     @field_validator("scrub")
@@ -182,7 +220,7 @@ class SamplingSettings(BaseModel):
         default=10_000, ge=20, description="sample size before the first training"
     )
     max_value_bytes: int = Field(
-        default=65_536, ge=1, description="larger values are not sampled (bytes)"
+        default=65_536, ge=1, description="bytes; larger values are not sampled"
     )
 
 
@@ -191,8 +229,14 @@ class RegistrySettings(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    enabled: bool = Field(default=True, description="false: the local store only (offline)")
-    topic: str = Field(default="_zdict_dictionaries", pattern=r"^[A-Za-z0-9._-]{1,249}$")
+    enabled: bool = Field(
+        default=True, description="false: the local store alone (one host, offline)"
+    )
+    topic: str = Field(
+        default="_zdict_dictionaries",
+        pattern=r"^[A-Za-z0-9._-]{1,249}$",
+        description="the registry topic (compacted), shared by every sidecar",
+    )
     create: bool = Field(default=True, description="create the topic (compacted) when missing")
     replication_factor: int = Field(
         default=-1, ge=-1, description="for a created topic; -1: the broker's default"
@@ -280,12 +324,16 @@ class RelaySettings(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    input_topics: tuple[str, ...] = Field(default=(), description="topics to compress")
+    input_topics: tuple[str, ...] = Field(default=(), description="input topics, a JSON list")
     output_topic: str = Field(
         default="{topic}.zd", description="output topic; {topic} is replaced by the input topic"
     )
-    group_id: str = Field(default="zdict-sidecar", min_length=1)
-    mode: str = Field(default="encode", pattern="^(encode|decode)$")
+    group_id: str = Field(default="zdict-sidecar", min_length=1, description="consumer group")
+    mode: RelayMode = Field(
+        default="encode",
+        description="decode: compressed topics back to plain values, by default into "
+        "{topic}.decoded",
+    )
     create_topics: bool = Field(default=False, description="create missing output topics")
     batch_size: int = Field(default=1000, ge=1, le=100_000, description="records per consume()")
     poll_timeout: float = Field(default=0.5, gt=0.0, le=10.0, description="seconds")
@@ -297,7 +345,7 @@ class RelaySettings(BaseModel):
     )
     workers: int = Field(default=1, ge=1, le=64, description="processes in the consumer group")
     compress: bool = Field(
-        default=True, description="false: pass every record through (a cost baseline)"
+        default=True, description="false: pass every record through, a cost baseline"
     )
     dead_letter_topic: str | None = Field(
         default=None,
@@ -305,10 +353,9 @@ class RelaySettings(BaseModel):
         description="records that cannot be processed go here ({topic}: the input's); "
         "unset: the relay stops at them",
     )
-    guarantee: str = Field(
+    guarantee: Guarantee = Field(
         default="at-least-once",
-        pattern="^(at-least-once|exactly-once)$",
-        description="exactly-once: Kafka transactions (consumers must read read_committed)",
+        description="exactly-once: Kafka transactions; consumers must read read_committed",
     )
     transaction_records: int = Field(
         default=10_000,
@@ -318,7 +365,7 @@ class RelaySettings(BaseModel):
     transactional_id: str | None = Field(
         default=None,
         min_length=1,
-        description="exactly-once: default zdict-<group>-<host>-<worker>; stable per worker",
+        description="exactly-once: stable per worker; unset: zdict-<group>-<host>-<worker>",
     )
     worker_index: int = Field(
         default=0, ge=0, description="set by --workers for each worker process"
@@ -356,9 +403,9 @@ class MetricsSettings(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    host: str = "0.0.0.0"
+    host: str = Field(default="0.0.0.0", description="address the endpoint listens on")
     port: int = Field(default=9400, ge=0, le=65535, description="0 picks a free port")
-    enabled: bool = True
+    enabled: bool = Field(default=True, description="false: no endpoint")
 
 
 class Settings(BaseSettings):
@@ -371,22 +418,41 @@ class Settings(BaseSettings):
         extra="forbid",
     )
 
-    dictionaries: Path = Field(default=Path("dictionaries"), description="the local store")
-    log_format: str = Field(default="auto", pattern="^(auto|json|console)$")
-    log_level: str = Field(default="info", pattern="^(debug|info|warning|error)$")
-    codec: CodecSettings = Field(default_factory=CodecSettings)
-    training: TrainingSettings = Field(default_factory=TrainingSettings)
-    kafka: KafkaSettings = Field(default_factory=KafkaSettings)
+    dictionaries: Path = Field(
+        default=Path("dictionaries"),
+        description="the local dictionary store, a cache of the registry",
+    )
+    log_format: LogFormat = Field(
+        default="auto", description="auto: console on a terminal, JSON lines otherwise"
+    )
+    log_level: LogLevel = Field(default="info", description="the least severe level logged")
+    codec: CodecSettings = Field(default_factory=CodecSettings, description="the wire format")
+    training: TrainingSettings = Field(
+        default_factory=TrainingSettings, description="training and choosing dictionaries"
+    )
+    kafka: KafkaSettings = Field(
+        default_factory=KafkaSettings,
+        description="any librdkafka property, '_' for '.' (e.g. ZDICT_KAFKA__SASL_PASSWORD; "
+        "secrets are never logged)",
+    )
     consumer: KafkaSettings = Field(
         default_factory=KafkaSettings, description="consumer-only librdkafka properties"
     )
     producer: KafkaSettings = Field(
         default_factory=KafkaSettings, description="producer-only librdkafka properties"
     )
-    relay: RelaySettings = Field(default_factory=RelaySettings)
-    metrics: MetricsSettings = Field(default_factory=MetricsSettings)
-    sampling: SamplingSettings = Field(default_factory=SamplingSettings)
-    registry: RegistrySettings = Field(default_factory=RegistrySettings)
+    relay: RelaySettings = Field(
+        default_factory=RelaySettings, description="the consume, encode, produce, commit loop"
+    )
+    metrics: MetricsSettings = Field(
+        default_factory=MetricsSettings, description="the /metrics, /healthz, /readyz endpoint"
+    )
+    sampling: SamplingSettings = Field(
+        default_factory=SamplingSettings, description="the training reservoir of `run`"
+    )
+    registry: RegistrySettings = Field(
+        default_factory=RegistrySettings, description="the registry topic"
+    )
 
     @model_validator(mode="after")
     def _sample_fits_training(self) -> Settings:
@@ -454,3 +520,68 @@ def load_settings(config_file: str | Path | None = None, **overrides: Any) -> Se
         raise ConfigError(f"invalid config file {config_file}: {exc}") from None
     finally:
         _config_file = None
+
+
+# -- environment help ----------------------------------------------------------------------------
+
+#: Read from the environment although no setting is named after it.
+_PLAIN_VARIABLES: Final = (
+    ("KAFKA_BOOTSTRAP_SERVERS", "used when ZDICT_KAFKA__BOOTSTRAP_SERVERS is not set"),
+)
+
+
+def environment_variables() -> list[tuple[str, str]]:
+    """Every environment variable the settings read, as (name, help), in the model's order.
+
+    A leaf setting's help is its description, its choices (Literal settings) and its default
+    (a setting unset by default says in its description what unset means); a librdkafka
+    pass-through section (`KafkaSettings`) is one `ZDICT_<SECTION>__<PROPERTY>` entry.
+    """
+    return [*_model_variables(Settings, ENV_PREFIX), *_PLAIN_VARIABLES]
+
+
+def environment_help(width: int = 100) -> str:
+    """`environment_variables()` as a help section of `width` columns: names in a column,
+    help wrapped beside them (never inside a hyphenated word: `at-least-once`)."""
+    variables = environment_variables()
+    column = 2 + max(len(name) for name, _ in variables) + 2
+    lines = ["environment (every setting has one; see the README, Configuration):"]
+    for name, text in variables:
+        wrapped = textwrap.wrap(text, max(width - column, 30), break_on_hyphens=False) or [""]
+        lines.append(f"  {name:<{column - 2}}{wrapped[0]}")
+        lines += [" " * column + more for more in wrapped[1:]]
+    return "\n".join(lines) + "\n"
+
+
+def _model_variables(model: type[BaseModel], prefix: str) -> Iterator[tuple[str, str]]:
+    for name, info in model.model_fields.items():
+        variable = prefix + name.upper()
+        annotation = info.annotation
+        if annotation is KafkaSettings:  # free-form: librdkafka's property names
+            yield f"{variable}{ENV_DELIMITER}<PROPERTY>", info.description or ""
+        elif isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            yield from _model_variables(annotation, variable + ENV_DELIMITER)
+        else:
+            yield variable, _field_help(info)
+
+
+def _field_help(info: FieldInfo) -> str:
+    description = info.description or ""
+    value = info.get_default(call_default_factory=True)
+    if value is None:
+        return description
+    default = f"default {_default_text(value)}"
+    if get_origin(info.annotation) is Literal:
+        default = "|".join(str(choice) for choice in get_args(info.annotation)) + ", " + default
+    return f"{description} ({default})" if description else default
+
+
+def _default_text(value: object) -> str:
+    """A default as it would be written in the environment."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, tuple):
+        return json.dumps(list(value))
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))  # 3600, not 3600.0
+    return str(value)

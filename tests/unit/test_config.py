@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from sidecar.config import load_settings
+from sidecar.config import environment_help, environment_variables, load_settings
 from sidecar.errors import ConfigError
 
 
@@ -56,6 +56,86 @@ def test_invalid_values_name_the_setting(
     monkeypatch.setenv(var, value)
     with pytest.raises(ConfigError, match=message):
         load_settings()
+
+
+@pytest.mark.parametrize(
+    ("var", "value", "message"),
+    [
+        (
+            "ZDICT_RELAY__MODE",
+            "x",
+            "ZDICT_RELAY__MODE: Input should be 'encode' or 'decode' (got 'x')",
+        ),
+        (
+            "ZDICT_RELAY__GUARANTEE",
+            "twice",
+            "ZDICT_RELAY__GUARANTEE: Input should be 'at-least-once' or 'exactly-once' "
+            "(got 'twice')",
+        ),
+        (
+            "ZDICT_LOG_FORMAT",
+            "xml",
+            "ZDICT_LOG_FORMAT: Input should be 'auto', 'json' or 'console' (got 'xml')",
+        ),
+        (
+            "ZDICT_LOG_LEVEL",
+            "loud",
+            "ZDICT_LOG_LEVEL: Input should be 'debug', 'info', 'warning' or 'error' (got 'loud')",
+        ),
+    ],
+)
+def test_a_value_outside_a_choice_names_the_variable_the_choices_and_the_input(
+    monkeypatch: pytest.MonkeyPatch, var: str, value: str, message: str
+) -> None:
+    monkeypatch.setenv(var, value)
+    with pytest.raises(ConfigError) as err:
+        load_settings()
+    assert str(err.value) == f"invalid configuration: {message}"
+
+
+def test_every_choice_setting_takes_each_of_its_values(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ZDICT_RELAY__MODE", "decode")
+    monkeypatch.setenv("ZDICT_RELAY__GUARANTEE", "exactly-once")
+    monkeypatch.setenv("ZDICT_LOG_FORMAT", "console")
+    monkeypatch.setenv("ZDICT_LOG_LEVEL", "error")
+    settings = load_settings()
+    assert (settings.relay.mode, settings.relay.guarantee) == ("decode", "exactly-once")
+    assert (settings.log_format, settings.log_level) == ("console", "error")
+
+
+def test_environment_help_gives_each_setting_its_description_choices_and_default() -> None:
+    variables = dict(environment_variables())
+    assert variables["ZDICT_RELAY__MODE"].endswith("(encode|decode, default encode)")
+    assert variables["ZDICT_TRAINING__RETRAIN_INTERVAL"] == (
+        "seconds between scheduled training runs (default 3600)"
+    )
+    assert variables["ZDICT_TRAINING__LEVELS"].endswith("(default [-1, 1, 3, 6, 9, 12])")
+    assert variables["ZDICT_REGISTRY__ENABLED"].endswith("(default true)")
+    # Unset by default: the description says what unset means, no "(default ...)".
+    assert variables["ZDICT_CODEC__LEVEL"] == "zstd level; unset: the level chosen at training"
+    assert all(text for text in variables.values())
+
+
+def test_environment_help_lists_the_free_form_variables_instead_of_kafka_fields() -> None:
+    names = [name for name, _ in environment_variables()]
+    for free in ("KAFKA", "CONSUMER", "PRODUCER"):
+        assert f"ZDICT_{free}__<PROPERTY>" in names
+        assert f"ZDICT_{free}__PROPERTIES" not in names
+    assert names[-1] == "KAFKA_BOOTSTRAP_SERVERS"
+
+
+def test_environment_help_wraps_beside_the_names_within_the_width() -> None:
+    text = environment_help(width=80)
+    lines = text.splitlines()
+    assert all(len(line) <= 80 for line in lines)
+    column = lines[1].index("the local dictionary store")
+    for line in lines[1:]:
+        assert (
+            line.startswith("  ZDICT_")
+            or line.startswith("  KAFKA_")
+            or (line[:column].isspace() and not line[column].isspace())
+        )
+    assert "at-least-once|exactly-once" in text.replace("\n" + " " * column, " ")
 
 
 def test_unknown_keys_in_a_config_file_are_refused(tmp_path: Path) -> None:

@@ -1,0 +1,660 @@
+"""`bench codec|relay|storage|lifecycle`, `generate` and `demo`: the evidence, its sample data
+and the whole job on a local broker, with the benchmarks' tables.
+
+The benchmark modules are imported when their command runs: they pull in the Kafka clients,
+matplotlib and the native zstd CLI's runner, which no other command needs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+from collections.abc import Sequence
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, BinaryIO
+
+from sidecar.bench.events import KINDS, generate
+from sidecar.cli.common import read_lines, write_bench_results
+from sidecar.errors import ConfigError
+from sidecar.tools.tables import render
+
+if TYPE_CHECKING:
+    from sidecar.bench.codec import CodecResult
+    from sidecar.bench.lifecycle import LifecycleResults
+    from sidecar.bench.relay import KindResults
+    from sidecar.bench.storage import StorageResults, Variant
+    from sidecar.cli.common import Commands
+
+
+def _check_rounds(value: int, flag: str = "--runs") -> None:
+    if value < 3:
+        raise ConfigError(f"{flag} must be at least 3 (the median of fewer runs says little)")
+
+
+def _bench_bootstrap() -> str:
+    """The broker a benchmark runs against: $KAFKA_BOOTSTRAP_SERVERS, required."""
+    bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+    if not bootstrap:
+        raise ConfigError("KAFKA_BOOTSTRAP_SERVERS is not set (make bench starts a local broker)")
+    return bootstrap
+
+
+def _median_range(values: Sequence[float], fmt: str = "{:,.0f}") -> str:
+    if not values:
+        return "-"
+    low, mid, high = min(values), statistics.median(values), max(values)
+    return f"{fmt.format(mid)} [{fmt.format(low)}-{fmt.format(high)}]"
+
+
+# -- generate, demo ------------------------------------------------------------------------------
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    out: BinaryIO = sys.stdout.buffer
+    for event in generate(args.kind, args.count, seed=args.seed, drift_at=args.drift_at):
+        out.write(event + b"\n")
+    out.flush()
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from sidecar.bench import demo
+
+    return demo.main(duration=args.duration, rate=args.rate)
+
+
+# -- bench codec ---------------------------------------------------------------------------------
+
+
+def format_codec_speeds(results: Sequence[CodecResult], runs: int) -> str:
+    """`bench codec`'s speed table: every path of every message set next to the zstd CLI."""
+    rows: list[list[object]] = []
+    for r in results:
+        native = r.native["compress_msg_per_s"]
+        for path, speed in r.speeds.items():
+            rows.append([r.label, path, str(speed), round(speed.median / native, 2)])
+        rows.append([r.label, "zstd -b (native, same messages)", f"{native:,.0f}", 1.0])
+        rows.append(
+            [
+                r.label,
+                "zstd -d (native decompress)",
+                f"{r.native['decompress_msg_per_s']:,.0f}",
+                "-",
+            ]
+        )
+    return render(
+        ("messages", "path", "msg/s median [min-max]", "x native"),
+        rows,
+        f"codec speed, one thread, {runs} runs after a warm-up",
+    )
+
+
+def format_codec_ratios(results: Sequence[CodecResult]) -> str:
+    """`bench codec`'s held-out ratio table, one row per message set."""
+    rows: list[list[object]] = [
+        [
+            r.label,
+            r.messages,
+            round(r.mean_size, 1),
+            f"{r.dict_bytes // 1024} KiB",
+            r.level,
+            round(r.ratio_with_header, 3),
+            round(r.ratio_frames_only, 3),
+            round(r.nodict_ratio, 3),
+        ]
+        for r in results
+    ]
+    return render(
+        (
+            "messages",
+            "held-out",
+            "mean B",
+            "dict",
+            "level",
+            "ratio (with header)",
+            "ratio (frames)",
+            "no dict",
+        ),
+        rows,
+        "held-out ratio (trained on the first 20%)",
+    )
+
+
+def format_batch_table(result: CodecResult) -> str:
+    """`bench codec`'s Kafka-style batch rows of one message set, the crossover and the oracle."""
+    from sidecar.bench.codec import crossover
+
+    rows: list[list[object]] = []
+    variants = list(result.batches[0].bytes_per_message) if result.batches else []
+    codecs = list(result.batches[0].speeds) if result.batches else []
+    for row in result.batches:
+        base = row.bytes_per_message["raw none"]
+        cells: list[object] = [row.fill]
+        for v in variants:
+            b = row.bytes_per_message[v]
+            cells.append(f"{b:.1f} ({base / b:.2f}x)")
+        cells += [str(row.speeds[c]) for c in codecs]
+        rows.append(cells)
+    headers = ["fill", *variants, *(f"{c} msg/s" for c in codecs)]
+    title = (
+        f"{result.label}: bytes per message stored in record batches of `fill` records (Kafka v2 "
+        "format, exact; key null, headers counted), (x) = raw none / variant at that fill; "
+        "sidecar = the encoder's output records"
+    )
+    out = [render(headers, rows, title)]
+    fills = [row.fill for row in result.batches]
+    ours = [row.bytes_per_message["sidecar none"] for row in result.batches]
+    for codec in codecs:
+        theirs = [row.bytes_per_message[f"raw {codec}"] for row in result.batches]
+        at = crossover(fills, ours, theirs)
+        where = f"at ~{at:.1f} records per batch" if at is not None else f"not within {fills[-1]}"
+        out.append(
+            f"crossover: producer {codec} stores fewer bytes than the sidecar (compression none) "
+            f"{where}"
+        )
+    oracle = ", ".join(f"level {lvl}: {b:.1f} B/message" for lvl, b in result.oracle.items())
+    out.append(f"whole held-out stream as one zstd frame (the oracle): {oracle}")
+    out.append(
+        f"encode_batch / multi_compress_to_buffer speed: {result.encode_vs_batch_api:.2f} "
+        "(target: within 2x, i.e. >= 0.50)"
+    )
+    return "\n".join(out)
+
+
+def cmd_bench_codec(args: argparse.Namespace) -> int:
+    from sidecar.bench import codec as bench_codec
+
+    _check_rounds(args.runs)
+    if args.input:
+        sets = [(Path(args.input).name, read_lines(args.input))]
+    else:
+        kinds = args.kind or ["product_viewed", "customer"]
+        sets = [(kind, list(generate(kind, args.count, seed=args.seed))) for kind in kinds]
+    results = [bench_codec.bench_codec(label, values, runs=args.runs) for label, values in sets]
+    print(format_codec_speeds(results, args.runs))
+    print()
+    print(format_codec_ratios(results))
+    for r in results:
+        print()
+        print(format_batch_table(r))
+    write_bench_results(
+        "codec",
+        {"runs": args.runs, "count": args.count, "seed": args.seed},
+        [bench_codec.result_dict(r) for r in results],
+        args.json_out,
+    )
+    return 0
+
+
+# -- bench relay ---------------------------------------------------------------------------------
+
+
+def _latency_rates(text: str) -> list[float | None]:
+    """`--latency-rate`'s offered loads, records/s; None for `max` (unthrottled)."""
+    rates: list[float | None] = []
+    for item in text.split(","):
+        if item.strip() == "max":
+            rates.append(None)
+        elif item.strip():
+            rates.append(float(item))
+    return rates
+
+
+def cmd_bench_relay(args: argparse.Namespace) -> int:
+    from sidecar.bench import relay as bench_relay
+
+    _check_rounds(args.runs)
+    bootstrap = _bench_bootstrap()
+    rates = _latency_rates(args.latency_rate)
+    kinds = args.kind or ["product_viewed", "order"]
+    results = []
+    for i, kind in enumerate(kinds):
+        results.append(
+            bench_relay.bench_kind(
+                bootstrap,
+                kind,
+                args.count,
+                args.partitions,
+                args.runs,
+                rates=rates if i == 0 or args.all_kinds else (),
+                latency_seconds=args.latency_seconds,
+                # Trainer on vs off is measured on the first kind (the default is on everywhere).
+                saturation=[
+                    v
+                    for v in bench_relay.SATURATION
+                    if i == 0 or args.all_kinds or v.training or v.pass_through
+                ],
+            )
+        )
+    for r in results:
+        print()
+        print(format_relay(r, args.runs))
+    write_bench_results(
+        "relay",
+        vars(args) | {"func": None, "argv": None},
+        [r.to_dict() for r in results],
+        args.json_out,
+        partial(bench_relay.plot, results, Path(args.png)),
+    )
+    return 0
+
+
+def format_relay(result: KindResults, runs: int) -> str:
+    """`bench relay`'s tables for one kind: saturation, then latency at fixed loads."""
+    out = [_format_saturation(result, runs)]
+    if result.latency:
+        out += ["", _format_latency(result)]
+    return "\n".join(out)
+
+
+def _format_saturation(result: KindResults, runs: int) -> str:
+    from sidecar.bench import relay as bench_relay
+
+    variants = {v.name: v for v in bench_relay.SATURATION}
+    names = list(result.saturation)
+    base = statistics.median(r.rate for r in result.saturation[names[0]]) if names else 1.0
+    rows: list[list[object]] = []
+    for name, saturation_runs in result.saturation.items():
+        rates = [r.rate for r in saturation_runs]
+        cpu = [r.cpu_seconds / (result.count / 1e6) for r in saturation_runs]
+        rows.append(
+            [
+                name,
+                variants[name].trainer,
+                bench_relay.median_range(rates),
+                round(statistics.median(rates) / base, 2),
+                bench_relay.median_range(cpu, "{:.1f}"),
+                round(max(r.peak_rss_bytes for r in saturation_runs) / 2**20),
+                sum(r.training_runs for r in saturation_runs),
+            ]
+        )
+    return render(
+        (
+            "variant",
+            "trainer",
+            "msg/s median [min-max]",
+            "x pass-through",
+            "CPU s / M msgs",
+            "peak RSS MiB",
+            "training runs",
+        ),
+        rows,
+        f"relay over {result.count:,} pre-loaded {result.kind} events "
+        f"({result.mean_bytes:.0f} B), {result.partitions} partitions, {runs} rounds after a "
+        "warm-up round",
+    )
+
+
+def _format_latency(result: KindResults) -> str:
+    from sidecar.bench import relay as bench_relay
+
+    variants = {v.name: v for v in bench_relay.LATENCY}
+    rows: list[list[object]] = []
+    for key, latency_runs in result.latency.items():
+        name = key.split(" @ ")[0]
+        rows.append(
+            [
+                key,
+                variants[name].trainer,
+                bench_relay.median_range([r.achieved_rate for r in latency_runs]),
+                bench_relay.median_range([r.p50_ms for r in latency_runs], "{:.1f}"),
+                bench_relay.median_range([r.p99_ms for r in latency_runs], "{:.1f}"),
+                bench_relay.median_range([r.max_ms for r in latency_runs], "{:.0f}"),
+            ]
+        )
+    return render(
+        ("variant @ offered", "trainer", "msg/s through", "p50 ms", "p99 ms", "max ms"),
+        rows,
+        f"end-to-end latency (producer timestamp -> output consumer), {result.kind}, "
+        f"{bench_relay.WARMUP_SECONDS:.0f} s warm-up per run not measured; max = as fast "
+        "as one producer can (latency is then the queue)",
+    )
+
+
+# -- bench storage -------------------------------------------------------------------------------
+
+
+def _broker_pid(args: argparse.Namespace) -> int | None:
+    """`--broker-pid`, else the pid in `--broker-pid-file`; None when neither gives one."""
+    pid: int | None = args.broker_pid
+    if pid is not None or args.broker_pid_file is None:
+        return pid
+    try:
+        return int(Path(args.broker_pid_file).read_text().strip())
+    except (OSError, ValueError):
+        return None  # the broker's CPU is then not reported
+
+
+def cmd_bench_storage(args: argparse.Namespace) -> int:
+    from sidecar.bench import storage as bench_storage
+
+    _check_rounds(args.runs)
+    bootstrap = _bench_bootstrap()
+    if args.data_dir is None:
+        raise ConfigError(
+            "--data-dir is required: the broker's log.dirs, whose segments are measured "
+            "(make bench passes the local broker's, deploy/kafka/.cache/run/data)"
+        )
+    fills = tuple(int(f) for f in args.fills.split(","))
+    results = bench_storage.bench_storage(
+        bootstrap,
+        Path(args.data_dir),
+        pid=_broker_pid(args),
+        kind=args.kind,
+        count=args.count,
+        partitions=args.partitions,
+        runs=args.runs,
+        fills=fills,
+    )
+    print()
+    print(format_storage(results))
+    write_bench_results(
+        "storage",
+        results.settings,
+        results.to_dict(),
+        args.json_out,
+        partial(bench_storage.plot, results, Path(args.png)),
+    )
+    return 0
+
+
+def format_storage(results: StorageResults) -> str:
+    """`bench storage`'s tables: bytes per message by fill and variant, the sidecar's own
+    output, the crossovers."""
+    from sidecar.bench import storage as bench_storage
+
+    n = results.messages
+    mean = results.raw_bytes / n
+
+    def cell(v: Variant) -> str:
+        return f"{v.bytes_per_message:.1f} ({results.raw_bytes / v.stored_bytes:.2f}x)"
+
+    def cpu(v: Variant) -> str:
+        value = bench_storage.median_cpu(v, v.messages)
+        return "-" if value is None else f"{value:.1f}"
+
+    rows: list[list[object]] = []
+    for fill in results.fills():
+        for src in ("raw", "sidecar"):
+            variants = [results.find(src, c, fill) for c in bench_storage.CODECS]
+            none = variants[0]
+            exact = "yes" if none.predicted_bytes == none.stored_bytes else "NO"
+            rows.append(
+                [
+                    fill,
+                    src,
+                    *(cell(v) for v in variants),
+                    " / ".join(f"{v.fill:.1f}" for v in variants),
+                    " / ".join(cpu(v) for v in variants),
+                    exact,
+                ]
+            )
+    title = (
+        f"bytes per message as the broker stores them ({n:,} {results.kind} events of {mean:.1f} "
+        "B, log segments: batch headers and record framing included); (x) = raw value bytes / "
+        "stored bytes"
+    )
+    out = [
+        render(
+            (
+                "fill",
+                "records",
+                "none",
+                "zstd",
+                "lz4",
+                "achieved fill n/z/l",
+                "broker CPU s/M n/z/l",
+                "none = format",
+            ),
+            rows,
+            title,
+        )
+    ]
+    own_rows: list[list[object]] = []
+    for codec in ("none", "zstd"):
+        v = results.find("sidecar", codec, None)
+        own_rows.append(
+            [f"sidecar output, its producer, {codec}", cell(v), f"{v.fill:.1f}", cpu(v)]
+        )
+    out += [
+        "",
+        render(
+            ("variant", "B/message (x)", "achieved fill", "broker CPU s/M"),
+            own_rows,
+            "through the sidecar (zdict-sidecar run over the same events, training off)",
+        ),
+        "",
+    ]
+    own = results.find("sidecar", "none", None)
+    for codec in ("zstd", "lz4"):
+        for label, ours in (("at the same fill", None), ("as its own producer writes", own)):
+            at = results.crossover(codec, ours)
+            where = f"~{at:.1f} records per batch" if at is not None else "never within the fills"
+            out.append(f"crossover, producer {codec} vs the sidecar's records {label}: {where}")
+    return "\n".join(out)
+
+
+# -- bench lifecycle -----------------------------------------------------------------------------
+
+
+def cmd_bench_lifecycle(args: argparse.Namespace) -> int:
+    from sidecar.bench import lifecycle as bench_lifecycle
+
+    _check_rounds(args.cost_rounds, "--cost-rounds")
+    if not 0 < args.drift_after < args.seconds:
+        raise ConfigError("--drift-after must be within --seconds")
+    bootstrap = _bench_bootstrap()
+    results = bench_lifecycle.bench_lifecycle(
+        bootstrap,
+        drift_runs=args.runs,
+        rate=args.rate,
+        seconds=args.seconds,
+        drift_after=args.drift_after,
+        cost_rounds=args.cost_rounds,
+        cost_messages=args.cost_messages,
+    )
+    print()
+    print(format_lifecycle(results, args.rate, args.seconds, args.drift_after))
+    write_bench_results(
+        "lifecycle",
+        results.settings,
+        bench_lifecycle.results_dict(results),
+        args.json_out,
+        partial(bench_lifecycle.plot, results, Path(args.png)),
+    )
+    return 0
+
+
+def format_lifecycle(
+    results: LifecycleResults, rate: int, seconds: float, drift_after: float
+) -> str:
+    """`bench lifecycle`'s tables: every drift run and its milestones, the training runs beside
+    the relay, then what a busy trainer costs the relay."""
+    return "\n".join(
+        [
+            _format_drift(results, rate, seconds, drift_after),
+            "",
+            _format_trainings(results),
+            "",
+            _format_cost(results),
+        ]
+    )
+
+
+def _format_drift(results: LifecycleResults, rate: int, seconds: float, drift_after: float) -> str:
+    def at(t: float | None) -> str:
+        return "-" if t is None else f"{t:.1f}"
+
+    def since(t: float | None, start: float) -> float | None:
+        return None if t is None else t - start
+
+    rows: list[list[object]] = []
+    for i, run in enumerate(results.drift, 1):
+        rows.append(
+            [
+                i,
+                at(run.first_dictionary),
+                at(run.drift_at),
+                at(since(run.detected, run.drift_at)),
+                at(since(run.switched, run.drift_at)),
+                at(since(run.recovered, run.drift_at)),
+                " / ".join(
+                    "-" if r is None else f"{r:.2f}"
+                    for r in (run.heldout_ratio, run.pre_ratio, run.dip_ratio, run.post_ratio)
+                ),
+                f"{run.decoded:,}/{run.produced:,}",
+            ]
+        )
+    recover = [r.recovered - r.drift_at for r in results.drift if r.recovered is not None]
+    rows.append(["median", "", "", "", "", _median_range(recover, "{:.1f}"), "", ""])
+    return render(
+        (
+            "run",
+            "first dict (s)",
+            "change at (s)",
+            "detected +s",
+            "retrained active +s",
+            "ratio back +s",
+            "ratio held-out / before / low / end",
+            "decoded from registry",
+        ),
+        rows,
+        f"drift: {rate:,} product_viewed events/s for {seconds:.0f} s, schema "
+        f"change after {drift_after:.0f} s (+s: seconds after the change)",
+    )
+
+
+def _format_trainings(results: LifecycleResults) -> str:
+    trainings = [e for run in results.drift for e in run.trainings]
+    seconds = [float(e["seconds"]) for e in trainings]
+    cpu = [float(e["cpu_seconds"]) for e in trainings if e.get("cpu_seconds")]
+    return (
+        f"training runs beside the relay: {len(trainings)}, wall "
+        f"{_median_range(seconds, '{:.1f}')} s, CPU {_median_range(cpu, '{:.1f}')} s "
+        "(median [min-max])"
+    )
+
+
+def _format_cost(results: LifecycleResults) -> str:
+    cost = results.cost
+    rows = [
+        ["msg/s while a training run is under way", _median_range([r.active_rate for r in cost])],
+        ["msg/s while none is", _median_range([r.idle_rate for r in cost])],
+        ["ratio active / idle (within each run)", _median_range([r.ratio for r in cost], "{:.2f}")],
+        [
+            "training share of the sidecar's CPU",
+            _median_range([100 * r.cpu_share for r in cost], "{:.1f}%"),
+        ],
+        [
+            "training run, wall seconds",
+            _median_range([s for r in cost for s in r.training_seconds], "{:.1f}"),
+        ],
+        ["training runs per round", _median_range([r.training_runs for r in cost], "{:.0f}")],
+    ]
+    return render(
+        ("", "median [min-max]"),
+        rows,
+        f"cost: relay over {results.cost_messages:,} pre-loaded events while the trainer "
+        f"retrains every 5 s, {len(cost)} rounds after a warm-up",
+    )
+
+
+# -- parsers -------------------------------------------------------------------------------------
+
+
+def add_generate(commands: Commands) -> None:
+    p = commands.add_parser("generate", help="print deterministic sample events, one per line")
+    p.add_argument("--kind", choices=KINDS, default="product_viewed")
+    p.add_argument("-n", "--count", type=int, default=10_000, help="events (default 10000)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--drift-at", type=int, metavar="K", help="change the schema after K events")
+    p.set_defaults(func=cmd_generate)
+
+
+def add_demo(commands: Commands) -> None:
+    p = commands.add_parser("demo", help="the whole job on a local broker (make demo)")
+    p.add_argument("--duration", type=float, default=60.0, metavar="S", help="seconds of traffic")
+    p.add_argument("--rate", type=int, default=5000, metavar="N", help="events per second")
+    p.set_defaults(func=cmd_demo)
+
+
+def add_bench(commands: Commands) -> None:
+    p = commands.add_parser("bench", help="benchmarks that print tables and write JSON")
+    benches = p.add_subparsers(dest="bench", required=True, metavar="BENCH")
+    _add_bench_codec(benches)
+    _add_bench_relay(benches)
+    _add_bench_storage(benches)
+    _add_bench_lifecycle(benches)
+
+
+def _add_bench_codec(benches: Commands) -> None:
+    b = benches.add_parser("codec", help="codec speed and ratio next to the native zstd CLI")
+    b.add_argument("--kind", action="append", choices=KINDS, help="repeatable; default two kinds")
+    b.add_argument("--input", metavar="FILE", help="benchmark these messages instead")
+    b.add_argument("-n", "--count", type=int, default=100_000)
+    b.add_argument("--seed", type=int, default=1)
+    b.add_argument("--runs", type=int, default=3, help="measured runs after one warm-up (>= 3)")
+    b.add_argument("--json-out", default="out/bench-codec.json", metavar="FILE")
+    b.set_defaults(func=cmd_bench_codec, kind=None)
+
+
+def _add_bench_relay(benches: Commands) -> None:
+    b = benches.add_parser("relay", help="the relay on a real broker: compress vs pass-through")
+    b.add_argument(
+        "--kind", action="append", choices=KINDS, help="repeatable; default product_viewed, order"
+    )
+    b.add_argument("-n", "--count", type=int, default=1_000_000, help="pre-loaded events")
+    b.add_argument("--partitions", type=int, default=4)
+    b.add_argument("--runs", type=int, default=3, help="measured rounds after one warm-up (>= 3)")
+    b.add_argument(
+        "--latency-rate",
+        default="20000,max",
+        metavar="RATES",
+        help="offered loads (records/s, comma list; max: unthrottled); '' for none",
+    )
+    b.add_argument("--latency-seconds", type=float, default=6.0, help="measured seconds per run")
+    b.add_argument(
+        "--all-kinds",
+        action="store_true",
+        help="latency and the --no-training variant for every kind (default: the first only)",
+    )
+    b.add_argument("--json-out", default="out/bench-relay.json", metavar="FILE")
+    b.add_argument("--png", default="out/bench-relay.png", metavar="FILE")
+    b.set_defaults(func=cmd_bench_relay)
+
+
+def _add_bench_storage(benches: Commands) -> None:
+    b = benches.add_parser(
+        "storage", help="bytes as a real broker stores them: producer zstd/lz4 vs the sidecar"
+    )
+    b.add_argument("--kind", choices=KINDS, default="product_viewed")
+    b.add_argument(
+        "-n", "--count", type=int, default=4096, help="events (a multiple of partitions x fills)"
+    )
+    b.add_argument("--partitions", type=int, default=8)
+    b.add_argument("--runs", type=int, default=3, help="measured runs after a warm-up (>= 3)")
+    b.add_argument("--fills", default="1,2,4,8,16,128", help="records per batch (comma list)")
+    b.add_argument("--data-dir", metavar="DIR", help="the broker's log.dirs (segments measured)")
+    b.add_argument("--broker-pid", type=int, metavar="PID", help="the broker's pid (its CPU)")
+    b.add_argument("--broker-pid-file", metavar="FILE", help="a file holding the broker's pid")
+    b.add_argument("--json-out", default="out/bench-storage.json", metavar="FILE")
+    b.add_argument("--png", default="out/bench-storage.png", metavar="FILE")
+    b.set_defaults(func=cmd_bench_storage)
+
+
+def _add_bench_lifecycle(benches: Commands) -> None:
+    b = benches.add_parser(
+        "lifecycle", help="drift → retrain → recovery, and the relay's speed while training"
+    )
+    b.add_argument("--runs", type=int, default=3, help="drift runs (default 3)")
+    b.add_argument("--rate", type=int, default=5000, help="events/s in the drift runs")
+    b.add_argument("--seconds", type=float, default=90.0, help="length of one drift run")
+    b.add_argument("--drift-after", type=float, default=45.0, help="seconds before the change")
+    b.add_argument("--cost-rounds", type=int, default=3, help="measured rounds after a warm-up")
+    b.add_argument("--cost-messages", type=int, default=2_000_000)
+    b.add_argument("--json-out", default="out/bench-lifecycle.json", metavar="FILE")
+    b.add_argument("--png", default="out/bench-lifecycle.png", metavar="FILE")
+    b.set_defaults(func=cmd_bench_lifecycle)

@@ -1,0 +1,385 @@
+"""`train`, `evaluate` and `dicts list|show|activate|rollback`: making dictionaries and choosing
+the active one, in the local store or the registry, with their reports."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import TYPE_CHECKING, Any, Final
+
+from sidecar.cli.common import (
+    PROG,
+    add_config_flags,
+    configured_settings,
+    open_registry,
+    read_lines,
+)
+from sidecar.dictionaries.lifecycle import promote, sync_store
+from sidecar.dictionaries.model import Dictionary, DictionaryMeta, validate_namespace
+from sidecar.dictionaries.registry import Registry
+from sidecar.dictionaries.store import DictionaryStore
+from sidecar.dictionaries.training import (
+    Decision,
+    Measurement,
+    TrainingReport,
+    split_by_key,
+    split_ordered,
+    train,
+)
+from sidecar.errors import ConfigError, DictionaryNotFound
+from sidecar.tools.evaluation import Evaluation, evaluate
+from sidecar.tools.tables import render
+
+if TYPE_CHECKING:
+    from sidecar.cli.common import Commands
+
+_MEASUREMENT_HEADERS: Final = ("candidate", "size", "level", "ratio", "bytes", "msg/s", "in budget")
+_DICT_HEADERS: Final = (
+    "id",
+    "namespace",
+    "version",
+    "bytes",
+    "level",
+    "held-out ratio",
+    "break-even",
+    "created (UTC)",
+    "active",
+)
+
+
+# -- reports -------------------------------------------------------------------------------------
+
+
+def _measurement_row(m: Measurement) -> list[object]:
+    size = f"{m.dict_bytes // 1024} KiB" if m.dict_bytes else "-"
+    return [
+        m.label,
+        size,
+        m.level,
+        round(m.ratio, 3),
+        m.output_bytes,
+        round(m.messages_per_second),
+        "yes" if m.meets_budget else "no",
+    ]
+
+
+def format_training(report: TrainingReport, stored: Dictionary | None, activated: bool) -> str:
+    """The human-readable report of one training run."""
+    out = [
+        f"namespace {report.namespace}: {report.train_count:,} training messages "
+        f"({report.train_bytes:,} B), {report.heldout_count:,} held-out "
+        f"({report.heldout_bytes:,} B)"
+    ]
+    if report.candidates:
+        rows = [_measurement_row(c) for c in report.candidates]
+        out += [
+            "",
+            render(_MEASUREMENT_HEADERS, rows, "candidates (held-out, header bytes counted)"),
+        ]
+    finals = [m for m in (report.chosen, report.nodict, report.champion) if m is not None]
+    if finals:
+        title = f"on all {report.heldout_count:,} held-out messages"
+        out += ["", render(_MEASUREMENT_HEADERS, [_measurement_row(m) for m in finals], title)]
+        out.append(f"break-even size: {report.break_even_size} B (smaller values pass through)")
+        out.append(
+            f"training {report.train_seconds:.2f} s, evaluation {report.eval_seconds:.2f} s, "
+            f"speed budget {report.min_encode_rate:,.0f} msg/s"
+        )
+    out += ["", f"decision: {report.decision.value}: {report.reason}"]
+    if stored is not None:
+        state = "activated" if activated else "stored, not activated (--no-activate)"
+        out.append(f"dictionary {stored.id} (version {stored.meta.version}) {state}")
+    return "\n".join(out)
+
+
+def format_evaluation(evaluation: Evaluation) -> str:
+    """The human-readable `evaluate` report."""
+    report = evaluation.training
+    out = [format_training(report, None, False)]
+    if evaluation.rows:
+        rows = [[r.method, r.output_bytes, round(r.ratio, 3), r.note] for r in evaluation.rows]
+        raw = evaluation.rows[0].raw_bytes
+        title = f"what {report.heldout_count:,} held-out messages ({raw:,} B) would cost"
+        out += ["", render(("method", "bytes", "ratio", "note"), rows, title)]
+    if evaluation.frame_rows:
+        count = max(1, report.heldout_count)
+        rows = [
+            [r.method, r.output_bytes, round(r.output_bytes / count, 2), r.note]
+            for r in evaluation.frame_rows
+        ]
+        title = "frame options (frames only, every message compressed)"
+        out += ["", render(("frame", "bytes", "B/message", "note"), rows, title)]
+        med, lo, hi = evaluation.encode_ns
+        dmed, dlo, dhi = evaluation.decode_ns
+        out.append(
+            f"\nencode {med / 1000:.2f} µs/message [{lo / 1000:.2f}-{hi / 1000:.2f}], "
+            f"decode {dmed / 1000:.2f} µs/message [{dlo / 1000:.2f}-{dhi / 1000:.2f}] "
+            "(one thread, median [min-max] of 3 runs after a warm-up)"
+        )
+    return "\n".join(out)
+
+
+def _dict_rows(listed: list[tuple[DictionaryMeta, bool]]) -> list[list[object]]:
+    return [
+        [
+            str(meta.id),
+            meta.namespace,
+            meta.version,
+            meta.size,
+            meta.level,
+            meta.heldout_ratio,
+            meta.break_even_size,
+            meta.created_at.strftime("%Y-%m-%d %H:%M:%S"),
+            "*" if on else "",
+        ]
+        for meta, on in listed
+    ]
+
+
+def _print_dicts(listed: list[tuple[DictionaryMeta, bool]], as_json: bool, where: str) -> None:
+    if as_json:
+        entries = [meta.model_dump(mode="json") | {"active": on} for meta, on in listed]
+        print(json.dumps(entries, indent=2))
+    elif listed:
+        print(render(_DICT_HEADERS, _dict_rows(listed)))
+    else:
+        print(f"no dictionaries in {where}")
+
+
+# -- train and evaluate --------------------------------------------------------------------------
+
+
+def _training_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    training: dict[str, Any] = {}
+    if args.min_encode_rate is not None:
+        training["min_encode_rate"] = args.min_encode_rate
+    return {"training": training} if training else {}
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    if args.namespace is None and args.topic is None:
+        raise ConfigError("--namespace is required with --input (it is usually the topic name)")
+    namespace = validate_namespace(args.namespace or args.topic)
+    settings = configured_settings(args, **_training_overrides(args))
+    if args.heldout_fraction is not None:
+        heldout_fraction = args.heldout_fraction
+    else:
+        heldout_fraction = settings.training.heldout_fraction
+    store = DictionaryStore(settings.dictionaries)
+    registry = open_registry(settings, "train") if args.publish else None
+    try:
+        if registry is not None:
+            sync_store(registry, store, [namespace])
+        champion = store.active(namespace)
+        if args.topic:
+            from sidecar.dictionaries.topic_sample import read_sample
+
+            sample = read_sample(settings, args.topic, args.sample)
+            records, window = sample.records, sample.window
+        else:
+            lines = read_lines(args.input)
+            records = [(str(i).encode(), line) for i, line in enumerate(lines)]
+            window = f"{args.input} lines 1-{len(lines)}"
+        samples = split_by_key(records, heldout_fraction, window)
+        params = settings.training.params(settings.codec)
+        started = time.monotonic()
+        report = train(samples, params, namespace=namespace, champion=champion)
+        stored = None
+        if report.decision is Decision.PROMOTED:
+            stored = promote(
+                store,
+                registry,
+                report,
+                window=window,
+                parent_id=champion.id if champion else None,
+                activate=not args.no_activate,
+            )
+        summary = report.summary() | {
+            "trigger": "manual",
+            "finished_at": time.time(),
+            "seconds": round(time.monotonic() - started, 3),
+            "stored_id": stored.id if stored else None,
+        }
+        entry = report.to_dict() | summary
+        store.record_training(namespace, entry)
+        if registry is not None:
+            registry.publish_training(namespace, summary)
+    finally:
+        if registry is not None:
+            registry.close()
+    if args.json:
+        print(json.dumps(entry, indent=2))
+    else:
+        print(format_training(report, stored, stored is not None and not args.no_activate))
+        if stored is not None and registry is not None:
+            print(f"published to registry topic {registry.topic}")
+    if report.decision is Decision.FAILED:
+        print(f"{PROG}: training failed: {report.reason}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    settings = configured_settings(args, **_training_overrides(args))
+    lines = read_lines(args.file)
+    samples = split_ordered(lines, args.train_fraction, window=f"{args.file}")
+    evaluation = evaluate(samples, settings.training.params(settings.codec))
+    if args.json:
+        print(json.dumps(evaluation.to_dict(), indent=2))
+    else:
+        print(format_evaluation(evaluation))
+    if evaluation.training.decision is Decision.FAILED:
+        print(f"{PROG}: evaluation failed: {evaluation.training.reason}", file=sys.stderr)
+        return 1
+    return 0
+
+
+# -- dicts ---------------------------------------------------------------------------------------
+
+
+def cmd_dicts(args: argparse.Namespace) -> int:
+    settings = configured_settings(args)
+    store = DictionaryStore(settings.dictionaries)
+    if args.registry:
+        registry = open_registry(settings, "operator")
+        try:
+            return _dicts_in_registry(args, registry, store)
+        finally:
+            registry.close()
+    if args.action == "list":
+        namespaces = [validate_namespace(args.namespace)] if args.namespace else store.namespaces()
+        listed = [
+            (meta, meta.id == active)
+            for ns in namespaces
+            for active in [store.active_id(ns)]
+            for meta in store.versions(ns)
+        ]
+        _print_dicts(listed, args.json, str(store.root))
+        return 0
+    if args.action == "show":
+        print(store.get(args.id).meta.model_dump_json(indent=2))
+        return 0
+    namespace = validate_namespace(args.namespace)
+    if args.action == "activate":
+        dictionary = store.activate(namespace, args.id)
+    else:
+        dictionary = store.rollback(namespace)
+    print(
+        f"namespace {namespace}: dictionary {dictionary.id} "
+        f"(version {dictionary.meta.version}) is active in {store.root}"
+    )
+    if settings.registry.enabled:
+        print(
+            f"{PROG}: note: only this store changed; a sidecar that follows the registry topic "
+            f"({settings.registry.topic}) goes back to the registry's choice within seconds - "
+            "add --registry to switch every sidecar",
+            file=sys.stderr,
+        )
+    return 0
+
+
+def _dicts_in_registry(args: argparse.Namespace, registry: Registry, store: DictionaryStore) -> int:
+    """`dicts ... --registry`: the registry's view; activations are published to every host."""
+    state = registry.state
+    if args.action == "list":
+        namespace = validate_namespace(args.namespace) if args.namespace else None
+        listed = [
+            (
+                d.meta,
+                state.activations.get(d.namespace) is not None
+                and state.activations[d.namespace].dict_id == d.id,
+            )
+            for d in state.versions(namespace)
+        ]
+        _print_dicts(listed, args.json, f"registry topic {registry.topic}")
+        return 0
+    if args.action == "show":
+        dictionary = state.dictionaries.get(args.id)
+        if dictionary is None:
+            raise DictionaryNotFound(
+                f"dictionary {args.id} is not in registry topic {registry.topic}"
+            )
+        print(dictionary.meta.model_dump_json(indent=2))
+        return 0
+    namespace = validate_namespace(args.namespace)
+    if args.action == "activate":
+        activation = registry.publish_activation(namespace, args.id, "activate")
+    else:
+        activation = registry.rollback(namespace)
+    sync_store(registry, store, [namespace])
+    dictionary = state.dictionaries[activation.dict_id]
+    print(
+        f"namespace {namespace}: dictionary {dictionary.id} (version {dictionary.meta.version}) "
+        f"is active, published to registry topic {registry.topic} for every sidecar"
+    )
+    return 0
+
+
+# -- parsers -------------------------------------------------------------------------------------
+
+
+def add_train(commands: Commands) -> None:
+    p = commands.add_parser(
+        "train", help="train a dictionary from messages, store it, activate if better"
+    )
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--input", metavar="FILE", help="one message per line; - for stdin")
+    source.add_argument("--topic", metavar="TOPIC", help="sample the latest records of a topic")
+    p.add_argument(
+        "--sample", type=int, default=20_000, metavar="N", help="records to read with --topic"
+    )
+    p.add_argument("--namespace", help="default: the --topic name (required with --input)")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--heldout-fraction", type=float, metavar="F", help="default 0.2")
+    p.add_argument("--min-encode-rate", type=float, metavar="MSG_PER_S", help="speed budget")
+    p.add_argument(
+        "--no-activate", action="store_true", help="store a winner without activating it"
+    )
+    p.add_argument(
+        "--publish",
+        action="store_true",
+        help="against the registry: its champion, and a winner published to every sidecar",
+    )
+    add_config_flags(p)
+    p.set_defaults(func=cmd_train)
+
+
+def add_evaluate(commands: Commands) -> None:
+    p = commands.add_parser("evaluate", help="what would I save on my data? (nothing is stored)")
+    p.add_argument("file", metavar="FILE", help="one message per line; - for stdin")
+    p.add_argument("--train-fraction", type=float, default=0.2, metavar="F", help="default 0.2")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--min-encode-rate", type=float, metavar="MSG_PER_S", help="speed budget")
+    add_config_flags(p, store=False)
+    p.set_defaults(func=cmd_evaluate)
+
+
+def _add_dicts_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--registry",
+        action="store_true",
+        help="the registry topic (every sidecar follows it) instead of the local store",
+    )
+    add_config_flags(parser)
+
+
+def add_dicts(commands: Commands) -> None:
+    p = commands.add_parser("dicts", help="list, show, activate or roll back stored dictionaries")
+    actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+    a = actions.add_parser("list", help="every dictionary, * marks the active one")
+    a.add_argument("--namespace")
+    a.add_argument("--json", action="store_true")
+    _add_dicts_flags(a)
+    a = actions.add_parser("show", help="metadata of one dictionary")
+    a.add_argument("id", type=int)
+    _add_dicts_flags(a)
+    a = actions.add_parser("activate", help="make a stored dictionary the active one")
+    a.add_argument("--namespace", required=True)
+    a.add_argument("id", type=int)
+    _add_dicts_flags(a)
+    a = actions.add_parser("rollback", help="re-activate the previously active dictionary")
+    a.add_argument("--namespace", required=True)
+    _add_dicts_flags(a)
+    p.set_defaults(func=cmd_dicts)

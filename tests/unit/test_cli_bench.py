@@ -1,0 +1,114 @@
+"""`bench` commands: their checks, tables and files, over results made up here (no broker)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sidecar.bench import lifecycle as bench_lifecycle
+from sidecar.bench import relay as bench_relay
+from sidecar.bench.codec import RelayRun
+from sidecar.bench.lifecycle import CostRound, LifecycleResults
+from sidecar.bench.relay import KindResults, LatencyRun
+from sidecar.bench.workload import DriftRun
+from sidecar.cli.main import main
+from sidecar.errors import MissingDependency
+
+
+@pytest.fixture
+def broker(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:1")
+
+
+def _kind_results(kind: str, *args: Any, **kwargs: Any) -> KindResults:
+    result = KindResults(kind, 1_000_000, 321.0, 4)
+    for variant in kwargs["saturation"]:
+        result.saturation[variant.name] = [
+            RelayRun(variant.name, 1_000_000, 5.0 + i, 7.0, 200 * 2**20, i) for i in range(3)
+        ]
+    for rate in kwargs["rates"]:
+        key = f"compress, 1 worker @ {f'{rate:,.0f}/s' if rate else 'max'}"
+        result.latency[key] = [
+            LatencyRun("compress, 1 worker", rate, 6.0, 100, 90, 90, 19_000.0, 1.5, 9.5, 30.0)
+        ] * 3
+    return result
+
+
+@pytest.mark.usefixtures("broker")
+def test_bench_relay_prints_both_tables_writes_json_and_notes_a_missing_chart_library(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def no_matplotlib(*args: object) -> Path:
+        raise MissingDependency("matplotlib is not installed")
+
+    monkeypatch.setattr(
+        bench_relay, "bench_kind", lambda _, kind, *a, **k: _kind_results(kind, **k)
+    )
+    monkeypatch.setattr(bench_relay, "plot", no_matplotlib)
+    json_out = tmp_path / "relay.json"
+    argv = ["bench", "relay", "--kind", "order", "--latency-rate", "20000,max"]
+    assert main([*argv, "--json-out", str(json_out)]) == 0
+    captured = capsys.readouterr()
+    assert "relay over 1,000,000 pre-loaded order events (321 B), 4 partitions" in captured.out
+    assert "compress, 1 worker @ 20,000/s" in captured.out
+    assert "compress, 1 worker @ max" in captured.out
+    assert captured.out.endswith(f"\nwrote {json_out}\n")
+    assert captured.err == "zdict-sidecar: matplotlib is not installed\n"
+    payload = json.loads(json_out.read_text())
+    assert payload["benchmark"] == "relay" and payload["settings"]["kind"] == ["order"]
+    assert payload["settings"]["func"] is None and payload["results"][0]["kind"] == "order"
+
+
+@pytest.mark.usefixtures("broker")
+def test_bench_lifecycle_prints_drift_training_and_cost_then_writes_json_and_png(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    drift = DriftRun(
+        5000,
+        90.0,
+        45.0,
+        first_dictionary=12.0,
+        recovered=70.5,
+        trainings=[{"seconds": 3.5, "cpu_seconds": 2.0}],
+    )
+    cost = CostRound(2_000_000, 30.0, 4, [3.0], [150_000.0], [200_000.0], 25.0, 5.0)
+    results = LifecycleResults([drift], [cost] * 3, 2_000_000, {"drift": {"rate": 5000}})
+    monkeypatch.setattr(bench_lifecycle, "bench_lifecycle", lambda *a, **k: results)
+    monkeypatch.setattr(bench_lifecycle, "plot", lambda _, path: path)
+    json_out, png = tmp_path / "lifecycle.json", tmp_path / "lifecycle.png"
+    assert main(["bench", "lifecycle", "--json-out", str(json_out), "--png", str(png)]) == 0
+    out = capsys.readouterr().out
+    assert "drift: 5,000 product_viewed events/s for 90 s, schema change after 45 s" in out
+    assert "\n\ntraining runs beside the relay: 1, wall 3.5 [3.5-3.5] s, CPU 2.0 [2.0-2.0] s" in out
+    assert "cost: relay over 2,000,000 pre-loaded events" in out
+    assert " 25.5 " in out  # the drift run's recovery, +s after the change
+    assert out.endswith(f"\nwrote {json_out}\nwrote {png}\n")
+    assert json.loads(json_out.read_text())["settings"] == {"drift": {"rate": 5000}}
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["bench", "relay", "--runs", "2"], "--runs must be at least 3"),
+        (["bench", "lifecycle", "--cost-rounds", "1"], "--cost-rounds must be at least 3"),
+        (["bench", "lifecycle", "--drift-after", "100"], "--drift-after must be within --seconds"),
+        (["bench", "storage"], "--data-dir is required"),
+    ],
+)
+@pytest.mark.usefixtures("broker")
+def test_bench_settings_that_cannot_measure_are_refused_with_exit_2(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_a_benchmark_on_a_broker_needs_its_address(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("KAFKA_BOOTSTRAP_SERVERS", raising=False)
+    assert main(["bench", "relay"]) == 2
+    assert "KAFKA_BOOTSTRAP_SERVERS is not set" in capsys.readouterr().err
