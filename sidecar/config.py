@@ -35,9 +35,11 @@ from pydantic_settings import (
 
 from sidecar.codec import DEFAULT_HEADER_KEY, DEFAULT_MAX_OUTPUT_SIZE, FrameOptions
 from sidecar.dictionaries.training import (
+    DEFAULT_BUDGET_MB_PER_S,
+    DEFAULT_BUDGET_US_PER_MESSAGE,
     DEFAULT_DICT_SIZES,
     DEFAULT_LEVELS,
-    DEFAULT_MIN_ENCODE_RATE,
+    DEFAULT_MIN_SAMPLES,
     TrainingParams,
 )
 from sidecar.errors import ConfigError
@@ -111,7 +113,9 @@ class TrainingSettings(BaseModel):
         description="share of the sample kept out of training to measure the candidates",
     )
     min_samples: int = Field(
-        default=1000, ge=20, description="fewer usable samples and no training is attempted"
+        default=DEFAULT_MIN_SAMPLES,
+        ge=20,
+        description="fewer usable samples and no training is attempted",
     )
     promotion_margin: float = Field(
         default=0.02,
@@ -119,10 +123,15 @@ class TrainingSettings(BaseModel):
         lt=1.0,
         description="a new dictionary must produce this fraction fewer bytes than the active one",
     )
-    min_encode_rate: float = Field(
-        default=DEFAULT_MIN_ENCODE_RATE,
+    budget_us_per_message: float = Field(
+        default=DEFAULT_BUDGET_US_PER_MESSAGE,
         ge=0.0,
-        description="messages/s one thread must encode at the chosen size and level",
+        description="CPU budget of one message's encoding, µs, plus its bytes at budget_mb_per_s",
+    )
+    budget_mb_per_s: float = Field(
+        default=DEFAULT_BUDGET_MB_PER_S,
+        ge=0.0,
+        description="the per-byte part of the CPU budget, as MB/s of input on one core",
     )
     grid_eval_limit: int = Field(
         default=4000,
@@ -197,7 +206,8 @@ class TrainingSettings(BaseModel):
             levels=self.levels,
             min_samples=self.min_samples,
             promotion_margin=self.promotion_margin,
-            min_encode_rate=self.min_encode_rate,
+            budget_us_per_message=self.budget_us_per_message,
+            budget_mb_per_s=self.budget_mb_per_s,
             grid_eval_limit=self.grid_eval_limit,
             frame=codec.frame,
             header_key=codec.header_key,

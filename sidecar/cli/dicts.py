@@ -35,7 +35,15 @@ from sidecar.tools.tables import render
 if TYPE_CHECKING:
     from sidecar.cli.common import Commands
 
-_MEASUREMENT_HEADERS: Final = ("candidate", "size", "level", "ratio", "bytes", "msg/s", "in budget")
+_MEASUREMENT_HEADERS: Final = (
+    "candidate",
+    "size",
+    "level",
+    "ratio",
+    "bytes",
+    "µs/message",
+    "in budget",
+)
 _DICT_HEADERS: Final = (
     "id",
     "namespace",
@@ -60,7 +68,7 @@ def _measurement_row(m: Measurement) -> list[object]:
         m.level,
         round(m.ratio, 3),
         m.output_bytes,
-        round(m.messages_per_second),
+        round(m.encode_ns_per_message / 1000, 2),
         "yes" if m.meets_budget else "no",
     ]
 
@@ -85,7 +93,7 @@ def format_training(report: TrainingReport, stored: Dictionary | None, activated
         out.append(f"break-even size: {report.break_even_size} B (smaller values pass through)")
         out.append(
             f"training {report.train_seconds:.2f} s, evaluation {report.eval_seconds:.2f} s, "
-            f"speed budget {report.min_encode_rate:,.0f} msg/s"
+            f"CPU budget {report.budget_ns / 1000:.1f} µs per message of average size"
         )
     out += ["", f"decision: {report.decision.value}: {report.reason}"]
     if stored is not None:
@@ -153,8 +161,10 @@ def _print_dicts(listed: list[tuple[DictionaryMeta, bool]], as_json: bool, where
 
 def _training_overrides(args: argparse.Namespace) -> dict[str, Any]:
     training: dict[str, Any] = {}
-    if args.min_encode_rate is not None:
-        training["min_encode_rate"] = args.min_encode_rate
+    if args.budget_us is not None:
+        training["budget_us_per_message"] = args.budget_us
+    if args.budget_mb_per_s is not None:
+        training["budget_mb_per_s"] = args.budget_mb_per_s
     return {"training": training} if training else {}
 
 
@@ -333,7 +343,7 @@ def add_train(commands: Commands) -> None:
     p.add_argument("--namespace", help="default: the --topic name (required with --input)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--heldout-fraction", type=float, metavar="F", help="default 0.2")
-    p.add_argument("--min-encode-rate", type=float, metavar="MSG_PER_S", help="speed budget")
+    add_budget_flags(p)
     p.add_argument(
         "--no-activate", action="store_true", help="store a winner without activating it"
     )
@@ -346,12 +356,25 @@ def add_train(commands: Commands) -> None:
     p.set_defaults(func=cmd_train)
 
 
+def add_budget_flags(parser: argparse.ArgumentParser) -> None:
+    """The CPU budget of the chosen dictionary and level (0 and 0: no budget)."""
+    parser.add_argument(
+        "--budget-us",
+        type=float,
+        metavar="US",
+        help="CPU µs one message may take to encode, plus its bytes at --budget-mb-per-s",
+    )
+    parser.add_argument(
+        "--budget-mb-per-s", type=float, metavar="MB_S", help="per-byte part of the budget"
+    )
+
+
 def add_evaluate(commands: Commands) -> None:
     p = commands.add_parser("evaluate", help="what would I save on my data? (nothing is stored)")
     p.add_argument("file", metavar="FILE", help="one message per line; - for stdin")
     p.add_argument("--train-fraction", type=float, default=0.2, metavar="F", help="default 0.2")
     p.add_argument("--json", action="store_true")
-    p.add_argument("--min-encode-rate", type=float, metavar="MSG_PER_S", help="speed budget")
+    add_budget_flags(p)
     add_config_flags(p, store=False)
     p.set_defaults(func=cmd_evaluate)
 

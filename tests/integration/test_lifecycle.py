@@ -323,7 +323,7 @@ def test_a_challenger_no_better_than_the_champion_is_rejected_recorded_and_the_c
     # a busy machine can move the pick between two runs).
     train = [
         *("train", "--topic", topic, "--publish", "--json", "--sample", "20000"),
-        *("--min-encode-rate", "0"),
+        *("--budget-us", "0", "--budget-mb-per-s", "0"),
     ]
     first = cli(*train, "--dictionaries", str(tmp_path / "a"))
     assert first.returncode == 0, first.stderr.decode()

@@ -91,7 +91,8 @@ TRAINING_ENV = {
     "ZDICT_SAMPLING__MIN_MESSAGES": "2000",
     "ZDICT_TRAINING__DICT_SIZES": "[8192]",
     "ZDICT_TRAINING__LEVELS": "[1, 3]",
-    "ZDICT_TRAINING__MIN_ENCODE_RATE": "0",
+    "ZDICT_TRAINING__BUDGET_US_PER_MESSAGE": "0",
+    "ZDICT_TRAINING__BUDGET_MB_PER_S": "0",
     "ZDICT_TRAINING__DRIFT_WINDOW": "4",
     "ZDICT_TRAINING__DRIFT_MIN_MESSAGES": "1000",
     "ZDICT_TRAINING__DRIFT_TOLERANCE": "0.9",
@@ -292,7 +293,12 @@ def stack(
     # `dict` starts with a dictionary trained offline on a small sample; sidecar A publishes it
     # to the registry when it starts (it adopts the local store's active dictionary).
     store = work_dir / "dictionaries-a"
-    no_speed_budget = ("--min-encode-rate", "0")  # the choice must not depend on machine load
+    no_speed_budget = (
+        "--budget-us",
+        "0",
+        "--budget-mb-per-s",
+        "0",
+    )  # the choice must not depend on machine load
     small = list(generate("product_viewed", 1_500, seed=901))
     first_id, _ = train_dictionary(store, dict_topic, small, work_dir, no_speed_budget)
 

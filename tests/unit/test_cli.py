@@ -12,7 +12,7 @@ import pytest
 from sidecar.cli.main import main
 from sidecar.dictionaries import DictionaryStore
 
-FAST = ["--min-encode-rate", "0"]
+FAST = ["--budget-us", "0", "--budget-mb-per-s", "0"]
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +31,8 @@ def events_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def small_grid(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ZDICT_TRAINING__DICT_SIZES", "[4096, 8192]")
     monkeypatch.setenv("ZDICT_TRAINING__LEVELS", "[1, 3]")
-    monkeypatch.setenv("ZDICT_TRAINING__MIN_ENCODE_RATE", "0")
+    monkeypatch.setenv("ZDICT_TRAINING__BUDGET_US_PER_MESSAGE", "0")
+    monkeypatch.setenv("ZDICT_TRAINING__BUDGET_MB_PER_S", "0")
 
 
 def test_generate_is_deterministic_and_one_event_per_line(

@@ -8,23 +8,34 @@ from dataclasses import replace
 import pytest
 
 from sidecar.bench.events import generate
+from sidecar.codec import Encoder
 from sidecar.dictionaries import Dictionary, DictionaryStore
-from sidecar.dictionaries.lifecycle import promote
+from sidecar.dictionaries.lifecycle import dictionary_from_report, promote
+from sidecar.dictionaries.model import MIN_DICT_ID
 from sidecar.dictionaries.training import (
+    BREAK_EVEN_BYTE_LOSS,
     Decision,
+    Measurement,
     TrainingParams,
     TrainingReport,
     TrainingSet,
     break_even_size,
+    choose,
     heldout_by_key,
     split_by_key,
     split_ordered,
     train,
+    with_monotone_budget,
 )
 
 # Small grid and no speed budget: these tests are about decisions, not about this machine's speed.
 FAST = TrainingParams(
-    dict_sizes=(4096, 16384), levels=(1, 3), min_samples=200, min_encode_rate=0.0, timing_runs=1
+    dict_sizes=(4096, 16384),
+    levels=(1, 3),
+    min_samples=200,
+    budget_us_per_message=0.0,
+    budget_mb_per_s=0.0,
+    timing_runs=1,
 )
 
 
@@ -103,10 +114,61 @@ def test_the_smallest_output_within_the_speed_budget_is_chosen(samples: Training
     assert (report.chosen.dict_size, report.chosen.level) == (best.dict_size, best.level)
 
 
-def test_an_unreachable_speed_budget_takes_the_fastest_and_says_so(samples: TrainingSet) -> None:
-    report = train(samples, replace(FAST, min_encode_rate=1e12), namespace="orders")
+def test_an_unreachable_budget_takes_the_best_ratio_it_can_afford_and_says_so(
+    samples: TrainingSet,
+) -> None:
+    tight = replace(FAST, budget_us_per_message=0.001, budget_mb_per_s=1e9)
+    report = train(samples, tight, namespace="orders")
     assert report.chosen is not None and not report.chosen.meets_budget
-    assert "no candidate reached" in report.reason
+    assert "no candidate fits the budget" in report.reason
+    fastest = min(report.candidates, key=lambda c: c.encode_ns_per_message)
+    assert report.chosen.output_bytes <= fastest.output_bytes
+
+
+def _candidate(size: int, level: int, out: int, ns: float, budget: float) -> Measurement:
+    return Measurement(
+        label=f"dict {size}",
+        dict_size=size,
+        dict_bytes=size,
+        level=level,
+        raw_bytes=1000,
+        output_bytes=out,
+        compressed_share=1.0,
+        encode_ns_per_message=ns,
+        encode_ns_min=ns,
+        encode_ns_max=ns,
+        meets_budget=ns <= budget,
+    )
+
+
+def test_when_nothing_fits_the_best_ratio_within_the_least_relaxed_budget_wins() -> None:
+    # Budget 1,000 ns: nothing fits; within 2x (2,000 ns) two candidates do, and the smaller
+    # output of those wins, not the fastest; the 10,000 ns one is not affordable at all.
+    candidates = [
+        _candidate(4096, 1, 600, 1500.0, 1000.0),
+        _candidate(4096, 3, 500, 1900.0, 1000.0),
+        _candidate(16384, 9, 300, 10_000.0, 1000.0),
+    ]
+    chosen = choose(candidates, 1000.0)
+    assert (chosen.dict_size, chosen.level) == (4096, 3)
+
+
+def test_a_level_is_within_budget_only_if_the_lower_levels_of_its_dictionary_are() -> None:
+    # Level 3 timed faster than level 1 is noise (a busy machine): it must not be taken alone.
+    candidates = [
+        _candidate(4096, 1, 600, 1200.0, 1000.0),
+        _candidate(4096, 3, 500, 900.0, 1000.0),
+        _candidate(16384, 1, 550, 800.0, 1000.0),
+    ]
+    verdicts = {(c.dict_size, c.level): c.meets_budget for c in with_monotone_budget(candidates)}
+    assert verdicts == {(4096, 1): False, (4096, 3): False, (16384, 1): True}
+
+
+def test_the_budget_grows_with_the_message_size() -> None:
+    params = TrainingParams(budget_us_per_message=2.5, budget_mb_per_s=100.0)
+    assert params.budget_ns(100) == pytest.approx(3500.0)
+    assert params.budget_ns(5600) == pytest.approx(58_500.0)
+    assert TrainingParams(budget_us_per_message=0.0, budget_mb_per_s=0.0).budget_ns(100) == 0.0
 
 
 def test_a_challenger_within_the_margin_of_the_champion_is_rejected(
@@ -129,12 +191,69 @@ def test_a_clearly_better_challenger_replaces_the_champion(store: DictionaryStor
     assert report.chosen.output_bytes < report.champion.output_bytes * 0.98
 
 
-def test_the_break_even_size_is_where_most_messages_start_to_shrink() -> None:
-    outcomes = [(size, size >= 40) for size in range(8, 200)]
-    assert break_even_size(outcomes) == 32  # half of the 32-47 bucket shrinks, none of 16-31
-    assert break_even_size([(s, False) for s in range(10, 50)]) == 50
-    assert break_even_size([(s, True) for s in range(10, 50)]) == 0
-    assert break_even_size([]) == 0
+def test_the_break_even_size_skips_what_would_have_saved_almost_nothing() -> None:
+    # Values below 40 B do not shrink (they cost their size); larger ones save a quarter.
+    sizes = list(range(8, 400))
+    costs = [s if s < 40 else s - s // 4 for s in sizes]
+    threshold = break_even_size(sizes, costs)
+    assert threshold >= 40  # nothing is lost by skipping what never shrinks
+    skipped = sum(s - c for s, c in zip(sizes, costs, strict=True) if s < threshold)
+    assert skipped <= BREAK_EVEN_BYTE_LOSS * sum(costs)
+    assert break_even_size(list(range(10, 50)), list(range(10, 50))) == 50  # nothing shrinks
+    assert break_even_size([100, 100], [40, 40]) == 0
+    assert break_even_size([], []) == 0
+
+
+def test_one_large_outlier_that_does_not_shrink_cannot_stop_every_value_from_compressing() -> None:
+    sizes = [100] * 1000 + [5000]
+    costs = [50] * 1000 + [5000]
+    assert break_even_size(sizes, costs) == 0
+
+
+def test_the_held_out_ratio_is_what_the_encoder_does_with_the_break_even_size(
+    samples: TrainingSet,
+) -> None:
+    report = train(samples, FAST, namespace="orders")
+    assert report.chosen is not None and report.dictionary is not None
+    dictionary = dictionary_from_report(
+        report, dict_id=MIN_DICT_ID, version=1, window="t", parent_id=None
+    )
+    encoded = Encoder(dictionary).encode_batch([(v, None) for v in samples.heldout])
+    assert sum(e.output_bytes for e in encoded) == report.chosen.output_bytes
+
+
+def test_a_few_hundred_log_lines_train_a_dictionary_worth_having() -> None:
+    lines = [
+        f"2026-12-0{1 + i % 9} 0{i % 10}:{i % 60:02d}:{(7 * i) % 60:02d} status "
+        f"{('unpacked', 'half-configured', 'installed')[i % 3]} lib{('ssl', 'zstd', 'curl')[i % 3]}"
+        f"{i % 7}:amd64 {i % 5}.{i % 11}.{i % 4}-{i % 3}+deb12u{i % 9}".encode()
+        for i in range(400)
+    ]
+    report = train(split_ordered(lines, 0.2), replace(FAST, min_samples=200), namespace="dpkg")
+    assert report.decision is Decision.PROMOTED, report.reason
+    assert report.chosen is not None and report.nodict is not None
+    assert report.chosen.ratio > 1.5 * report.nodict.ratio
+
+
+def test_a_held_out_part_too_small_to_judge_is_said_so() -> None:
+    # A fixed random template that only a dictionary can know: 2 of the 12 held-out values
+    # carry it, the other 10 are noise. The gain is real but too thin to trust on 12 values.
+    rng = random.Random(9)
+    template = rng.randbytes(120)
+    train_values = [template + rng.randbytes(20) for _ in range(300)]
+    heldout = [template + rng.randbytes(20) if i < 2 else rng.randbytes(140) for i in range(12)]
+    report = train(TrainingSet(train_values, heldout), FAST, namespace="t")
+    assert report.decision is Decision.REJECTED
+    assert "too small or too varied to judge" in report.reason
+
+
+def test_larger_dictionaries_are_tried_when_the_sample_can_fill_them() -> None:
+    # 332 samples of ~140 B (46 KB): a 32 KiB dictionary is measured, not ruled out.
+    values = list(generate("customer", 1660, seed=2))[:1660]
+    samples = split_ordered([v[:140] for v in values], 0.2)
+    sizes = replace(FAST, dict_sizes=(4096, 16384, 32768))
+    report = train(samples, sizes, namespace="t")
+    assert {c.dict_size for c in report.candidates} == {4096, 16384, 32768}
 
 
 def test_the_report_has_every_number_as_json(samples: TrainingSet) -> None:
