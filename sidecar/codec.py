@@ -3,13 +3,20 @@
 Pure: no Kafka, no files, no threads of its own. Producers that compress in-process and consumers
 import this module; the relay is a loop around `Encoder.encode_record`.
 
-Wire format (README, "Wire format"):
+Wire format (README, "Wire format"). A compressed record carries header `zd` (configurable); a
+record without it was not compressed by us. Its value says how the record value was framed, and
+decoders read both forms, so every record ever written stays decodable:
 
-* A compressed record carries header `zd` (configurable) whose value is the ASCII decimal id of
-  the dictionary, `0` for zstd without a dictionary. A record without it was not compressed by us.
-* The value is one standard zstd frame (RFC 8878) with the content size and the dictionary id
-  fields and without the 4-byte checksum (Kafka's record batches carry a CRC already).
-* Everything else about the record (key, timestamp, other headers) is left as it was.
+* **compact** (the default): the header value is one byte with bit 7 set and a 7-bit fingerprint
+  of the dictionary, then the dictionary id minus 32767 as an unsigned LEB128 varint (0: no
+  dictionary); 2 bytes for the first 127 dictionaries. The record value is a zstd frame (RFC 8878)
+  without the 4-byte magic number and without the frame's dictionary id: prepend `28 b5 2f fd` and
+  any zstd decoder reads it with the dictionary file.
+* **standard**: the header value is the ASCII decimal dictionary id (`0`: none); the record value
+  is one standard zstd frame with the content size and the dictionary id.
+
+Neither writes zstd's checksum: Kafka's record batches carry a CRC already. Everything else about
+the record (key, timestamp, other headers) is left as it was.
 """
 
 from __future__ import annotations
@@ -18,11 +25,11 @@ import threading
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Final, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Final, Literal, NamedTuple, Protocol
 
 import zstandard
 
-from sidecar.dictionaries.model import Dictionary
+from sidecar.dictionaries.model import MAX_DICT_ID, MIN_DICT_ID, Dictionary
 from sidecar.errors import CorruptFrame, OutputTooLarge, UnknownDictionary
 
 if TYPE_CHECKING:
@@ -42,6 +49,17 @@ DEFAULT_LEVEL: Final = 3
 DEFAULT_MAX_OUTPUT_SIZE: Final = 8 * 1024 * 1024
 
 ZSTD_MAGIC: Final = b"\x28\xb5\x2f\xfd"
+
+#: How records are framed: `compact` saves 6 bytes of frame and 3 of header per record on the
+#: first 127 dictionaries (`zdict-sidecar bench codec` measures it); `standard` is what release 1
+#: wrote, for consumers that cannot be upgraded yet.
+WireFormat = Literal["compact", "standard"]
+DEFAULT_WIRE_FORMAT: Final[WireFormat] = "compact"
+#: Bit 7 of a compact header's first byte: never set in an ASCII digit, so the two forms cannot
+#: be mistaken for each other.
+COMPACT_FLAG: Final = 0x80
+#: A compact header carries `dict_id - ID_BASE`, so the first dictionary (32768) is 1.
+ID_BASE: Final = MIN_DICT_ID - 1
 
 # Values that start like this are compressed already; a second pass only burns CPU.
 _COMPRESSED_MAGICS: Final = (
@@ -84,7 +102,8 @@ class Outcome:
 
 @dataclass(frozen=True, slots=True)
 class FrameOptions:
-    """Optional zstd frame fields. The defaults were chosen by measurement (README, "Frame")."""
+    """Optional zstd frame fields (`bench codec` measures each). A compact frame never has the
+    dictionary id: `dict_id` applies to standard frames."""
 
     checksum: bool = False
     dict_id: bool = True
@@ -167,23 +186,103 @@ class CodecStats:
         return self.input_bytes / self.output_bytes if self.output_bytes else 1.0
 
 
-def header_dict_id(headers: Sequence[tuple[str, bytes | None]] | None, key: str) -> int | None:
-    """The dictionary id our header names; None when the record has no header of ours.
+class Tag(NamedTuple):
+    """What our header says about a record: its dictionary, and how its value is framed."""
+
+    dict_id: int
+    #: A compact frame (no magic number, no dictionary id); else a standard frame.
+    compact: bool
+    #: The compact header's 7-bit dictionary fingerprint (0 for standard headers).
+    fingerprint: int
+
+
+def fingerprint(dictionary: Dictionary | None) -> int:
+    """The 7-bit fingerprint a compact header carries: the first byte of the dictionary's
+    sha256, low 7 bits (0 without a dictionary). A decoder holding another dictionary under the
+    same id (a registry of another cluster, a mislabelled record) notices 127 times in 128."""
+    return 0 if dictionary is None else int(dictionary.meta.sha256[:2], 16) & 0x7F
+
+
+def _uvarint(n: int) -> bytes:
+    """Unsigned LEB128: 7 bits a byte, low bits first, bit 7 set on all but the last byte."""
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def tag_value(dict_id: int, wire: WireFormat, mark: int = 0) -> bytes:
+    """The header value naming `dict_id` (0: no dictionary) in wire format `wire`; `mark` is
+    the dictionary's fingerprint (compact only)."""
+    if wire == "standard":
+        return str(dict_id).encode("ascii")
+    return bytes([COMPACT_FLAG | mark]) + _uvarint(dict_id - ID_BASE if dict_id else 0)
+
+
+def parse_tag(raw: bytes | None, key: str = DEFAULT_HEADER_KEY) -> Tag:
+    """Read one header value of ours, in either wire format.
 
     Raises:
-        CorruptFrame: the header appears more than once, or is not an ASCII decimal id.
+        CorruptFrame: the value is neither an ASCII decimal id nor a compact tag.
+    """
+    if raw and raw[0] & COMPACT_FLAG:
+        n = shift = 0
+        for i, byte in enumerate(raw[1:6], 1):
+            n |= (byte & 0x7F) << shift
+            shift += 7
+            if not byte & 0x80:
+                if i + 1 != len(raw):
+                    break  # bytes after the varint's last byte
+                dict_id = n + ID_BASE if n else 0
+                if dict_id <= MAX_DICT_ID:
+                    return Tag(dict_id, True, raw[0] & 0x7F)
+                break
+        raise CorruptFrame(
+            f"header {key!r} is {raw[:12]!r}: a compact tag whose dictionary id does not parse "
+            f"or is above {MAX_DICT_ID}"
+        )
+    if raw is None or not (raw.isdigit() and raw.isascii() and len(raw) <= 10):
+        shown = repr(raw[:12]) if raw is not None else "None"
+        raise CorruptFrame(
+            f"header {key!r} is {shown}; expected a compact tag or the ASCII decimal id of a "
+            "dictionary (0 for none)"
+        )
+    return Tag(int(raw), False, 0)
+
+
+def header_tag(headers: Sequence[tuple[str, bytes | None]] | None, key: str) -> Tag | None:
+    """What our header says; None when the record has no header of ours.
+
+    Raises:
+        CorruptFrame: the header appears more than once, or does not parse.
     """
     found: list[bytes | None] = [v for k, v in headers or () if k == key]
     if not found:
         return None
     if len(found) > 1:
         raise CorruptFrame(f"record has {len(found)} {key!r} headers; exactly one is allowed")
-    raw = found[0]
-    if raw is None or not (raw.isdigit() and raw.isascii() and len(raw) <= 10):
-        raise CorruptFrame(
-            f"header {key!r} is {raw!r}; expected the ASCII decimal id of a dictionary (0 for none)"
-        )
-    return int(raw)
+    return parse_tag(found[0], key)
+
+
+def header_dict_id(headers: Sequence[tuple[str, bytes | None]] | None, key: str) -> int | None:
+    """The dictionary id our header names; None when the record has no header of ours.
+
+    Raises:
+        CorruptFrame: the header appears more than once, or does not parse.
+    """
+    tag = header_tag(headers, key)
+    return None if tag is None else tag.dict_id
+
+
+def _frame_parameters(value: bytes, tag: Tag) -> zstandard.FrameParameters:
+    """The frame header of `value` as `tag` says it is framed; raises `zstandard.ZstdError`."""
+    if tag.compact:
+        return zstandard.get_frame_parameters(value, format=zstandard.FORMAT_ZSTD1_MAGICLESS)
+    if not value.startswith(ZSTD_MAGIC):
+        raise zstandard.ZstdError("no zstd magic number")
+    return zstandard.get_frame_parameters(value)
 
 
 def check_encoded(value: bytes, headers: Sequence[tuple[str, bytes | None]], key: str) -> None:
@@ -193,20 +292,19 @@ def check_encoded(value: bytes, headers: Sequence[tuple[str, bytes | None]], key
     Raises:
         CorruptFrame: the header is malformed, or the value is not one zstd frame of that id.
     """
-    dict_id = header_dict_id(headers, key)
-    if not value.startswith(ZSTD_MAGIC):
-        raise CorruptFrame(
-            f"record carries header {key}={dict_id} but its value is not a zstd frame"
-        )
+    tag = header_tag(headers, key)
+    assert tag is not None  # the caller saw our header
     try:
-        frame_id = zstandard.get_frame_parameters(value).dict_id
+        frame_id = _frame_parameters(value, tag).dict_id
     except zstandard.ZstdError as exc:
         raise CorruptFrame(
-            f"record carries header {key}={dict_id} but a bad frame: {exc}"
+            f"record carries header {key} naming dictionary {tag.dict_id} but its value is not "
+            f"a zstd frame: {exc}"
         ) from None
-    if frame_id and frame_id != dict_id:
+    if frame_id and frame_id != tag.dict_id:
         raise CorruptFrame(
-            f"record carries header {key}={dict_id} but its frame names dictionary {frame_id}"
+            f"record carries header {key} naming dictionary {tag.dict_id} but its frame names "
+            f"dictionary {frame_id}"
         )
 
 
@@ -230,6 +328,7 @@ class Encoder:
         min_size: int | None = None,
         header_key: str = DEFAULT_HEADER_KEY,
         frame: FrameOptions = FrameOptions(),
+        wire: WireFormat = DEFAULT_WIRE_FORMAT,
     ) -> None:
         """Build an encoder.
 
@@ -240,12 +339,14 @@ class Encoder:
                 measured break-even size, else 128 without a dictionary.
             header_key: the record header that carries the dictionary id.
             frame: optional frame fields.
+            wire: compact (default) or standard frames and header values.
         """
         if not header_key:
             raise ValueError("header_key must not be empty")
         self.dictionary = dictionary
         self.header_key = header_key
         self.frame = frame
+        self.wire: WireFormat = wire
         if dictionary is None:
             self.level = DEFAULT_LEVEL if level is None else level
             self.min_size = NO_DICTIONARY_MIN_SIZE if min_size is None else min_size
@@ -258,10 +359,18 @@ class Encoder:
             self._zdict.precompute_compress(level=self.level)
             dict_id = dictionary.id
         self.dict_id = dict_id
-        self._header: tuple[str, bytes] = (header_key, str(dict_id).encode("ascii"))
+        self._header: tuple[str, bytes] = (
+            header_key,
+            tag_value(dict_id, wire, fingerprint(dictionary)),
+        )
         self.header_bytes = header_cost(*self._header)
         self.stats = CodecStats()
         self._local = threading.local()
+
+    @property
+    def header(self) -> tuple[str, bytes]:
+        """The record header this encoder adds to what it compresses: (key, value)."""
+        return self._header
 
     @classmethod
     def from_store(
@@ -273,6 +382,7 @@ class Encoder:
         min_size: int | None = None,
         header_key: str = DEFAULT_HEADER_KEY,
         frame: FrameOptions = FrameOptions(),
+        wire: WireFormat = DEFAULT_WIRE_FORMAT,
     ) -> Encoder:
         """An encoder for the active dictionary of `namespace` (no dictionary if none is active)."""
         return cls(
@@ -281,18 +391,31 @@ class Encoder:
             min_size=min_size,
             header_key=header_key,
             frame=frame,
+            wire=wire,
         )
 
     def _compressor(self) -> zstandard.ZstdCompressor:
         compressor: zstandard.ZstdCompressor | None = getattr(self._local, "compressor", None)
         if compressor is None:
-            compressor = zstandard.ZstdCompressor(
-                level=self.level,
-                dict_data=self._zdict,
-                write_checksum=self.frame.checksum,
-                write_content_size=self.frame.content_size,
-                write_dict_id=self.frame.dict_id,
-            )
+            if self.wire == "compact":
+                params = zstandard.ZstdCompressionParameters.from_level(
+                    self.level,
+                    format=zstandard.FORMAT_ZSTD1_MAGICLESS,
+                    write_checksum=int(self.frame.checksum),
+                    write_content_size=int(self.frame.content_size),
+                    write_dict_id=0,
+                )
+                compressor = zstandard.ZstdCompressor(
+                    dict_data=self._zdict, compression_params=params
+                )
+            else:
+                compressor = zstandard.ZstdCompressor(
+                    level=self.level,
+                    dict_data=self._zdict,
+                    write_checksum=self.frame.checksum,
+                    write_content_size=self.frame.content_size,
+                    write_dict_id=self.frame.dict_id,
+                )
             self._local.compressor = compressor
         return compressor
 
@@ -435,10 +558,11 @@ def _power_of_two_at_least(n: int) -> int:
 class Decoder:
     """Decodes record values produced by `Encoder` (or any zstd encoder using our header).
 
-    Safe on untrusted input: output is bounded by `max_output_size` before anything is allocated
-    (python-zstandard would allocate whatever size a frame header declares), frames without a
-    declared size are decompressed in bounded steps, the frame's own dictionary id must match the
-    header's, and a value must be exactly one frame. Shareable between threads.
+    Reads both wire formats. Safe on untrusted input: output is bounded by `max_output_size`
+    before anything is allocated (python-zstandard would allocate whatever size a frame header
+    declares), frames without a declared size are decompressed in bounded steps, the dictionary
+    must be the header's (its fingerprint in a compact header, the frame's own id in a standard
+    frame), and a value must be exactly one frame. Shareable between threads.
     """
 
     def __init__(
@@ -488,16 +612,33 @@ class Decoder:
         """The dictionary id our header names, None when the record is not ours to decode."""
         return header_dict_id(headers, self.header_key)
 
-    def _decompressor(self, dict_id: int) -> zstandard.ZstdDecompressor:
-        cache: dict[int, zstandard.ZstdDecompressor] | None = getattr(self._local, "dctx", None)
+    def _decompressor(self, tag: Tag) -> zstandard.ZstdDecompressor:
+        cache: dict[tuple[int, bool], zstandard.ZstdDecompressor] | None = getattr(
+            self._local, "dctx", None
+        )
         if cache is None:
             cache = self._local.dctx = {}
-        dctx = cache.get(dict_id)
+        dctx = cache.get((tag.dict_id, tag.compact))
         if dctx is None:
-            zdict = None if dict_id == NO_DICTIONARY else self._load(dict_id)[1]
-            dctx = zstandard.ZstdDecompressor(dict_data=zdict, max_window_size=self._max_window)
-            cache[dict_id] = dctx
+            zdict = None if tag.dict_id == NO_DICTIONARY else self._load(tag.dict_id)[1]
+            dctx = zstandard.ZstdDecompressor(
+                dict_data=zdict,
+                max_window_size=self._max_window,
+                format=zstandard.FORMAT_ZSTD1_MAGICLESS if tag.compact else zstandard.FORMAT_ZSTD1,
+            )
+            cache[(tag.dict_id, tag.compact)] = dctx
         return dctx
+
+    def _check_fingerprint(self, tag: Tag) -> None:
+        """A compact tag's fingerprint must be the dictionary's: else it is another one."""
+        dictionary = None if tag.dict_id == NO_DICTIONARY else self._load(tag.dict_id)[0]
+        if fingerprint(dictionary) != tag.fingerprint:
+            raise CorruptFrame(
+                f"the record's header names {self._where(tag.dict_id)}, but its fingerprint "
+                f"{tag.fingerprint} is that dictionary's {fingerprint(dictionary)}: it was "
+                "compressed with another dictionary under that id (a registry of another "
+                "cluster?) or mislabelled; decoding it would give garbage"
+            )
 
     def _load(self, dict_id: int) -> tuple[Dictionary, zstandard.ZstdCompressionDict]:
         with self._dicts_lock:
@@ -525,14 +666,15 @@ class Decoder:
             CorruptFrame: the header is malformed, or the value is not one valid frame for it.
             OutputTooLarge: the frame would decode past `max_output_size`.
         """
-        dict_id = self.dictionary_id(headers)
-        if dict_id is None or value is None:
+        tag = header_tag(headers, self.header_key)
+        if tag is None or value is None:
             return value  # a tombstone stays a tombstone, whatever its headers
-        dctx = self._decompressor(dict_id)
-        if not value.startswith(ZSTD_MAGIC):
-            raise CorruptFrame(f"value for {self._where(dict_id)} is not a zstd frame (no magic)")
+        dict_id = tag.dict_id
+        dctx = self._decompressor(tag)
+        if tag.compact:
+            self._check_fingerprint(tag)
         try:
-            params = zstandard.get_frame_parameters(value)
+            params = _frame_parameters(value, tag)
         except zstandard.ZstdError as exc:
             raise CorruptFrame(
                 f"value for {self._where(dict_id)} has a bad frame header: {exc}"

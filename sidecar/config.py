@@ -33,7 +33,13 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from sidecar.codec import DEFAULT_HEADER_KEY, DEFAULT_MAX_OUTPUT_SIZE, FrameOptions
+from sidecar.codec import (
+    DEFAULT_HEADER_KEY,
+    DEFAULT_MAX_OUTPUT_SIZE,
+    DEFAULT_WIRE_FORMAT,
+    FrameOptions,
+    WireFormat,
+)
 from sidecar.dictionaries.training import (
     DEFAULT_BUDGET_MB_PER_S,
     DEFAULT_BUDGET_US_PER_MESSAGE,
@@ -69,6 +75,11 @@ class CodecSettings(BaseModel):
         max_length=64,
         description="record header carrying the dictionary id; every byte is paid per record",
     )
+    wire_format: WireFormat = Field(
+        default=DEFAULT_WIRE_FORMAT,
+        description="compact: no frame magic or dictionary id, a 2-byte tag (9 bytes less per "
+        "record); standard: what release 1 wrote, for decoders not yet upgraded",
+    )
     level: int | None = Field(
         default=None, ge=-7, le=22, description="zstd level; unset: the level chosen at training"
     )
@@ -84,7 +95,9 @@ class CodecSettings(BaseModel):
     )
     checksum: bool = Field(default=False, description="write zstd's 4-byte frame checksum")
     frame_dict_id: bool = Field(
-        default=True, description="write the dictionary id into each frame, to detect a mismatch"
+        default=True,
+        description="standard frames: write the dictionary id into each frame (compact frames "
+        "carry a fingerprint in the header instead)",
     )
     content_size: bool = Field(default=True, description="write the content size into each frame")
 
@@ -210,6 +223,7 @@ class TrainingSettings(BaseModel):
             budget_mb_per_s=self.budget_mb_per_s,
             grid_eval_limit=self.grid_eval_limit,
             frame=codec.frame,
+            wire=codec.wire_format,
             header_key=codec.header_key,
             scrub=self.scrub,
         )

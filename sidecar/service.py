@@ -66,6 +66,7 @@ def encoder_factory(settings: Settings) -> Callable[[DictionaryStore, str], Enco
             min_size=min_size,
             header_key=codec.header_key,
             frame=codec.frame,
+            wire=codec.wire_format,
         )
 
     return build

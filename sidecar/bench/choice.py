@@ -108,9 +108,11 @@ def compare(corpus: Corpus, params: TrainingParams | None = None) -> ChoiceRow:
         dictionary = dictionary_from_report(
             report, dict_id=MIN_DICT_ID, version=1, window=corpus.name, parent_id=None
         )
-        encoder = Encoder(dictionary, frame=params.frame, header_key=params.header_key)
+        encoder = Encoder(
+            dictionary, frame=params.frame, wire=params.wire, header_key=params.header_key
+        )
     else:
-        encoder = Encoder(None, frame=params.frame, header_key=params.header_key)
+        encoder = Encoder(None, frame=params.frame, wire=params.wire, header_key=params.header_key)
     encoded = encoder.encode_batch([(v, None) for v in heldout])
     ours = sum(e.output_bytes for e in encoded)
     header = header_cost(DEFAULT_HEADER_KEY, b"32768")

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
 from sidecar.bench.events import KINDS, generate
+from sidecar.cli.bench_offline import add_bench_offline
 from sidecar.cli.common import read_lines, write_bench_results
 from sidecar.errors import ConfigError
 from sidecar.tools.tables import render
@@ -588,6 +589,7 @@ def add_bench(commands: Commands) -> None:
     _add_bench_relay(benches)
     _add_bench_storage(benches)
     _add_bench_lifecycle(benches)
+    add_bench_offline(benches)
 
 
 def _add_bench_codec(benches: Commands) -> None:

@@ -23,7 +23,14 @@ from typing import Any, Final
 
 import zstandard
 
-from sidecar.codec import Encoder, FrameOptions, looks_compressed
+from sidecar.codec import (
+    DEFAULT_HEADER_KEY,
+    DEFAULT_WIRE_FORMAT,
+    Encoder,
+    FrameOptions,
+    WireFormat,
+    looks_compressed,
+)
 from sidecar.dictionaries.model import MIN_DICT_ID, Dictionary, TrainingSample, build_dictionary
 from sidecar.runtime import tune_gc
 
@@ -47,16 +54,17 @@ DEFAULT_DICT_SIZES: Final = (
 )
 #: Levels tried by default. Negative levels are zstd's fast modes.
 DEFAULT_LEVELS: Final = (-1, 1, 3, 6, 9, 12)
-#: Fewer usable samples than this (train + held-out) and no training is attempted. A few
-#: hundred log lines already train a dictionary worth 2.5-5x (`zdict-sidecar bench choice`);
-#: whether the held-out part is large enough to trust is judged on the evidence itself.
-DEFAULT_MIN_SAMPLES: Final = 200
+#: Fewer usable samples than this (train + held-out) and no training is attempted. It is only a
+#: floor: 160 package descriptions of 8 KB, or a few hundred log lines, already train a
+#: dictionary worth having (`zdict-sidecar bench choice`), and whether the held-out part is
+#: large enough to trust is judged on the evidence itself (`gain_is_clear`).
+DEFAULT_MIN_SAMPLES: Final = 50
 #: The held-out part must show the dictionary's gain over no dictionary this many standard
 #: errors clear of zero (paired, per message), or it is too small to judge.
 CONFIDENCE_Z: Final = 3.0
 #: Passing small values through saves CPU; it may make the held-out output at most this share
-#: larger than compressing every value would.
-BREAK_EVEN_BYTE_LOSS: Final = 0.005
+#: larger than compressing every value would (bytes come first: the CPU is within budget).
+BREAK_EVEN_BYTE_LOSS: Final = 0.001
 #: A candidate whose encode time is within this factor of the budget is affordable when
 #: nothing fits the budget itself; the factor doubles until something fits.
 _RELAX: Final = 2.0
@@ -101,7 +109,8 @@ class TrainingParams:
         return self.budget_us_per_message * 1000.0 + mean_bytes * per_byte
 
     frame: FrameOptions = field(default_factory=FrameOptions)
-    header_key: str = "zd"
+    wire: WireFormat = DEFAULT_WIRE_FORMAT
+    header_key: str = DEFAULT_HEADER_KEY
     #: Regular expressions whose matches are removed from training values (never from held-out
     #: values: the ratio is measured on what the relay will really see).
     scrub: tuple[str, ...] = ()
@@ -344,6 +353,7 @@ def measure(
         min_size=min_size,
         header_key=params.header_key,
         frame=params.frame,
+        wire=params.wire,
     )
     results = encoder.encode_batch([(v, None) for v in values])
     costs = tuple(r.output_bytes for r in results)
@@ -453,8 +463,9 @@ def train(
     Steps:
     1. refuse too few usable samples (decision FAILED, with the counts);
     2. train one dictionary per candidate size the sample can fill;
-    3. measure every size x level on (up to `grid_eval_limit`) held-out values, and pick the
-       smallest output within the CPU budget (or the least relaxed budget something fits);
+    3. measure every size x level on (up to `grid_eval_limit`) held-out values, levels in
+       ascending order up to the first one over the CPU budget, and pick the smallest output
+       within the budget (or the least relaxed budget something fits);
     4. measure the pick with its break-even size, no dictionary and the champion (with its
        own threshold, as it runs) on all held-out values;
     5. promote if there is no champion, or the pick beats it by `promotion_margin`, and it beats
@@ -494,14 +505,15 @@ def train(
     started = time.perf_counter()
     grid_values = samples.heldout[: params.grid_eval_limit]
     for size, data in trained.items():
-        for level in params.levels:
+        for level in sorted(params.levels):
             dictionary = candidate_dictionary(data, level, namespace)
             label = f"dict {size // KIB} KiB"
-            report.candidates.append(
-                measure(
-                    label, dictionary, level, grid_values, params, size, budget_ns=report.budget_ns
-                )
+            measured = measure(
+                label, dictionary, level, grid_values, params, size, budget_ns=report.budget_ns
             )
+            report.candidates.append(measured)
+            if not measured.meets_budget:
+                break  # higher levels of this dictionary only cost more
     report.candidates = with_monotone_budget(report.candidates)
     best = choose(report.candidates, report.budget_ns)
     chosen_dict = candidate_dictionary(trained[best.dict_size], best.level, namespace)

@@ -7,7 +7,7 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sidecar.codec import Decoder
+from sidecar.codec import Decoder, parse_tag
 
 from .records import Record
 
@@ -54,7 +54,7 @@ def match_output(
         assert added == () or (
             len(added) == 1
             and added[0][0] == header
-            and (dict_id is None or added[0][1] == str(dict_id).encode())
+            and (dict_id is None or parse_tag(added[0][1]).dict_id == dict_id)
         ), out.headers
         where = (source.partition, source.offset)
         copies[where] += 1

@@ -26,7 +26,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # public, but
     ConfigResource,
 )
 
-from sidecar.codec import Decoder, header_cost
+from sidecar.codec import Decoder, header_cost, parse_tag
 from sidecar.dictionaries.model import build_dictionary
 from sidecar.dictionaries.registry import Registry, RegistryResolver
 
@@ -93,7 +93,7 @@ def _wait_finished(proc: Sidecar, timeout: float, **match: Any) -> dict[str, Any
 
 def _dict_id(record: Record) -> int | None:
     ids = [v for k, v in record.headers if k == HEADER]
-    return int(ids[0]) if ids and ids[0] is not None else None
+    return parse_tag(ids[0]).dict_id if ids and ids[0] is not None else None
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from sidecar.bench.events import generate
-from sidecar.codec import Decoder, Encoder, header_cost
+from sidecar.codec import ZSTD_MAGIC, Decoder, Encoder, header_cost
 from sidecar.dictionaries.store import DictionaryStore
 
 from .launch import StartSidecar
@@ -137,7 +137,7 @@ def test_relays_100k_records_byte_exact_keeping_keys_timestamps_headers_and_coun
         elif i % 333 == 0:  # already encoded upstream: must pass through untouched
             encoder = with_dict if i % 2 else without_dict
             value = encoder.compress(event)
-            ours = (HEADER, str(encoder.dict_id).encode())
+            ours = encoder.header
             headers = (ours, *headers) if i % 3 else (*headers, ours)
         elif i % 997 == 0:
             value = event = b""
@@ -178,7 +178,7 @@ def test_relays_100k_records_byte_exact_keeping_keys_timestamps_headers_and_coun
     # Record by record: same partition and offset (the output topic has as many partitions,
     # and per-partition order is kept), same key, timestamp and headers, value byte-exact.
     decoder = Decoder.from_store(store)
-    ours = (HEADER, str(dict_id).encode())
+    ours = Encoder(store.get(dict_id)).header
     in_sorted = sorted(range(N_FULL), key=lambda i: (inputs[i].partition, inputs[i].offset))
     out_sorted = sorted(outputs, key=lambda r: (r.partition, r.offset))
     tally: Counter[str] = Counter()
@@ -208,7 +208,8 @@ def test_relays_100k_records_byte_exact_keeping_keys_timestamps_headers_and_coun
     plain = N_FULL - tally["tombstone"] - tally["already_encoded"]
     assert tally["compressed"] > 0.95 * plain, tally
 
-    # The compressed values are standard frames: kcat reads them, the zstd CLI decodes them.
+    # The compressed values are zstd frames without their magic number (the compact wire format):
+    # kcat reads them, the zstd CLI decodes them once the 4-byte magic is prepended.
     for out, raw in random.Random(3).sample(compressed, N_KCAT_SAMPLE):
         fetched = subprocess.run(
             [
@@ -222,7 +223,7 @@ def test_relays_100k_records_byte_exact_keeping_keys_timestamps_headers_and_coun
         assert fetched == out.value
         plain_bytes = subprocess.run(
             ["zstd", "-d", "-q", "-c", "-D", str(dict_file)],
-            input=fetched,
+            input=ZSTD_MAGIC + fetched,
             capture_output=True,
             timeout=30,
             check=True,

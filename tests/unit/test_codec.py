@@ -14,13 +14,19 @@ from hypothesis import strategies as st
 from sidecar.codec import (
     DEFAULT_MAX_OUTPUT_SIZE,
     NO_DICTIONARY,
+    ZSTD_MAGIC,
     Decoder,
     Encoder,
     FrameOptions,
     Outcome,
     StaticResolver,
+    Tag,
+    WireFormat,
+    fingerprint,
     header_cost,
     looks_compressed,
+    parse_tag,
+    tag_value,
 )
 from sidecar.dictionaries import Dictionary, DictionaryStore
 from sidecar.errors import CorruptFrame, OutputTooLarge, UnknownDictionary
@@ -109,14 +115,23 @@ def test_compressed_records_keep_every_input_header_and_add_the_dictionary_id(
     headers = [("trace-id", b"abc"), ("empty", None), ("dup", b"1"), ("dup", b"2")]
     encoded = encoder.encode_record(events[4001], headers)
     assert encoded.outcome == Outcome.COMPRESSED
-    assert encoded.headers == [*headers, ("zd", str(dictionary.id).encode())]
+    assert encoded.headers == [*headers, ("zd", compact_tag(dictionary))]
+
+
+def compact_tag(dictionary: Dictionary) -> bytes:
+    """The compact header value an encoder writes for `dictionary`."""
+    return tag_value(dictionary.id, "compact", fingerprint(dictionary))
 
 
 def test_output_bytes_count_the_header_we_add(encoder: Encoder, events: list[bytes]) -> None:
     encoded = encoder.encode_record(events[4002])
     assert encoded.value is not None
-    assert encoded.output_bytes == len(encoded.value) + header_cost("zd", b"32768")
-    assert header_cost("zd", b"32768") == 9  # 1 + 2 key bytes, 1 + 5 value bytes
+    assert encoded.output_bytes == len(encoded.value) + header_cost(
+        "zd", compact_tag(encoder.dictionary)
+    )
+    # 1 + 2 key bytes, 1 + 2 value bytes (fingerprint, id 32768 - 32767 = 1 as one varint byte)
+    assert header_cost("zd", compact_tag(encoder.dictionary)) == 6
+    assert header_cost("zd", b"32768") == 9  # the standard form: the id in ASCII
 
 
 def test_every_outcome_is_counted_with_its_bytes(
@@ -208,7 +223,7 @@ def test_no_dictionary_mode_compresses_larger_values_with_id_zero(events: list[b
     encoder = Encoder(None)
     value = b"".join(events[:5])  # ~500 bytes of JSON
     out, headers = encoder.encode(value)
-    assert headers == [("zd", b"0")]
+    assert headers == [("zd", b"\x80\x00")]  # compact, fingerprint 0, no dictionary
     assert out is not None and len(out) < len(value)
     assert Decoder().decode(out, headers) == value
     assert encoder.dict_id == NO_DICTIONARY
@@ -253,7 +268,8 @@ def test_decode_of_encode_is_the_input_for_any_bytes_and_headers(
     encoded = encoder.encode_record(value, headers)
     assert decoder.decode(encoded.value, encoded.headers) == value
     if encoded.outcome == Outcome.COMPRESSED:
-        assert encoded.headers == [*headers, ("zd", str(dictionary_for_hypothesis.id).encode())]
+        ours = compact_tag(dictionary_for_hypothesis)
+        assert encoded.headers == [*headers, ("zd", ours)]
         assert value is not None and encoded.output_bytes < len(value)
     else:
         assert encoded.headers == headers
@@ -269,15 +285,16 @@ def dictionary_for_hypothesis(
     return add_to_store(store, "roundtrip", trained_bytes)
 
 
+@pytest.mark.parametrize("wire", ["compact", "standard"])
 @pytest.mark.parametrize(
     "frame",
     [FrameOptions(), FrameOptions(checksum=True), FrameOptions(dict_id=False, content_size=False)],
     ids=["default", "checksum", "bare"],
 )
-def test_every_frame_option_round_trips(
-    dictionary: Dictionary, events: list[bytes], frame: FrameOptions
+def test_every_frame_option_round_trips_in_both_wire_formats(
+    dictionary: Dictionary, events: list[bytes], frame: FrameOptions, wire: WireFormat
 ) -> None:
-    encoder = Encoder(dictionary, frame=frame)
+    encoder = Encoder(dictionary, frame=frame, wire=wire)
     decoder = Decoder(StaticResolver([dictionary]))
     for raw in events[4000:4200]:
         assert decoder.decode(*encoder.encode(raw)) == raw
@@ -412,8 +429,10 @@ def test_bytes_after_the_frame_are_corrupt(
 def test_a_value_that_is_not_zstd_under_our_header_is_corrupt(
     decoder: Decoder, dictionary: Dictionary
 ) -> None:
-    with pytest.raises(CorruptFrame, match="not a zstd frame"):
+    with pytest.raises(CorruptFrame, match="bad frame header"):
         decoder.decode(b'{"plain":"json"}', [("zd", str(dictionary.id).encode())])
+    with pytest.raises(CorruptFrame, match=r"bad frame header|does not decompress"):
+        decoder.decode(b'{"plain":"json"}', [("zd", compact_tag(dictionary))])
 
 
 def test_a_record_labelled_with_the_wrong_dictionary_is_refused(
@@ -421,7 +440,7 @@ def test_a_record_labelled_with_the_wrong_dictionary_is_refused(
 ) -> None:
     first = add_dictionary()
     second = add_dictionary()
-    value, _ = Encoder(first).encode(events[4012])
+    value, _ = Encoder(first, wire="standard").encode(events[4012])
     decoder = Decoder(StaticResolver([first, second]))
     with pytest.raises(
         CorruptFrame, match=f"compressed with dictionary {first.id}.*names dictionary {second.id}"
@@ -472,7 +491,8 @@ def test_a_tombstone_stays_a_tombstone_whatever_its_headers() -> None:
     ("value", "headers", "complaint"),
     [
         (b'{"plain":"json"}', [("zd", b"32768")], "not a zstd frame"),
-        (b"\x28\xb5\x2f\xfd\x00", [("zd", b"32768")], "bad frame"),
+        (b"\x28\xb5\x2f\xfd\x00", [("zd", b"32768")], "not a zstd frame"),
+        (b"\xff\xff", [("zd", b"\x80\x01")], "not a zstd frame"),
         (None, [("zd", b"1"), ("zd", b"2")], "exactly one"),
         (b"x", [("zd", b"abc")], "ASCII decimal"),
     ],
@@ -492,7 +512,7 @@ def test_a_record_that_spoofs_our_header_is_refused_not_passed_through(
 def test_a_frame_of_another_dictionary_under_our_header_is_refused(
     dictionary: Dictionary, events: list[bytes]
 ) -> None:
-    value, _ = Encoder(dictionary).encode(events[4700])
+    value, _ = Encoder(dictionary, wire="standard").encode(events[4700])
     with pytest.raises(CorruptFrame, match="names dictionary 32768"):
         Encoder(dictionary).encode(value, [("zd", b"40000")])
 
@@ -503,3 +523,73 @@ def test_records_without_our_header_come_back_untouched(decoder: Decoder) -> Non
         == b"\x28\xb5\x2f\xfd garbage"
     )
     assert decoder.decode(None, None) is None
+
+
+# -- wire formats --------------------------------------------------------------------------------
+
+
+def test_records_written_in_the_standard_format_still_decode(
+    dictionary: Dictionary, decoder: Decoder, events: list[bytes]
+) -> None:
+    encoder = Encoder(dictionary, wire="standard")
+    value, headers = encoder.encode(events[4100])
+    assert headers == [("zd", str(dictionary.id).encode())]
+    assert value is not None and value.startswith(ZSTD_MAGIC)
+    assert decoder.decode(value, headers) == events[4100]
+
+
+def test_a_compact_frame_is_a_standard_frame_without_its_magic_and_dictionary_id(
+    dictionary: Dictionary, events: list[bytes]
+) -> None:
+    compact, _ = Encoder(dictionary).encode(events[4101])
+    standard, _ = Encoder(dictionary, wire="standard").encode(events[4101])
+    assert compact is not None and standard is not None
+    assert len(standard) - len(compact) == 6  # the magic (4) and a 2-byte dictionary id
+    assert zstandard.get_frame_parameters(ZSTD_MAGIC + compact).dict_id == 0
+
+
+@pytest.mark.parametrize(
+    ("dict_id", "raw"),
+    [
+        (0, b"\x80\x00"),
+        (32768, b"\x80\x01"),
+        (32768 + 126, b"\x80\x7f"),
+        (32768 + 127, b"\x80\x80\x01"),
+        (2**31 - 1, b"\x80\x80\x80\xfe\xff\x07"),
+    ],
+)
+def test_compact_tags_carry_the_id_as_a_varint_above_32767(dict_id: int, raw: bytes) -> None:
+    assert tag_value(dict_id, "compact") == raw
+    assert parse_tag(raw) == Tag(dict_id, True, 0)
+    assert parse_tag(bytes([0x80 | 0x55]) + raw[1:]).fingerprint == 0x55
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"\x80",  # no id
+        b"\x80\x81",  # the varint does not end
+        b"\x80\x01\x00",  # bytes after it
+        b"\x80\xff\xff\xff\xff\x0f",  # above 2**31 - 1
+        b"\x80\x80\x80\x80\x80\x80\x01",  # longer than 5 bytes
+        b"\x01\x01",  # neither form
+    ],
+)
+def test_malformed_compact_tags_are_corrupt(raw: bytes) -> None:
+    with pytest.raises(CorruptFrame):
+        parse_tag(raw)
+
+
+def test_another_dictionary_under_the_same_id_is_caught_by_the_fingerprint(
+    tmp_path_factory: pytest.TempPathFactory, trained_bytes: bytes, events: list[bytes]
+) -> None:
+    # Two registries (two clusters) gave id 32768 to different dictionaries.
+    ours = add_to_store(DictionaryStore(tmp_path_factory.mktemp("a")), "orders", trained_bytes)
+    other_bytes = zstandard.train_dictionary(8192, events[:2000]).as_bytes()
+    theirs = add_to_store(DictionaryStore(tmp_path_factory.mktemp("b")), "orders", other_bytes)
+    assert ours.id == theirs.id
+    if fingerprint(ours) == fingerprint(theirs):
+        pytest.fail("the two test dictionaries share a fingerprint; pick other training bytes")
+    value, headers = Encoder(ours).encode(events[4102])
+    with pytest.raises(CorruptFrame, match="fingerprint"):
+        Decoder(StaticResolver([theirs])).decode(value, headers)

@@ -1,4 +1,5 @@
-"""Frames from the Encoder are standard zstd: the reference `zstd` CLI decodes them byte-exact."""
+"""Frames from the Encoder are zstd: the reference `zstd` CLI decodes them byte-exact (compact
+frames once their magic number is prepended, the documented one-line transform)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from sidecar.codec import Encoder, FrameOptions, Outcome
+from sidecar.codec import ZSTD_MAGIC, Encoder, FrameOptions, Outcome, WireFormat
 from sidecar.dictionaries import DictionaryStore
 from tests.unit.conftest import AddDictionary
 
@@ -20,6 +21,7 @@ def zstd_cli() -> str:
     return path
 
 
+@pytest.mark.parametrize("wire", ["compact", "standard"])
 @pytest.mark.parametrize(
     "frame", [FrameOptions(), FrameOptions(checksum=True)], ids=["default", "checksum"]
 )
@@ -29,10 +31,12 @@ def test_the_zstd_cli_decodes_our_frames_with_the_stored_dictionary_file(
     add_dictionary: AddDictionary,
     events: list[bytes],
     frame: FrameOptions,
+    wire: WireFormat,
 ) -> None:
     dictionary = add_dictionary()
     dict_file = store.root / "orders" / f"{dictionary.id}.zdict"
-    encoder = Encoder(dictionary, frame=frame)
+    encoder = Encoder(dictionary, frame=frame, wire=wire)
+    prefix = ZSTD_MAGIC if wire == "compact" else b""
     checked = 0
     for i, raw in enumerate(events[4000:4300]):
         encoded = encoder.encode_record(raw)
@@ -40,7 +44,7 @@ def test_the_zstd_cli_decodes_our_frames_with_the_stored_dictionary_file(
             continue
         assert encoded.value is not None
         frame_file = tmp_path / f"{i}.zst"
-        frame_file.write_bytes(encoded.value)
+        frame_file.write_bytes(prefix + encoded.value)
         result = subprocess.run(
             [zstd_cli(), "-d", "-q", "-c", "-D", str(dict_file), str(frame_file)],
             capture_output=True,
@@ -54,7 +58,7 @@ def test_the_zstd_cli_decodes_our_frames_with_the_stored_dictionary_file(
 def test_the_zstd_cli_refuses_a_frame_without_its_dictionary(
     tmp_path: Path, add_dictionary: AddDictionary, events: list[bytes]
 ) -> None:
-    value, _ = Encoder(add_dictionary()).encode(events[4000])
+    value, _ = Encoder(add_dictionary(), wire="standard").encode(events[4000])
     assert value is not None
     frame_file = tmp_path / "one.zst"
     frame_file.write_bytes(value)

@@ -52,7 +52,7 @@ def encoded() -> list[Encoded]:
     records += [(v, None) for v in generate("access_log", 200, seed=3)]
     records += [(None, None)] * 7  # tombstones
     ours = Encoder(None).encode(b'{"already": "encoded"}' * 10)
-    assert ours[1] == [(DEFAULT_HEADER_KEY, b"0")]
+    assert ours[1] == [(DEFAULT_HEADER_KEY, b"\x80\x00")]
     records += [ours] * 3
     records += [(gzip.compress(b"x" * 4000) + b"\0" * 200, None)] * 2  # precompressed
     records += [(bytes(range(256)), None)]  # random-ish, does not shrink: no_gain

@@ -74,7 +74,7 @@ def test_a_batch_is_produced_in_order_and_counted_from_the_encoders_tallies(
     produced = producer.produce.call_args_list
     assert [c.args[0] for c in produced] == ["in.zd"] * 3
     assert [c.args[3] for c in produced] == [0, 0, 0]  # same partition as the input
-    assert produced[0].args[7] == [("zd", b"0")] and produced[1].args[7] is None
+    assert produced[0].args[7] == [("zd", b"\x80\x00")] and produced[1].args[7] is None
     assert produced[2].args[1] is None  # the tombstone stays one
     assert relay.offsets.in_flight() == 3
 

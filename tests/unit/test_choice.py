@@ -1,0 +1,32 @@
+"""The product's dictionary choice against a naive one, on real data nobody here wrote.
+
+The corpora come from files this machine's package managers and Python wrote (`bench.corpora`);
+`zdict-sidecar bench choice` runs the same comparison on every corpus the machine has.
+"""
+
+from __future__ import annotations
+
+import sysconfig
+
+import pytest
+
+from sidecar.bench.choice import compare
+from sidecar.bench.corpora import Corpus, collect_all
+
+#: Sources every Debian machine with this project's venv has: a package log, package status
+#: snapshots as JSON, and Python package manifests (CSV lines).
+ALWAYS_THERE = ("dpkg-log", "dpkg-status-json", "python-record-csv")
+
+
+@pytest.fixture(scope="module")
+def corpora() -> list[Corpus]:
+    found, missing = collect_all(sysconfig.get_paths()["purelib"], limit=3000, only=ALWAYS_THERE)
+    assert not missing, f"sources missing on this machine: {missing}"
+    return found
+
+
+def test_the_trained_choice_is_never_below_the_naive_one(corpora: list[Corpus]) -> None:
+    for corpus in corpora:
+        row = compare(corpus)
+        assert row.decision == "promoted", (corpus.name, row)
+        assert row.versus_naive >= 1.0, (corpus.name, row.ours_ratio, row.naive_ratio)
