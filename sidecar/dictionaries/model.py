@@ -10,10 +10,10 @@ import re
 import struct
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Final
+from typing import Annotated, Final
 
 import zstandard
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from sidecar.errors import ConfigError, DictionaryIntegrityError
 
@@ -22,19 +22,37 @@ from sidecar.errors import ConfigError, DictionaryIntegrityError
 MIN_DICT_ID: Final = 32768
 MAX_DICT_ID: Final = 2**31 - 1
 
+#: The largest dictionary we train (the `training.dict_sizes` bound) and therefore read, bytes.
+MAX_DICT_SIZE: Final = 1 << 20
+#: The largest metadata we read, bytes: ours is under 1 KiB, unknown keys are kept, so room to grow.
+MAX_META_SIZE: Final = 64 * 1024
+#: zstd levels a dictionary's metadata may name: the bounds of the `codec.level` setting.
+MIN_LEVEL: Final = -7
+MAX_LEVEL: Final = 22
+#: Versions and sizes are Java ints on the Kafka side; nothing legitimate comes near this.
+MAX_INT32: Final = 2**31 - 1
+
 #: Little-endian magic number that opens a "full" zstd dictionary (RFC 8878 §5).
 DICT_MAGIC: Final = b"\x37\xa4\x30\xec"
 
 # Kafka's topic-name rule: namespaces default to the input topic name, so they share it.
 _NAMESPACE_RE: Final = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+_SHA256_RE: Final = r"^[0-9a-f]{64}$"
+#: The longest decimal text of an id (2**31 - 1 has 10 digits).
+_ID_DIGITS: Final = len(str(MAX_DICT_ID))
 
 
 def validate_namespace(namespace: str) -> str:
-    """Return `namespace` if it is a valid name (Kafka topic rules), else raise `ConfigError`."""
-    if not _NAMESPACE_RE.fullmatch(namespace) or namespace in {".", ".."}:
+    """Return `namespace` if it is a valid name (Kafka topic rules), else raise `ConfigError`.
+
+    A namespace is a directory of the store, whose own `.ids` directory sits beside them: a
+    name starting with `.` is refused so that no namespace can be (or hide like) that one.
+    """
+    if not _NAMESPACE_RE.fullmatch(namespace) or namespace.startswith("."):
         raise ConfigError(
-            f"invalid namespace {namespace!r}: use 1-249 characters of A-Z a-z 0-9 . _ - "
-            "(the rules of Kafka topic names), not '.' or '..'"
+            f"invalid namespace {namespace[:260]!r}: use 1-249 characters of A-Z a-z 0-9 . _ - "
+            "(the rules of Kafka topic names), not starting with '.' (the store keeps its id "
+            "reservations in .ids)"
         )
     return namespace
 
@@ -47,6 +65,40 @@ def validate_dict_id(dict_id: int) -> int:
             "the range zstd leaves for private dictionaries"
         )
     return dict_id
+
+
+def parse_dict_id(text: str) -> int | None:
+    """The id written as `text` (ASCII decimal, canonical, in range), None if it is not one.
+
+    For ids read from names and files: `str.isdigit` alone would take '²' and '٣', and `int`
+    would take ' 7', '+7' and '0007'.
+    """
+    if not (0 < len(text) <= _ID_DIGITS and text.isascii() and text.isdigit()):
+        return None
+    dict_id = int(text)
+    if str(dict_id) != text or not MIN_DICT_ID <= dict_id <= MAX_DICT_ID:
+        return None
+    return dict_id
+
+
+def describe_invalid(exc: ValidationError) -> str:
+    """A pydantic error on one line: each field and what is wrong with it, without the input."""
+    return "; ".join(
+        f"{'.'.join(map(str, error['loc'])) or 'value'}: {error['msg']}" for error in exc.errors()
+    )[:400]
+
+
+def _namespace_value(namespace: str) -> str:
+    try:
+        return validate_namespace(namespace)
+    except ConfigError as exc:  # pydantic reports a ValueError as a validation error
+        raise ValueError(str(exc)) from None
+
+
+#: A dictionary id as metadata and activations carry it: a JSON integer in the private range.
+DictId = Annotated[int, Field(strict=True, ge=MIN_DICT_ID, le=MAX_DICT_ID)]
+#: A namespace as metadata and activations carry it (`validate_namespace`).
+Namespace = Annotated[str, AfterValidator(_namespace_value)]
 
 
 def embedded_dict_id(data: bytes, source: str = "the data") -> int:
@@ -69,6 +121,20 @@ def with_dict_id(data: bytes, dict_id: int) -> bytes:
     """
     embedded_dict_id(data)
     return data[:4] + struct.pack("<I", dict_id) + data[8:]
+
+
+def check_loadable(data: bytes, level: int, source: str) -> None:
+    """Load `data` the way the codec will, both ways; raise if zstd refuses its entropy tables.
+
+    A valid magic, id and sha256 say nothing about the tables behind them: without this check a
+    broken dictionary would be accepted, and fail later in the middle of encoding or decoding.
+    """
+    try:
+        zdict = zstandard.ZstdCompressionDict(data, dict_type=zstandard.DICT_TYPE_FULLDICT)
+        zdict.precompute_compress(level=level)
+        zstandard.ZstdDecompressor(dict_data=zdict)
+    except zstandard.ZstdError as exc:
+        raise DictionaryIntegrityError(f"{source}: zstd refuses the dictionary: {exc}") from None
 
 
 def sha256_hex(data: bytes) -> str:
@@ -94,22 +160,37 @@ class TrainingSample(BaseModel):
 
 
 class DictionaryMeta(BaseModel):
-    """The `<id>.json` next to every `<id>.zdict`; unknown keys are kept (forward compatible)."""
+    """The `<id>.json` next to every `<id>.zdict`; unknown keys are kept (forward compatible).
+
+    Every field is bounded: metadata comes from files and from the registry topic, and a value
+    out of range (a level of 2**40, an id of 0) must be refused here, not fail where it is used.
+    """
 
     model_config = ConfigDict(frozen=True, extra="allow")
 
-    id: int
-    namespace: str
-    version: int = Field(ge=1, description="1, 2, 3... per namespace")
-    sha256: str
-    size: int = Field(ge=0, description="dictionary size in bytes")
+    id: DictId
+    namespace: Namespace
+    version: int = Field(strict=True, ge=1, le=MAX_INT32, description="1, 2, 3... per namespace")
+    sha256: str = Field(pattern=_SHA256_RE, description="hex sha256 of the dictionary bytes")
+    size: int = Field(strict=True, ge=8, le=MAX_DICT_SIZE, description="dictionary size in bytes")
     created_at: datetime
-    zstd_version: str
-    level: int = Field(description="the compression level chosen on held-out data")
-    heldout_ratio: float = Field(description="raw bytes / (frame + header) bytes on held-out data")
-    nodict_ratio: float = Field(description="the same ratio without a dictionary, same held-out")
-    break_even_size: int = Field(ge=0, description="bytes; smaller values are not compressed")
-    parent_id: int | None = Field(default=None, description="the champion this one replaced")
+    zstd_version: str = Field(max_length=64)
+    level: int = Field(
+        strict=True,
+        ge=MIN_LEVEL,
+        le=MAX_LEVEL,
+        description="the compression level chosen on held-out data",
+    )
+    heldout_ratio: float = Field(
+        ge=0, allow_inf_nan=False, description="raw bytes / (frame + header) bytes on held-out data"
+    )
+    nodict_ratio: float = Field(
+        ge=0, allow_inf_nan=False, description="the same ratio without a dictionary, same held-out"
+    )
+    break_even_size: int = Field(
+        strict=True, ge=0, le=MAX_INT32, description="bytes; smaller values are not compressed"
+    )
+    parent_id: DictId | None = Field(default=None, description="the champion this one replaced")
     training: TrainingSample
 
 
@@ -130,7 +211,15 @@ class Dictionary:
 
     @classmethod
     def verified(cls, meta: DictionaryMeta, data: bytes, source: str) -> Dictionary:
-        """A `Dictionary`, refusing bytes that do not match `meta`; `source` names the file."""
+        """A `Dictionary`, refusing bytes that do not match `meta` or that zstd cannot load.
+
+        The one check every dictionary read from outside passes (store files, registry records);
+        `source` names where it came from.
+        """
+        if not MIN_DICT_ID <= meta.id <= MAX_DICT_ID:  # a meta built without validation
+            raise DictionaryIntegrityError(
+                f"dictionary {meta.id} ({source}): the id is outside {MIN_DICT_ID}..{MAX_DICT_ID}"
+            )
         digest = sha256_hex(data)
         if digest != meta.sha256:
             raise DictionaryIntegrityError(
@@ -147,6 +236,7 @@ class Dictionary:
             raise DictionaryIntegrityError(
                 f"dictionary {meta.id} ({source}): its header carries id {embedded}"
             )
+        check_loadable(data, meta.level, f"dictionary {meta.id} ({source})")
         return cls(meta=meta, data=data)
 
 
@@ -170,22 +260,25 @@ def build_dictionary(
     `extra` keys are kept in the metadata (e.g. the requested dictionary size).
     """
     data = with_dict_id(data, validate_dict_id(dict_id))
-    meta = DictionaryMeta(
-        id=dict_id,
-        namespace=validate_namespace(namespace),
-        version=version,
-        sha256=sha256_hex(data),
-        size=len(data),
-        created_at=utc_now(),
-        zstd_version=".".join(map(str, zstandard.ZSTD_VERSION)),
-        level=level,
-        heldout_ratio=heldout_ratio,
-        nodict_ratio=nodict_ratio,
-        break_even_size=break_even_size,
-        parent_id=parent_id,
-        training=training,
-        **extra,
-    )
+    try:
+        meta = DictionaryMeta(
+            id=dict_id,
+            namespace=validate_namespace(namespace),
+            version=version,
+            sha256=sha256_hex(data),
+            size=len(data),
+            created_at=utc_now(),
+            zstd_version=".".join(map(str, zstandard.ZSTD_VERSION)),
+            level=level,
+            heldout_ratio=heldout_ratio,
+            nodict_ratio=nodict_ratio,
+            break_even_size=break_even_size,
+            parent_id=parent_id,
+            training=training,
+            **extra,
+        )
+    except ValidationError as exc:
+        raise ConfigError(f"dictionary {dict_id} of {namespace}: {describe_invalid(exc)}") from None
     return Dictionary(meta=meta, data=data)
 
 
