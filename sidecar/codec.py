@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Final, Literal, NamedTuple, Protocol
 
 import zstandard
 
-from sidecar.dictionaries.model import MAX_DICT_ID, MIN_DICT_ID, Dictionary
+from sidecar.dictionaries.model import MAX_DICT_ID, MIN_DICT_ID, Dictionary, validate_dict_id
 from sidecar.errors import CorruptFrame, OutputTooLarge, UnknownDictionary
 
 if TYPE_CHECKING:
@@ -353,6 +353,9 @@ class Encoder:
             self._zdict: zstandard.ZstdCompressionDict | None = None
             dict_id = NO_DICTIONARY
         else:
+            # Frames carry the id in our header and their own: one outside the private range
+            # (0 reads as "no dictionary") would make every record undecodable.
+            validate_dict_id(dictionary.id)
             self.level = dictionary.meta.level if level is None else level
             self.min_size = dictionary.meta.break_even_size if min_size is None else min_size
             self._zdict = zstd_dictionary(dictionary)

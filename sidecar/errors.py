@@ -53,6 +53,15 @@ class RegistryError(ZdictError):
     """The registry topic refused an entry or holds one that contradicts this one."""
 
 
+class RecordIgnored(RegistryError):
+    """A registry record no reader applies; `kind` classes why (one of the registry's
+    `IGNORED_REASONS`), the message says it in words."""
+
+    def __init__(self, kind: str, reason: str) -> None:
+        super().__init__(reason)
+        self.kind = kind
+
+
 class RegistryUnavailable(RegistryError):
     """The registry topic could not be read or written within the configured timeout."""
 

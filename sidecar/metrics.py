@@ -31,6 +31,9 @@ Metrics (counters are exposed with `_total`; counters and histograms also get `_
 * `zdict_live_ratio{namespace}` gauge: the ratio over the drift window (what drift is judged by)
 * `zdict_sample_bytes{namespace}`, `zdict_sample_messages{namespace}` gauges: the reservoir
 * `zdict_registry_publish_total{result}` counter: registry publications, ok / failed
+* `zdict_registry_records_ignored_total{reason}` counter: registry records no reader uses, by
+  class of reason (`IGNORED_REASONS`: format, unknown_key, too_large, malformed, invalid,
+  integrity, conflict, tombstone)
 * `zdict_transactions_total{result}` counter: exactly-once mode, committed / aborted
 * `zdict_dead_letters_total{namespace,stage}` counter: records set aside (encode, decode, produce)
 * `zdict_build_info{version,python,zstandard,libzstd,confluent_kafka,librdkafka}` gauge (info)
@@ -60,6 +63,7 @@ from prometheus_client import (
 
 from sidecar import __version__
 from sidecar.codec import Encoded, Outcome
+from sidecar.dictionaries.registry import IGNORED_REASONS
 from sidecar.dictionaries.schedule import Trigger
 from sidecar.dictionaries.training import Decision
 from sidecar.logs import get_logger
@@ -439,6 +443,14 @@ class Metrics:
         )
         for result in (COMMIT_OK, COMMIT_FAILED):
             self.registry_publish.labels(result)
+        self.registry_records_ignored = Counter(
+            "zdict_registry_records_ignored",
+            "Registry records no reader uses (malformed, out of range, ...), by class of reason.",
+            ("reason",),
+            registry=reg,
+        )
+        for reason in IGNORED_REASONS:
+            self.registry_records_ignored.labels(reason)
 
     def _define_training(self, reg: CollectorRegistry) -> None:
         """Training runs and their triggers, the trainer role, the drift window, the reservoir."""
@@ -523,6 +535,10 @@ class Metrics:
     def registry_published(self, ok: bool) -> None:
         """One publication to the registry topic (dictionary or activation) ended."""
         self.registry_publish.labels(COMMIT_OK if ok else COMMIT_FAILED).inc()
+
+    def registry_record_ignored(self, reason: str) -> None:
+        """One registry record was ignored; `reason` is one of `IGNORED_REASONS`."""
+        self.registry_records_ignored.labels(reason).inc()
 
     def observe_batch(
         self, namespace: str, encoded: Sequence[Encoded], encode_seconds: float

@@ -128,12 +128,12 @@ def _prepare_topics(settings: Settings, admin: AdminClient, decode: bool) -> _To
 
 
 def _open_registry(
-    settings: Settings, store: DictionaryStore, topics: list[str], decode: bool
+    settings: Settings, store: DictionaryStore, topics: list[str], decode: bool, metrics: Metrics
 ) -> Registry | None:
     """The dictionary registry, if enabled; an encoding relay's store synced with it first."""
     if not settings.registry.enabled:
         return None
-    dictionaries = Registry.open(settings, "sidecar")
+    dictionaries = Registry.open(settings, "sidecar", metrics)
     if not decode:
         for topic in topics:
             adopt_local(dictionaries, store, topic)
@@ -298,7 +298,9 @@ def run_relay(settings: Settings) -> int:
         callbacks = _ClientCallbacks()
         clients = _connect(settings, callbacks, decode)
         store = DictionaryStore(settings.dictionaries)
-        dictionaries = _open_registry(settings, store, list(relay_settings.input_topics), decode)
+        dictionaries = _open_registry(
+            settings, store, list(relay_settings.input_topics), decode, metrics
+        )
         arguments = _relay_arguments(settings, clients, store, metrics, health)
         if decode:
             relay = _decoding_relay(settings, store, dictionaries, arguments)

@@ -325,6 +325,9 @@ class Trainer:
         except ZdictError as exc:
             log.warning("registry_read_failed", topic=self.registry.topic, error=str(exc))
             return
+        except Exception:  # a bug must not stop following: logged with its traceback
+            log.exception("registry_read_failed", topic=self.registry.topic)
+            return
         state = self.registry.state
         for ns in self.namespaces.values():
             activation = state.activations.get(ns.topic)

@@ -118,7 +118,7 @@ def sync_store(registry: Registry, store: DictionaryStore, namespaces: Iterable[
                     error=str(exc),
                 )
         activation = registry.state.activations.get(namespace)
-        if activation is None or store.active_id(namespace) == activation.dict_id:
+        if activation is None or _local_active_id(store, namespace) == activation.dict_id:
             continue
         try:
             store.activate(
@@ -143,6 +143,15 @@ def sync_store(registry: Registry, store: DictionaryStore, namespaces: Iterable[
             by=activation.by,
         )
     return changed
+
+
+def _local_active_id(store: DictionaryStore, namespace: str) -> int | None:
+    """The store's active id; None if its ACTIVE file is unreadable (the registry's replaces it)."""
+    try:
+        return store.active_id(namespace)
+    except ZdictError as exc:
+        log.warning("local_active_unreadable", namespace=namespace, error=str(exc))
+        return None
 
 
 def adopt_local(registry: Registry, store: DictionaryStore, namespace: str) -> Activation | None:

@@ -20,7 +20,11 @@ Rules every reader applies (`RegistryState.apply`), so all hosts agree:
   from compacting into each other, so the first claim stays the winner forever. Ids are never
   reused: a claim reserves its id even when its content is refused.
 * A dictionary record is used only when its bytes match its metadata (sha256, size, embedded
-  id, the zstd dictionary magic) and the key; anything else is ignored and reported.
+  id, the zstd dictionary magic, tables zstd loads) and the key; anything else is ignored and
+  reported.
+* No record can stop a reader: one that is malformed, too large, out of range or contradicts
+  the log is ignored (`Ignored`: one `registry_record_ignored` log line and one count of
+  `zdict_registry_records_ignored_total{reason}`), and reading goes on with the next.
 * The latest ``active/<namespace>`` record is the namespace's active dictionary; it carries the
   stack of earlier active ids, so a rollback needs no history beyond it (compaction keeps only
   the latest record per key).
@@ -41,7 +45,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Final, Literal, cast
+from typing import Any, Final, Literal, Protocol, cast, get_args
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]  # public, not in __all__
@@ -50,16 +54,24 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sidecar.config import KafkaSettings, RegistrySettings, Settings
 from sidecar.dictionaries.model import (
     MAX_DICT_ID,
+    MAX_DICT_SIZE,
+    MAX_META_SIZE,
     MIN_DICT_ID,
+    DictId,
     Dictionary,
     DictionaryMeta,
+    Namespace,
+    describe_invalid,
+    parse_dict_id,
     utc_now,
     validate_namespace,
     with_new_id,
 )
 from sidecar.errors import (
+    DictionaryIntegrityError,
     DictionaryNotFound,
     KafkaUnavailable,
+    RecordIgnored,
     RegistryError,
     RegistryUnavailable,
     UnknownDictionary,
@@ -89,9 +101,20 @@ STACK_DEPTH: Final = 32
 #: Attempts to claim a free id before giving up (each loses only to a concurrent claim).
 CLAIM_ATTEMPTS: Final = 5
 
+#: The largest activation or training value we read, bytes. Ours are under 2 KiB (an
+#: activation's stack holds at most STACK_DEPTH ids); the topic takes records of up to
+#: TOPIC_CONFIG's 2 MiB, and a topic created by hand may take more: a larger value is not ours,
+#: and is refused before it is parsed, so that no record can cost a reader more than that.
+MAX_JSON_VALUE: Final = 64 * 1024
+#: A dictionary record: the dictionary (MAX_DICT_SIZE) as value, its metadata (MAX_META_SIZE) as
+#: a header; the same limits as the store's files.
+MAX_DICTIONARY_VALUE: Final = MAX_DICT_SIZE
+
 _DICTIONARY: Final = b"dictionary/"
 _ACTIVE: Final = b"active/"
 _TRAINING: Final = b"training/"
+#: How much of a record's key an `Ignored` shows (escaped).
+_SHOWN_KEY: Final = 120
 
 Action = Literal["promote", "activate", "rollback", "adopt"]
 Headers = Sequence[tuple[str, bytes | None]]
@@ -99,17 +122,31 @@ Headers = Sequence[tuple[str, bytes | None]]
 Outgoing = tuple[bytes, bytes, list[tuple[str, str | bytes | None]]]
 
 
+#: Why a record was ignored: the `reason` label of `zdict_registry_records_ignored_total`.
+IgnoredReason = Literal[
+    "format",  # no key, or a format header this version does not read
+    "unknown_key",  # a key of no kind this version knows
+    "too_large",  # a value or header past its limit (MAX_JSON_VALUE, MAX_DICTIONARY_VALUE...)
+    "malformed",  # does not parse: key, JSON, metadata, UTF-8, nesting
+    "invalid",  # parses, but a field is out of range or names something that is not there
+    "integrity",  # a dictionary whose bytes do not match its metadata, or zstd refuses
+    "conflict",  # a dictionary id claimed first by another record
+    "tombstone",  # deletes what must stay: an activation, a dictionary in use
+]
+IGNORED_REASONS: Final[tuple[str, ...]] = get_args(IgnoredReason)
+
+
 class Activation(BaseModel):
     """Which dictionary a namespace uses from now on, who said so, and what came before."""
 
     model_config = ConfigDict(frozen=True, extra="allow")
 
-    namespace: str
-    dict_id: int
+    namespace: Namespace
+    dict_id: DictId
     action: Action
     by: str = Field(description="the process that published it: host:pid and role")
     at: datetime
-    stack: tuple[int, ...] = Field(default=(), description="earlier active ids, latest last")
+    stack: tuple[DictId, ...] = Field(default=(), description="earlier active ids, latest last")
 
 
 # -- what a read of the registry reports ---------------------------------------------------------
@@ -136,11 +173,22 @@ class TrainingRecorded:
 
 @dataclass(frozen=True, slots=True)
 class Ignored:
-    """A record no reader uses; `reason` says why (logged as `registry_entry_ignored`)."""
+    """A record no reader uses (logged as `registry_record_ignored`).
+
+    `key` is shown escaped and cut; `reason` says why in words, `kind` classes it (the `reason`
+    label of `zdict_registry_records_ignored_total`).
+    """
 
     offset: int
     key: str
+    kind: IgnoredReason
     reason: str
+
+
+class IgnoredCounter(Protocol):
+    """Where `Registry` counts the records it ignores (`Metrics` is one)."""
+
+    def registry_record_ignored(self, reason: str) -> None: ...
 
 
 Event = DictionaryAdded | Activated | TrainingRecorded | Ignored
@@ -195,73 +243,111 @@ class RegistryState:
     def apply(
         self, offset: int, key: bytes | None, value: bytes | None, headers: Headers | None
     ) -> Event | None:
-        """Apply one record; returns what changed (None: nothing new, e.g. a re-publish)."""
+        """Apply one record; returns what changed (None: nothing new, e.g. a re-publish).
+
+        Never raises: a record that cannot be applied is returned as `Ignored`, and the state
+        is as if it had never been read (but for the claim of a well-formed dictionary key).
+        """
         with self._lock:
             self.position = max(self.position, offset + 1)
-            shown = (key or b"").decode("utf-8", "replace")[:120]
-            if key is None:
-                return Ignored(offset, shown, "a record without key")
-            fmt = [v for k, v in headers or () if k == FORMAT_HEADER]
-            if value is not None and fmt != [FORMAT]:
-                return Ignored(
-                    offset, shown, f"format {fmt!r} is not {FORMAT!r}; a newer zdict-sidecar?"
-                )
+            shown = _shown_key(key)
             try:
-                if key.startswith(_DICTIONARY):
-                    return self._apply_dictionary(offset, key, value, headers or ())
-                if key.startswith(_ACTIVE):
-                    return self._apply_activation(offset, key, value)
-                if key.startswith(_TRAINING):
-                    if value is None:
-                        return None
-                    namespace = key[len(_TRAINING) :].decode()
-                    self.trainings[namespace] = json.loads(value)
-                    return TrainingRecorded(namespace, self.trainings[namespace], offset)
-            except (ValueError, ValidationError, ZdictError) as exc:
-                return Ignored(offset, shown, _one_line(exc))
-            return Ignored(offset, shown, "unknown key")
+                return self._apply(offset, key, value, headers or ())
+            except RecordIgnored as exc:
+                return Ignored(offset, shown, cast(IgnoredReason, exc.kind), str(exc))
+            except DictionaryIntegrityError as exc:
+                return Ignored(offset, shown, "integrity", _one_line(exc))
+            except ValidationError as exc:
+                return Ignored(offset, shown, _validation_kind(exc), describe_invalid(exc))
+            except ZdictError as exc:
+                return Ignored(offset, shown, "invalid", _one_line(exc))
+            except (ValueError, RecursionError) as exc:  # bad UTF-8 or JSON, nesting too deep
+                return Ignored(offset, shown, "malformed", _one_line(exc))
+            except Exception as exc:  # one record must never stop every reader of the registry
+                return Ignored(
+                    offset, shown, "malformed", f"{type(exc).__name__}: {_one_line(exc)}"
+                )
+
+    def _apply(
+        self, offset: int, key: bytes | None, value: bytes | None, headers: Headers
+    ) -> Event | None:
+        if key is None:
+            raise _refused("format", "a record without key")
+        fmt = [v for k, v in headers if k == FORMAT_HEADER]
+        if value is not None and fmt != [FORMAT]:
+            raise _refused(
+                "format", f"format {_shown_values(fmt)} is not {FORMAT!r}; a newer zdict-sidecar?"
+            )
+        if key.startswith(_DICTIONARY):
+            return self._apply_dictionary(offset, key, value, headers)
+        if key.startswith(_ACTIVE):
+            return self._apply_activation(offset, key, value)
+        if key.startswith(_TRAINING):
+            return self._apply_training(offset, key, value)
+        raise _refused("unknown_key", "unknown key")
 
     def _apply_dictionary(
         self, offset: int, key: bytes, value: bytes | None, headers: Headers
     ) -> Event | None:
-        id_text, _, sha = key[len(_DICTIONARY) :].decode().partition("/")
-        dict_id = int(id_text)
+        dict_id, sha = _dictionary_key(key)
         claim = self.claims.get(dict_id)
         if value is None:  # a tombstone: only a losing claim is ever withdrawn
             if claim is not None and claim.sha256 == sha:
-                return Ignored(offset, key.decode(), "tombstone of a dictionary in use; ignored")
+                raise _refused("tombstone", "tombstone of a dictionary in use; ignored")
             return None
         if claim is not None:
             if claim.sha256 == sha:
                 return None  # the same dictionary published again
-            return Ignored(
-                offset, key.decode(), f"id {dict_id} was claimed first at offset {claim.offset}"
-            )
-        self.claims[dict_id] = Claim(offset, sha)  # even if refused below: ids are never reused
+            raise _refused("conflict", f"id {dict_id} was claimed first at offset {claim.offset}")
+        # The key is well formed: the id is claimed even if the content is refused below, so
+        # that every reader agrees on which ids are taken, whatever it makes of the content.
+        self.claims[dict_id] = Claim(offset, sha)
         raw_meta = [v for k, v in headers if k == META_HEADER]
         if len(raw_meta) != 1 or raw_meta[0] is None:
-            raise ValueError(f"expected one {META_HEADER} header")
+            raise _refused("malformed", f"expected one {META_HEADER} header")
+        _within("too_large", len(value), MAX_DICTIONARY_VALUE, "dictionary")
+        _within("too_large", len(raw_meta[0]), MAX_META_SIZE, f"{META_HEADER} header")
         meta = DictionaryMeta.model_validate_json(raw_meta[0])
         if meta.id != dict_id or meta.sha256 != sha:
-            raise ValueError(f"key names {dict_id}/{sha[:12]}…, metadata {meta.id}/{meta.sha256}")
+            raise _refused(
+                "invalid", f"key names {dict_id}/{sha[:12]}…, metadata {meta.id}/{meta.sha256}"
+            )
         dictionary = Dictionary.verified(meta, value, f"registry offset {offset}")
         self.dictionaries[dict_id] = dictionary
         return DictionaryAdded(dictionary, offset)
 
     def _apply_activation(self, offset: int, key: bytes, value: bytes | None) -> Event | None:
-        namespace = validate_namespace(key[len(_ACTIVE) :].decode())
+        namespace = validate_namespace(key[len(_ACTIVE) :].decode("ascii"))
         if value is None:
-            return Ignored(offset, key.decode(), "activation tombstone; the last one stays")
+            raise _refused("tombstone", "activation tombstone; the last one stays")
+        _within("too_large", len(value), MAX_JSON_VALUE, "activation")
         activation = Activation.model_validate_json(value)
         if activation.namespace != namespace:
-            raise ValueError(f"activation for {activation.namespace} under key {key.decode()}")
+            raise _refused("invalid", f"activation for {activation.namespace} under key {key!r}")
         target = self.dictionaries.get(activation.dict_id)
         if target is None or target.namespace != namespace:
-            raise ValueError(
-                f"activates {activation.dict_id}, which is not a dictionary of {namespace}"
+            raise _refused(
+                "invalid",
+                f"activates {activation.dict_id}, which is not a dictionary of {namespace}",
             )
         self.activations[namespace] = activation
         return Activated(activation, offset)
+
+    def _apply_training(self, offset: int, key: bytes, value: bytes | None) -> Event | None:
+        namespace = validate_namespace(key[len(_TRAINING) :].decode("ascii"))
+        if value is None:
+            return None
+        _within("too_large", len(value), MAX_JSON_VALUE, "training entry")
+        entry = json.loads(value)
+        if not isinstance(entry, dict):
+            raise _refused(
+                "malformed", f"a training entry is a JSON object, not {type(entry).__name__}"
+            )
+        finished_at = entry.get("finished_at")
+        if finished_at is not None and not _is_time(finished_at):
+            raise _refused("invalid", f"finished_at {finished_at!r:.40} is not a Unix time")
+        self.trainings[namespace] = entry
+        return TrainingRecorded(namespace, entry, offset)
 
     # -- questions -----------------------------------------------------------------------------
 
@@ -288,6 +374,53 @@ class RegistryState:
         return max([at_least, *versions])
 
 
+def _refused(kind: IgnoredReason, reason: str) -> RecordIgnored:
+    """Why `RegistryState` does not apply a record, to raise: `kind` and words."""
+    return RecordIgnored(kind, reason)
+
+
+def _within(kind: IgnoredReason, size: int, limit: int, what: str) -> None:
+    if size > limit:
+        raise _refused(kind, f"{what} of {size} bytes; at most {limit} bytes are read")
+
+
+def _dictionary_key(key: bytes) -> tuple[int, str]:
+    """(id, sha256) of a `dictionary/<id>/<sha256>` key; `RecordIgnored` unless well formed."""
+    id_text, slash, sha = key[len(_DICTIONARY) :].decode("ascii").partition("/")
+    dict_id = parse_dict_id(id_text)
+    if dict_id is None:
+        # Decimal as we write it, only out of range; else not an id at all.
+        decimal = (id_text.isascii() and id_text.isdigit() and id_text[0] != "0") or id_text == "0"
+        raise _refused(
+            "invalid" if decimal else "malformed",
+            f"{id_text[:20]!r} is not a dictionary id ({MIN_DICT_ID}..{MAX_DICT_ID}, decimal)",
+        )
+    if not slash or len(sha) != 64 or sha.strip("0123456789abcdef"):
+        raise _refused("malformed", "the key does not end with /<sha256> (64 hex digits)")
+    return dict_id, sha
+
+
+def _is_time(value: object) -> bool:
+    """A Unix time (seconds) as JSON carries it: a finite, non-negative number."""
+    return type(value) in (int, float) and 0 <= value < 2**53  # type: ignore[operator]
+
+
+def _validation_kind(exc: ValidationError) -> IgnoredReason:
+    """JSON that does not parse is malformed; JSON with a bad field is invalid."""
+    return "malformed" if any(e["type"] == "json_invalid" for e in exc.errors()) else "invalid"
+
+
+def _shown_key(key: bytes | None) -> str:
+    """A record's key for a log line: escaped (it may hold any bytes) and cut."""
+    if key is None:
+        return ""
+    return repr(key[:_SHOWN_KEY])[2:-1] + ("…" if len(key) > _SHOWN_KEY else "")
+
+
+def _shown_values(values: list[bytes | None]) -> str:
+    return repr([v if v is None else v[:20] for v in values[:3]])
+
+
 def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())[:400]
 
@@ -304,12 +437,19 @@ class Registry:
     `RegistryUnavailable`. Safe to share between threads (one lock around the reader).
     """
 
-    def __init__(self, settings: Settings, *, actor: str | None = None) -> None:
-        """`settings`: the Kafka properties and `registry.*`."""
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        actor: str | None = None,
+        metrics: IgnoredCounter | None = None,
+    ) -> None:
+        """`settings`: the Kafka properties and `registry.*`; `metrics` counts ignored records."""
         self.settings = settings
         self.topic: str = settings.registry.topic
         self.timeout: float = settings.registry.timeout
         self.actor = actor or default_actor("sidecar")
+        self.metrics = metrics
         self.state = RegistryState()
         self._lock = threading.RLock()
         self._reader: Consumer | None = None
@@ -338,12 +478,13 @@ class Registry:
         return registry
 
     @classmethod
-    def open(cls, settings: Settings, role: str) -> Registry:
+    def open(cls, settings: Settings, role: str, metrics: IgnoredCounter | None = None) -> Registry:
         """The registry of `settings`, its topic checked (or created), read to the end.
 
-        `role` names this process in the activations it publishes (`host:pid (role)`).
+        `role` names this process in the activations it publishes (`host:pid (role)`);
+        `metrics` counts the records it ignores.
         """
-        registry = cls(settings, actor=default_actor(role))
+        registry = cls(settings, actor=default_actor(role), metrics=metrics)
         try:
             registry.ensure_topic()
             registry.refresh()
@@ -424,24 +565,23 @@ class Registry:
                 # consume() waits for all 500 or the timeout: a short timeout returns as soon
                 # as what exists has been fetched.
                 messages = reader.consume(500, min(0.05, remaining))
+                failure: str | None = None
                 for msg in messages:
+                    err = msg.error()
+                    if err is not None:  # the other records of the batch are still applied
+                        if not is_partition_eof(err):
+                            failure = err.str()
+                        continue
                     event = self._apply(msg)
                     if event is not None:
                         events.append(event)
+                if failure is not None:
+                    raise RegistryUnavailable(f"registry topic {self.topic}: {failure}")
                 if not messages:
                     # Compaction can leave the last offsets empty: the position says we are there.
                     position = reader.position([tp])[0].offset
                     if position >= 0:
                         self.state.position = max(self.state.position, position)
-        for event in events:
-            if isinstance(event, Ignored):
-                log.warning(
-                    "registry_entry_ignored",
-                    topic=self.topic,
-                    offset=event.offset,
-                    key=event.key,
-                    reason=event.reason,
-                )
         return events
 
     def _end_offset(self, reader: Consumer, tp: TopicPartition, deadline: float) -> int:
@@ -463,15 +603,23 @@ class Registry:
             time.sleep(0.2)
 
     def _apply(self, msg: Message) -> Event | None:
-        err = msg.error()
-        if err is not None:
-            if is_partition_eof(err):
-                return None
-            raise RegistryUnavailable(f"registry topic {self.topic}: {err.str()}")
+        """Apply one record read without error; an ignored one is logged and counted here."""
         offset = msg.offset()
         assert offset is not None
         headers = cast(Headers, msg.headers() or [])
-        return self.state.apply(offset, msg.key(), msg.value(), headers)
+        event = self.state.apply(offset, msg.key(), msg.value(), headers)
+        if isinstance(event, Ignored):
+            log.warning(
+                "registry_record_ignored",
+                topic=self.topic,
+                offset=event.offset,
+                key=event.key,
+                reason=event.reason,
+                kind=event.kind,
+            )
+            if self.metrics is not None:
+                self.metrics.registry_record_ignored(event.kind)
+        return event
 
     # -- publishing ----------------------------------------------------------------------------
 
@@ -682,6 +830,8 @@ class RegistryResolver:
                 self.registry.refresh()
             except ZdictError as exc:
                 log.warning("registry_read_failed", topic=self.registry.topic, error=str(exc))
+            except Exception:  # a bug must not stop following: logged with its traceback
+                log.exception("registry_read_failed", topic=self.registry.topic)
 
     def get(self, dict_id: int) -> Dictionary:
         dictionary = self.registry.state.dictionaries.get(dict_id)

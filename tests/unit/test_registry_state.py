@@ -70,6 +70,7 @@ def test_the_first_claim_of_an_id_wins_and_later_ones_are_ignored(trained_bytes:
     state.apply(5, *dictionary_record(first))
     event = state.apply(9, *dictionary_record(second))
     assert isinstance(event, Ignored) and "claimed first at offset 5" in event.reason
+    assert event.kind == "conflict"
     assert state.dictionaries[first.id].namespace == "orders"
     # Withdrawing the losing claim changes nothing; the winner's tombstone is refused.
     assert state.apply(10, dictionary_key(second), None, None) is None
@@ -86,6 +87,7 @@ def test_a_dictionary_whose_bytes_do_not_match_its_metadata_is_ignored_but_keeps
     key, value, headers = dictionary_record(dictionary)
     event = state.apply(0, key, value[:-1] + b"?", headers)
     assert isinstance(event, Ignored) and "sha256" in event.reason
+    assert event.kind == "integrity"
     assert dictionary.id not in state.dictionaries
     assert state.next_id() == dictionary.id + 1  # ids are never reused, even refused ones
 
@@ -94,9 +96,10 @@ def test_records_of_an_unknown_format_or_key_are_ignored(trained_bytes: bytes) -
     state = RegistryState()
     key, value, _ = dictionary_record(make(trained_bytes))
     event = state.apply(0, key, value, [(FORMAT_HEADER, b"2")])
-    assert isinstance(event, Ignored) and "newer" in event.reason
+    assert isinstance(event, Ignored) and "newer" in event.reason and event.kind == "format"
     unknown = state.apply(1, b"something/else", b"{}", [(FORMAT_HEADER, b"1")])
     assert isinstance(unknown, Ignored) and unknown.reason == "unknown key"
+    assert unknown.kind == "unknown_key"
     assert isinstance(state.apply(2, None, b"x", None), Ignored)
 
 
@@ -112,6 +115,7 @@ def test_activations_name_a_dictionary_of_their_own_namespace(trained_bytes: byt
     assert state.active("orders") == orders
     wrong = state.apply(3, *activation_record(activation("orders", users.id)))
     assert isinstance(wrong, Ignored) and "not a dictionary of orders" in wrong.reason
+    assert wrong.kind == "invalid"
     assert state.active("orders") == orders
     assert state.active("users") is None
 
