@@ -3,25 +3,30 @@
 #
 # Stage `build` makes a virtualenv holding the package and its dependencies, installed from
 # wheels only (zstandard and confluent-kafka publish manylinux wheels, so not even this stage
-# compiles anything). The final stage copies that virtualenv onto a fresh slim base: no
-# compiler, no pip cache, no source tree, and it runs as an unprivileged user.
+# compiles anything) at the versions constraints.txt pins (`python -m deploy.constraints`). The
+# final stage copies that virtualenv onto a fresh slim base: no compiler, no pip cache, no
+# source tree, and it runs as an unprivileged user.
 # tests/integration/test_image.py runs the RUN steps of `build` into a fresh venv the same way.
 
-ARG PYTHON_VERSION=3.12
+# The base image by digest, so a rebuild gets the same one: python:3.12-slim's multi-platform
+# index as docker-library/repo-info recorded it (repos/python/remote/3.12-slim.md, Python
+# 3.12.13 on Debian trixie). To move on, take the new digest from there (or `docker buildx
+# imagetools inspect python:3.12-slim`) and build with --build-arg PYTHON_IMAGE=...
+ARG PYTHON_IMAGE=python:3.12-slim@sha256:229a2c5bfa27522db7815ea81f9bed70af17ccb9de9fc7ad142b1877b5830d36
 
-FROM python:${PYTHON_VERSION}-slim AS build
+FROM ${PYTHON_IMAGE} AS build
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_CACHE_DIR=1 \
     VENV=/opt/zdict \
     WHEELS=/wheels
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md constraints.txt ./
 COPY sidecar ./sidecar
 RUN python -m venv "$VENV" \
  && "$VENV/bin/pip" wheel --no-deps --wheel-dir "$WHEELS" . \
- && "$VENV/bin/pip" install --only-binary=:all: "$WHEELS"/zdict_sidecar-*.whl
+ && "$VENV/bin/pip" install --only-binary=:all: --constraint constraints.txt "$WHEELS"/zdict_sidecar-*.whl
 
-FROM python:${PYTHON_VERSION}-slim
+FROM ${PYTHON_IMAGE}
 ARG VERSION=0.1.0
 LABEL org.opencontainers.image.title="zdict-sidecar" \
       org.opencontainers.image.description="Kafka message-compression sidecar with trained, versioned zstd dictionaries" \

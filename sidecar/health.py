@@ -22,8 +22,14 @@ class Health:
     """Liveness (a heartbeat the process loop touches) and readiness, shared with the server.
 
     Alive while the last `beat()` is at most `staleness_seconds` old (the constructor counts as
-    a beat, so a process that is starting up is alive). Ready when alive, not stopping, an
-    encoder is ready and at least one partition is assigned. Thread-safe.
+    a beat, so a process that is starting up is alive). Ready when alive, not stopping and an
+    encoder is ready. Thread-safe.
+
+    Readiness does not depend on the consumer group's assignment: a relay that holds no
+    partition (more members than partitions, a surge pod during a rollout) is healthy and waits
+    for a rebalance, and an unready sidecar would keep its whole pod, the producer with it, out
+    of service and stall a rollout. Assignment is a metric (`zdict_assigned_partitions`) and an
+    alert (no partition assigned anywhere).
     """
 
     def __init__(
@@ -35,7 +41,6 @@ class Health:
         self._clock = clock
         self._lock = threading.Lock()
         self._last_beat = clock()
-        self._assigned = 0
         self._encoder_ready = False
         self._stopping = False
 
@@ -44,10 +49,6 @@ class Health:
         now = self._clock()
         with self._lock:
             self._last_beat = now
-
-    def set_assigned_partitions(self, count: int) -> None:
-        with self._lock:
-            self._assigned = count
 
     def set_encoder_ready(self, ready: bool = True) -> None:
         """An encoder (with the active dictionary, or the no-dictionary path) is ready."""
@@ -74,15 +75,13 @@ class Health:
         """(ready, one-line reason)."""
         alive, why = self.liveness()
         with self._lock:
-            stopping, encoder_ready, assigned = self._stopping, self._encoder_ready, self._assigned
+            stopping, encoder_ready = self._stopping, self._encoder_ready
         if stopping:
             return False, "shutting down"
         if not alive:
             return False, why
         if not encoder_ready:
             return False, "no encoder ready yet"
-        if assigned <= 0:
-            return False, "no partitions assigned"
         return True, "ready"
 
     @property

@@ -47,6 +47,8 @@ TOPIC_METADATA_RETRY: Final = 0.2
 DEFAULT_TRANSACTION_TIMEOUT_MS: Final = 30_000
 #: Bytes of a record batch's own header and framing kept free under a topic's limit.
 BATCH_HEADROOM: Final = 1024
+#: The relay's producer reports its record batches this often (ms), for the stored-bytes metrics.
+PRODUCER_STATISTICS_INTERVAL_MS: Final = "5000"
 _PRODUCER_DEFAULTS: Final = {
     "linger.ms": "5",
     "compression.type": "none",
@@ -281,10 +283,16 @@ def make_producer(
     error_cb: ErrorCallback | None = None,
     transactional_id: str | None = None,
     batch_bytes: int | None = None,
+    stats_cb: StatsCallback | None = None,
 ) -> Producer:
     """A producer; `batch_bytes` caps its record batches (bytes) below the smallest
-    `max.message.bytes` of the topics it writes to."""
+    `max.message.bytes` of the topics it writes to. With `stats_cb`, librdkafka's statistics
+    (every 5 s unless the user's ZDICT_PRODUCER__STATISTICS_INTERVAL_MS says otherwise)."""
     config = producer_config(settings, error_cb, transactional_id)
+    if stats_cb is not None:
+        # The record batches it sent: zdict_output_stored_bytes_total and its siblings.
+        config.setdefault("statistics.interval.ms", PRODUCER_STATISTICS_INTERVAL_MS)
+        config["stats_cb"] = stats_cb
     if batch_bytes is not None:
         cap = max(1024, batch_bytes - BATCH_HEADROOM)
         config["batch.size"] = str(min(int(config.get("batch.size", 1_000_000)), cap))

@@ -2,40 +2,54 @@
 
 All metrics are defined once, in `Metrics`, against a `CollectorRegistry` the caller passes in
 (the process makes one; each test makes a fresh one). Conventions (DESIGN.md §6): base units,
-`_total` counters, `_seconds` / `_bytes` suffixes, and only bounded labels (namespace, outcome,
-result, topic, partition, reason), never anything per message.
+`_total` counters, `_seconds` / `_bytes` suffixes, and only bounded labels (topic, mode, outcome,
+result, partition, reason, stage, trigger), never anything per message.
+
+**Labels survive any scrape config.** No metric label is one that the Prometheus Operator (or a
+Kubernetes service discovery relabelling) adds to every target: `namespace`, `pod`, `service`,
+`container`, `endpoint`, `job`, `instance`. The input topic is `topic`; a topic's dictionaries
+belong to the namespace of the same name, so no label of its own is needed for it. `mode` tells
+an encoding relay (`encode`) from a decoding one (`decode`): their bytes are not to be summed.
 
 The relay's hot path is `NamespaceMetrics.observe_batch`: one call per consumed batch, one
-`inc(n)` per distinct label set, on children resolved once when the namespace was registered.
+`inc(n)` per distinct label set, on children resolved once when the topic was registered.
 
 Metrics (counters are exposed with `_total`; counters and histograms also get `_created`):
 
-* `zdict_messages_total{namespace,outcome}` counter: records by what the encoder did (Outcome)
-* `zdict_input_bytes_total{namespace}` counter: raw value bytes in
-* `zdict_output_bytes_total{namespace}` counter: value bytes out plus the header bytes we add
-* `zdict_compress_seconds{namespace}` histogram: per-message encode time, the batch mean
-* `zdict_relay_latency_seconds{namespace}` histogram: input record timestamp → output acked
+* `zdict_messages_total{topic,mode,outcome}` counter: records by what the codec did (Outcome)
+* `zdict_input_bytes_total{topic,mode}` counter: value bytes in (raw when encoding)
+* `zdict_output_bytes_total{topic,mode}` counter: value bytes out plus the header bytes we add
+* `zdict_compress_seconds{topic,mode}` histogram: per-message encode (decode) time, batch mean
+* `zdict_relay_latency_seconds{topic}` histogram: input record timestamp → output acked
+* `zdict_output_stored_bytes_total{topic}`, `zdict_output_stored_records_total{topic}`,
+  `zdict_output_batches_total{topic}` counters: the record batches the producer sent to the
+  topic's output topic (librdkafka's batch statistics): what the broker stores
 * `zdict_produce_errors_total{reason}` counter: failed deliveries by error name
 * `zdict_commits_total{result}` counter: offset commits, ok / failed
 * `zdict_consumer_lag_messages{topic,partition}` gauge: high watermark - position
 * `zdict_assigned_partitions` gauge: input partitions assigned to this process
-* `zdict_dictionary_info{namespace,dict_id,version}` gauge (info): 1 for the active dictionary
-  of each namespace, exactly one series per namespace (dict_id 0: no dictionary)
-* `zdict_dictionary_heldout_ratio{namespace}` gauge: the active dictionary's held-out ratio
-* `zdict_dictionary_created_timestamp_seconds{namespace}` gauge: when it was trained
-* `zdict_training_runs_total{namespace,result}` counter: promoted / rejected / failed
-* `zdict_training_seconds{namespace}` histogram: wall time of one training run
-* `zdict_training_cpu_seconds_total{namespace}` counter: CPU time of the training process
-* `zdict_training_triggers_total{namespace,trigger}` counter: first / scheduled / drift
-* `zdict_trainer{namespace}` gauge: 1 where this process is the namespace's trainer
-* `zdict_live_ratio{namespace}` gauge: the ratio over the drift window (what drift is judged by)
-* `zdict_sample_bytes{namespace}`, `zdict_sample_messages{namespace}` gauges: the reservoir
+* `zdict_dictionary_info{topic,dict_id,version}` gauge (info): 1 for the active dictionary
+  of each topic, exactly one series per topic (dict_id 0: no dictionary)
+* `zdict_dictionary_heldout_ratio{topic}` gauge: the active dictionary's held-out ratio
+* `zdict_dictionary_created_timestamp_seconds{topic}` gauge: when it was trained
+* `zdict_training_runs_total{topic,result}` counter: promoted / rejected / failed
+* `zdict_training_seconds{topic}` histogram: wall time of one training run
+* `zdict_training_cpu_seconds_total{topic}` counter: CPU time of the training process
+* `zdict_training_triggers_total{topic,trigger}` counter: first / scheduled / drift
+* `zdict_last_training_timestamp_seconds{topic,trigger,result}` gauge: when the topic's latest
+  training run recorded in the registry ended (this process's, another's or the CronJob's)
+* `zdict_trainer{topic}` gauge: 1 where this process is the topic's trainer
+* `zdict_live_ratio{topic}` gauge: the ratio over the drift window (what drift is judged by)
+* `zdict_sample_bytes{topic}`, `zdict_sample_messages{topic}` gauges: the reservoir
 * `zdict_registry_publish_total{result}` counter: registry publications, ok / failed
 * `zdict_registry_records_ignored_total{reason}` counter: registry records no reader uses, by
   class of reason (`IGNORED_REASONS`: format, unknown_key, too_large, malformed, invalid,
   integrity, conflict, tombstone)
 * `zdict_transactions_total{result}` counter: exactly-once mode, committed / aborted
-* `zdict_dead_letters_total{namespace,stage}` counter: records set aside (encode, decode, produce)
+* `zdict_dead_letters_total{topic,stage}` counter: records set aside (encode, decode, produce)
+* `zdict_memory_limit_bytes`, `zdict_memory_working_set_bytes` gauges: the container's memory
+  limit (+Inf without one) and working set, from its cgroup (the relay and its training
+  processes together: what the kernel's OOM killer judges)
 * `zdict_build_info{version,python,zstandard,libzstd,confluent_kafka,librdkafka}` gauge (info)
 * `process_*` (prometheus_client's standard process collector, Linux): CPU seconds, resident
   memory bytes, open fds, start time — for restart alerts and resource panels
@@ -44,13 +58,15 @@ Metrics (counters are exposed with `_total`; counters and histograms also get `_
 from __future__ import annotations
 
 import contextlib
+import math
 import platform
 import threading
 from collections import Counter as _Tally
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from operator import itemgetter
-from typing import TYPE_CHECKING, Final
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
 
 from prometheus_client import (
     CollectorRegistry,
@@ -60,6 +76,8 @@ from prometheus_client import (
     Info,
     ProcessCollector,
 )
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
 
 from sidecar import __version__
 from sidecar.codec import Encoded, Outcome
@@ -76,10 +94,13 @@ __all__ = [
     "COMMIT_FAILED",
     "COMMIT_OK",
     "COMPRESS_BUCKETS",
+    "DECODE",
+    "ENCODE",
     "RELAY_LATENCY_BUCKETS",
     "TRAINING_BUCKETS",
     "TRAINING_RESULTS",
     "TRAINING_TRIGGERS",
+    "CgroupMemory",
     "Metrics",
     "NamespaceMetrics",
     "build_info",
@@ -130,6 +151,11 @@ TRAINING_RESULTS: Final = tuple(d.value for d in Decision)
 DEAD_LETTER_STAGES: Final = STAGES
 #: Values of the `trigger` label of `zdict_training_triggers_total`.
 TRAINING_TRIGGERS: Final = tuple(t.value for t in Trigger)
+#: The trigger `zdict-sidecar train` records for its runs (the retraining CronJob's).
+MANUAL_TRIGGER: Final = "manual"
+#: Values of the `mode` label: the relay's direction.
+ENCODE: Final = "encode"
+DECODE: Final = "decode"
 #: Values of the `result` label of `zdict_commits_total`.
 COMMIT_OK: Final = "ok"
 COMMIT_FAILED: Final = "failed"
@@ -137,6 +163,9 @@ COMMIT_FAILED: Final = "failed"
 #: broker returning unexpected error names cannot grow the series without bound.
 MAX_PRODUCE_ERROR_REASONS: Final = 64
 OTHER_REASON: Final = "other"
+#: A cgroup v1 memory limit at or above this is "no limit" (the kernel reports its maximum page
+#: counter, about 2**63, rounded to pages).
+_CGROUP_V1_UNLIMITED: Final = 2**62
 
 _OUTCOME: Final = itemgetter(2)  # Encoded.outcome
 _INPUT_BYTES: Final = itemgetter(3)  # Encoded.input_bytes
@@ -173,18 +202,22 @@ def build_info() -> dict[str, str]:
 
 
 class NamespaceMetrics:
-    """The labelled children of one namespace, resolved once: what the relay holds per namespace.
+    """The labelled children of one topic, resolved once: what the relay holds per topic.
 
-    Get it from `Metrics.namespace`; every method is label-lookup free.
+    Get it from `Metrics.namespace`; every method is label-lookup free. (A topic's dictionaries
+    belong to the namespace of the same name, hence the class name.)
     """
 
     __slots__ = (
         "_compress",
         "_dead_letters",
         "_input",
+        "_last_training",
+        "_last_training_labels",
         "_latency",
         "_live_ratio",
         "_messages",
+        "_mode",
         "_outcomes",
         "_output",
         "_sample_bytes",
@@ -202,13 +235,16 @@ class NamespaceMetrics:
     ) -> None:
         self.name = namespace
         self._messages = metrics.messages
+        # The direction follows the codec's outcomes: a decoding relay registers its topics
+        # with the decoder's.
+        self._mode = mode = DECODE if Outcome.DECODED in outcomes else ENCODE
         # Every outcome exists from the first scrape, so rate() has a zero to start from.
         self._outcomes: dict[str, Counter] = {
-            outcome: metrics.messages.labels(namespace, outcome) for outcome in outcomes
+            outcome: metrics.messages.labels(namespace, mode, outcome) for outcome in outcomes
         }
-        self._input = metrics.input_bytes.labels(namespace)
-        self._output = metrics.output_bytes.labels(namespace)
-        self._compress = metrics.compress_seconds.labels(namespace)
+        self._input = metrics.input_bytes.labels(namespace, mode)
+        self._output = metrics.output_bytes.labels(namespace, mode)
+        self._compress = metrics.compress_seconds.labels(namespace, mode)
         self._latency = metrics.relay_latency_seconds.labels(namespace)
         self._training: dict[str, Counter] = {
             result: metrics.training_runs.labels(namespace, result) for result in TRAINING_RESULTS
@@ -221,6 +257,8 @@ class NamespaceMetrics:
         }
         self._trainer = metrics.trainer.labels(namespace)
         self._live_ratio = metrics.live_ratio
+        self._last_training = metrics.last_training
+        self._last_training_labels: tuple[str, str] | None = None
         self._sample_bytes = metrics.sample_bytes.labels(namespace)
         self._sample_messages = metrics.sample_messages.labels(namespace)
         self._dead_letters: dict[str, Counter] = {
@@ -261,7 +299,7 @@ class NamespaceMetrics:
                 continue
             child = children.get(outcome)
             if child is None:  # an outcome the codec added after this module was written
-                child = children[outcome] = self._messages.labels(self.name, outcome)
+                child = children[outcome] = self._messages.labels(self.name, self._mode, outcome)
             child.inc(count)
             messages += count
         if not messages:
@@ -292,8 +330,30 @@ class NamespaceMetrics:
             raise ValueError(f"training trigger {trigger!r} is not one of {TRAINING_TRIGGERS}")
         child.inc()
 
+    def last_training(self, run: Mapping[str, Any]) -> None:
+        """The topic's latest training run recorded in the registry (its `training/<namespace>`
+        record: `finished_at` in Unix seconds, `trigger`, `decision`), whoever ran it.
+
+        Exactly one `zdict_last_training_timestamp_seconds` series per topic: the previous
+        run's is replaced. Unknown trigger or decision values are labelled `other`, so a record
+        written by another version cannot add series without bound; a record without a
+        numeric `finished_at` is ignored.
+        """
+        finished_at = run.get("finished_at")
+        if not isinstance(finished_at, int | float) or isinstance(finished_at, bool):
+            return
+        trigger, result = run.get("trigger"), run.get("decision")
+        labels = (
+            trigger if trigger in (*TRAINING_TRIGGERS, MANUAL_TRIGGER) else OTHER_REASON,
+            result if result in TRAINING_RESULTS else OTHER_REASON,
+        )
+        previous, self._last_training_labels = self._last_training_labels, labels
+        if previous is not None and previous != labels:
+            _remove(self._last_training, self.name, *previous)
+        self._last_training.labels(self.name, *labels).set(float(finished_at))
+
     def set_trainer(self, trainer: bool) -> None:
-        """Whether this process trains the namespace (it holds partition 0 of its topic)."""
+        """Whether this process trains the topic (it holds partition 0 of it)."""
         self._trainer.set(1 if trainer else 0)
 
     def set_live_ratio(self, ratio: float | None) -> None:
@@ -308,9 +368,96 @@ class NamespaceMetrics:
         self._dead_letters[stage].inc()
 
     def set_sample(self, size_bytes: int, messages: int) -> None:
-        """What the namespace's reservoir holds: bytes (with bookkeeping) and values."""
+        """What the topic's reservoir holds: bytes (with bookkeeping) and values."""
         self._sample_bytes.set(size_bytes)
         self._sample_messages.set(messages)
+
+
+class CgroupMemory(Collector):
+    """`zdict_memory_limit_bytes` and `zdict_memory_working_set_bytes`, read from the process's
+    memory cgroup at each scrape (v2, else v1); nothing where there is none.
+
+    The working set is what the kubelet and the OOM killer judge: the cgroup's usage minus its
+    inactive file pages (page cache the kernel reclaims first). It includes the training
+    processes, which `process_resident_memory_bytes` does not. A container sees its own cgroup
+    at the root of the mount (a private cgroup namespace) or at its path from /proc/self/cgroup.
+    """
+
+    def __init__(
+        self,
+        root: Path = Path("/sys/fs/cgroup"),
+        proc_cgroup: Path = Path("/proc/self/cgroup"),
+    ) -> None:
+        self.root = root
+        self.proc_cgroup = proc_cgroup
+
+    def read(self) -> tuple[float, float] | None:
+        """(limit in bytes, +Inf without one; working set in bytes), or None (no cgroup)."""
+        try:
+            lines = self.proc_cgroup.read_text().splitlines()
+        except OSError:
+            return None
+        paths: dict[str, str] = {}
+        for line in lines:
+            _, controllers, path = line.split(":", 2)
+            for controller in controllers.split(",") if controllers else ["unified"]:
+                paths[controller] = path.lstrip("/")
+        try:
+            if "unified" in paths and (
+                found := self._directory("", paths["unified"], "memory.max")
+            ):
+                limit = found.joinpath("memory.max").read_text().strip()
+                usage = int(found.joinpath("memory.current").read_text())
+                inactive = _stat(found / "memory.stat", "inactive_file")
+                return (math.inf if limit == "max" else float(limit)), max(0, usage - inactive)
+            if "memory" in paths and (
+                found := self._directory("memory", paths["memory"], "memory.limit_in_bytes")
+            ):
+                limit_bytes = int(found.joinpath("memory.limit_in_bytes").read_text())
+                usage = int(found.joinpath("memory.usage_in_bytes").read_text())
+                inactive = _stat(found / "memory.stat", "total_inactive_file")
+                unlimited = limit_bytes >= _CGROUP_V1_UNLIMITED
+                return (math.inf if unlimited else float(limit_bytes)), max(0, usage - inactive)
+        except (OSError, ValueError):
+            return None
+        return None
+
+    def _directory(self, mount: str, path: str, probe: str) -> Path | None:
+        for candidate in (self.root / mount / path, self.root / mount):
+            if (candidate / probe).is_file():
+                return candidate
+        return None
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        read = self.read()
+        if read is None:
+            return
+        limit, working_set = read
+        yield GaugeMetricFamily(
+            "zdict_memory_limit_bytes",
+            "Memory limit of the process's cgroup (the container's), +Inf without one.",
+            value=limit,
+        )
+        yield GaugeMetricFamily(
+            "zdict_memory_working_set_bytes",
+            "Memory in use in the process's cgroup minus inactive file pages (relay and "
+            "training processes together), as the kubelet and the OOM killer count it.",
+            value=float(working_set),
+        )
+
+    def describe(self) -> Iterator[GaugeMetricFamily]:
+        # Without describe(), registering would call collect() to learn the names; the names do
+        # not depend on the cgroup.
+        return iter(())
+
+
+def _stat(path: Path, key: str) -> int:
+    """One field of a cgroup memory.stat file (0 when absent)."""
+    for line in path.read_text().splitlines():
+        name, _, number = line.partition(" ")
+        if name == key:
+            return int(number)
+    return 0
 
 
 class Metrics:
@@ -320,13 +467,14 @@ class Metrics:
     The metric objects are public attributes for tests and for anything not covered by a method.
     """
 
-    def __init__(self, registry: CollectorRegistry) -> None:
+    def __init__(self, registry: CollectorRegistry, memory: CgroupMemory | None = None) -> None:
+        """`memory` reads the container's memory figures (default: this process's cgroup)."""
         self.registry = registry
         self._define_relay(registry)
         self._define_delivery(registry)
         self._define_dictionaries(registry)
         self._define_training(registry)
-        self._define_process(registry)
+        self._define_process(registry, memory or CgroupMemory())
 
         self._lock = threading.Lock()
         self._namespaces: dict[str, NamespaceMetrics] = {}
@@ -341,43 +489,63 @@ class Metrics:
     # -- definitions, one group each -----------------------------------------------------------
 
     def _define_relay(self, reg: CollectorRegistry) -> None:
-        """What the relay does with records: outcomes, bytes in and out, encode time, latency."""
+        """What the relay does with records: outcomes, bytes in and out, encode time, latency,
+        and the record batches its output is stored in."""
         self.messages = Counter(
             "zdict_messages",
-            "Records handled, by what the encoder did with the value (codec Outcome).",
-            ("namespace", "outcome"),
+            "Records handled, by what the codec did with the value (codec Outcome).",
+            ("topic", "mode", "outcome"),
             registry=reg,
         )
         self.input_bytes = Counter(
             "zdict_input_bytes",
-            "Raw record value bytes consumed (tombstones count 0).",
-            ("namespace",),
+            "Record value bytes consumed (raw when encoding; tombstones count 0).",
+            ("topic", "mode"),
             registry=reg,
         )
         self.output_bytes = Counter(
             "zdict_output_bytes",
             "Record value bytes produced, plus the bytes of the header we add to compressed ones.",
-            ("namespace",),
+            ("topic", "mode"),
             registry=reg,
         )
         self.compress_seconds = Histogram(
             "zdict_compress_seconds",
-            "Per-message encode time, observed once per consumed batch as the batch mean.",
-            ("namespace",),
+            "Per-message encode (decode) time, observed once per consumed batch as its mean.",
+            ("topic", "mode"),
             buckets=COMPRESS_BUCKETS,
             registry=reg,
         )
         self.relay_latency_seconds = Histogram(
             "zdict_relay_latency_seconds",
             "Input record timestamp to output record acknowledged by the broker.",
-            ("namespace",),
+            ("topic",),
             buckets=RELAY_LATENCY_BUCKETS,
             registry=reg,
         )
         self.dead_letters = Counter(
             "zdict_dead_letters",
             "Records set aside to the dead-letter topic, by the stage that could not process them.",
-            ("namespace", "stage"),
+            ("topic", "stage"),
+            registry=reg,
+        )
+        self.stored_bytes = Counter(
+            "zdict_output_stored_bytes",
+            "Bytes of the record batches produced to the topic's output topic (batch and record "
+            "framing, keys, headers, values, after batch compression): what the broker stores.",
+            ("topic",),
+            registry=reg,
+        )
+        self.stored_records = Counter(
+            "zdict_output_stored_records",
+            "Records in the record batches produced to the topic's output topic.",
+            ("topic",),
+            registry=reg,
+        )
+        self.output_batches = Counter(
+            "zdict_output_batches",
+            "Record batches produced to the topic's output topic.",
+            ("topic",),
             registry=reg,
         )
 
@@ -416,23 +584,23 @@ class Metrics:
         )
 
     def _define_dictionaries(self, reg: CollectorRegistry) -> None:
-        """The active dictionary of each namespace, and publications to the registry topic."""
+        """The active dictionary of each topic, and publications to the registry topic."""
         self.dictionary_info = Info(
             "zdict_dictionary",
-            "The active dictionary of each namespace (dict_id 0: compressing without one).",
-            ("namespace",),
+            "The active dictionary of each topic (dict_id 0: compressing without one).",
+            ("topic",),
             registry=reg,
         )
         self.dictionary_heldout_ratio = Gauge(
             "zdict_dictionary_heldout_ratio",
             "Raw / (frame + header) bytes of the active dictionary on its held-out data.",
-            ("namespace",),
+            ("topic",),
             registry=reg,
         )
         self.dictionary_created = Gauge(
             "zdict_dictionary_created_timestamp_seconds",
             "When the active dictionary was trained (Unix time).",
-            ("namespace",),
+            ("topic",),
             registry=reg,
         )
         self.registry_publish = Counter(
@@ -457,55 +625,62 @@ class Metrics:
         self.training_runs = Counter(
             "zdict_training_runs",
             "Training runs, by result (promoted, rejected, failed).",
-            ("namespace", "result"),
+            ("topic", "result"),
             registry=reg,
         )
         self.training_seconds = Histogram(
             "zdict_training_seconds",
             "Wall time of one training run, sampling excluded.",
-            ("namespace",),
+            ("topic",),
             buckets=TRAINING_BUCKETS,
             registry=reg,
         )
         self.training_cpu_seconds = Counter(
             "zdict_training_cpu_seconds",
             "CPU time of the training process (it runs beside the relay, at a lower priority).",
-            ("namespace",),
+            ("topic",),
             registry=reg,
         )
         self.training_triggers = Counter(
             "zdict_training_triggers",
             "Training runs started, by trigger (first, scheduled, drift).",
-            ("namespace", "trigger"),
+            ("topic", "trigger"),
+            registry=reg,
+        )
+        self.last_training = Gauge(
+            "zdict_last_training_timestamp_seconds",
+            "When the topic's latest training run recorded in the registry ended (Unix time), "
+            "by trigger (manual: `zdict-sidecar train`, e.g. the retraining CronJob) and result.",
+            ("topic", "trigger", "result"),
             registry=reg,
         )
         self.trainer = Gauge(
             "zdict_trainer",
-            "1 where this process trains the namespace (it holds partition 0 of the input topic).",
-            ("namespace",),
+            "1 where this process trains the topic (it holds partition 0 of it).",
+            ("topic",),
             registry=reg,
         )
         self.live_ratio = Gauge(
             "zdict_live_ratio",
             "Raw / output bytes over the drift window, values no dictionary could shrink left out.",
-            ("namespace",),
+            ("topic",),
             registry=reg,
         )
         self.sample_bytes = Gauge(
             "zdict_sample_bytes",
-            "Bytes the namespace's training reservoir holds, values plus bookkeeping.",
-            ("namespace",),
+            "Bytes the topic's training reservoir holds, values plus bookkeeping.",
+            ("topic",),
             registry=reg,
         )
         self.sample_messages = Gauge(
             "zdict_sample_messages",
-            "Values the namespace's training reservoir holds.",
-            ("namespace",),
+            "Values the topic's training reservoir holds.",
+            ("topic",),
             registry=reg,
         )
 
-    def _define_process(self, reg: CollectorRegistry) -> None:
-        """The build's versions and the standard process metrics."""
+    def _define_process(self, reg: CollectorRegistry, memory: CgroupMemory) -> None:
+        """The build's versions, the standard process metrics and the container's memory."""
         self.build = Info(
             "zdict_build", "Versions of zdict-sidecar and its libraries.", registry=reg
         )
@@ -513,12 +688,14 @@ class Metrics:
         # The process's own registry has no default collectors; restarts (a failed delivery
         # exits the relay) are only visible through process_start_time_seconds.
         ProcessCollector(registry=reg)
+        reg.register(memory)
 
-    # -- per namespace -------------------------------------------------------------------------
+    # -- per topic -----------------------------------------------------------------------------
 
     def namespace(self, namespace: str, outcomes: Sequence[str] = Outcome.ALL) -> NamespaceMetrics:
-        """The cached children of `namespace`, registering it on first use with `outcomes`
-        (the encoder's, or `Outcome.DECODE_ALL` for a decode relay) at 0."""
+        """The cached children of topic `namespace`, registering it on first use with
+        `outcomes` (the encoder's, or `Outcome.DECODE_ALL` for a decode relay: `mode` decode)
+        at 0."""
         children = self._namespaces.get(namespace)
         if children is None:
             with self._lock:
@@ -554,6 +731,15 @@ class Metrics:
         """`NamespaceMetrics.training_run` for `namespace`; `result` must be a `Decision`."""
         self.namespace(namespace).training_run(result, seconds)
 
+    def observe_output_batches(self, topic: str, batches: int, records: int, size: int) -> None:
+        """`batches` record batches holding `records` records and `size` bytes (as stored)
+        were produced to the output topic of input `topic` since the last report."""
+        if batches <= 0:
+            return
+        self.output_batches.labels(topic).inc(batches)
+        self.stored_records.labels(topic).inc(records)
+        self.stored_bytes.labels(topic).inc(size)
+
     def set_active_dictionary(
         self,
         namespace: str,
@@ -565,7 +751,7 @@ class Metrics:
         """Make `dict_id` (0 = none) the one `zdict_dictionary_info` series of `namespace`.
 
         The previous dictionary's series is replaced, not left at 0: exactly one series per
-        namespace is 1. `heldout_ratio` / `created_at` None remove those gauges (e.g. no
+        topic is 1. `heldout_ratio` / `created_at` None remove those gauges (e.g. no
         dictionary). A naive `created_at` is taken as UTC.
         """
         self.namespace(namespace)

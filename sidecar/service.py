@@ -187,7 +187,11 @@ def _connect(settings: Settings, callbacks: _ClientCallbacks, decode: bool) -> _
     # A record batch must fit every topic it may go to: the broker refuses a whole batch of
     # small records that together exceed a topic's max.message.bytes.
     producer = make_producer(
-        settings, callbacks.error, transactional_id, batch_bytes=min(found.limits.values())
+        settings,
+        callbacks.error,
+        transactional_id,
+        batch_bytes=min(found.limits.values()),
+        stats_cb=callbacks.stats,
     )
     producer_limit = int(producer_config(settings).get("message.max.bytes", 1_000_000))
     return _Clients(consumer, producer, found, transactional_id, producer_limit)

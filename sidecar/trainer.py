@@ -340,6 +340,7 @@ class Trainer:
             run = state.trainings.get(ns.topic)
             if run is not None and run is not ns.seen_training:
                 ns.seen_training = run
+                ns.metrics.last_training(run)
                 at = run.get("finished_at")
                 if isinstance(at, int | float) and (ns.schedule.last_run or 0) < at:
                     ns.schedule.ran(at, failed=run.get("decision") == "failed")

@@ -9,7 +9,8 @@ What a dashboard or a rule queries is read out of the files themselves:
   with the values a test chooses, and fails on a variable it was not given;
 * `metric_names` lists the metric names an expression selects, and `exported_names` the names
   a `/metrics` exposition declares (families without samples included);
-* `strip_conditions` turns an alert condition `EXPRESSION OP NUMBER` into `EXPRESSION`.
+* `strip_conditions` turns an alert condition `EXPRESSION OP NUMBER` into `EXPRESSION`, and
+  `absent(X)` into `(X)`.
 
 **The rule for conditions.** An alert (or annotation) condition is false while everything is
 well, so its result is empty and proves nothing. The tests therefore evaluate it with every
@@ -18,6 +19,8 @@ becomes `(changes(x[2m])) * y`, `a > 10000 and deriv(a[15m]) > 0` becomes `a and
 What remains selects the same series, so a non-empty result proves that every metric and label
 join the condition relies on exists. A comparison between two vectors cannot be stripped that way
 and is refused: write conditions as `EXPRESSION OP NUMBER` (the ratio alert divides first).
+`absent(X)` is empty while all is well too; what it can get wrong is X itself (a job name no
+target has makes it fire for ever), so the stripped condition is X, which must select series.
 """
 
 from __future__ import annotations
@@ -49,9 +52,10 @@ _CONDITION = re.compile(
     rf"\s*(?:==|!=|>=|<=|>|<)\s*(?:bool\s+)?{_NUMBER}(?=\s*(?:\)|$|\b(?:and|or|unless)\b))"
 )
 _COMPARISON = re.compile(r"==|!=|>=|<=|(?<![=!])[<>]")
+_ABSENT = re.compile(r"\babsent\s*\(")
 _VARIABLE = re.compile(r"\$\{(\w+)(?::\w+)?\}|\[\[(\w+)\]\]|\$(\w+)")
 _LABEL_VALUES = re.compile(
-    r"^\s*label_values\(\s*(?:(?P<metric>[^,]+?)\s*,\s*)?(?P<label>\w+)\s*\)"
+    r"^\s*label_values\(\s*(?:(?P<metric>.+?)\s*,\s*)?(?P<label>\w+)\s*\)\s*$"
 )
 
 
@@ -66,10 +70,10 @@ class Query:
 
 @dataclass(frozen=True)
 class Variable:
-    """A Grafana query variable `label_values(metric, label)`."""
+    """A Grafana query variable `label_values(selector, label)`."""
 
     name: str
-    metric: str | None
+    metric: str | None  # the series selector, e.g. `zdict_build_info{job=~"$job"}`
     label: str
 
 
@@ -80,8 +84,9 @@ def _without_strings_and_selectors(expr: str) -> str:
 
 
 def metric_names(expr: str) -> set[str]:
-    """The metric names `expr` selects (functions, keywords and label names left out)."""
-    text = _LABEL_LISTS.sub(" ", _without_strings_and_selectors(expr))
+    """The metric names `expr` selects (functions, keywords, label names and template
+    variables left out)."""
+    text = _LABEL_LISTS.sub(" ", _VARIABLE.sub(" 1 ", _without_strings_and_selectors(expr)))
     names: set[str] = set()
     for match in _IDENT.finditer(text):
         word = match.group()
@@ -96,12 +101,13 @@ def metric_names(expr: str) -> set[str]:
 
 
 def strip_conditions(expr: str) -> str:
-    """`expr` with every `OP NUMBER` comparison removed (see the module docstring).
+    """`expr` with every `OP NUMBER` comparison removed and `absent(X)` turned into `(X)` (see
+    the module docstring).
 
     Raises:
         ValueError: a comparison is left that is not against a number literal.
     """
-    stripped = _CONDITION.sub("", expr)
+    stripped = _ABSENT.sub("(", _CONDITION.sub("", expr))
     if _COMPARISON.search(_without_strings_and_selectors(stripped)):
         raise ValueError(
             f"a comparison in {expr!r} is not of the form EXPRESSION OP NUMBER, so the "
@@ -188,10 +194,12 @@ def recorded_names(groups: Iterable[Mapping[str, Any]]) -> set[str]:
     return {rule["record"] for group in groups for rule in group["rules"] if "record" in rule}
 
 
-#: Sample names a metric family of each type exposes, by suffix.
+#: Sample names a metric family of each type exposes, by suffix (prometheus_client's text format
+#: declares a counter by its `_total` name; `_created` is when a labelled series was created).
 _TYPE_SUFFIXES = {
-    "histogram": ("_bucket", "_sum", "_count"),
-    "summary": ("_sum", "_count"),
+    "counter": ("_created",),
+    "histogram": ("_bucket", "_sum", "_count", "_created"),
+    "summary": ("_sum", "_count", "_created"),
 }
 
 
@@ -206,7 +214,8 @@ def exported_names(exposition: str) -> set[str]:
         if line.startswith("# TYPE "):
             _, _, name, kind = line.split(maxsplit=3)
             names.add(name)
-            names.update(name + suffix for suffix in _TYPE_SUFFIXES.get(kind.strip(), ()))
+            base = name.removesuffix("_total") if kind.strip() == "counter" else name
+            names.update(base + suffix for suffix in _TYPE_SUFFIXES.get(kind.strip(), ()))
         elif line and not line.startswith("#"):
             names.add(re.split(r"[{\s]", line, maxsplit=1)[0])
     return names

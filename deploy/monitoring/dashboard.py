@@ -4,11 +4,26 @@ from __future__ import annotations
 
 import json
 
-from deploy.monitoring.queries import JOB, NS
+from deploy.monitoring.queries import ON, SEL
 from deploy.monitoring.rows import panels
 from deploy.monitoring.widgets import DS, Json
 
 DASHBOARD_UID = "zdict-sidecar"
+
+#: The cost estimate's constants: (name, label, default, what it means). Defaults are list
+#: prices of the large clouds' block storage and cross-zone transfer, and Kafka's defaults.
+COST_VARIABLES = (
+    ("storage_price", "Storage $/GB-month", "0.10", "price of a GB of disk for a month"),
+    ("transfer_price", "Transfer $/GB", "0.02", "price of a GB moved over a priced link"),
+    ("retention_days", "Retention (days)", "7", "how long the output topics keep records"),
+    ("replicas", "Replicas", "3", "the output topics' replication factor"),
+    (
+        "transfers",
+        "Priced transfers",
+        "2",
+        "times each byte crosses a priced link (replication to other zones, consumers)",
+    ),
+)
 
 
 def _annotations() -> list[Json]:
@@ -30,6 +45,7 @@ def _annotations() -> list[Json]:
             "useValueForTime": False,
         }
 
+    info = f"zdict_dictionary_info{{{SEL}}}"
     return [
         {
             "builtIn": 1,
@@ -40,39 +56,42 @@ def _annotations() -> list[Json]:
             "name": "Annotations & Alerts",
             "type": "dashboard",
         },
+        # A dictionary's info series starts when it becomes active: one that no instance of the
+        # topic exported two minutes earlier is an activation (the first one included, and a
+        # dictionary active when Prometheus first sees the topic); a pod joining with the
+        # topic's current dictionary is not.
         prometheus(
             "Dictionary activated",
             "green",
-            "max by (namespace, dict_id, version) ("
-            f"(changes(zdict_dictionary_created_timestamp_seconds{{{NS}}}[2m]) > 0)"
-            f" * on (instance, namespace) group_left (dict_id, version)"
-            f" zdict_dictionary_info{{{NS}}})",
+            "max by (topic, dict_id, version) ("
+            f'zdict_dictionary_info{{{SEL}, dict_id!="0"}}'
+            f" unless on (topic, dict_id) {info} offset 2m)",
             "Dictionary {{dict_id}} v{{version}} active",
-            "namespace {{namespace}}",
-            "namespace",
+            "topic {{topic}}",
+            "topic",
         ),
         prometheus(
             "Training promoted",
             "blue",
-            f'sum by (namespace) (increase(zdict_training_runs_total{{{NS}, result="promoted"}}'
+            f'sum by (topic) (increase(zdict_training_runs_total{{{SEL}, result="promoted"}}'
             "[2m])) > 0",
             "Training promoted a dictionary",
-            "namespace {{namespace}}",
-            "namespace",
+            "topic {{topic}}",
+            "topic",
         ),
         prometheus(
             "Drift",
             "orange",
-            f'sum by (namespace) (increase(zdict_training_triggers_total{{{NS}, trigger="drift"}}'
+            f'sum by (topic) (increase(zdict_training_triggers_total{{{SEL}, trigger="drift"}}'
             "[2m])) > 0",
             "Drift: training triggered",
-            "namespace {{namespace}}",
-            "namespace",
+            "topic {{topic}}",
+            "topic",
         ),
         prometheus(
             "Sidecar restarted",
             "red",
-            f"sum by (instance) (changes(process_start_time_seconds{{{JOB}}}[2m])) > 0",
+            f"sum by (instance) (changes(process_start_time_seconds{{{ON}}}[2m])) > 0",
             "Sidecar restarted",
             "{{instance}}",
             "instance",
@@ -81,13 +100,14 @@ def _annotations() -> list[Json]:
 
 
 def _templating() -> list[Json]:
-    """The data source, namespace and job variables."""
+    """The data source; the job, instance and topic variables (each narrowed by the ones
+    before it); the cost estimate's constants."""
 
-    def label_values(name: str, label: str, metric: str, all_value: str | None) -> Json:
+    def label_values(name: str, title: str, label: str, metric: str, all_value: str | None) -> Json:
         query = f"label_values({metric}, {label})"
         variable: Json = {
             "name": name,
-            "label": label.capitalize(),
+            "label": title,
             "type": "query",
             "datasource": DS,
             "query": {"query": query, "refId": f"{name}-variable"},
@@ -105,6 +125,18 @@ def _templating() -> list[Json]:
             variable["allValue"] = all_value
         return variable
 
+    def constant(name: str, title: str, default: str, meaning: str) -> Json:
+        return {
+            "name": name,
+            "label": title,
+            "description": meaning,
+            "type": "textbox",
+            "query": default,
+            "current": {"selected": False, "text": default, "value": default},
+            "options": [{"selected": True, "text": default, "value": default}],
+            "hide": 0,
+        }
+
     return [
         {
             "name": "datasource",
@@ -117,10 +149,18 @@ def _templating() -> list[Json]:
             "regex": "",
             "hide": 0,
         },
-        label_values("namespace", "namespace", "zdict_messages_total", ".*"),
         # No custom All value: "All" then means every job that exports zdict_build_info, so a
         # Prometheus scraping itself does not add its own process_* series.
-        label_values("job", "job", "zdict_build_info", None),
+        label_values("job", "Job", "job", "zdict_build_info", None),
+        label_values("instance", "Instance", "instance", 'zdict_build_info{job=~"$job"}', ".*"),
+        label_values(
+            "topic",
+            "Topic",
+            "topic",
+            'zdict_messages_total{job=~"$job", instance=~"$instance"}',
+            ".*",
+        ),
+        *(constant(*variable) for variable in COST_VARIABLES),
     ]
 
 

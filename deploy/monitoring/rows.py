@@ -5,10 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from deploy.monitoring.queries import (
+    BATCHES,
+    COST_SAVED_PER_MONTH,
+    ENC,
     IN,
-    JOB,
     MESSAGES,
-    NS,
+    ON,
     OUT,
     PASSED_THROUGH,
     RATE,
@@ -16,6 +18,11 @@ from deploy.monitoring.queries import (
     SAVED_IN_RANGE,
     SAVED_PER_MONTH,
     SAVED_PER_SECOND,
+    SEL,
+    STORED,
+    STORED_PER_RECORD,
+    STORED_RATIO,
+    STORED_RECORDS,
     quantile,
     sum_rate,
 )
@@ -40,22 +47,44 @@ def panels() -> list[Json]:
 
 
 def _savings_at_a_glance(layout: Layout) -> None:
-    """The headline numbers: ratio, bytes saved, pass-through share, dictionary."""
+    """The headline numbers: ratios (values, as stored), bytes and cost saved, pass-through
+    share, batch fill, dictionary."""
     layout.row("Savings at a glance")
     ratio_colours = colour_steps((None, "red"), (1.1, "orange"), (1.5, "green"))
     for panel in (
         stat(
             "Compression ratio",
-            "Raw value bytes in / bytes out (compressed frames with their zd header, and values "
-            "passed through), over the selected namespaces. 1.00 saves nothing.",
+            "Raw value bytes in / value bytes out (compressed frames with their zd header, and "
+            "values passed through) of the encoding relays, over the selected topics. 1.00 "
+            "saves nothing.",
             [(RATIO, "ratio")],
             "none",
             decimals=2,
             thresholds=ratio_colours,
         ),
         stat(
+            "Ratio as stored",
+            "What the broker would store for the same records with their raw values, against "
+            "what it stores for the output topics (record batches: framing, keys and headers "
+            "included, from the producer's batch statistics). Framing dilutes the value ratio; "
+            "with batch compression on the output this is a lower bound.",
+            [(STORED_RATIO, "as stored")],
+            "none",
+            decimals=2,
+            thresholds=ratio_colours,
+        ),
+        stat(
+            "Stored per record",
+            "Bytes the broker stores per output record: its share of the record batch, framing "
+            "and key and headers included (next to the value sizes in Compression below).",
+            [(STORED_PER_RECORD, "stored")],
+            "bytes",
+            decimals=1,
+        ),
+        stat(
             "Bytes saved per second",
-            "Input bytes per second minus output bytes per second.",
+            "Value bytes in minus value bytes out per second: the bytes the output topics store "
+            "and move less than the same records with their raw values.",
             [(SAVED_PER_SECOND, "saved")],
             "binBps",
         ),
@@ -74,48 +103,84 @@ def _savings_at_a_glance(layout: Layout) -> None:
             "bytes",
             instant=True,
         ),
-        stat(
-            "Records passed through",
-            "Share of records left uncompressed (tombstones, below the break-even size, "
-            "precompressed, no gain, already encoded). The reasons are in Records below.",
-            [(PASSED_THROUGH, "passed through")],
-            "percentunit",
-            decimals=1,
-        ),
-        stat(
-            "Active dictionary",
-            "The dictionary each namespace is compressed with (dict_id 0: none yet).",
-            [
-                (
-                    f"max by (namespace, dict_id, version) (zdict_dictionary_info{{{NS}}})",
-                    "{{namespace}}: {{dict_id}} v{{version}}",
-                )
-            ],
-            "none",
-            text_mode="name",
-            instant=True,
-        ),
     ):
         layout.add(panel, 4, 5)
+    for panel, width in (
+        (
+            stat(
+                "Estimated cost saved per month",
+                "The last hour's bytes saved, priced: held for $retention_days days on "
+                "$replicas replicas at $storage_price per GB-month, and moved $transfers times "
+                "(replication across zones, consumers) at $transfer_price per GB over 30 days. "
+                "Set the prices and retention in the dashboard's variables.",
+                [(COST_SAVED_PER_MONTH, "per month")],
+                "currencyUSD",
+                decimals=2,
+                instant=True,
+            ),
+            4,
+        ),
+        (
+            stat(
+                "Records passed through",
+                "Share of records left uncompressed (tombstones, below the break-even size, "
+                "precompressed, no gain, already encoded). The reasons are in Records below.",
+                [(PASSED_THROUGH, "passed through")],
+                "percentunit",
+                decimals=1,
+            ),
+            4,
+        ),
+        (
+            stat(
+                "Records per output batch",
+                "Records in each record batch the relay's producer sends: where batches fill, "
+                "batch compression on the output saves more (README, when to use it).",
+                [(f"{sum_rate(STORED_RECORDS)} / {sum_rate(BATCHES)}", "records per batch")],
+                "none",
+                decimals=1,
+            ),
+            4,
+        ),
+        (
+            stat(
+                "Active dictionary",
+                "The dictionary each topic is compressed with (dict_id 0: none yet).",
+                [
+                    (
+                        f"max by (topic, dict_id, version) (zdict_dictionary_info{{{SEL}}})",
+                        "{{topic}}: {{dict_id}} v{{version}}",
+                    )
+                ],
+                "none",
+                text_mode="name",
+                instant=True,
+            ),
+            12,
+        ),
+    ):
+        layout.add(panel, width, 5)
 
 
 def _compression(layout: Layout) -> None:
-    """Live ratio against the held-out ratio; bytes in, out and saved."""
+    """Value ratio against the held-out ratio; bytes in, out and saved; bytes per record as
+    values and as stored; batch fill."""
     layout.row("Compression")
     layout.add(
         timeseries(
-            "Compression ratio: live vs held-out",
-            "Live ratio per namespace next to the held-out ratio the active dictionary reached "
-            "when it was trained. A live ratio well below its held-out ratio means drift: "
-            "retrain (alert ZdictCompressionRatioDropped).",
+            "Compression ratio: values vs held-out",
+            "Value ratio per topic (pass-through values included) next to the held-out ratio "
+            "the active dictionary reached when it was trained (passed-through values left "
+            "out). Drift is judged on the trainer's live ratio: Training in the sidecar below "
+            "(alert ZdictCompressionRatioDropped).",
             [
                 (
-                    f"{sum_rate(IN, by='namespace')} / {sum_rate(OUT, by='namespace')}",
-                    "{{namespace}} live",
+                    f"{sum_rate(IN, by='topic')} / {sum_rate(OUT, by='topic')}",
+                    "{{topic}} values",
                 ),
                 (
-                    f"max by (namespace) (zdict_dictionary_heldout_ratio{{{NS}}})",
-                    "{{namespace}} held-out",
+                    f"max by (topic) (zdict_dictionary_heldout_ratio{{{SEL}}})",
+                    "{{topic}} held-out",
                 ),
             ],
             "none",
@@ -128,14 +193,54 @@ def _compression(layout: Layout) -> None:
             "Bytes per second: in, out, saved",
             "Raw bytes consumed, bytes produced (header included) and their difference.",
             [
-                (sum_rate(IN, by="namespace"), "{{namespace}} in"),
-                (sum_rate(OUT, by="namespace"), "{{namespace}} out"),
+                (sum_rate(IN, by="topic"), "{{topic}} in"),
+                (sum_rate(OUT, by="topic"), "{{topic}} out"),
                 (
-                    f"{sum_rate(IN, by='namespace')} - {sum_rate(OUT, by='namespace')}",
-                    "{{namespace}} saved",
+                    f"{sum_rate(IN, by='topic')} - {sum_rate(OUT, by='topic')}",
+                    "{{topic}} saved",
                 ),
             ],
             "binBps",
+            minimum=0,
+        ),
+        12,
+        8,
+    )
+    layout.add(
+        timeseries(
+            "Bytes per record: raw value, value out, as stored",
+            "Per record of each topic: the raw value consumed, the value produced (frame and zd "
+            "header), and what the broker stores for the output record (its share of the record "
+            "batch: framing, key, headers, value, after batch compression).",
+            [
+                (f"{sum_rate(IN, by='topic')} / {sum_rate(MESSAGES, by='topic')}", "{{topic}} raw"),
+                (
+                    f"{sum_rate(OUT, by='topic')} / {sum_rate(MESSAGES, by='topic')}",
+                    "{{topic}} value out",
+                ),
+                (
+                    f"{sum_rate(STORED, by='topic')} / {sum_rate(STORED_RECORDS, by='topic')}",
+                    "{{topic}} stored",
+                ),
+            ],
+            "bytes",
+            minimum=0,
+        ),
+        12,
+        8,
+    )
+    layout.add(
+        timeseries(
+            "Records per output batch",
+            "Records per record batch the relay's producer sent, per topic (librdkafka's batch "
+            "statistics, every 5 s).",
+            [
+                (
+                    f"{sum_rate(STORED_RECORDS, by='topic')} / {sum_rate(BATCHES, by='topic')}",
+                    "{{topic}}",
+                )
+            ],
+            "none",
             minimum=0,
         ),
         12,
@@ -161,10 +266,11 @@ def _records(layout: Layout) -> None:
     layout.add(
         bargauge(
             "Passed through, by reason (share of all records in the time range)",
-            "Records passed through unchanged, by reason, as a share of every record relayed.",
+            "Records passed through unchanged, by reason, as a share of every record the "
+            "encoding relays handled.",
             [
                 (
-                    f"sum by (outcome) (increase(zdict_messages_total{{{NS}, "
+                    f"sum by (outcome) (increase(zdict_messages_total{{{ENC}, "
                     f'outcome!="compressed"}}[$__range])) '
                     f"/ scalar(sum(increase({MESSAGES}[$__range])))",
                     "{{outcome}}",
@@ -183,10 +289,11 @@ def _latency(layout: Layout) -> None:
     layout.add(
         timeseries(
             "Compress time per message (p50, p99)",
-            "Encode time per message, observed as each consumed batch's mean.",
+            "Encode time per message of the encoding relays, observed as each consumed batch's "
+            "mean (alert ZdictRelayLatencyHigh watches the relay latency's p99).",
             [
-                (quantile(0.5, "zdict_compress_seconds"), "p50"),
-                (quantile(0.99, "zdict_compress_seconds"), "p99"),
+                (quantile(0.5, "zdict_compress_seconds", ENC), "p50"),
+                (quantile(0.99, "zdict_compress_seconds", ENC), "p99"),
             ],
             "s",
         ),
@@ -219,8 +326,8 @@ def _dictionaries_and_training(layout: Layout) -> None:
             "annotated on every graph (toggle 'Dictionary activated' at the top).",
             [
                 (
-                    f"max by (namespace, dict_id, version) (zdict_dictionary_info{{{NS}}})",
-                    "{{namespace}} {{dict_id}} v{{version}}",
+                    f"max by (topic, dict_id, version) (zdict_dictionary_info{{{SEL}}})",
+                    "{{topic}} {{dict_id}} v{{version}}",
                 )
             ],
         ),
@@ -233,9 +340,9 @@ def _dictionaries_and_training(layout: Layout) -> None:
             "Time since the active dictionary was trained (alert ZdictDictionaryStale).",
             [
                 (
-                    f"time() - max by (namespace) "
-                    f"(zdict_dictionary_created_timestamp_seconds{{{NS}}})",
-                    "{{namespace}}",
+                    f"time() - max by (topic) "
+                    f"(zdict_dictionary_created_timestamp_seconds{{{SEL}}})",
+                    "{{topic}}",
                 )
             ],
             "s",
@@ -250,7 +357,7 @@ def _dictionaries_and_training(layout: Layout) -> None:
             "failed (alert ZdictTrainingFailing).",
             [
                 (
-                    f"sum by (result) (increase(zdict_training_runs_total{{{NS}}}[$__range]))",
+                    f"sum by (result) (increase(zdict_training_runs_total{{{SEL}}}[$__range]))",
                     "{{result}}",
                 )
             ],
@@ -262,12 +369,12 @@ def _dictionaries_and_training(layout: Layout) -> None:
     layout.add(
         timeseries(
             "Training runs by result",
-            "Training runs per namespace and result.",
+            "Training runs per topic and result, in the sidecars.",
             [
                 (
-                    f"sum by (namespace, result) "
-                    f"(increase(zdict_training_runs_total{{{NS}}}[{RATE}]))",
-                    "{{namespace}} {{result}}",
+                    f"sum by (topic, result) "
+                    f"(increase(zdict_training_runs_total{{{SEL}}}[{RATE}]))",
+                    "{{topic}} {{result}}",
                 )
             ],
             "short",
@@ -282,8 +389,8 @@ def _dictionaries_and_training(layout: Layout) -> None:
             "Wall time of one training run, sampling excluded.",
             [
                 (
-                    f"sum(increase(zdict_training_seconds_sum{{{NS}}}[$__range])) "
-                    f"/ sum(increase(zdict_training_seconds_count{{{NS}}}[$__range]))",
+                    f"sum(increase(zdict_training_seconds_sum{{{SEL}}}[$__range])) "
+                    f"/ sum(increase(zdict_training_seconds_count{{{SEL}}}[$__range]))",
                     "mean",
                 )
             ],
@@ -291,7 +398,27 @@ def _dictionaries_and_training(layout: Layout) -> None:
             instant=True,
             mappings=[NO_RUN],
         ),
-        12,
+        6,
+        8,
+    )
+    layout.add(
+        stat(
+            "Latest training run (registry)",
+            "When each topic's latest training run recorded in the registry ended, whoever ran "
+            "it: `manual` is `zdict-sidecar train` (the retraining CronJob), the others the "
+            "sidecars' own runs (alerts ZdictLastTrainingFailed, ZdictTrainingOverdue).",
+            [
+                (
+                    "max by (topic, trigger, result) "
+                    f"(zdict_last_training_timestamp_seconds{{{SEL}}}) * 1000",
+                    "{{topic}}: {{trigger}}, {{result}}",
+                )
+            ],
+            "dateTimeFromNow",
+            text_mode="value_and_name",
+            instant=True,
+        ),
+        6,
         8,
     )
 
@@ -305,16 +432,16 @@ def _training_in_the_sidecar(layout: Layout) -> None:
 
 
 def _trainer_and_drift(layout: Layout) -> None:
-    """Who trains each namespace, and the live ratio drift is judged by."""
+    """Who trains each topic, and the live ratio drift is judged by."""
     layout.add(
         state_timeline(
-            "Trainer of each namespace",
-            "The instance that trains each namespace: the holder of partition 0 of its input "
-            "topic. Exactly one per namespace; the role moves with the partition.",
+            "Trainer of each topic",
+            "The instance that trains each topic: the holder of its partition 0. Exactly one "
+            "per topic; the role moves with the partition.",
             [
                 (
-                    f"max by (namespace, instance) (zdict_trainer{{{NS}}} == 1)",
-                    "{{namespace}} on {{instance}}",
+                    f"max by (topic, instance) (zdict_trainer{{{SEL}}} == 1)",
+                    "{{topic}} on {{instance}}",
                 )
             ],
             state="trainer",
@@ -324,10 +451,10 @@ def _trainer_and_drift(layout: Layout) -> None:
     )
     layout.add(
         stat(
-            "Trainers per namespace",
-            "Instances that train each namespace: 1 is right; 0 (nobody trains it) or 2 and "
+            "Trainers per topic",
+            "Instances that train each topic: 1 is right; 0 (nobody trains it) or 2 and "
             "more for 15 minutes is alert ZdictTrainerNotUnique.",
-            [(f"sum by (namespace) (zdict_trainer{{{NS}}})", "{{namespace}}")],
+            [(f"sum by (topic) (zdict_trainer{{{SEL}}})", "{{topic}}")],
             "none",
             decimals=0,
             thresholds=colour_steps((None, "red"), (1, "green"), (2, "red")),
@@ -346,13 +473,13 @@ def _trainer_and_drift(layout: Layout) -> None:
             "ZDICT_TRAINING__DRIFT_TOLERANCE below it (the 'Drift' annotation).",
             [
                 (
-                    f"max by (namespace) (zdict_live_ratio{{{NS}}} "
-                    f"and on (instance, namespace) (zdict_trainer{{{NS}}} == 1))",
-                    "{{namespace}} live",
+                    f"max by (topic) (zdict_live_ratio{{{SEL}}} "
+                    f"and on (instance, topic) (zdict_trainer{{{SEL}}} == 1))",
+                    "{{topic}} live",
                 ),
                 (
-                    f"max by (namespace) (zdict_dictionary_heldout_ratio{{{NS}}})",
-                    "{{namespace}} held-out",
+                    f"max by (topic) (zdict_dictionary_heldout_ratio{{{SEL}}})",
+                    "{{topic}} held-out",
                 ),
             ],
             "none",
@@ -371,9 +498,9 @@ def _triggers_and_reservoir(layout: Layout) -> None:
             "scheduled (ZDICT_TRAINING__RETRAIN_INTERVAL), drift (the live ratio fell).",
             [
                 (
-                    f"sum by (namespace, trigger) "
-                    f"(increase(zdict_training_triggers_total{{{NS}}}[{RATE}]))",
-                    "{{namespace}} {{trigger}}",
+                    f"sum by (topic, trigger) "
+                    f"(increase(zdict_training_triggers_total{{{SEL}}}[{RATE}]))",
+                    "{{topic}} {{trigger}}",
                 )
             ],
             "short",
@@ -388,7 +515,8 @@ def _triggers_and_reservoir(layout: Layout) -> None:
             "Training runs started in the time range, by trigger.",
             [
                 (
-                    f"sum by (trigger) (increase(zdict_training_triggers_total{{{NS}}}[$__range]))",
+                    "sum by (trigger) "
+                    f"(increase(zdict_training_triggers_total{{{SEL}}}[$__range]))",
                     "{{trigger}}",
                 )
             ],
@@ -400,12 +528,12 @@ def _triggers_and_reservoir(layout: Layout) -> None:
     layout.add(
         timeseries(
             "Training reservoir: bytes",
-            "Bytes each instance's reservoir of recent values holds per namespace (values "
+            "Bytes each instance's reservoir of recent values holds per topic (values "
             "plus bookkeeping; at most ZDICT_SAMPLING__MAX_BYTES). The trainer trains on its own.",
             [
                 (
-                    f"max by (namespace, instance) (zdict_sample_bytes{{{NS}}})",
-                    "{{namespace}} {{instance}}",
+                    f"max by (topic, instance) (zdict_sample_bytes{{{SEL}}})",
+                    "{{topic}} {{instance}}",
                 )
             ],
             "bytes",
@@ -421,8 +549,8 @@ def _triggers_and_reservoir(layout: Layout) -> None:
             "ZDICT_SAMPLING__MIN_MESSAGES.",
             [
                 (
-                    f"max by (namespace, instance) (zdict_sample_messages{{{NS}}})",
-                    "{{namespace}} {{instance}}",
+                    f"max by (topic, instance) (zdict_sample_messages{{{SEL}}})",
+                    "{{topic}} {{instance}}",
                 )
             ],
             "short",
@@ -435,7 +563,7 @@ def _triggers_and_reservoir(layout: Layout) -> None:
 
 def _training_cpu_and_publications(layout: Layout) -> None:
     """The training's share of CPU, and publications to the registry topic."""
-    training_cpu = sum_rate(f"zdict_training_cpu_seconds_total{{{JOB}}}", "1h", by="instance")
+    training_cpu = sum_rate(f"zdict_training_cpu_seconds_total{{{ON}}}", "1h", by="instance")
     layout.add(
         timeseries(
             "Training CPU share (last hour)",
@@ -445,7 +573,7 @@ def _training_cpu_and_publications(layout: Layout) -> None:
             [
                 (
                     f"{training_cpu} / ("
-                    f"{sum_rate(f'process_cpu_seconds_total{{{JOB}}}', '1h', by='instance')}"
+                    f"{sum_rate(f'process_cpu_seconds_total{{{ON}}}', '1h', by='instance')}"
                     f" + {training_cpu})",
                     "{{instance}}",
                 )
@@ -463,7 +591,7 @@ def _training_cpu_and_publications(layout: Layout) -> None:
             "(a failed one leaves the champion active; alert ZdictRegistryPublishFailing).",
             [
                 (
-                    f"sum by (result) (increase(zdict_registry_publish_total{{{JOB}}}[{RATE}]))",
+                    f"sum by (result) (increase(zdict_registry_publish_total{{{ON}}}[{RATE}]))",
                     "{{result}}",
                 )
             ],
@@ -485,7 +613,7 @@ def _kafka(layout: Layout) -> None:
             "(from librdkafka's statistics, every 5 s; alert ZdictConsumerLagGrowing).",
             [
                 (
-                    'sum by (topic, partition) (zdict_consumer_lag_messages{topic=~"$namespace"})',
+                    f"sum by (topic, partition) (zdict_consumer_lag_messages{{{SEL}}})",
                     "{{topic}} [{{partition}}]",
                 )
             ],
@@ -499,7 +627,7 @@ def _kafka(layout: Layout) -> None:
         timeseries(
             "Offset commits per second",
             "Consumer offset commits by result; a failed commit is retried with newer offsets.",
-            [(sum_rate(f"zdict_commits_total{{{JOB}}}", by="result"), "{{result}}")],
+            [(sum_rate(f"zdict_commits_total{{{ON}}}", by="result"), "{{result}}")],
             "short",
         ),
         6,
@@ -513,9 +641,8 @@ def _kafka(layout: Layout) -> None:
             "topic, where the relay stops instead (alert ZdictDeadLetters).",
             [
                 (
-                    "sum by (namespace, stage) (increase(zdict_dead_letters_total"
-                    f'{{{JOB}, namespace=~"$namespace"}}[{RATE}]))',
-                    "{{namespace}} {{stage}}",
+                    f"sum by (topic, stage) (increase(zdict_dead_letters_total{{{SEL}}}[{RATE}]))",
+                    "{{topic}} {{stage}}",
                 )
             ],
             "short",
@@ -529,7 +656,7 @@ def _kafka(layout: Layout) -> None:
             "Transactions (exactly-once mode)",
             "Transactions committed and aborted per second; an abort rewinds to the last commit "
             "and reads the records again (0 in at-least-once mode).",
-            [(sum_rate(f"zdict_transactions_total{{{JOB}}}", by="result"), "{{result}}")],
+            [(sum_rate(f"zdict_transactions_total{{{ON}}}", by="result"), "{{result}}")],
             "short",
         ),
         6,
@@ -538,11 +665,13 @@ def _kafka(layout: Layout) -> None:
     layout.add(
         timeseries(
             "Produce errors",
-            "Records the producer failed to deliver, per instance and reason. The relay stops "
-            "on the first one and is restarted (alert ZdictProduceErrors): no data is good.",
+            "Records the producer failed to deliver, per instance and reason. Without a "
+            "dead-letter topic the relay stops at the first and is restarted (alert "
+            "ZdictProduceErrors); with one, a record the broker refuses outright is set aside "
+            "and the relay goes on (alert ZdictDeadLetters). No data is good.",
             [
                 (
-                    f"sum by (instance, reason) (zdict_produce_errors_total{{{JOB}}})",
+                    f"sum by (instance, reason) (zdict_produce_errors_total{{{ON}}})",
                     "{{instance}} {{reason}}",
                 )
             ],
@@ -560,7 +689,7 @@ def _instances(layout: Layout) -> None:
         stat(
             "Instances up",
             "Sidecar instances Prometheus scrapes successfully, of all it scrapes.",
-            [(f"sum(up{{{JOB}}})", "up"), (f"count(up{{{JOB}}})", "scraped")],
+            [(f"sum(up{{{ON}}})", "up"), (f"count(up{{{ON}}})", "scraped")],
             "none",
             text_mode="value_and_name",
         ),
@@ -573,7 +702,7 @@ def _instances(layout: Layout) -> None:
             "Instances per zdict-sidecar version and native library versions.",
             [
                 (
-                    f"count by (version, librdkafka, libzstd) (zdict_build_info{{{JOB}}})",
+                    f"count by (version, librdkafka, libzstd) (zdict_build_info{{{ON}}})",
                     "{{version}} (librdkafka {{librdkafka}}, libzstd {{libzstd}})",
                 )
             ],
@@ -590,7 +719,7 @@ def _instances(layout: Layout) -> None:
             "Process starts per instance (alert ZdictSidecarRestarting).",
             [
                 (
-                    f"sum(changes(process_start_time_seconds{{{JOB}}}[$__range]))",
+                    f"sum(changes(process_start_time_seconds{{{ON}}}[$__range]))",
                     "restarts",
                 )
             ],
@@ -603,8 +732,10 @@ def _instances(layout: Layout) -> None:
     layout.add(
         stat(
             "Assigned partitions",
-            "Input partitions held by the consumer group's members.",
-            [(f"sum(zdict_assigned_partitions{{{JOB}}})", "partitions")],
+            "Input partitions held by the consumer group's members. A sidecar holding none is "
+            "still ready (more pods than partitions); none held anywhere for 5 minutes is "
+            "alert ZdictNoPartitionAssigned.",
+            [(f"sum(zdict_assigned_partitions{{{ON}}})", "partitions")],
             "none",
         ),
         8,
@@ -612,24 +743,52 @@ def _instances(layout: Layout) -> None:
     )
     layout.add(
         timeseries(
-            "Resident memory per instance",
-            "Resident set size of each sidecar process.",
-            [(f"max by (instance) (process_resident_memory_bytes{{{JOB}}})", "{{instance}}")],
+            "Memory per instance",
+            "Resident set size of each relay process, and the working set of its container "
+            "(cgroup: the relay and its training processes, as the OOM killer counts it).",
+            [
+                (
+                    f"max by (instance) (process_resident_memory_bytes{{{ON}}})",
+                    "{{instance}} relay RSS",
+                ),
+                (
+                    f"max by (instance) (zdict_memory_working_set_bytes{{{ON}}})",
+                    "{{instance}} container working set",
+                ),
+            ],
             "bytes",
             minimum=0,
         ),
-        12,
+        8,
+        8,
+    )
+    layout.add(
+        timeseries(
+            "Memory: share of the container's limit",
+            "Working set over the memory limit of each sidecar's container; 0 without a limit "
+            "(alert ZdictMemoryNearLimit above 90%).",
+            [
+                (
+                    f"max by (instance) (zdict_memory_working_set_bytes{{{ON}}} "
+                    f"/ zdict_memory_limit_bytes{{{ON}}})",
+                    "{{instance}}",
+                )
+            ],
+            "percentunit",
+            minimum=0,
+        ),
+        8,
         8,
     )
     layout.add(
         timeseries(
             "CPU per instance",
             "CPU seconds per second (1 = one core busy).",
-            [(sum_rate(f"process_cpu_seconds_total{{{JOB}}}", by="instance"), "{{instance}}")],
+            [(sum_rate(f"process_cpu_seconds_total{{{ON}}}", by="instance"), "{{instance}}")],
             "none",
             minimum=0,
         ),
-        12,
+        8,
         8,
     )
 

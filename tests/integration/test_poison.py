@@ -226,7 +226,7 @@ def test_poison_records_are_relayed_byte_exact_or_set_aside_with_their_reason(
     counted = sum(
         v
         for (name, labels), v in metrics.items()
-        if name == "zdict_dead_letters_total" and dict(labels).get("namespace") == topic
+        if name == "zdict_dead_letters_total" and dict(labels).get("topic") == topic
     )
     assert counted == len(aside)
     print(

@@ -239,15 +239,15 @@ def test_relays_100k_records_byte_exact_keeping_keys_timestamps_headers_and_coun
         for (name, labels), value in scraped.items()
         if name == "zdict_messages_total"
         for labels_dict in [dict(labels)]
-        if labels_dict.get("namespace") == topic
+        if labels_dict.get("topic") == topic
     }
     input_bytes = sum(len(r.value) for r in inputs if r.value is not None)
     assert sum(by_outcome.values()) == N_FULL
     assert by_outcome["compressed"] == tally["compressed"]
     assert by_outcome["tombstone"] == tally["tombstone"]
     assert by_outcome["already_encoded"] == tally["already_encoded"]
-    assert sample("zdict_input_bytes_total", namespace=topic) == input_bytes
-    assert sample("zdict_output_bytes_total", namespace=topic) == output_bytes
+    assert sample("zdict_input_bytes_total", topic=topic, mode="encode") == input_bytes
+    assert sample("zdict_output_bytes_total", topic=topic, mode="encode") == output_bytes
     assert sample("zdict_assigned_partitions") == 3
     print(
         f"\n[full] {N_FULL:,} records relayed in {relay_seconds:.1f} s "
@@ -382,7 +382,7 @@ def test_two_processes_share_the_partitions_and_the_survivor_takes_over_without_
         return sum(
             value
             for (name, labels), value in proc.metrics().items()
-            if name == "zdict_messages_total" and ("namespace", topic) in labels
+            if name == "zdict_messages_total" and ("topic", topic) in labels
         )
 
     wait_until(lambda: relayed_by(b) >= 5_000, 60, "worker b to relay records")

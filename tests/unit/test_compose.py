@@ -12,6 +12,7 @@ start order, the scrape target, the data source, and settings that zdict-sidecar
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -223,3 +224,26 @@ def test_the_sidecar_relays_the_topic_the_producer_writes_with_real_settings(
     assert topics == [services["producer"]["environment"]["DEMO_TOPIC"]]
     for variable in services["sidecar"]["environment"]:
         assert is_setting(variable), variable
+
+
+def test_a_service_of_the_zdict_image_that_is_not_the_relay_disables_the_images_healthcheck(
+    project: dict[str, Any],
+) -> None:
+    """The image's HEALTHCHECK asks the relay's /healthz: a container of the same image running
+    something else (the demo producer) never answers it, turns unhealthy and fails `up --wait`."""
+    image = {name: s for name, s in _services(project).items() if "build" in s}
+    assert set(image) == {"producer", "sidecar"}
+    for name, service in image.items():
+        relay = service.get("command") == ["run"] and "entrypoint" not in service
+        if relay:
+            assert "/healthz" in " ".join(service["healthcheck"]["test"]), name
+        else:
+            assert service["healthcheck"] == {"disable": True}, name
+
+
+def test_the_header_comment_describes_exactly_the_services_of_the_file(
+    project: dict[str, Any],
+) -> None:
+    header = COMPOSE.read_text().split("\nname: ", 1)[0]
+    described = set(re.findall(r"^#   (\w+) ", header, flags=re.MULTILINE))
+    assert described == set(_services(project))

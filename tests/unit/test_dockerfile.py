@@ -18,7 +18,10 @@ import threading
 from pathlib import Path
 
 import pytest
+from packaging.utils import canonicalize_name
+from packaging.version import Version
 
+from deploy.constraints import image_environment, image_python, runtime_requirements
 from tests.deploy_files import Stage, env_pairs, is_setting, parse_dockerfile
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -62,12 +65,14 @@ def test_hadolint_does_report_a_dockerfile_that_breaks_its_rules(tmp_path: Path)
     assert "DL3013" in result.stdout
 
 
-def test_the_image_is_multi_stage_on_a_slim_python_base() -> None:
+def test_the_image_is_multi_stage_on_a_slim_python_base_pinned_by_digest() -> None:
     stages = _stages()
     assert len(stages) >= 2
     assert stages[0].name == "build"
     for stage in stages:
-        assert re.fullmatch(r"python:3\.1[1-9]-slim", stage.base), stage.base
+        # A tag alone moves: the same Dockerfile would build on another base next month.
+        assert re.fullmatch(r"python:3\.1[1-9]-slim@sha256:[0-9a-f]{64}", stage.base), stage.base
+    assert len({stage.base for stage in stages}) == 1
 
 
 def test_the_final_stage_copies_the_built_venv_and_installs_no_build_tools() -> None:
@@ -81,6 +86,36 @@ def test_the_final_stage_copies_the_built_venv_and_installs_no_build_tools() -> 
 def test_the_build_stage_installs_dependencies_from_wheels_only() -> None:
     (run,) = _stages()[0].all("RUN")
     assert "--only-binary=:all:" in run
+
+
+def test_the_build_stage_installs_the_versions_constraints_txt_pins() -> None:
+    (run,) = _stages()[0].all("RUN")
+    assert "--constraint constraints.txt" in run
+    copied = [source for args in _stages()[0].all("COPY") for source in args.split()[:-1]]
+    assert "constraints.txt" in copied
+
+
+def test_constraints_txt_pins_every_runtime_dependency_to_a_version_its_dependents_accept() -> None:
+    pins: dict[str, Version] = {}
+    for line in (ROOT / "constraints.txt").read_text().splitlines():
+        if line and not line.startswith("#"):
+            name, _, version = line.partition("==")
+            assert version, f"constraints.txt: {line!r} is not name==version"
+            pins[canonicalize_name(name)] = Version(version)
+    needed = runtime_requirements(image_python())
+    # Exactly the runtime closure: nothing missing (a dependency added to pyproject.toml
+    # without running `python -m deploy.constraints`), nothing left over.
+    assert set(pins) == set(needed)
+    assert {"confluent-kafka", "zstandard", "prometheus-client", "pydantic"} <= set(pins)
+    for name, requirements in needed.items():
+        for requirement in requirements:
+            assert pins[name] in requirement.specifier, (str(requirement), str(pins[name]))
+
+
+def test_the_constraints_follow_markers_for_the_images_python_not_this_one() -> None:
+    environment = image_environment(image_python())
+    assert environment["python_version"] == re.search(r"python:(\d+\.\d+)", _final().base)[1]
+    assert environment["sys_platform"] == "linux" and environment["extra"] == ""
 
 
 def test_the_image_runs_as_a_numeric_non_root_user() -> None:

@@ -6,12 +6,15 @@ ServiceMonitor and PrometheusRule are decoded into strict pydantic models of the
 Operator's API (tests/operator_types.py: unknown fields, wrong types, enums and duration
 patterns refused), and the PrometheusRule's groups are checked by the real `promtool check
 rules`. The ConfigMap and Secret are loaded by sidecar.config as the pods' environment, and the
-CronJob's arguments are parsed by the real CLI parser. No cluster and no operator run here.
+CronJob's arguments are parsed by the real CLI parser. The kustomization's patches are applied
+by a reader of the one kind it uses (JSON patch `add` on a kind selector), here, without
+kustomize. No cluster and no operator run here.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -24,6 +27,7 @@ from pydantic import SecretStr
 
 from sidecar.cli.main import build_parser
 from sidecar.config import load_settings
+from sidecar.health import Health
 from tests.deploy_files import is_setting
 from tests.operator_types import PrometheusRule, ServiceMonitor, decode
 
@@ -58,10 +62,11 @@ def _zdict_containers() -> list[tuple[str, dict[str, Any]]]:
     ]
 
 
-def test_kustomization_lists_every_manifest_and_each_has_kind_and_name() -> None:
+def test_kustomization_lists_every_manifest_but_the_secret_and_each_has_kind_and_name() -> None:
     listed = set(_doc("kustomization.yaml")["resources"])
     on_disk = {p.name for p in K8S.glob("*.yaml")} - {"kustomization.yaml"}
-    assert listed == on_disk
+    # Listed, the placeholder Secret would overwrite the one created by hand at every apply.
+    assert listed == on_disk - {"secret.yaml"}
     for name, resource in _resources().items():
         assert resource["apiVersion"] and resource["kind"], name
         assert resource["metadata"]["name"], name
@@ -198,6 +203,7 @@ def test_the_dictionary_store_is_a_writable_volume_in_every_zdict_container() ->
 
 def test_zdict_containers_take_their_environment_from_the_configmap_and_the_secret() -> None:
     names = {r["kind"]: r["metadata"]["name"] for r in _resources().values()}
+    names["Secret"] = _doc("secret.yaml")["metadata"]["name"]
     for name, container in _zdict_containers():
         sources = container["envFrom"]
         assert {"configMapRef": {"name": names["ConfigMap"]}} in sources, name
@@ -267,3 +273,55 @@ def test_the_cronjob_retrains_the_relayed_topic_on_a_schedule_with_the_real_cli(
     topics = _doc("configmap.yaml")["data"]["ZDICT_RELAY__INPUT_TOPICS"]
     assert f'"{parsed.topic}"' in topics
     assert parsed.sample == 20_000
+
+
+def _kustomized() -> dict[str, dict[str, Any]]:
+    """The listed resources with the kustomization's patches applied (kind name: resource).
+
+    Only what kustomization.yaml uses is read: targets selecting by group and by kind (an
+    anchored regular expression, as kustomize matches them) and JSON patches of `add`
+    operations; anything else fails the test, to be taught here first.
+    """
+    kustomization = _doc("kustomization.yaml")
+    resources = {r["kind"]: r for r in _resources().values()}
+    assert set(kustomization) <= {"apiVersion", "kind", "resources", "patches"}
+    for entry in kustomization.get("patches", []):
+        target = entry["target"]
+        assert set(target) <= {"group", "kind"}, target
+        for resource in resources.values():
+            group = resource["apiVersion"].rpartition("/")[0]
+            if group != target.get("group", group):
+                continue
+            if not re.fullmatch(target.get("kind", ".*"), resource["kind"]):
+                continue
+            for operation in yaml.safe_load(entry["patch"]):
+                assert operation["op"] == "add", operation
+                *parents, key = operation["path"].strip("/").split("/")
+                node = resource
+                for part in parents:
+                    node = node[part]
+                node[key] = operation["value"]
+    return resources
+
+
+def test_the_operator_resources_carry_the_release_label_kube_prometheus_stack_selects_on() -> None:
+    resources = _kustomized()
+    for kind in ("ServiceMonitor", "PrometheusRule"):
+        labels = resources[kind]["metadata"]["labels"]
+        assert labels["release"] == "kube-prometheus-stack", kind
+        assert labels["app.kubernetes.io/name"] == "zdict-sidecar", kind
+        decode(resources[kind])  # still a valid resource of the Operator's API
+    others = [kind for kind, r in resources.items() if "release" in r["metadata"].get("labels", {})]
+    assert sorted(others) == ["PrometheusRule", "ServiceMonitor"]
+    # The files themselves stay without it: the name is set in one place.
+    assert "release" not in _doc("servicemonitor.yaml")["metadata"]["labels"]
+
+
+def test_readiness_does_not_depend_on_the_consumer_groups_assignment() -> None:
+    """The sidecar's /readyz is the pod's readiness: with more pods than partitions, or a surge
+    pod during a rollout, a sidecar holding no partition must not keep the producer out."""
+    health = Health()
+    health.set_encoder_ready()
+    assert health.readiness() == (True, "ready")  # no partition was ever assigned
+    (_, sidecar), _cron = _zdict_containers()
+    assert sidecar["readinessProbe"]["httpGet"]["path"] == "/readyz"

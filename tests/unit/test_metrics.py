@@ -3,19 +3,25 @@
 from __future__ import annotations
 
 import gzip
+import json
+import math
 import socket
 import urllib.error
 import urllib.request
 from collections import Counter as Tally
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
+from pathlib import Path
+from unittest.mock import MagicMock
 
 import pytest
+from confluent_kafka import Consumer, Producer
 from prometheus_client import CollectorRegistry, Counter, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from sidecar.bench.events import generate
 from sidecar.codec import DEFAULT_HEADER_KEY, Encoded, Encoder, Outcome
+from sidecar.dictionaries import DictionaryStore
 from sidecar.dictionaries.model import Dictionary
 from sidecar.dictionaries.training import Decision
 from sidecar.health import Health, ObservabilityServer
@@ -24,9 +30,11 @@ from sidecar.metrics import (
     MAX_PRODUCE_ERROR_REASONS,
     OTHER_REASON,
     TRAINING_RESULTS,
+    CgroupMemory,
     Metrics,
     build_info,
 )
+from sidecar.relay.loop import Relay
 
 AddDictionary = Callable[..., Dictionary]  # the conftest fixture
 
@@ -76,22 +84,32 @@ def value(registry: CollectorRegistry, name: str, **labels: str) -> float | None
 
 # -- names, types, labels ---------------------------------------------------------------------
 
+#: Labels the Prometheus Operator (Kubernetes service discovery) puts on every target: a metric
+#: label of the same name would be renamed exported_<name> (honorLabels is off by default).
+TARGET_LABELS = {"namespace", "pod", "service", "container", "endpoint", "job", "instance"}
+
 EXPECTED_FAMILIES = {
     # family name as parsed: (type, label names of its samples, "le" aside)
-    "zdict_messages": ("counter", {"namespace", "outcome"}),
-    "zdict_input_bytes": ("counter", {"namespace"}),
-    "zdict_output_bytes": ("counter", {"namespace"}),
-    "zdict_compress_seconds": ("histogram", {"namespace"}),
-    "zdict_relay_latency_seconds": ("histogram", {"namespace"}),
+    "zdict_messages": ("counter", {"topic", "mode", "outcome"}),
+    "zdict_input_bytes": ("counter", {"topic", "mode"}),
+    "zdict_output_bytes": ("counter", {"topic", "mode"}),
+    "zdict_compress_seconds": ("histogram", {"topic", "mode"}),
+    "zdict_relay_latency_seconds": ("histogram", {"topic"}),
+    "zdict_output_stored_bytes": ("counter", {"topic"}),
+    "zdict_output_stored_records": ("counter", {"topic"}),
+    "zdict_output_batches": ("counter", {"topic"}),
     "zdict_produce_errors": ("counter", {"reason"}),
     "zdict_commits": ("counter", {"result"}),
     "zdict_consumer_lag_messages": ("gauge", {"topic", "partition"}),
     "zdict_assigned_partitions": ("gauge", set()),
-    "zdict_dictionary_info": ("gauge", {"namespace", "dict_id", "version"}),
-    "zdict_dictionary_heldout_ratio": ("gauge", {"namespace"}),
-    "zdict_dictionary_created_timestamp_seconds": ("gauge", {"namespace"}),
-    "zdict_training_runs": ("counter", {"namespace", "result"}),
-    "zdict_training_seconds": ("histogram", {"namespace"}),
+    "zdict_dictionary_info": ("gauge", {"topic", "dict_id", "version"}),
+    "zdict_dictionary_heldout_ratio": ("gauge", {"topic"}),
+    "zdict_dictionary_created_timestamp_seconds": ("gauge", {"topic"}),
+    "zdict_training_runs": ("counter", {"topic", "result"}),
+    "zdict_training_seconds": ("histogram", {"topic"}),
+    "zdict_last_training_timestamp_seconds": ("gauge", {"topic", "trigger", "result"}),
+    "zdict_memory_limit_bytes": ("gauge", set()),
+    "zdict_memory_working_set_bytes": ("gauge", set()),
     "zdict_build_info": (
         "gauge",
         {"version", "python", "zstandard", "libzstd", "confluent_kafka", "librdkafka"},
@@ -110,6 +128,10 @@ def test_every_metric_is_exposed_with_its_name_type_and_bounded_labels(
     metrics.set_assigned_partitions(3)
     metrics.set_active_dictionary("orders", 4242, 2, 2.5, datetime(2025, 1, 2, tzinfo=UTC))
     metrics.training_run("orders", Decision.PROMOTED, 12.0)
+    metrics.namespace("orders").last_training(
+        {"finished_at": 1.7e9, "trigger": "manual", "decision": "rejected"}
+    )
+    metrics.observe_output_batches("orders", 3, 120, 9000)
 
     families = scrape(registry)
 
@@ -121,9 +143,13 @@ def test_every_metric_is_exposed_with_its_name_type_and_bounded_labels(
         assert main, f"{name} has no samples"
         for lbl in main:
             assert set(lbl) - {"le"} == labels, (name, lbl)
+    exported_labels = {
+        label for _, samples in families.values() for _, lbl in samples for label in lbl
+    }
+    assert not exported_labels & TARGET_LABELS
     counter_samples = {s for s, _ in families["zdict_messages"][1]}
     assert "zdict_messages_total" in counter_samples
-    assert value(registry, "zdict_dictionary_info", namespace="orders", dict_id="4242", version="2")
+    assert value(registry, "zdict_dictionary_info", topic="orders", dict_id="4242", version="2")
     assert value(registry, "zdict_build_info", **build_info()) == 1.0
 
 
@@ -142,10 +168,13 @@ def test_registering_a_namespace_initialises_every_outcome_at_zero(
 ) -> None:
     metrics.namespace("orders")
     for outcome in Outcome.ALL:
-        assert value(registry, "zdict_messages_total", namespace="orders", outcome=outcome) == 0
+        assert (
+            value(registry, "zdict_messages_total", topic="orders", mode="encode", outcome=outcome)
+            == 0
+        )
     for result in TRAINING_RESULTS:
-        assert value(registry, "zdict_training_runs_total", namespace="orders", result=result) == 0
-    assert value(registry, "zdict_input_bytes_total", namespace="orders") == 0
+        assert value(registry, "zdict_training_runs_total", topic="orders", result=result) == 0
+    assert value(registry, "zdict_input_bytes_total", topic="orders", mode="encode") == 0
     assert value(registry, "zdict_commits_total", result="failed") == 0
     assert value(registry, "zdict_assigned_partitions") == 0
 
@@ -173,12 +202,14 @@ def test_observe_batch_counts_add_up_to_the_encoded_outcomes_and_bytes(
 
     expected = Tally(e.outcome for e in encoded) + Tally(e.outcome for e in encoded[:10])
     for outcome in Outcome.ALL:
-        got = value(registry, "zdict_messages_total", namespace="orders", outcome=outcome)
+        got = value(
+            registry, "zdict_messages_total", topic="orders", mode="encode", outcome=outcome
+        )
         assert got == expected[outcome], outcome
     in_bytes = sum(e.input_bytes for e in encoded) + sum(e.input_bytes for e in encoded[:10])
     out_bytes = sum(e.output_bytes for e in encoded) + sum(e.output_bytes for e in encoded[:10])
-    assert value(registry, "zdict_input_bytes_total", namespace="orders") == in_bytes
-    assert value(registry, "zdict_output_bytes_total", namespace="orders") == out_bytes
+    assert value(registry, "zdict_input_bytes_total", topic="orders", mode="encode") == in_bytes
+    assert value(registry, "zdict_output_bytes_total", topic="orders", mode="encode") == out_bytes
     assert out_bytes < in_bytes  # compressed records make up for the header bytes
 
 
@@ -190,10 +221,18 @@ def test_observe_batch_matches_the_encoders_own_stats(
     metrics.observe_batch("customers", batch, 0.001)
     stats = encoder.stats
     for outcome in Outcome.ALL:
-        got = value(registry, "zdict_messages_total", namespace="customers", outcome=outcome)
+        got = value(
+            registry, "zdict_messages_total", topic="customers", mode="encode", outcome=outcome
+        )
         assert got == stats.outcomes[outcome]
-    assert value(registry, "zdict_input_bytes_total", namespace="customers") == stats.input_bytes
-    assert value(registry, "zdict_output_bytes_total", namespace="customers") == stats.output_bytes
+    assert (
+        value(registry, "zdict_input_bytes_total", topic="customers", mode="encode")
+        == stats.input_bytes
+    )
+    assert (
+        value(registry, "zdict_output_bytes_total", topic="customers", mode="encode")
+        == stats.output_bytes
+    )
 
 
 def test_observe_batch_increments_once_per_distinct_label_set_not_per_message(
@@ -218,15 +257,15 @@ def test_compress_seconds_is_observed_once_per_batch_as_the_per_message_mean(
     metrics: Metrics, registry: CollectorRegistry, encoded: list[Encoded]
 ) -> None:
     metrics.observe_batch("orders", encoded, 0.003)
-    assert value(registry, "zdict_compress_seconds_count", namespace="orders") == 1
-    mean = value(registry, "zdict_compress_seconds_sum", namespace="orders")
+    assert value(registry, "zdict_compress_seconds_count", topic="orders", mode="encode") == 1
+    mean = value(registry, "zdict_compress_seconds_sum", topic="orders", mode="encode")
     assert mean == pytest.approx(0.003 / len(encoded))
 
 
 def test_an_empty_batch_observes_nothing(metrics: Metrics, registry: CollectorRegistry) -> None:
     metrics.observe_batch("orders", [], 0.5)
-    assert value(registry, "zdict_compress_seconds_count", namespace="orders") == 0
-    assert value(registry, "zdict_input_bytes_total", namespace="orders") == 0
+    assert value(registry, "zdict_compress_seconds_count", topic="orders", mode="encode") == 0
+    assert value(registry, "zdict_input_bytes_total", topic="orders", mode="encode") == 0
 
 
 def test_observe_counts_takes_pre_aggregated_totals(
@@ -234,9 +273,14 @@ def test_observe_counts_takes_pre_aggregated_totals(
 ) -> None:
     children = metrics.namespace("orders")
     children.observe_counts({Outcome.COMPRESSED: 8, Outcome.TOMBSTONE: 2}, 1000, 300, 0.00001)
-    assert value(registry, "zdict_messages_total", namespace="orders", outcome="compressed") == 8
-    assert value(registry, "zdict_output_bytes_total", namespace="orders") == 300
-    assert value(registry, "zdict_compress_seconds_sum", namespace="orders") == pytest.approx(1e-6)
+    assert (
+        value(registry, "zdict_messages_total", topic="orders", mode="encode", outcome="compressed")
+        == 8
+    )
+    assert value(registry, "zdict_output_bytes_total", topic="orders", mode="encode") == 300
+    assert value(
+        registry, "zdict_compress_seconds_sum", topic="orders", mode="encode"
+    ) == pytest.approx(1e-6)
 
 
 def test_delivery_latency_is_a_histogram_and_negative_skew_counts_as_zero(
@@ -244,10 +288,202 @@ def test_delivery_latency_is_a_histogram_and_negative_skew_counts_as_zero(
 ) -> None:
     metrics.observe_delivery_latency("orders", 0.004)
     metrics.observe_delivery_latency("orders", -2.0)  # producer clock ahead of ours
-    assert value(registry, "zdict_relay_latency_seconds_count", namespace="orders") == 2
-    assert value(registry, "zdict_relay_latency_seconds_sum", namespace="orders") == 0.004
-    le_1ms = value(registry, "zdict_relay_latency_seconds_bucket", namespace="orders", le="0.001")
+    assert value(registry, "zdict_relay_latency_seconds_count", topic="orders") == 2
+    assert value(registry, "zdict_relay_latency_seconds_sum", topic="orders") == 0.004
+    le_1ms = value(registry, "zdict_relay_latency_seconds_bucket", topic="orders", le="0.001")
     assert le_1ms == 1
+
+
+def test_an_encoding_and_a_decoding_relay_count_their_bytes_under_their_own_mode(
+    metrics: Metrics, registry: CollectorRegistry
+) -> None:
+    # One encoder (1000 -> 400 B) and one decoder (400 -> 1000 B) in the same job: summed
+    # without the mode, the ratio would read 1.0 and nothing saved.
+    metrics.namespace("orders").observe_counts({Outcome.COMPRESSED: 10}, 1000, 400, 1e-5)
+    decoding = metrics.namespace("orders.zd", Outcome.DECODE_ALL)
+    decoding.observe_counts({Outcome.DECODED: 10}, 400, 1000, 1e-5)
+    encoded_in = value(registry, "zdict_input_bytes_total", topic="orders", mode="encode")
+    encoded_out = value(registry, "zdict_output_bytes_total", topic="orders", mode="encode")
+    assert (encoded_in, encoded_out) == (1000, 400)
+    assert value(registry, "zdict_output_bytes_total", topic="orders.zd", mode="decode") == 1000
+    for outcome in Outcome.DECODE_ALL:
+        got = value(
+            registry, "zdict_messages_total", topic="orders.zd", mode="decode", outcome=outcome
+        )
+        assert got == (10 if outcome == Outcome.DECODED else 0)
+    assert value(registry, "zdict_compress_seconds_count", topic="orders.zd", mode="decode") == 1
+
+
+def test_output_batches_add_up_what_the_broker_stores_per_topic(
+    metrics: Metrics, registry: CollectorRegistry
+) -> None:
+    metrics.observe_output_batches("orders", 2, 100, 6100)
+    metrics.observe_output_batches("orders", 1, 20, 1300)
+    metrics.observe_output_batches("orders", 0, 0, 0)  # a window without a batch
+    assert value(registry, "zdict_output_batches_total", topic="orders") == 3
+    assert value(registry, "zdict_output_stored_records_total", topic="orders") == 120
+    assert value(registry, "zdict_output_stored_bytes_total", topic="orders") == 7400
+
+
+def _producer_stats(topics: dict[str, tuple[int, int, int]]) -> str:
+    """librdkafka producer statistics: per topic (batches, records, bytes) in the window."""
+    return json.dumps(
+        {
+            "type": "producer",
+            "topics": {
+                topic: {
+                    "batchsize": {"cnt": batches, "sum": size, "avg": size // max(batches, 1)},
+                    "batchcnt": {"cnt": batches, "sum": records},
+                    "partitions": {"0": {"partition": 0, "consumer_lag": -1}},
+                }
+                for topic, (batches, records, size) in topics.items()
+            },
+        }
+    )
+
+
+def test_the_relays_producer_statistics_count_each_output_under_its_input_topic(
+    tmp_path: Path,
+) -> None:
+    registry = CollectorRegistry()
+    relay = Relay(
+        consumer=MagicMock(spec_set=Consumer),
+        producer=MagicMock(spec_set=Producer),
+        store=DictionaryStore(tmp_path),
+        outputs={"orders": "orders.zd", "a": "shared.zd", "b": "shared.zd"},
+        partitions={},
+        metrics=Metrics(registry),
+        health=Health(),
+        encoder_factory=lambda store, ns: Encoder.from_store(store, ns),
+        dead_letters={"orders": "orders.dlq"},
+    )
+    stats = {"orders.zd": (4, 400, 30_000), "shared.zd": (1, 10, 900), "orders.dlq": (1, 1, 99)}
+    relay.on_stats(_producer_stats(stats))
+    relay.on_stats(_producer_stats({"orders.zd": (1, 50, 4000)}))
+    assert value(registry, "zdict_output_stored_bytes_total", topic="orders") == 34_000
+    assert value(registry, "zdict_output_stored_records_total", topic="orders") == 450
+    assert value(registry, "zdict_output_batches_total", topic="orders") == 5
+    # An output shared by two inputs cannot be split between them: counted under its name.
+    assert value(registry, "zdict_output_stored_bytes_total", topic="shared.zd") == 900
+    # Dead letters are not the output; the consumer's statistics are not batches produced.
+    assert value(registry, "zdict_output_stored_bytes_total", topic="orders.dlq") is None
+    consumer_stats = json.loads(_producer_stats({"orders.zd": (9, 9, 9)})) | {"type": "consumer"}
+    relay.on_stats(json.dumps(consumer_stats))
+    assert value(registry, "zdict_output_batches_total", topic="orders") == 5
+
+
+# -- the latest training run, from the registry -------------------------------------------------
+
+
+def last_training(registry: CollectorRegistry) -> list[tuple[dict[str, str], float]]:
+    text = generate_latest(registry).decode()
+    return [
+        (dict(s.labels), s.value)
+        for f in text_string_to_metric_families(text)
+        if f.name == "zdict_last_training_timestamp_seconds"
+        for s in f.samples
+    ]
+
+
+def test_the_latest_training_run_is_one_series_per_topic_replaced_by_the_next(
+    metrics: Metrics, registry: CollectorRegistry
+) -> None:
+    orders = metrics.namespace("orders")
+    orders.last_training({"finished_at": 1000.5, "trigger": "manual", "decision": "failed"})
+    orders.last_training({"finished_at": 2000, "trigger": "scheduled", "decision": "promoted"})
+    metrics.namespace("clicks").last_training(
+        {"finished_at": 3000, "trigger": "manual", "decision": "rejected"}
+    )
+    assert sorted(last_training(registry), key=lambda s: s[1]) == [
+        ({"topic": "orders", "trigger": "scheduled", "result": "promoted"}, 2000.0),
+        ({"topic": "clicks", "trigger": "manual", "result": "rejected"}, 3000.0),
+    ]
+
+
+def test_a_training_record_with_unknown_values_is_bounded_and_one_without_a_time_ignored(
+    metrics: Metrics, registry: CollectorRegistry
+) -> None:
+    orders = metrics.namespace("orders")
+    orders.last_training({"finished_at": "yesterday", "trigger": "manual", "decision": "failed"})
+    orders.last_training({"trigger": "manual", "decision": "failed"})
+    assert last_training(registry) == []
+    orders.last_training({"finished_at": 5.0, "trigger": "x" * 500, "decision": "maybe"})
+    assert last_training(registry) == [
+        ({"topic": "orders", "trigger": OTHER_REASON, "result": OTHER_REASON}, 5.0)
+    ]
+
+
+# -- the container's memory ---------------------------------------------------------------------
+
+
+def _cgroup(tmp_path: Path, proc: str, files: dict[str, str]) -> CgroupMemory:
+    for name, text in files.items():
+        path = tmp_path / "fs" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    (tmp_path / "cgroup").write_text(proc)
+    return CgroupMemory(root=tmp_path / "fs", proc_cgroup=tmp_path / "cgroup")
+
+
+def test_cgroup_v2_memory_is_the_limit_and_usage_minus_inactive_file_pages(tmp_path: Path) -> None:
+    memory = _cgroup(
+        tmp_path,
+        "0::/kubepods/pod1/abc\n",
+        {
+            "kubepods/pod1/abc/memory.max": "335544320\n",
+            "kubepods/pod1/abc/memory.current": "200000000\n",
+            "kubepods/pod1/abc/memory.stat": "anon 150000000\ninactive_file 30000000\n",
+        },
+    )
+    assert memory.read() == (335544320.0, 170_000_000)
+
+
+def test_cgroup_v2_without_a_limit_reads_infinity_and_a_private_namespace_is_the_root(
+    tmp_path: Path,
+) -> None:
+    # In a container with its own cgroup namespace /proc/self/cgroup says "/".
+    memory = _cgroup(
+        tmp_path,
+        "0::/\n",
+        {"memory.max": "max\n", "memory.current": "1000\n", "memory.stat": "file 10\n"},
+    )
+    assert memory.read() == (math.inf, 1000)
+
+
+def test_cgroup_v1_memory_falls_back_to_the_mount_root_and_reads_huge_limits_as_none(
+    tmp_path: Path,
+) -> None:
+    files = {
+        "memory/memory.limit_in_bytes": "536870912\n",
+        "memory/memory.usage_in_bytes": "100000\n",
+        "memory/memory.stat": "cache 5\ntotal_inactive_file 40000\n",
+    }
+    # The host's path, not visible inside the container: the mount's root is the container's.
+    memory = _cgroup(tmp_path, "9:cpu,cpuacct:/docker/x\n4:memory:/docker/x\n", files)
+    assert memory.read() == (536870912.0, 60_000)
+    files["memory/memory.limit_in_bytes"] = "9223372036854771712\n"
+    assert _cgroup(tmp_path, "4:memory:/\n", files).read() == (math.inf, 60_000)
+
+
+def test_no_memory_cgroup_exports_no_memory_series(tmp_path: Path) -> None:
+    memory = _cgroup(tmp_path, "0::/\n", {})
+    assert memory.read() is None
+    registry = CollectorRegistry()
+    Metrics(registry, memory=memory)
+    assert "zdict_memory_limit_bytes" not in scrape(registry)
+    missing = CgroupMemory(root=tmp_path / "fs", proc_cgroup=tmp_path / "nothing")
+    assert missing.read() is None
+
+
+def test_the_memory_limit_and_working_set_are_exposed_infinity_included(tmp_path: Path) -> None:
+    memory = _cgroup(
+        tmp_path, "0::/\n", {"memory.max": "max", "memory.current": "7", "memory.stat": ""}
+    )
+    registry = CollectorRegistry()
+    Metrics(registry, memory=memory)
+    assert value(registry, "zdict_memory_limit_bytes") == math.inf
+    assert value(registry, "zdict_memory_working_set_bytes") == 7
+    assert b"zdict_memory_limit_bytes +Inf" in generate_latest(registry)
 
 
 # -- dictionaries -----------------------------------------------------------------------------
@@ -273,13 +509,13 @@ def test_switching_the_active_dictionary_leaves_exactly_one_info_series_per_name
     metrics.set_active_dictionary("orders", 1003, 2, 2.4, created)
 
     series = info_series(registry)
-    by_namespace = Tally(labels["namespace"] for labels, _ in series)
+    by_namespace = Tally(labels["topic"] for labels, _ in series)
     assert by_namespace == {"orders": 1, "clicks": 1}
-    assert ({"namespace": "orders", "dict_id": "1003", "version": "2"}, 1.0) in series
-    assert ({"namespace": "clicks", "dict_id": "2002", "version": "1"}, 1.0) in series
-    assert value(registry, "zdict_dictionary_heldout_ratio", namespace="orders") == 2.4
+    assert ({"topic": "orders", "dict_id": "1003", "version": "2"}, 1.0) in series
+    assert ({"topic": "clicks", "dict_id": "2002", "version": "1"}, 1.0) in series
+    assert value(registry, "zdict_dictionary_heldout_ratio", topic="orders") == 2.4
     assert value(
-        registry, "zdict_dictionary_created_timestamp_seconds", namespace="orders"
+        registry, "zdict_dictionary_created_timestamp_seconds", topic="orders"
     ) == pytest.approx(created.timestamp())
 
 
@@ -288,9 +524,9 @@ def test_no_dictionary_is_dict_id_zero_and_drops_the_ratio_and_creation_time(
 ) -> None:
     metrics.set_active_dictionary("orders", 1001, 1, 2.1, datetime(2025, 1, 1, tzinfo=UTC))
     metrics.set_dictionary("orders", None)
-    assert info_series(registry) == [({"namespace": "orders", "dict_id": "0", "version": "0"}, 1.0)]
-    assert value(registry, "zdict_dictionary_heldout_ratio", namespace="orders") is None
-    assert value(registry, "zdict_dictionary_created_timestamp_seconds", namespace="orders") is None
+    assert info_series(registry) == [({"topic": "orders", "dict_id": "0", "version": "0"}, 1.0)]
+    assert value(registry, "zdict_dictionary_heldout_ratio", topic="orders") is None
+    assert value(registry, "zdict_dictionary_created_timestamp_seconds", topic="orders") is None
 
 
 def test_set_dictionary_takes_identity_and_ratio_from_a_stored_dictionary(
@@ -299,14 +535,14 @@ def test_set_dictionary_takes_identity_and_ratio_from_a_stored_dictionary(
     dictionary = add_dictionary("orders", heldout_ratio=2.75)
     metrics.set_dictionary("orders", dictionary)
     labels = {
-        "namespace": "orders",
+        "topic": "orders",
         "dict_id": str(dictionary.id),
         "version": str(dictionary.meta.version),
     }
     assert info_series(registry) == [(labels, 1.0)]
-    assert value(registry, "zdict_dictionary_heldout_ratio", namespace="orders") == 2.75
+    assert value(registry, "zdict_dictionary_heldout_ratio", topic="orders") == 2.75
     assert value(
-        registry, "zdict_dictionary_created_timestamp_seconds", namespace="orders"
+        registry, "zdict_dictionary_created_timestamp_seconds", topic="orders"
     ) == pytest.approx(dictionary.meta.created_at.timestamp())
 
 
@@ -314,7 +550,7 @@ def test_a_naive_creation_time_is_taken_as_utc(
     metrics: Metrics, registry: CollectorRegistry
 ) -> None:
     metrics.set_active_dictionary("orders", 7, 1, 2.0, datetime(2025, 1, 1))
-    got = value(registry, "zdict_dictionary_created_timestamp_seconds", namespace="orders")
+    got = value(registry, "zdict_dictionary_created_timestamp_seconds", topic="orders")
     assert got == datetime(2025, 1, 1, tzinfo=UTC).timestamp()
 
 
@@ -360,9 +596,9 @@ def test_training_runs_are_counted_by_result_and_timed(
 ) -> None:
     metrics.training_run("orders", Decision.PROMOTED, 40.0)
     metrics.training_run("orders", "rejected", 20.0)
-    assert value(registry, "zdict_training_runs_total", namespace="orders", result="promoted") == 1
-    assert value(registry, "zdict_training_runs_total", namespace="orders", result="rejected") == 1
-    assert value(registry, "zdict_training_seconds_sum", namespace="orders") == 60.0
+    assert value(registry, "zdict_training_runs_total", topic="orders", result="promoted") == 1
+    assert value(registry, "zdict_training_runs_total", topic="orders", result="rejected") == 1
+    assert value(registry, "zdict_training_seconds_sum", topic="orders") == 60.0
     with pytest.raises(ValueError, match="training result 'maybe'"):
         metrics.training_run("orders", "maybe", 1.0)
 
@@ -406,13 +642,14 @@ def test_health_is_alive_until_the_heartbeat_is_older_than_the_staleness() -> No
     assert health.alive
 
 
-def test_health_is_ready_only_with_an_encoder_and_partitions_and_not_stopping() -> None:
+def test_health_is_ready_with_an_encoder_while_alive_and_not_stopping_whatever_is_assigned() -> (
+    None
+):
     clock = FakeClock()
     health = Health(staleness_seconds=5, clock=clock)
     assert health.readiness() == (False, "no encoder ready yet")
     health.set_encoder_ready()
-    assert health.readiness() == (False, "no partitions assigned")
-    health.set_assigned_partitions(2)
+    # No partition assigned (more pods than partitions, a surge pod): ready all the same.
     assert health.readiness() == (True, "ready")
     clock.now += 6
     assert not health.ready and "heartbeat" in health.readiness()[1]
@@ -503,14 +740,15 @@ def test_healthz_is_200_while_the_heartbeat_is_fresh_and_503_once_stale(
     assert get(server + "/healthz")[0] == 200
 
 
-def test_readyz_is_503_with_a_one_line_reason_until_ready(server: str, health: Health) -> None:
+def test_readyz_is_503_with_a_one_line_reason_until_ready_and_once_stopping(
+    server: str, health: Health
+) -> None:
     status, body, _ = get(server + "/readyz")
     assert (status, body) == (503, b"no encoder ready yet\n")
     health.set_encoder_ready()
-    health.set_assigned_partitions(1)
     assert get(server + "/readyz")[:2] == (200, b"ready\n")
-    health.set_assigned_partitions(0)
-    assert get(server + "/readyz")[:2] == (503, b"no partitions assigned\n")
+    health.set_stopping()
+    assert get(server + "/readyz")[:2] == (503, b"shutting down\n")
 
 
 @pytest.mark.parametrize("path", ["/", "/metrics/extra", "/healthz/", "/favicon.ico"])

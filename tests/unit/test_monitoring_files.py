@@ -8,6 +8,7 @@ fail, never skip, when it is missing.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -30,6 +31,7 @@ from tests.promql import (
     recorded_names,
     rule_expressions,
     strip_conditions,
+    substitute,
     unknown_metrics,
 )
 
@@ -79,7 +81,7 @@ def test_the_dashboard_uid_is_pinned_and_every_query_uses_the_datasource_variabl
     dashboard = _dashboard()
     assert dashboard["uid"] == "zdict-sidecar"
     names = [v["name"] for v in dashboard["templating"]["list"]]
-    assert names[0] == "datasource" and "namespace" in names
+    assert names[:4] == ["datasource", "job", "instance", "topic"]
     datasource_var = dashboard["templating"]["list"][0]
     assert datasource_var["type"] == "datasource" and datasource_var["query"] == "prometheus"
     prometheus_ds = {"type": "prometheus", "uid": "${datasource}"}
@@ -121,14 +123,21 @@ def test_the_dashboard_shows_the_numbers_the_issue_asks_for() -> None:
         "Active dictionary over time",
         "Training runs by result",
         "Consumer lag per partition",
-        "Trainer of each namespace",
-        "Trainers per namespace",
+        "Trainer of each topic",
+        "Trainers per topic",
         "Drift: the trainer's live ratio vs the held-out ratio",
         "Training triggers by kind",
         "Training reservoir: bytes",
         "Training reservoir: values",
         "Training CPU share (last hour)",
         "Registry publications by result",
+        "Ratio as stored",
+        "Stored per record",
+        "Estimated cost saved per month",
+        "Bytes per record: raw value, value out, as stored",
+        "Records per output batch",
+        "Latest training run (registry)",
+        "Memory: share of the container's limit",
     ):
         assert wanted in titles
     annotation_names = {a["name"] for a in _dashboard()["annotations"]["list"]}
@@ -145,17 +154,18 @@ def test_every_dashboard_and_rule_query_uses_only_metrics_the_sidecar_exports() 
     assert len(queries) > 30
     assert unknown_metrics(queries, _known_names()) == {}
     for variable in dashboard_variables(_dashboard()):
-        assert variable.metric in _known_names(), variable
+        assert variable.metric and metric_names(variable.metric) <= _known_names(), variable
 
 
 def test_every_alert_and_annotation_condition_can_be_evaluated_without_its_comparison() -> None:
     conditions = [
         q for q in dashboard_queries(_dashboard()) + rule_expressions(_groups()) if q.condition
     ]
-    assert len(conditions) >= 10
+    assert len(conditions) >= 20
     for query in conditions:
         stripped = strip_conditions(query.expr)
-        assert stripped != query.expr, f"{query.source} compares nothing"
+        if query.source.startswith("alert"):
+            assert stripped != query.expr, f"{query.source} compares nothing"
         assert metric_names(stripped) == metric_names(query.expr), query.source
 
 
@@ -163,17 +173,190 @@ def test_every_alert_has_a_severity_a_summary_and_a_description() -> None:
     alerts = [rule for group in _groups() for rule in group["rules"] if "alert" in rule]
     assert {rule["alert"] for rule in alerts} >= {
         "ZdictSidecarDown",
+        "ZdictSidecarAbsent",
         "ZdictProduceErrors",
         "ZdictCompressionRatioDropped",
         "ZdictTrainingFailing",
+        "ZdictLastTrainingFailed",
+        "ZdictTrainingOverdue",
         "ZdictDictionaryStale",
+        "ZdictNoPartitionAssigned",
+        "ZdictRelayStalled",
         "ZdictConsumerLagGrowing",
+        "ZdictRelayLatencyHigh",
+        "ZdictCommitsFailing",
+        "ZdictTransactionsAborting",
+        "ZdictMemoryNearLimit",
         "ZdictRegistryPublishFailing",
         "ZdictTrainerNotUnique",
     }
     for rule in alerts:
         assert rule["labels"]["severity"] in {"critical", "warning", "info"}, rule["alert"]
         assert {"summary", "description"} <= set(rule["annotations"]), rule["alert"]
+
+
+# -- labels, filters and the encode side --------------------------------------------------------
+
+#: A selector of a metric the sidecar exports (or `up`), with its matchers if it has any.
+_SELECTOR = re.compile(r"\b(zdict_\w+|process_\w+|up)\b(?!\s*\()(\{[^}]*\})?")
+
+
+def test_every_dashboard_query_is_filtered_by_the_job_and_instance_variables() -> None:
+    for query in dashboard_queries(_dashboard()):
+        for match in _SELECTOR.finditer(query.expr):
+            matchers = match.group(2) or ""
+            assert 'job=~"$job"' in matchers, (query.source, match.group())
+            assert 'instance=~"$instance"' in matchers, (query.source, match.group())
+
+
+def test_the_dashboard_never_reads_the_topic_from_a_label_the_operator_overwrites() -> None:
+    """`namespace` is the Kubernetes namespace under the Prometheus Operator, not a topic."""
+    for query in dashboard_queries(_dashboard()):
+        assert "namespace" not in query.expr, query.source
+    for variable in dashboard_variables(_dashboard()):
+        assert variable.label in {"job", "instance", "topic"}, variable
+
+
+def test_every_query_of_bytes_and_records_takes_the_encode_side_where_it_sums_savings() -> None:
+    """A decoding relay's bytes go the other way: summed with an encoder's they read 1.0."""
+    queries = [
+        q
+        for q in dashboard_queries(_dashboard()) + rule_expressions(_groups())
+        if q.source.startswith(("panel", "record"))
+    ]
+    checked = 0
+    for query in queries:
+        for match in _SELECTOR.finditer(query.expr):
+            if match.group(1) in {
+                "zdict_input_bytes_total",
+                "zdict_output_bytes_total",
+                "zdict_messages_total",
+                "zdict_compress_seconds_bucket",
+            }:
+                assert 'mode="encode"' in (match.group(2) or ""), (query.source, match.group())
+                checked += 1
+    assert checked >= 20
+
+
+def test_the_cost_estimate_is_priced_by_the_dashboards_constants() -> None:
+    dashboard = _dashboard()
+    constants = {v["name"]: v for v in dashboard["templating"]["list"] if v["type"] == "textbox"}
+    assert set(constants) == {
+        "storage_price",
+        "transfer_price",
+        "retention_days",
+        "replicas",
+        "transfers",
+    }
+    for variable in constants.values():
+        assert float(variable["query"]) > 0, variable["name"]
+    (panel,) = [p for p in dashboard["panels"] if p["title"] == "Estimated cost saved per month"]
+    (target,) = panel["targets"]
+    assert all(f"${name}" in target["expr"] for name in constants)
+    # 1,000,000 B/s saved, 7 days on 3 replicas at $0.10, moved twice at $0.02 per GB:
+    values = {name: v["query"] for name, v in constants.items()}
+    priced = 1e6 / 1e9 * (7 * 86400 * 3 * 0.10 + 30 * 86400 * 2 * 0.02)
+    assert priced == pytest.approx(181.44 + 103.68)
+    assert values == {
+        "storage_price": "0.10",
+        "transfer_price": "0.02",
+        "retention_days": "7",
+        "replicas": "3",
+        "transfers": "2",
+    }
+
+
+# -- runbooks -------------------------------------------------------------------------------------
+
+
+def _github_anchor(heading: str) -> str:
+    """The anchor GitHub gives a Markdown heading."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+def test_every_alert_links_its_runbook_a_section_of_the_readme() -> None:
+    readme = (ROOT / "README.md").read_text()
+    anchors = {
+        _github_anchor(line.lstrip("#"))
+        for line in readme.splitlines()
+        if re.match(r"^#{1,6} ", line)
+    }
+    bases = set()
+    for group in _groups():
+        for rule in group["rules"]:
+            if "alert" not in rule:
+                continue
+            base, _, anchor = rule["annotations"]["runbook_url"].partition("#")
+            bases.add(base)
+            assert anchor == rule["alert"].lower(), rule["alert"]
+            assert anchor in anchors, f"README has no section {rule['alert']}"
+    (base,) = bases
+    assert base.startswith("https://") and base.endswith("/README.md")
+
+
+# -- the dictionary activation annotation, evaluated by promtool -----------------------------------
+
+#: The annotation's expression before issue 14: `changes()` of a series that is new for the first
+#: dictionary of a topic, so the first activation was never shown.
+_OLD_ACTIVATION = (
+    "max by (namespace, dict_id, version) ("
+    "(changes(zdict_dictionary_created_timestamp_seconds[2m]) > 0)"
+    " * on (instance, namespace) group_left (dict_id, version) zdict_dictionary_info)"
+)
+
+
+def test_the_first_dictionary_activation_is_annotated_and_a_pod_joining_is_not(
+    tmp_path: Path,
+) -> None:
+    (annotation,) = [
+        a for a in _dashboard()["annotations"]["list"] if a.get("name") == "Dictionary activated"
+    ]
+    variables = {"job": "zdict-sidecar", "instance": ".*", "topic": ".*"}
+    expr = substitute(annotation["expr"], variables)
+    a = 'job="zdict-sidecar", namespace="shop", instance="10.1.0.11:9400", topic="orders"'
+    b = 'job="zdict-sidecar", namespace="shop", instance="10.1.0.12:9400", topic="orders"'
+    active = 'dict_id="32768", version="1"'
+    created = 'job="zdict-sidecar", instance="10.1.0.11:9400"'
+    test = {
+        "rule_files": [],
+        "evaluation_interval": "1m",
+        "tests": [
+            {
+                "interval": "1m",
+                "input_series": [
+                    # a compresses orders without a dictionary, then with its first (10m);
+                    # b joins at 20m with the topic's current dictionary.
+                    {
+                        "series": f'zdict_dictionary_info{{{a}, dict_id="0", version="0"}}',
+                        "values": "1x9",
+                    },
+                    {"series": f"zdict_dictionary_info{{{a}, {active}}}", "values": "_x10 1x20"},
+                    {"series": f"zdict_dictionary_info{{{b}, {active}}}", "values": "_x20 1x10"},
+                    {
+                        "series": "zdict_dictionary_created_timestamp_seconds"
+                        f'{{{created}, namespace="orders"}}',
+                        "values": "_x10 1700000000x20",
+                    },
+                ],
+                "promql_expr_test": [
+                    {
+                        "expr": expr,
+                        "eval_time": "11m",
+                        "exp_samples": [{"labels": f'{{topic="orders", {active}}}', "value": 1}],
+                    },
+                    {"expr": expr, "eval_time": "21m", "exp_samples": []},
+                    {"expr": expr, "eval_time": "15m", "exp_samples": []},
+                    # was: nothing at the first activation
+                    {"expr": _OLD_ACTIVATION, "eval_time": "11m", "exp_samples": []},
+                ],
+            }
+        ],
+    }
+    path = tmp_path / "activation.test.yml"
+    path.write_text(yaml.safe_dump(test, sort_keys=False))
+    result = _run("test", "rules", str(path), cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
 
 
 # -- Grafana provisioning -----------------------------------------------------------------------
@@ -211,7 +394,7 @@ def test_promtool_check_rules_accepts_every_rule_file() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     rules = sum(len(group["rules"]) for group in _groups())
     assert result.stdout.count("SUCCESS") == len(RULE_FILES)
-    assert rules >= 14
+    assert rules >= 27
 
 
 def test_every_alert_fires_on_its_condition_in_promtool_unit_tests() -> None:

@@ -58,8 +58,9 @@ def test_a_misspelt_histogram_series_is_reported() -> None:
 
 def test_exported_names_include_families_without_samples_and_histogram_series() -> None:
     names = _exported()
-    # no produce error happened, yet the family is declared and so exported
-    assert "zdict_produce_errors_total" in names
+    # no produce error happened, yet the family is declared and so exported, with the time
+    # each of its series is created
+    assert {"zdict_produce_errors_total", "zdict_produce_errors_created"} <= names
     assert {"zdict_compress_seconds_bucket", "zdict_compress_seconds_count"} <= names
     assert {"zdict_build_info", "zdict_dictionary_info", "process_start_time_seconds"} <= names
 
@@ -78,6 +79,11 @@ def test_exported_names_include_families_without_samples_and_histogram_series() 
         ("r / on (namespace) h < 0.8", "r / on (namespace) h"),
         ('increase(x{result="failed"}[6h]) >= 3', 'increase(x{result="failed"}[6h])'),
         ('m{code!="500"} > bool 1.5e2', 'm{code!="500"}'),
+        ('absent(up{job="zdict-sidecar"} == 1)', '(up{job="zdict-sidecar"})'),
+        (
+            "(time() - max_over_time(x_created[15m])) < 900",
+            "(time() - max_over_time(x_created[15m]))",
+        ),
     ],
 )
 def test_strip_conditions_removes_comparisons_against_numbers(condition: str, series: str) -> None:
@@ -99,3 +105,8 @@ def test_substitute_replaces_every_variable_form_and_refuses_an_unknown_one() ->
     )
     with pytest.raises(KeyError, match=r"\$instance"):
         substitute('x{i="$instance"}', values)
+
+
+def test_template_variables_are_not_taken_for_metric_names() -> None:
+    expr = "sum(rate(zdict_input_bytes_total[5m])) / 1e9 * $retention_days * ${replicas}"
+    assert metric_names(expr) == {"zdict_input_bytes_total"}

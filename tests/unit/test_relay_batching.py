@@ -80,11 +80,14 @@ def test_a_batch_is_produced_in_order_and_counted_from_the_encoders_tallies(
 
     def count(outcome: str) -> float | None:
         return registry.get_sample_value(
-            "zdict_messages_total", {"namespace": "in", "outcome": outcome}
+            "zdict_messages_total", {"topic": "in", "mode": "encode", "outcome": outcome}
         )
 
     assert count("compressed") == 1 and count("below_threshold") == 1 and count("tombstone") == 1
-    assert registry.get_sample_value("zdict_input_bytes_total", {"namespace": "in"}) == 152 + 4
+    assert (
+        registry.get_sample_value("zdict_input_bytes_total", {"topic": "in", "mode": "encode"})
+        == 152 + 4
+    )
 
 
 def test_percentiles_are_nearest_rank() -> None:

@@ -88,7 +88,7 @@ def test_a_metrics_snapshot_sums_the_counters_of_the_selected_namespaces(
     registry = metrics.registry
 
     def counter(name: str, namespace: str) -> float:
-        value = registry.get_sample_value(name, {"namespace": namespace})
+        value = registry.get_sample_value(name, {"topic": namespace, "mode": "encode"})
         assert value is not None
         return value
 
