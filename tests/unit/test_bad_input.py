@@ -89,6 +89,8 @@ CASES: Final = [
             "bench relay",
             "bench storage",
             "bench lifecycle",
+            "bench choice",
+            "bench wire",
             "dicts list",
             "dicts show 40000",
             "dicts activate --namespace orders 40000",
@@ -319,6 +321,11 @@ CASES: Final = [
     ),
     case("bench-lifecycle-cost-rounds", "bench lifecycle --cost-rounds 1", USAGE, "--cost-rounds"),
     case("bench-lifecycle-unreachable", "bench lifecycle", FAILURE, UNREACHABLE),
+    case("bench-choice-limit-0", "bench choice --limit 0", USAGE, "--limit"),
+    case("bench-choice-unknown-corpus", "bench choice --corpus nope", USAGE, "--corpus", "nope"),
+    case("bench-choice-json-out-dir", "bench choice --json-out {dir}", USAGE, "--json-out"),
+    case("bench-wire-unknown-kind", "bench wire --kind nope", USAGE, "--kind", "nope"),
+    case("bench-wire-negative-pairs", "bench wire --pairs -1", USAGE, "--pairs"),
     # -- dicts
     case("dicts-list-bad-namespace", "dicts list --namespace ../x", USAGE, "'../x'"),
     case("dicts-list-store-is-a-file", "dicts list --dictionaries {junk}", USAGE, "--dictionaries"),
@@ -373,7 +380,8 @@ def files(tmp_path_factory: pytest.TempPathFactory, junk_server: str) -> dict[st
     }
     paths["events"].write_bytes(b'{"event": "viewed", "product": 1}\n' * 50)
     paths["empty"].write_bytes(b"")
-    paths["junk"].write_bytes(random.Random(12).randbytes(64 * 1024))
+    # About 16 "lines" of random bytes: too few to train on (whatever their content).
+    paths["junk"].write_bytes(random.Random(12).randbytes(4096))
     paths["dir"].mkdir()
     paths["bad_toml"].write_text("[codec\nlevel = \n")
     paths["deep_toml"].write_text("a = " + "[" * 100_000 + "\n")
