@@ -190,10 +190,11 @@ def read_lines(
 ) -> InputLines:
     """Messages from a file (or `-` for stdin), one per line, line endings removed.
 
-    Read while streaming: at most `max_lines` lines and `MAX_SAMPLE_BYTES` bytes are kept, a
-    uniform sample of a larger input (the same sample for the same input: the draw is seeded),
-    in input order. A line longer than `max_line_bytes` (a file without newlines: /dev/zero) is
-    refused as soon as it is seen; `line_cap` names in that message what raises the limit.
+    Read while streaming: at most `max_lines` lines and `MAX_SAMPLE_BYTES` bytes of them are
+    kept, a uniform sample of a larger input (the same sample for the same input: the draw is
+    seeded), in input order. A line longer than `max_line_bytes` (a file without newlines:
+    /dev/zero) is refused as soon as it is seen; `line_cap` names in that message what raises
+    the limit.
 
     Raises:
         InputError: the input is missing, a directory, unreadable, empty or has a line too long.
@@ -222,13 +223,10 @@ def _read_stream(
     kept_bytes = 0
     total = 0
     while chunk := stream.readline(max_line_bytes + 2):  # + "\r\n"
-        if not chunk.endswith(b"\n") and len(chunk) == max_line_bytes + 2:
-            raise InputError(
-                f"line {total + 1} of {name} is longer than {max_line_bytes:,} bytes "
-                f"({line_cap}): give one message per line"
-            )
         line = chunk.removesuffix(b"\n").rstrip(b"\r")
-        if len(line) > max_line_bytes:
+        # A chunk cut at the limit before its newline is the start of a longer line.
+        cut = len(chunk) == max_line_bytes + 2 and not chunk.endswith(b"\n")
+        if cut or len(line) > max_line_bytes:
             raise InputError(
                 f"line {total + 1} of {name} is longer than {max_line_bytes:,} bytes "
                 f"({line_cap}): give one message per line"
@@ -240,12 +238,9 @@ def _read_stream(
             kept_bytes -= len(heapq.heappop(heap)[2])
     if total == 0:
         raise InputError(f"input {name} is empty: give one message per line")
-    kept = sorted((number, line) for _, number, line in heap)
+    kept = sorted((n, line) for _, n, line in heap)
     return InputLines(
-        name=name,
-        lines=[line for _, line in kept],
-        numbers=[number for number, _ in kept],
-        total=total,
+        name=name, lines=[line for _, line in kept], numbers=[n for n, _ in kept], total=total
     )
 
 
