@@ -43,11 +43,13 @@ def configured_settings(args: argparse.Namespace, **overrides: Any) -> Settings:
     if getattr(args, "dictionaries", None) is not None:
         overrides["dictionaries"] = args.dictionaries
     settings = load_settings(getattr(args, "config", None), **overrides)
-    uses_store = hasattr(args, "dictionaries")
-    if uses_store and settings.dictionaries.exists() and not settings.dictionaries.is_dir():
+    store = settings.dictionaries
+    if hasattr(args, "dictionaries") and (
+        (store.exists() and not store.is_dir()) or _file_on_the_way(store)
+    ):
         raise ConfigError(
-            f"the dictionary store {settings.dictionaries} is not a directory (--dictionaries "
-            "or ZDICT_DICTIONARIES): give a directory, or a path where one can be made"
+            f"the dictionary store {store} is not a directory (--dictionaries or "
+            "ZDICT_DICTIONARIES): give a directory, or a path where one can be made"
         )
     configure_logging(settings.log_format, settings.log_level)
     return settings
@@ -132,19 +134,24 @@ def setting_number(model: type[BaseModel], field: str) -> Callable[[str], Any]:
     return number(kind, **bounds)
 
 
+def _file_on_the_way(path: Path) -> Path | None:
+    """The nearest existing parent of `path` when it is not a directory (nothing can be made
+    under it), else None."""
+    for parent in path.absolute().parents:
+        if parent.exists():
+            return None if parent.is_dir() else parent
+    return None
+
+
 def output_file(text: str) -> str:
     """An argparse `type` for a file a command writes: not a directory, and in a directory that
     exists or can be made (no file on the way), checked before anything is measured."""
     path = Path(text)
     if path.is_dir():
         raise argparse.ArgumentTypeError(f"{text} is a directory; give a file name")
-    for parent in path.absolute().parents:
-        if parent.exists():
-            if not parent.is_dir():
-                raise argparse.ArgumentTypeError(
-                    f"cannot write {text}: {parent} is not a directory"
-                )
-            break
+    blocking = _file_on_the_way(path)
+    if blocking is not None:
+        raise argparse.ArgumentTypeError(f"cannot write {text}: {blocking} is not a directory")
     return text
 
 

@@ -329,7 +329,13 @@ CASES: Final = [
     case("bench-wire-negative-pairs", "bench wire --pairs -1", USAGE, "--pairs"),
     # -- dicts
     case("dicts-list-bad-namespace", "dicts list --namespace ../x", USAGE, "'../x'"),
-    case("dicts-list-store-is-a-file", "dicts list --dictionaries {junk}", USAGE, "--dictionaries"),
+    case(
+        "dicts-list-store-under-a-file",
+        "dicts list --dictionaries {junk}/store",
+        USAGE,
+        "--dictionaries",
+        "{junk}/store",
+    ),
     case("dicts-show-reserved-id", "dicts show 5", USAGE, "id", "32768"),
     case("dicts-show-unknown", "dicts show 40000", FAILURE, "40000"),
     case("dicts-activate-unknown", "dicts activate --namespace orders 40000", FAILURE, "40000"),
