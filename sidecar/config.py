@@ -30,6 +30,7 @@ from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
+    SettingsError,
     TomlConfigSettingsSource,
 )
 
@@ -54,6 +55,8 @@ ENV_PREFIX = "ZDICT_"
 #: Output topic of `run --mode decode` unless one is given.
 DEFAULT_DECODED_TOPIC = "{topic}.decoded"
 ENV_DELIMITER = "__"
+#: Bytes a `--config` file may have: a settings file is a few KiB.
+MAX_CONFIG_BYTES: Final = 1024 * 1024
 
 #: `relay.mode`: compress input topics, or decode compressed ones.
 RelayMode: TypeAlias = Literal["encode", "decode"]
@@ -91,6 +94,7 @@ class CodecSettings(BaseModel):
     max_output_size: int = Field(
         default=DEFAULT_MAX_OUTPUT_SIZE,
         ge=1,
+        le=2**31 - 1,  # zstd takes a C size; no Kafka record comes near
         description="bytes; decoded values larger than this are refused",
     )
     checksum: bool = Field(default=False, description="write zstd's 4-byte frame checksum")
@@ -263,7 +267,7 @@ class RegistrySettings(BaseModel):
     )
     create: bool = Field(default=True, description="create the topic (compacted) when missing")
     replication_factor: int = Field(
-        default=-1, ge=-1, description="for a created topic; -1: the broker's default"
+        default=-1, ge=-1, le=32767, description="for a created topic; -1: the broker's default"
     )
     timeout: float = Field(
         default=30.0, gt=0.0, le=600.0, description="seconds a publish or a read may take"
@@ -273,13 +277,29 @@ class RegistrySettings(BaseModel):
     )
 
 
-# librdkafka property names whose values are secrets: kept as SecretStr, never logged or printed.
-_SECRET_PROPERTY_MARKERS = ("password", "secret", "token", "jaas", "private", "key.pem")
+# Parts of librdkafka property names whose values are secrets: kept as SecretStr, never logged
+# or printed. From librdkafka's CONFIGURATION.md: sasl.password, ssl.key.password,
+# ssl.keystore.password, ssl.key.pem, sasl.oauthbearer.config (may carry a client secret or a
+# token), sasl.oauthbearer.client.secret (and its alias ...client.credentials.client.secret),
+# sasl.oauthbearer.assertion.private.key.passphrase and .pem; a sasl.jaas.config some tools
+# pass; every other PEM too (certificates are public, but one string is easier to audit).
+_SECRET_PROPERTY_MARKERS = (
+    "password",
+    "passphrase",
+    "secret",
+    "token",
+    "jaas",
+    "private",
+    "credentials",
+    "oauthbearer.config",
+)
 
 
 def is_secret_property(name: str) -> bool:
-    """True for librdkafka properties holding credentials (sasl.password, ssl.key.password...)."""
-    return any(marker in name for marker in _SECRET_PROPERTY_MARKERS)
+    """True for librdkafka properties holding credentials (sasl.password, ssl.key.password,
+    sasl.oauthbearer.config, any `*.pem`...)."""
+    name = name.lower()
+    return name.endswith(".pem") or any(marker in name for marker in _SECRET_PROPERTY_MARKERS)
 
 
 class KafkaSettings(BaseModel):
@@ -512,15 +532,71 @@ def _setting_name(loc: tuple[int | str, ...]) -> str:
     return ENV_PREFIX + ENV_DELIMITER.join(str(part).upper() for part in loc)
 
 
+#: Sections whose values are never echoed in an error: they may hold credentials.
+_UNECHOED: Final = frozenset({"kafka", "consumer", "producer"})
+
+
 def _describe(err: Any) -> str:
     loc = tuple(err["loc"])
     if not loc:  # a check across settings: its message names them
         return str(err["msg"]).removeprefix("Value error, ")
     text = f"{_setting_name(loc)}: {err['msg']}"
-    # Inputs are echoed to help, except anything under kafka (it may hold credentials).
-    if loc and loc[0] not in {"kafka", "consumer", "producer"}:
+    if _config_file is not None:
+        dotted = ".".join(map(str, loc))
+        text = f"{_setting_name(loc)} (or {dotted} in {_config_file}): {err['msg']}"
+    if loc[0] not in _UNECHOED:
         text += f" (got {err.get('input')!r})"
     return text
+
+
+def _wants_json(name: str) -> bool:
+    """True when environment variable `name` sets a list or a section: its value is JSON."""
+    model: type[BaseModel] | None = Settings
+    annotation: Any = None
+    for part in name.upper().removeprefix(ENV_PREFIX).lower().split(ENV_DELIMITER):
+        info = model.model_fields.get(part) if model is not None else None
+        if info is None:
+            return False
+        annotation = info.annotation
+        nested = isinstance(annotation, type) and issubclass(annotation, BaseModel)
+        # A librdkafka section's properties are plain strings: only the section itself is JSON.
+        model = annotation if nested and annotation is not KafkaSettings else None
+    origin = get_origin(annotation) or annotation
+    return isinstance(origin, type) and issubclass(origin, BaseModel | tuple | list | dict)
+
+
+def _unparsable_variables() -> str:
+    """The ZDICT_* variables whose value is not the JSON they must hold, named, with the
+    parser's reason; empty when there is none."""
+    problems = []
+    for name, value in sorted(os.environ.items()):
+        if not name.upper().startswith(ENV_PREFIX) or not _wants_json(name):
+            continue
+        try:
+            json.loads(value)
+        except (ValueError, RecursionError) as err:
+            reason = "nested too deeply" if isinstance(err, RecursionError) else str(err)
+            section = name.upper().removeprefix(ENV_PREFIX).split(ENV_DELIMITER)[0].lower()
+            shown = "" if section in _UNECHOED else f" (got {value[:80]!r})"
+            problems.append(
+                f"{name}: not valid JSON: {reason}{shown}; lists are written like "
+                '["a", "b"], sections like {"key": "value"}'
+            )
+    return "; ".join(problems)
+
+
+def _check_config_file(path: Path) -> None:
+    if path.is_dir():
+        raise ConfigError(f"config file {path} is a directory (from --config); give a TOML file")
+    if not path.exists():
+        raise ConfigError(f"config file {path} does not exist (from --config)")
+    if not path.is_file():
+        raise ConfigError(f"config file {path} is not a regular file (from --config)")
+    if path.stat().st_size > MAX_CONFIG_BYTES:
+        raise ConfigError(
+            f"config file {path} is larger than {MAX_CONFIG_BYTES // 1024} KiB (from --config): "
+            "is it the settings file?"
+        )
 
 
 def load_settings(config_file: str | Path | None = None, **overrides: Any) -> Settings:
@@ -532,16 +608,30 @@ def load_settings(config_file: str | Path | None = None, **overrides: Any) -> Se
     global _config_file
     if config_file is not None:
         path = Path(config_file)
-        if not path.is_file():
-            raise ConfigError(f"config file {path} does not exist (from --config)")
+        _check_config_file(path)
         _config_file = path
     try:
         return Settings(**{k: v for k, v in overrides.items() if v is not None})
     except ValidationError as exc:
         problems = "; ".join(_describe(err) for err in exc.errors())
         raise ConfigError(f"invalid configuration: {problems}") from None
-    except ValueError as exc:  # a TOML syntax error
-        raise ConfigError(f"invalid config file {config_file}: {exc}") from None
+    except (SettingsError, RecursionError) as exc:
+        # A ZDICT_* variable that must be JSON is not (pydantic-settings names only its
+        # section), or JSON or TOML nested past Python's recursion limit.
+        problems = _unparsable_variables()
+        if problems:
+            raise ConfigError(f"invalid configuration: {problems}") from None
+        if isinstance(exc, SettingsError) or config_file is None:
+            raise ConfigError(f"invalid configuration: {exc}") from None
+        raise ConfigError(
+            f"invalid config file {config_file} (from --config): nested too deeply"
+        ) from None
+    except ValueError as exc:  # TOML syntax, or a file that is not UTF-8 text
+        raise ConfigError(f"invalid config file {config_file} (from --config): {exc}") from None
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot read config file {config_file} (from --config): {exc.strerror or exc}"
+        ) from None
     finally:
         _config_file = None
 

@@ -46,12 +46,14 @@ FORMATS: Final = ("auto", "json", "console")
 LEVELS: Final = ("debug", "info", "warning", "error", "critical")
 REDACTED: Final = "***"
 
-# Substrings of key names whose values are never logged. Covers librdkafka's (sasl.password,
-# ssl.key.password, ssl.keystore.password, ssl.key.pem, sasl.oauthbearer.client.secret,
-# sasl.oauthbearer.config), schema-registry's basic.auth.user.info and the usual suspects.
+# Substrings of key names whose values are never logged. Covers every librdkafka property that
+# can hold a secret (its CONFIGURATION.md: sasl.password, ssl.key.password,
+# ssl.keystore.password, ssl.key.pem, sasl.oauthbearer.config, sasl.oauthbearer.client.secret
+# and its alias, sasl.oauthbearer.assertion.private.key.passphrase and .pem; any other *.pem as
+# well), schema-registry's basic.auth.user.info and the usual suspects.
 _SECRET_KEY: Final = re.compile(
     r"passw(or)?d|passphrase|pwd|secret|token|credential|api[._-]?key|private[._-]?key|"
-    r"key[._-]pem|oauthbearer|jaas|authorization|auth[._-]user[._-]info|cookie",
+    r"(^|[._-])pem($|[._-])|oauthbearer|jaas|authorization|auth[._-]user[._-]info|cookie",
     re.IGNORECASE,
 )
 # Keys structlog itself adds; never redacted (`event` would otherwise hide "token_refreshed").

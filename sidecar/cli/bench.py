@@ -14,11 +14,19 @@ import sys
 from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO
+from typing import TYPE_CHECKING, BinaryIO, Final
 
 from sidecar.bench.events import KINDS, generate
 from sidecar.cli.bench_offline import add_bench_offline
-from sidecar.cli.common import read_lines, write_bench_results
+from sidecar.cli.common import (
+    note_sample,
+    number,
+    output_file,
+    png_file,
+    read_lines,
+    write_bench_results,
+)
+from sidecar.codec import DEFAULT_MAX_OUTPUT_SIZE
 from sidecar.errors import ConfigError
 from sidecar.tools.tables import render
 
@@ -30,17 +38,84 @@ if TYPE_CHECKING:
     from sidecar.cli.common import Commands
 
 
-def _check_rounds(value: int, flag: str = "--runs") -> None:
-    if value < 3:
-        raise ConfigError(f"{flag} must be at least 3 (the median of fewer runs says little)")
+#: Fewer measured rounds and a median says little.
+MIN_ROUNDS: Final = 3
+#: Counts a flag may give at most: Kafka's partition counts and pids are 32-bit.
+_MAX_INT32: Final = 2**31 - 1
+
+
+def rounds(text: str) -> int:
+    """`--runs`, `--cost-rounds`: measured rounds, at least `MIN_ROUNDS`."""
+    value = number(int, ge=1, le=_MAX_INT32)(text)
+    if value < MIN_ROUNDS:
+        raise argparse.ArgumentTypeError(
+            f"expected an integer >= {MIN_ROUNDS}, got {text!r} (the median of fewer runs says "
+            "little)"
+        )
+    return value
+
+
+def latency_rates(text: str) -> list[float | None]:
+    """`--latency-rate`'s offered loads, records/s; None for `max` (unthrottled); '' for none."""
+    rates: list[float | None] = []
+    rate = number(float, gt=0)
+    for item in text.split(","):
+        item = item.strip()
+        if item == "max":
+            rates.append(None)
+        elif item:
+            try:
+                rates.append(rate(item))
+            except argparse.ArgumentTypeError:
+                raise argparse.ArgumentTypeError(
+                    f"expected a comma list of rates > 0 (records/s) or max, got {text!r}"
+                ) from None
+    return rates
+
+
+def fills(text: str) -> tuple[int, ...]:
+    """`--fills`: records per batch, a comma list of integers >= 1."""
+    fill = number(int, ge=1, le=_MAX_INT32)
+    try:
+        values = tuple(fill(item.strip()) for item in text.split(","))
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(
+            f"expected a comma list of integers >= 1 (records per batch), got {text!r}"
+        ) from None
+    return values
 
 
 def _bench_bootstrap() -> str:
-    """The broker a benchmark runs against: $KAFKA_BOOTSTRAP_SERVERS, required."""
+    """The broker a benchmark runs against: $KAFKA_BOOTSTRAP_SERVERS, required, and answering.
+
+    Raises:
+        ConfigError: the variable is not set, or a ZDICT_* setting is invalid.
+        KafkaUnavailable: no broker answered.
+    """
     bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
     if not bootstrap:
-        raise ConfigError("KAFKA_BOOTSTRAP_SERVERS is not set (make bench starts a local broker)")
+        raise ConfigError(
+            "KAFKA_BOOTSTRAP_SERVERS is not set: point it at a broker (make bench and make demo "
+            "start a local one)"
+        )
+    check_broker(bootstrap)
     return bootstrap
+
+
+def check_broker(bootstrap: str) -> None:
+    """Ask the broker once before anything is measured, within
+    `ZDICT_RELAY__UNREACHABLE_TIMEOUT` (at most 30 s): a benchmark would otherwise wait on each
+    of its clients in turn, and end in a timeout that names nothing.
+
+    Raises:
+        ConfigError: a ZDICT_* setting is invalid (the sidecars a benchmark starts read them).
+        KafkaUnavailable: no broker answered.
+    """
+    from sidecar.config import load_settings
+    from sidecar.kafka import partition_counts, plain_admin
+
+    timeout = min(load_settings().relay.unreachable_timeout, 30.0)
+    partition_counts(plain_admin(bootstrap), [], timeout, f"{bootstrap} (KAFKA_BOOTSTRAP_SERVERS)")
 
 
 def _median_range(values: Sequence[float], fmt: str = "{:,.0f}") -> str:
@@ -64,6 +139,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from sidecar.bench import demo
 
+    _bench_bootstrap()
     return demo.main(duration=args.duration, rate=args.rate)
 
 
@@ -168,9 +244,15 @@ def format_batch_table(result: CodecResult) -> str:
 def cmd_bench_codec(args: argparse.Namespace) -> int:
     from sidecar.bench import codec as bench_codec
 
-    _check_rounds(args.runs)
     if args.input:
-        sets = [(Path(args.input).name, read_lines(args.input))]
+        lines = read_lines(
+            args.input,
+            max_lines=args.count,
+            max_line_bytes=DEFAULT_MAX_OUTPUT_SIZE,
+            line_cap="what a decoder takes by default",
+        )
+        note_sample(lines, "-n")
+        sets = [(Path(args.input).name, lines.lines)]
     else:
         kinds = args.kind or ["product_viewed", "customer"]
         sets = [(kind, list(generate(kind, args.count, seed=args.seed))) for kind in kinds]
@@ -193,23 +275,11 @@ def cmd_bench_codec(args: argparse.Namespace) -> int:
 # -- bench relay ---------------------------------------------------------------------------------
 
 
-def _latency_rates(text: str) -> list[float | None]:
-    """`--latency-rate`'s offered loads, records/s; None for `max` (unthrottled)."""
-    rates: list[float | None] = []
-    for item in text.split(","):
-        if item.strip() == "max":
-            rates.append(None)
-        elif item.strip():
-            rates.append(float(item))
-    return rates
-
-
 def cmd_bench_relay(args: argparse.Namespace) -> int:
     from sidecar.bench import relay as bench_relay
 
-    _check_rounds(args.runs)
     bootstrap = _bench_bootstrap()
-    rates = _latency_rates(args.latency_rate)
+    rates = args.latency_rate
     kinds = args.kind or ["product_viewed", "order"]
     results = []
     for i, kind in enumerate(kinds):
@@ -332,14 +402,12 @@ def _broker_pid(args: argparse.Namespace) -> int | None:
 def cmd_bench_storage(args: argparse.Namespace) -> int:
     from sidecar.bench import storage as bench_storage
 
-    _check_rounds(args.runs)
-    bootstrap = _bench_bootstrap()
     if args.data_dir is None:
         raise ConfigError(
             "--data-dir is required: the broker's log.dirs, whose segments are measured "
             "(make bench passes the local broker's, deploy/kafka/.cache/run/data)"
         )
-    fills = tuple(int(f) for f in args.fills.split(","))
+    bootstrap = _bench_bootstrap()
     results = bench_storage.bench_storage(
         bootstrap,
         Path(args.data_dir),
@@ -348,7 +416,7 @@ def cmd_bench_storage(args: argparse.Namespace) -> int:
         count=args.count,
         partitions=args.partitions,
         runs=args.runs,
-        fills=fills,
+        fills=args.fills,
     )
     print()
     print(format_storage(results))
@@ -444,8 +512,7 @@ def format_storage(results: StorageResults) -> str:
 def cmd_bench_lifecycle(args: argparse.Namespace) -> int:
     from sidecar.bench import lifecycle as bench_lifecycle
 
-    _check_rounds(args.cost_rounds, "--cost-rounds")
-    if not 0 < args.drift_after < args.seconds:
+    if not args.drift_after < args.seconds:
         raise ConfigError("--drift-after must be within --seconds")
     bootstrap = _bench_bootstrap()
     results = bench_lifecycle.bench_lifecycle(
@@ -569,16 +636,28 @@ def _format_cost(results: LifecycleResults) -> str:
 def add_generate(commands: Commands) -> None:
     p = commands.add_parser("generate", help="print deterministic sample events, one per line")
     p.add_argument("--kind", choices=KINDS, default="product_viewed")
-    p.add_argument("-n", "--count", type=int, default=10_000, help="events (default 10000)")
+    p.add_argument(
+        "-n", "--count", type=number(int, ge=0), default=10_000, help="events (default 10000)"
+    )
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--drift-at", type=int, metavar="K", help="change the schema after K events")
+    p.add_argument(
+        "--drift-at", type=number(int, ge=0), metavar="K", help="change the schema after K events"
+    )
     p.set_defaults(func=cmd_generate)
 
 
 def add_demo(commands: Commands) -> None:
     p = commands.add_parser("demo", help="the whole job on a local broker (make demo)")
-    p.add_argument("--duration", type=float, default=60.0, metavar="S", help="seconds of traffic")
-    p.add_argument("--rate", type=int, default=5000, metavar="N", help="events per second")
+    p.add_argument(
+        "--duration",
+        type=number(float, gt=0),
+        default=60.0,
+        metavar="S",
+        help="seconds of traffic",
+    )
+    p.add_argument(
+        "--rate", type=number(int, ge=1), default=5000, metavar="N", help="events per second"
+    )
     p.set_defaults(func=cmd_demo)
 
 
@@ -596,10 +675,16 @@ def _add_bench_codec(benches: Commands) -> None:
     b = benches.add_parser("codec", help="codec speed and ratio next to the native zstd CLI")
     b.add_argument("--kind", action="append", choices=KINDS, help="repeatable; default two kinds")
     b.add_argument("--input", metavar="FILE", help="benchmark these messages instead")
-    b.add_argument("-n", "--count", type=int, default=100_000)
+    b.add_argument(
+        "-n",
+        "--count",
+        type=number(int, ge=1),
+        default=100_000,
+        help="events generated, or a uniform sample of at most N lines of --input (100000)",
+    )
     b.add_argument("--seed", type=int, default=1)
-    b.add_argument("--runs", type=int, default=3, help="measured runs after one warm-up (>= 3)")
-    b.add_argument("--json-out", default="out/bench-codec.json", metavar="FILE")
+    b.add_argument("--runs", type=rounds, default=3, help="measured runs after one warm-up (>= 3)")
+    b.add_argument("--json-out", type=output_file, default="out/bench-codec.json", metavar="FILE")
     b.set_defaults(func=cmd_bench_codec, kind=None)
 
 
@@ -608,23 +693,33 @@ def _add_bench_relay(benches: Commands) -> None:
     b.add_argument(
         "--kind", action="append", choices=KINDS, help="repeatable; default product_viewed, order"
     )
-    b.add_argument("-n", "--count", type=int, default=1_000_000, help="pre-loaded events")
-    b.add_argument("--partitions", type=int, default=4)
-    b.add_argument("--runs", type=int, default=3, help="measured rounds after one warm-up (>= 3)")
+    b.add_argument(
+        "-n", "--count", type=number(int, ge=1), default=1_000_000, help="pre-loaded events"
+    )
+    b.add_argument("--partitions", type=number(int, ge=1, le=_MAX_INT32), default=4)
+    b.add_argument(
+        "--runs", type=rounds, default=3, help="measured rounds after one warm-up (>= 3)"
+    )
     b.add_argument(
         "--latency-rate",
+        type=latency_rates,
         default="20000,max",
         metavar="RATES",
         help="offered loads (records/s, comma list; max: unthrottled); '' for none",
     )
-    b.add_argument("--latency-seconds", type=float, default=6.0, help="measured seconds per run")
+    b.add_argument(
+        "--latency-seconds",
+        type=number(float, gt=0),
+        default=6.0,
+        help="measured seconds per run",
+    )
     b.add_argument(
         "--all-kinds",
         action="store_true",
         help="latency and the --no-training variant for every kind (default: the first only)",
     )
-    b.add_argument("--json-out", default="out/bench-relay.json", metavar="FILE")
-    b.add_argument("--png", default="out/bench-relay.png", metavar="FILE")
+    b.add_argument("--json-out", type=output_file, default="out/bench-relay.json", metavar="FILE")
+    b.add_argument("--png", type=png_file, default="out/bench-relay.png", metavar="FILE")
     b.set_defaults(func=cmd_bench_relay)
 
 
@@ -634,16 +729,27 @@ def _add_bench_storage(benches: Commands) -> None:
     )
     b.add_argument("--kind", choices=KINDS, default="product_viewed")
     b.add_argument(
-        "-n", "--count", type=int, default=4096, help="events (a multiple of partitions x fills)"
+        "-n",
+        "--count",
+        type=number(int, ge=1),
+        default=4096,
+        help="events (a multiple of partitions x fills)",
     )
-    b.add_argument("--partitions", type=int, default=8)
-    b.add_argument("--runs", type=int, default=3, help="measured runs after a warm-up (>= 3)")
-    b.add_argument("--fills", default="1,2,4,8,16,128", help="records per batch (comma list)")
+    b.add_argument("--partitions", type=number(int, ge=1, le=_MAX_INT32), default=8)
+    b.add_argument("--runs", type=rounds, default=3, help="measured runs after a warm-up (>= 3)")
+    b.add_argument(
+        "--fills", type=fills, default="1,2,4,8,16,128", help="records per batch (comma list)"
+    )
     b.add_argument("--data-dir", metavar="DIR", help="the broker's log.dirs (segments measured)")
-    b.add_argument("--broker-pid", type=int, metavar="PID", help="the broker's pid (its CPU)")
+    b.add_argument(
+        "--broker-pid",
+        type=number(int, ge=1, le=_MAX_INT32),
+        metavar="PID",
+        help="the broker's pid (its CPU)",
+    )
     b.add_argument("--broker-pid-file", metavar="FILE", help="a file holding the broker's pid")
-    b.add_argument("--json-out", default="out/bench-storage.json", metavar="FILE")
-    b.add_argument("--png", default="out/bench-storage.png", metavar="FILE")
+    b.add_argument("--json-out", type=output_file, default="out/bench-storage.json", metavar="FILE")
+    b.add_argument("--png", type=png_file, default="out/bench-storage.png", metavar="FILE")
     b.set_defaults(func=cmd_bench_storage)
 
 
@@ -651,12 +757,27 @@ def _add_bench_lifecycle(benches: Commands) -> None:
     b = benches.add_parser(
         "lifecycle", help="drift → retrain → recovery, and the relay's speed while training"
     )
-    b.add_argument("--runs", type=int, default=3, help="drift runs (default 3)")
-    b.add_argument("--rate", type=int, default=5000, help="events/s in the drift runs")
-    b.add_argument("--seconds", type=float, default=90.0, help="length of one drift run")
-    b.add_argument("--drift-after", type=float, default=45.0, help="seconds before the change")
-    b.add_argument("--cost-rounds", type=int, default=3, help="measured rounds after a warm-up")
-    b.add_argument("--cost-messages", type=int, default=2_000_000)
-    b.add_argument("--json-out", default="out/bench-lifecycle.json", metavar="FILE")
-    b.add_argument("--png", default="out/bench-lifecycle.png", metavar="FILE")
+    b.add_argument(
+        "--runs", type=number(int, ge=1, le=_MAX_INT32), default=3, help="drift runs (default 3)"
+    )
+    b.add_argument(
+        "--rate", type=number(int, ge=1), default=5000, help="events/s in the drift runs"
+    )
+    b.add_argument(
+        "--seconds", type=number(float, gt=0), default=90.0, help="length of one drift run"
+    )
+    b.add_argument(
+        "--drift-after",
+        type=number(float, gt=0),
+        default=45.0,
+        help="seconds before the change (within --seconds)",
+    )
+    b.add_argument(
+        "--cost-rounds", type=rounds, default=3, help="measured rounds after a warm-up (>= 3)"
+    )
+    b.add_argument("--cost-messages", type=number(int, ge=1), default=2_000_000)
+    b.add_argument(
+        "--json-out", type=output_file, default="out/bench-lifecycle.json", metavar="FILE"
+    )
+    b.add_argument("--png", type=png_file, default="out/bench-lifecycle.png", metavar="FILE")
     b.set_defaults(func=cmd_bench_lifecycle)

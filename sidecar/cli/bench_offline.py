@@ -7,8 +7,9 @@ import statistics
 import sysconfig
 from typing import TYPE_CHECKING
 
-from sidecar.cli.common import write_bench_results
-from sidecar.errors import InputError
+from sidecar.bench.events import KINDS
+from sidecar.cli.common import number, output_file, write_bench_results
+from sidecar.errors import ConfigError, InputError
 from sidecar.tools.tables import render
 
 if TYPE_CHECKING:
@@ -18,11 +19,16 @@ if TYPE_CHECKING:
 
 
 def _corpora(args: argparse.Namespace) -> list[Corpus]:
-    from sidecar.bench.corpora import collect_all
+    from sidecar.bench.corpora import collect_all, sources
 
-    found, missing = collect_all(
-        sysconfig.get_paths()["purelib"], limit=args.limit, only=args.corpus or ()
-    )
+    site_packages = sysconfig.get_paths()["purelib"]
+    known = [source.name for source in sources(site_packages)]
+    unknown = sorted(set(args.corpus or ()) - set(known))
+    if unknown:
+        raise ConfigError(
+            f"--corpus {', '.join(unknown)}: no such corpus; the corpora are {', '.join(known)}"
+        )
+    found, missing = collect_all(site_packages, limit=args.limit, only=args.corpus or ())
     if missing:
         print(f"sources this machine lacks (skipped): {', '.join(missing)}")
     if not found:
@@ -170,18 +176,23 @@ def add_bench_offline(benches: Commands) -> None:
         "choice", help="the trained dictionary vs a naive one, on real corpora of this machine"
     )
     b.add_argument("--corpus", action="append", metavar="NAME", help="repeatable; default all")
-    b.add_argument("--limit", type=int, default=20_000, help="messages per corpus")
-    b.add_argument("--json-out", default="out/bench-choice.json", metavar="FILE")
+    b.add_argument("--limit", type=number(int, ge=1), default=20_000, help="messages per corpus")
+    b.add_argument("--json-out", type=output_file, default="out/bench-choice.json", metavar="FILE")
     b.set_defaults(func=cmd_bench_choice)
     b = benches.add_parser(
         "wire", help="header and frame bytes per record, and the compact frame's dictionary check"
     )
     b.add_argument(
-        "--kind", action="append", help="event kinds (repeatable); default product_viewed"
+        "--kind",
+        action="append",
+        choices=KINDS,
+        help="event kinds (repeatable); default product_viewed",
     )
-    b.add_argument("-n", "--count", type=int, default=60_000, help="events per kind")
+    b.add_argument("-n", "--count", type=number(int, ge=1), default=60_000, help="events per kind")
     b.add_argument("--corpus", action="append", metavar="NAME", help="repeatable; default all")
-    b.add_argument("--limit", type=int, default=20_000, help="messages per corpus")
-    b.add_argument("--pairs", type=int, default=100_000, help="wrong-dictionary decodes")
-    b.add_argument("--json-out", default="out/bench-wire.json", metavar="FILE")
+    b.add_argument("--limit", type=number(int, ge=1), default=20_000, help="messages per corpus")
+    b.add_argument(
+        "--pairs", type=number(int, ge=0), default=100_000, help="wrong-dictionary decodes"
+    )
+    b.add_argument("--json-out", type=output_file, default="out/bench-wire.json", metavar="FILE")
     b.set_defaults(func=cmd_bench_wire)

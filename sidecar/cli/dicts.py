@@ -11,13 +11,24 @@ from typing import TYPE_CHECKING, Any, Final
 
 from sidecar.cli.common import (
     PROG,
+    InputLines,
     add_config_flags,
     configured_settings,
+    note_sample,
+    number,
     open_registry,
     read_lines,
+    setting_number,
 )
+from sidecar.config import Settings, TrainingSettings
 from sidecar.dictionaries.lifecycle import promote, sync_store
-from sidecar.dictionaries.model import Dictionary, DictionaryMeta, validate_namespace
+from sidecar.dictionaries.model import (
+    MAX_DICT_ID,
+    MIN_DICT_ID,
+    Dictionary,
+    DictionaryMeta,
+    validate_namespace,
+)
 from sidecar.dictionaries.registry import Registry
 from sidecar.dictionaries.store import DictionaryStore
 from sidecar.dictionaries.training import (
@@ -34,6 +45,10 @@ from sidecar.tools.tables import render
 
 if TYPE_CHECKING:
     from sidecar.cli.common import Commands
+
+#: Messages `train --input` and `evaluate` use at most: a uniform sample of a longer input.
+DEFAULT_TRAIN_SAMPLE: Final = 20_000
+DEFAULT_EVALUATE_SAMPLE: Final = 100_000
 
 _MEASUREMENT_HEADERS: Final = (
     "candidate",
@@ -165,7 +180,21 @@ def _training_overrides(args: argparse.Namespace) -> dict[str, Any]:
         training["budget_us_per_message"] = args.budget_us
     if args.budget_mb_per_s is not None:
         training["budget_mb_per_s"] = args.budget_mb_per_s
+    if getattr(args, "heldout_fraction", None) is not None:
+        training["heldout_fraction"] = args.heldout_fraction
     return {"training": training} if training else {}
+
+
+def _input_lines(source: str, settings: Settings, max_lines: int) -> InputLines:
+    """The messages of an input file, a sample of at most `max_lines` (`--sample`)."""
+    lines = read_lines(
+        source,
+        max_lines=max_lines,
+        max_line_bytes=settings.codec.max_output_size,
+        line_cap="ZDICT_CODEC__MAX_OUTPUT_SIZE",
+    )
+    note_sample(lines, "--sample")
+    return lines
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -173,10 +202,6 @@ def cmd_train(args: argparse.Namespace) -> int:
         raise ConfigError("--namespace is required with --input (it is usually the topic name)")
     namespace = validate_namespace(args.namespace or args.topic)
     settings = configured_settings(args, **_training_overrides(args))
-    if args.heldout_fraction is not None:
-        heldout_fraction = args.heldout_fraction
-    else:
-        heldout_fraction = settings.training.heldout_fraction
     store = DictionaryStore(settings.dictionaries)
     registry = open_registry(settings, "train") if args.publish else None
     try:
@@ -189,10 +214,13 @@ def cmd_train(args: argparse.Namespace) -> int:
             sample = read_sample(settings, args.topic, args.sample)
             records, window = sample.records, sample.window
         else:
-            lines = read_lines(args.input)
-            records = [(str(i).encode(), line) for i, line in enumerate(lines)]
-            window = f"{args.input} lines 1-{len(lines)}"
-        samples = split_by_key(records, heldout_fraction, window)
+            lines = _input_lines(args.input, settings, args.sample)
+            # Keyed by line number: a line is on the same side of the split in every run.
+            records = [
+                (str(i).encode(), line) for i, line in zip(lines.numbers, lines.lines, strict=True)
+            ]
+            window = lines.describe()
+        samples = split_by_key(records, settings.training.heldout_fraction, window)
         params = settings.training.params(settings.codec)
         started = time.monotonic()
         report = train(samples, params, namespace=namespace, champion=champion)
@@ -233,8 +261,8 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
     settings = configured_settings(args, **_training_overrides(args))
-    lines = read_lines(args.file)
-    samples = split_ordered(lines, args.train_fraction, window=f"{args.file}")
+    lines = _input_lines(args.file, settings, args.sample)
+    samples = split_ordered(lines.lines, args.train_fraction, window=lines.describe())
     evaluation = evaluate(samples, settings.training.params(settings.codec))
     if args.json:
         print(json.dumps(evaluation.to_dict(), indent=2))
@@ -338,11 +366,21 @@ def add_train(commands: Commands) -> None:
     source.add_argument("--input", metavar="FILE", help="one message per line; - for stdin")
     source.add_argument("--topic", metavar="TOPIC", help="sample the latest records of a topic")
     p.add_argument(
-        "--sample", type=int, default=20_000, metavar="N", help="records to read with --topic"
+        "--sample",
+        type=number(int, ge=1),
+        default=DEFAULT_TRAIN_SAMPLE,
+        metavar="N",
+        help="messages to train on: the latest records of --topic, a uniform sample of the "
+        f"lines of --input (default {DEFAULT_TRAIN_SAMPLE})",
     )
     p.add_argument("--namespace", help="default: the --topic name (required with --input)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
-    p.add_argument("--heldout-fraction", type=float, metavar="F", help="default 0.2")
+    p.add_argument(
+        "--heldout-fraction",
+        type=setting_number(TrainingSettings, "heldout_fraction"),
+        metavar="F",
+        help="share held out to measure the candidates (ZDICT_TRAINING__HELDOUT_FRACTION; 0.2)",
+    )
     add_budget_flags(p)
     p.add_argument(
         "--no-activate", action="store_true", help="store a winner without activating it"
@@ -360,19 +398,35 @@ def add_budget_flags(parser: argparse.ArgumentParser) -> None:
     """The CPU budget of the chosen dictionary and level (0 and 0: no budget)."""
     parser.add_argument(
         "--budget-us",
-        type=float,
+        type=setting_number(TrainingSettings, "budget_us_per_message"),
         metavar="US",
         help="CPU µs one message may take to encode, plus its bytes at --budget-mb-per-s",
     )
     parser.add_argument(
-        "--budget-mb-per-s", type=float, metavar="MB_S", help="per-byte part of the budget"
+        "--budget-mb-per-s",
+        type=setting_number(TrainingSettings, "budget_mb_per_s"),
+        metavar="MB_S",
+        help="per-byte part of the budget",
     )
 
 
 def add_evaluate(commands: Commands) -> None:
     p = commands.add_parser("evaluate", help="what would I save on my data? (nothing is stored)")
     p.add_argument("file", metavar="FILE", help="one message per line; - for stdin")
-    p.add_argument("--train-fraction", type=float, default=0.2, metavar="F", help="default 0.2")
+    p.add_argument(
+        "--train-fraction",
+        type=number(float, gt=0, lt=1),
+        default=0.2,
+        metavar="F",
+        help="the first F of the lines train, the rest are held out (default 0.2)",
+    )
+    p.add_argument(
+        "--sample",
+        type=number(int, ge=1),
+        default=DEFAULT_EVALUATE_SAMPLE,
+        metavar="N",
+        help=f"a uniform sample of N lines of a longer input (default {DEFAULT_EVALUATE_SAMPLE})",
+    )
     p.add_argument("--json", action="store_true")
     add_budget_flags(p)
     add_config_flags(p, store=False)
@@ -395,12 +449,13 @@ def add_dicts(commands: Commands) -> None:
     a.add_argument("--namespace")
     a.add_argument("--json", action="store_true")
     _add_dicts_flags(a)
+    dict_id = number(int, ge=MIN_DICT_ID, le=MAX_DICT_ID)
     a = actions.add_parser("show", help="metadata of one dictionary")
-    a.add_argument("id", type=int)
+    a.add_argument("id", type=dict_id)
     _add_dicts_flags(a)
     a = actions.add_parser("activate", help="make a stored dictionary the active one")
     a.add_argument("--namespace", required=True)
-    a.add_argument("id", type=int)
+    a.add_argument("id", type=dict_id)
     _add_dicts_flags(a)
     a = actions.add_parser("rollback", help="re-activate the previously active dictionary")
     a.add_argument("--namespace", required=True)

@@ -5,14 +5,23 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 import sys
+import urllib.parse
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, get_args
 
-from sidecar.cli.common import add_config_flags, configured_settings, open_decoder
-from sidecar.config import Guarantee, RelayMode, environment_help
+from sidecar.cli.common import (
+    add_config_flags,
+    configured_settings,
+    number,
+    open_decoder,
+    png_file,
+    setting_number,
+)
+from sidecar.config import Guarantee, MetricsSettings, RelayMode, RelaySettings, environment_help
 from sidecar.tools.tables import render
 
 if TYPE_CHECKING:
@@ -80,6 +89,75 @@ def _without_option(argv: Sequence[str], option: str) -> list[str]:
 
 # -- cat, verify, report -------------------------------------------------------------------------
 
+#: `cat --delimiter`'s escapes; any other character stands for itself, in UTF-8.
+_ESCAPES: Final = {"n": b"\n", "t": b"\t", "r": b"\r", "0": b"\0", "\\": b"\\"}
+#: Kafka offsets are signed 64-bit integers.
+_MAX_OFFSET: Final = 2**63 - 1
+
+
+def parse_delimiter(text: str) -> bytes:
+    """`cat --delimiter`: the bytes of `text` with its escapes decoded (`\\n \\t \\r \\0 \\\\
+    \\xHH`); other characters as UTF-8 (`é` is two bytes).
+
+    Raises:
+        argparse.ArgumentTypeError: an unknown or incomplete escape (argparse exits 2).
+    """
+    out = bytearray()
+    i = 0
+    while i < len(text):
+        char = text[i]
+        if char != "\\":
+            out += char.encode("utf-8", "surrogateescape")
+            i += 1
+            continue
+        escape = text[i + 1 : i + 2]
+        if escape in _ESCAPES:
+            out += _ESCAPES[escape]
+            i += 2
+        elif escape == "x" and re.fullmatch(r"[0-9A-Fa-f]{2}", text[i + 2 : i + 4]):
+            out.append(int(text[i + 2 : i + 4], 16))
+            i += 4
+        else:
+            bad = text[i : i + 4] if escape == "x" else text[i : i + 2]
+            what = "a lone \\ at the end" if not escape else f"unknown escape {bad}"
+            raise argparse.ArgumentTypeError(
+                f"{what} in {text}: use \\n \\t \\r \\0 \\\\ or \\xHH (two hex digits); other "
+                "characters stand for themselves"
+            )
+    return bytes(out)
+
+
+def parse_offset(text: str) -> str:
+    """`cat --offset`: beginning, end, an offset or -N, checked before any broker is asked."""
+    if text in {"beginning", "end"}:
+        return text
+    try:
+        value = int(text)
+    except ValueError:
+        value = None
+    if value is None or abs(value) > _MAX_OFFSET:
+        raise argparse.ArgumentTypeError(
+            f"expected beginning, end, an offset, or -N for N records before the end; got {text!r}"
+        )
+    return text
+
+
+def http_url(text: str) -> str:
+    """An http(s) URL with a host, for `report --prometheus/--metrics`."""
+    parsed = urllib.parse.urlsplit(text)
+    if parsed.scheme not in {"http", "https"} or not parsed.hostname:
+        raise argparse.ArgumentTypeError(f"expected an http:// or https:// URL, got {text!r}")
+    return text
+
+
+def regular_expression(text: str) -> str:
+    """A regular expression that compiles (`report --namespace`)."""
+    try:
+        re.compile(text)
+    except re.error as exc:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a regular expression: {exc}") from None
+    return text
+
 
 def cmd_cat(args: argparse.Namespace) -> int:
     import signal
@@ -96,7 +174,7 @@ def cmd_cat(args: argparse.Namespace) -> int:
         key=args.key,
         headers=args.headers,
         json=args.json,
-        delimiter=args.delimiter.encode().decode("unicode_escape").encode(),
+        delimiter=args.delimiter,
     )
     decoder = open_decoder(settings, args.no_registry, "cat")
     stopping = False
@@ -183,9 +261,19 @@ def add_run(commands: Commands) -> None:
     p.add_argument("--output-topic", metavar="NAME", help="default {topic}.zd")
     p.add_argument("--group-id", metavar="GROUP")
     p.add_argument("--create-topics", action="store_true", help="create missing output topics")
-    p.add_argument("--workers", type=int, metavar="N", help="processes in the consumer group")
-    p.add_argument("--batch-size", type=int, metavar="N")
-    p.add_argument("--metrics-port", type=int, metavar="PORT", help="0 picks a free port")
+    p.add_argument(
+        "--workers",
+        type=setting_number(RelaySettings, "workers"),
+        metavar="N",
+        help="processes in the consumer group",
+    )
+    p.add_argument("--batch-size", type=setting_number(RelaySettings, "batch_size"), metavar="N")
+    p.add_argument(
+        "--metrics-port",
+        type=setting_number(MetricsSettings, "port"),
+        metavar="PORT",
+        help="0 picks a free port",
+    )
     p.add_argument("--pass-through", action="store_true", help="encode nothing (a cost baseline)")
     p.add_argument(
         "--mode",
@@ -210,19 +298,34 @@ def add_run(commands: Commands) -> None:
 def add_cat(commands: Commands) -> None:
     p = commands.add_parser("cat", help="print a topic's records decoded, like kcat -C")
     p.add_argument("--topic", "-t", required=True)
-    p.add_argument("--partition", "-p", type=int, action="append", help="repeatable; default all")
+    p.add_argument(
+        "--partition",
+        "-p",
+        type=number(int, ge=0, le=2**31 - 1),
+        action="append",
+        help="repeatable; default all",
+    )
     p.add_argument(
         "--offset",
         "-o",
+        type=parse_offset,
         default="beginning",
         help="beginning (default), end, an offset, or -N (N records before the end)",
     )
-    p.add_argument("--count", "-c", type=int, metavar="N", help="stop after N records")
+    p.add_argument(
+        "--count", "-c", type=number(int, ge=1), metavar="N", help="stop after N records"
+    )
     p.add_argument("--exit", "-e", action="store_true", help="stop at the end of every partition")
     p.add_argument("--key", "-K", action="store_true", help="print the key before the value")
     p.add_argument("--headers", action="store_true", help="print the headers (k=v,...) first")
     p.add_argument("--json", action="store_true", help="one JSON object per record")
-    p.add_argument("--delimiter", "-D", default="\\n", help="after each record (default \\n)")
+    p.add_argument(
+        "--delimiter",
+        "-D",
+        type=parse_delimiter,
+        default="\\n",
+        help="after each record (default \\n; escapes \\n \\t \\r \\0 \\\\ \\xHH)",
+    )
     p.add_argument("--no-registry", action="store_true", help="decode with the local store only")
     add_config_flags(p)
     p.set_defaults(func=cmd_cat)
@@ -246,11 +349,17 @@ def add_report(commands: Commands) -> None:
         "report", help="a PNG of the savings, from Prometheus or a /metrics URL"
     )
     source = p.add_mutually_exclusive_group(required=True)
-    source.add_argument("--prometheus", metavar="URL", help="e.g. http://localhost:9090")
-    source.add_argument("--metrics", metavar="URL", help="a sidecar's /metrics: since it started")
-    p.add_argument("--namespace", metavar="REGEX", help="default: every namespace")
+    source.add_argument(
+        "--prometheus", type=http_url, metavar="URL", help="e.g. http://localhost:9090"
+    )
+    source.add_argument(
+        "--metrics", type=http_url, metavar="URL", help="a sidecar's /metrics: since it started"
+    )
+    p.add_argument(
+        "--namespace", type=regular_expression, metavar="REGEX", help="default: every namespace"
+    )
     p.add_argument("--range", default="1h", metavar="DURATION", help="with --prometheus; 1h")
     p.add_argument("--rate-window", metavar="DURATION", help="default max(4 steps, 1m)")
-    p.add_argument("--out", required=True, metavar="FILE.png")
+    p.add_argument("--out", type=png_file, required=True, metavar="FILE.png")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=cmd_report)

@@ -138,7 +138,7 @@ class Report:
 def _get_json(url: str) -> Any:
     try:
         with urllib.request.urlopen(url, timeout=HTTP_TIMEOUT_S) as response:
-            return json.load(response)
+            body = json.load(response)
     except urllib.error.HTTPError as exc:
         try:
             detail = json.load(exc).get("error", "")
@@ -148,6 +148,11 @@ def _get_json(url: str) -> Any:
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
         raise InputError(f"cannot reach {url.split('/api/')[0]}: {reason}") from None
+    except (ValueError, RecursionError):  # not JSON: not Prometheus's HTTP API
+        body = None
+    if not isinstance(body, dict):
+        raise InputError(f"{url.split('/api/')[0]} did not answer like Prometheus: is it one?")
+    return body
 
 
 class Prometheus:
@@ -247,7 +252,7 @@ def from_metrics(url: str, namespace: str | None = None) -> Report:
     """
     try:
         with urllib.request.urlopen(url, timeout=HTTP_TIMEOUT_S) as response:
-            text = response.read().decode()
+            text = response.read().decode("utf-8", "replace")
     except (urllib.error.URLError, OSError) as exc:
         raise InputError(f"cannot read {url}: {getattr(exc, 'reason', exc)}") from None
     read_at = time.time()
@@ -255,21 +260,24 @@ def from_metrics(url: str, namespace: str | None = None) -> Report:
     totals: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
     created: list[float] = []
     outcomes: dict[str, dict[str, float]] = defaultdict(dict)
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            ns = sample.labels.get("topic")
-            if ns is None or sample.labels.get("mode", "encode") != "encode":
-                continue
-            if pattern is not None and not pattern.fullmatch(ns):
-                continue
-            if sample.name == "zdict_input_bytes_total":
-                totals[ns][0] += sample.value
-            elif sample.name == "zdict_output_bytes_total":
-                totals[ns][1] += sample.value
-            elif sample.name == "zdict_input_bytes_created":
-                created.append(sample.value)
-            elif sample.name == "zdict_messages_total":
-                outcomes[ns][sample.labels["outcome"]] = sample.value
+    try:
+        samples = [s for family in text_string_to_metric_families(text) for s in family.samples]
+    except ValueError as exc:
+        raise InputError(f"{url} does not serve Prometheus metrics: {exc}") from None
+    for sample in samples:
+        ns = sample.labels.get("topic")
+        if ns is None or sample.labels.get("mode", "encode") != "encode":
+            continue
+        if pattern is not None and not pattern.fullmatch(ns):
+            continue
+        if sample.name == "zdict_input_bytes_total":
+            totals[ns][0] += sample.value
+        elif sample.name == "zdict_output_bytes_total":
+            totals[ns][1] += sample.value
+        elif sample.name == "zdict_input_bytes_created":
+            created.append(sample.value)
+        elif sample.name == "zdict_messages_total":
+            outcomes[ns][sample.labels.get("outcome", "?")] = sample.value
     if not totals:
         raise InputError(f"{url} exposes no zdict_input_bytes_total: is it a zdict-sidecar?")
     start = min(created) if created else read_at

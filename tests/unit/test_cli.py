@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from sidecar.cli.main import main
+from sidecar.cli.relay import parse_delimiter
 from sidecar.dictionaries import DictionaryStore
 
 FAST = ["--budget-us", "0", "--budget-mb-per-s", "0"]
@@ -196,3 +197,76 @@ def test_python_dash_m_sidecar_is_the_same_program() -> None:
         [sys.executable, "-m", "sidecar", "--version"], capture_output=True, text=True
     )
     assert result.returncode == 0 and result.stdout.startswith("zdict-sidecar ")
+
+
+@pytest.mark.usefixtures("small_grid")
+def test_train_uses_a_uniform_sample_of_a_longer_input_and_says_so(
+    tmp_path: Path, events_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["train", "--input", str(events_file), "--namespace", "o", "--json"]
+    assert main([*argv, "--sample", "1000", "--dictionaries", str(tmp_path / "d")]) == 0
+    captured = capsys.readouterr()
+    report = json.loads(captured.out)
+    assert report["train"]["count"] + report["heldout"]["count"] == 1000
+    assert f"{events_file} has 3,000 lines; using a uniform sample of 1,000 (--sample" in (
+        captured.err
+    )
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["generate", "-n", "-5"], "argument -n/--count: expected an integer >= 0, got '-5'"),
+        (
+            ["train", "--input", "x", "--namespace", "o", "--heldout-fraction", "1.5"],
+            "argument --heldout-fraction: expected a number from 0 to 1 (exclusive), got '1.5'",
+        ),
+        (
+            ["train", "--input", "x", "--namespace", "o", "--heldout-fraction", "nan"],
+            "argument --heldout-fraction: expected a number from 0 to 1",
+        ),
+        (["train", "--topic", "t", "--sample", "0"], "argument --sample: expected an integer >= 1"),
+        (["evaluate", "x", "--train-fraction", "1"], "argument --train-fraction: expected a"),
+        (["train", "--topic", "t", "--budget-us", "-1"], "argument --budget-us: expected a number"),
+        (["run", "--workers", "0"], "argument --workers: expected an integer from 1 to 64"),
+        (["run", "--metrics-port", "65536"], "argument --metrics-port: expected an integer"),
+        (["cat", "-t", "t", "-D", "\\x"], "argument --delimiter/-D: unknown escape \\x in \\x"),
+        (["cat", "-t", "t", "-D", "\\N"], "argument --delimiter/-D: unknown escape \\N"),
+        (["cat", "-t", "t", "-D", "ab\\"], "argument --delimiter/-D: a lone \\ at the end"),
+        (["cat", "-t", "t", "-o", "soon"], "argument --offset/-o: expected beginning, end,"),
+        (["cat", "-t", "t", "-o", str(2**63)], "argument --offset/-o: expected beginning"),
+        (["cat", "-t", "t", "-p", "-1"], "argument --partition/-p: expected an integer from 0 to"),
+        (["dicts", "show", "5"], "argument id: expected an integer from 32768 to 2147483647"),
+        (["report", "--metrics", "localhost:9400", "--out", "x.png"], "argument --metrics: "),
+        (["report", "--prometheus", "file:///etc/passwd", "--out", "x.png"], "http:// or"),
+        (["report", "--metrics", "http://h/m", "--namespace", "(", "--out", "x.png"], "regular"),
+        (["report", "--metrics", "http://h/m", "--out", "x.jpg"], "argument --out: expected"),
+    ],
+)
+def test_bad_flag_values_exit_2_naming_the_flag_before_anything_runs(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("\\n", b"\n"),
+        ("\\t|\\r\\n", b"\t|\r\n"),
+        ("\\0", b"\0"),
+        ("\\\\", b"\\"),
+        ("\\x1e", b"\x1e"),
+        ("\\xFF", b"\xff"),
+        ("é", "é".encode()),
+        ("--8<--", b"--8<--"),
+        ("", b""),
+    ],
+)
+def test_the_cat_delimiter_decodes_its_escapes_and_keeps_other_characters_as_utf8(
+    text: str, expected: bytes
+) -> None:
+    assert parse_delimiter(text) == expected

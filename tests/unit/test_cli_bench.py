@@ -14,13 +14,18 @@ from sidecar.bench.codec import RelayRun
 from sidecar.bench.lifecycle import CostRound, LifecycleResults
 from sidecar.bench.relay import KindResults, LatencyRun
 from sidecar.bench.workload import DriftRun
+from sidecar.cli import bench as cli_bench
 from sidecar.cli.main import main
 from sidecar.errors import MissingDependency
 
 
 @pytest.fixture
-def broker(monkeypatch: pytest.MonkeyPatch) -> None:
+def broker(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """A broker address, taken as answering: the benchmarks are stubbed. Lists the checks."""
+    checked: list[str] = []
     monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:1")
+    monkeypatch.setattr(cli_bench, "check_broker", checked.append)
+    return checked
 
 
 def _kind_results(kind: str, *args: Any, **kwargs: Any) -> KindResults:
@@ -92,23 +97,68 @@ def test_bench_lifecycle_prints_drift_training_and_cost_then_writes_json_and_png
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["bench", "relay", "--runs", "2"], "--runs must be at least 3"),
-        (["bench", "lifecycle", "--cost-rounds", "1"], "--cost-rounds must be at least 3"),
         (["bench", "lifecycle", "--drift-after", "100"], "--drift-after must be within --seconds"),
         (["bench", "storage"], "--data-dir is required"),
     ],
 )
-@pytest.mark.usefixtures("broker")
 def test_bench_settings_that_cannot_measure_are_refused_with_exit_2(
-    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str], broker: list[str]
 ) -> None:
     assert main(argv) == 2
     assert message in capsys.readouterr().err
+    assert broker == []  # refused before any broker is asked
 
 
-def test_a_benchmark_on_a_broker_needs_its_address(
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["bench", "relay", "--runs", "2"], "argument --runs: expected an integer >= 3, got '2'"),
+        (["bench", "lifecycle", "--cost-rounds", "1"], "argument --cost-rounds: expected an"),
+        (["bench", "codec", "-n", "0"], "argument -n/--count: expected an integer >= 1"),
+        (["bench", "relay", "--latency-rate", "fast"], "argument --latency-rate: expected a"),
+        (["bench", "relay", "--latency-rate", "0"], "argument --latency-rate: expected a"),
+        (["bench", "storage", "--fills", "1,x"], "argument --fills: expected a comma list"),
+        (["bench", "storage", "--fills", "0"], "argument --fills: expected a comma list"),
+        (["bench", "lifecycle", "--seconds", "inf"], "argument --seconds: expected a number > 0"),
+        (["bench", "relay", "--png", "chart.svg"], "argument --png: expected a file name ending"),
+    ],
+)
+def test_bench_flags_are_checked_when_parsed_naming_the_flag(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str], broker: list[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2
+    assert message in capsys.readouterr().err
+    assert broker == []
+
+
+def test_the_flags_lists_parse_to_what_the_benchmarks_take() -> None:
+    assert cli_bench.latency_rates("20000, max,") == [20000.0, None]
+    assert cli_bench.latency_rates("") == []
+    assert cli_bench.fills("1,2, 128") == (1, 2, 128)
+
+
+def test_a_benchmark_output_that_is_a_directory_is_refused_before_measuring(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["bench", "codec", "--json-out", str(tmp_path)])
+    assert exit_.value.code == 2
+    assert f"argument --json-out: {tmp_path} is a directory" in capsys.readouterr().err
+
+
+def test_an_unreachable_broker_stops_a_benchmark_before_it_measures(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.delenv("KAFKA_BOOTSTRAP_SERVERS", raising=False)
-    assert main(["bench", "relay"]) == 2
-    assert "KAFKA_BOOTSTRAP_SERVERS is not set" in capsys.readouterr().err
+    monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:1")
+    monkeypatch.setenv("ZDICT_RELAY__UNREACHABLE_TIMEOUT", "1")
+
+    def measured(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the benchmark ran")
+
+    monkeypatch.setattr(bench_relay, "bench_kind", measured)
+    assert main(["bench", "relay"]) == 1
+    err = capsys.readouterr().err
+    assert "no Kafka broker answered within 1 s at bootstrap.servers=127.0.0.1:1" in err
+    assert "(KAFKA_BOOTSTRAP_SERVERS)" in err

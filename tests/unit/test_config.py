@@ -2,12 +2,37 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
-from sidecar.config import environment_help, environment_variables, load_settings
+from sidecar.config import (
+    MAX_CONFIG_BYTES,
+    environment_help,
+    environment_variables,
+    is_secret_property,
+    load_settings,
+)
 from sidecar.errors import ConfigError
+
+#: Every librdkafka property that can hold a secret (librdkafka's CONFIGURATION.md), and
+#: sasl.jaas.config, which Java-minded configurations carry along.
+LIBRDKAFKA_SECRETS = (
+    "sasl.password",
+    "ssl.key.password",
+    "ssl.keystore.password",
+    "ssl.key.pem",
+    "ssl.certificate.pem",
+    "ssl.ca.pem",
+    "https.ca.pem",
+    "sasl.oauthbearer.config",
+    "sasl.oauthbearer.client.secret",
+    "sasl.oauthbearer.client.credentials.client.secret",
+    "sasl.oauthbearer.assertion.private.key.passphrase",
+    "sasl.oauthbearer.assertion.private.key.pem",
+    "sasl.jaas.config",
+)
 
 
 def test_defaults_need_no_configuration() -> None:
@@ -141,8 +166,9 @@ def test_environment_help_wraps_beside_the_names_within_the_width() -> None:
 def test_unknown_keys_in_a_config_file_are_refused(tmp_path: Path) -> None:
     config = tmp_path / "zdict.toml"
     config.write_text("[codec]\nlevle = 3\n")
-    with pytest.raises(ConfigError, match="ZDICT_CODEC__LEVLE: Extra inputs are not permitted"):
+    with pytest.raises(ConfigError) as info:
         load_settings(config)
+    assert f"ZDICT_CODEC__LEVLE (or codec.levle in {config}): Extra inputs" in str(info.value)
 
 
 def test_a_config_file_with_a_syntax_error_is_named(tmp_path: Path) -> None:
@@ -163,3 +189,105 @@ def test_a_first_sample_smaller_than_training_needs_is_refused_naming_both_setti
 def test_a_scrub_pattern_that_does_not_compile_names_the_setting() -> None:
     with pytest.raises(ConfigError, match=r"ZDICT_TRAINING__SCRUB: .*not a regular expression"):
         load_settings(training={"scrub": ["(unclosed"]})
+
+
+@pytest.mark.parametrize(
+    ("var", "value", "shown"),
+    [
+        ("ZDICT_TRAINING__SCRUB", "notjson", "Expecting value"),
+        ("ZDICT_RELAY__INPUT_TOPICS", "orders,clicks", "Expecting value"),
+        ("ZDICT_TRAINING__LEVELS", "[1,", "Expecting value"),
+        ("ZDICT_TRAINING__SCRUB", "[" * 100_000, "nested too deeply"),
+        ("ZDICT_CODEC", "{level: 3}", "Expecting property name"),
+    ],
+)
+def test_a_variable_that_must_be_json_and_is_not_is_named(
+    monkeypatch: pytest.MonkeyPatch, var: str, value: str, shown: str
+) -> None:
+    monkeypatch.setenv(var, value)
+    with pytest.raises(ConfigError) as info:
+        load_settings()
+    message = str(info.value)
+    assert f"{var}: not valid JSON: {shown}" in message
+    assert "config file" not in message and "None" not in message
+
+
+def test_a_kafka_section_that_is_not_json_is_named_without_echoing_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("ZDICT_KAFKA", '{"sasl.password": "s3cr3t"')
+    with pytest.raises(ConfigError) as info:
+        load_settings()
+    assert "ZDICT_KAFKA: not valid JSON" in str(info.value)
+    assert "s3cr3t" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"[codec\n", "invalid config file {path} (from --config): "),
+        (b"a = " + b"[" * 100_000, "invalid config file {path} (from --config): nested too deeply"),
+        (b"\xff\xfe\x00junk", "invalid config file {path} (from --config): 'utf-8' codec"),
+        (b"#" * (MAX_CONFIG_BYTES + 1), "config file {path} is larger than 1024 KiB"),
+    ],
+    ids=["syntax", "deep", "binary", "huge"],
+)
+def test_a_config_file_that_is_not_settings_is_named(
+    tmp_path: Path, content: bytes, message: str
+) -> None:
+    path = tmp_path / "zdict.toml"
+    path.write_bytes(content)
+    with pytest.raises(ConfigError) as info:
+        load_settings(path)
+    assert message.format(path=path) in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("where", "message"),
+    [
+        ("{tmp}", "is a directory (from --config)"),
+        ("/dev/zero", "is not a regular file (from --config)"),
+        ("{tmp}/missing.toml", "does not exist (from --config)"),
+    ],
+)
+def test_a_config_path_that_is_not_a_file_is_named(
+    tmp_path: Path, where: str, message: str
+) -> None:
+    path = where.format(tmp=tmp_path)
+    with pytest.raises(ConfigError, match=rf"config file {path} {re.escape(message)}"):
+        load_settings(path)
+
+
+@pytest.mark.parametrize(
+    ("var", "value"),
+    [
+        ("ZDICT_CODEC__MAX_OUTPUT_SIZE", str(2**31)),
+        ("ZDICT_REGISTRY__REPLICATION_FACTOR", str(2**15)),
+    ],
+)
+def test_sizes_beyond_what_the_libraries_take_are_refused(
+    monkeypatch: pytest.MonkeyPatch, var: str, value: str
+) -> None:
+    monkeypatch.setenv(var, value)
+    with pytest.raises(ConfigError, match=rf"{var}: Input should be less than or equal to"):
+        load_settings()
+
+
+@pytest.mark.parametrize("name", LIBRDKAFKA_SECRETS)
+def test_every_librdkafka_secret_is_kept_secret_and_redacted(
+    monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    assert is_secret_property(name)
+    monkeypatch.setenv("ZDICT_KAFKA__" + name.upper().replace(".", "_"), "s3cr3t-value")
+    settings = load_settings()
+    assert settings.kafka.redacted() == {name: "***"}
+    assert "s3cr3t-value" not in repr(settings) and "s3cr3t-value" not in str(settings)
+    assert settings.kafka.as_librdkafka_dict() == {name: "s3cr3t-value"}
+
+
+@pytest.mark.parametrize(
+    "name", ["bootstrap.servers", "sasl.username", "sasl.mechanism", "ssl.ca.location", "acks"]
+)
+def test_ordinary_librdkafka_properties_are_shown(name: str) -> None:
+    assert not is_secret_property(name)
+    assert load_settings(kafka={name: "v"}).kafka.redacted() == {name: "v"}

@@ -126,7 +126,14 @@ def test_secret_values_are_redacted_at_top_level_nested_and_in_context(
         "ssl.keystore.password",
         "ssl.key.pem",
         "sasl.oauthbearer.client.secret",
+        "sasl.oauthbearer.client.credentials.client.secret",
         "sasl.oauthbearer.config",
+        "sasl.oauthbearer.assertion.private.key.passphrase",
+        "sasl.oauthbearer.assertion.private.key.pem",
+        "ssl.certificate.pem",
+        "ssl.ca.pem",
+        "https.ca.pem",
+        "sasl.jaas.config",
         "basic.auth.user.info",
         "Authorization",
         "access_token",
@@ -139,7 +146,19 @@ def test_secret_looking_keys_are_recognised(key: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "key", ["event", "topic", "partition", "dict_id", "namespace", "sasl.username", "bypassed"]
+    "key",
+    [
+        "event",
+        "topic",
+        "partition",
+        "dict_id",
+        "namespace",
+        "sasl.username",
+        "bypassed",
+        "ssl.ca.location",
+        "template",
+        "pemberton",
+    ],
 )
 def test_ordinary_keys_are_not_redacted(key: str) -> None:
     assert not is_secret_key(key)
