@@ -3,7 +3,7 @@
 #
 # Stage `build` makes a virtualenv holding the package and its dependencies, installed from
 # wheels only (zstandard and confluent-kafka publish manylinux wheels, so not even this stage
-# compiles anything) at the versions constraints.txt pins (`python -m deploy.constraints`). The
+# compiles anything) at the versions deploy/constraints.txt pins (`python -m deploy.constraints`). The
 # final stage copies that virtualenv onto a fresh slim base: no compiler, no pip cache, no
 # source tree, and it runs as an unprivileged user.
 # tests/integration/test_image.py runs the RUN steps of `build` into a fresh venv the same way.
@@ -20,7 +20,7 @@ ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     VENV=/opt/zdict \
     WHEELS=/wheels
 WORKDIR /src
-COPY pyproject.toml README.md constraints.txt ./
+COPY pyproject.toml README.md deploy/constraints.txt ./
 COPY sidecar ./sidecar
 RUN python -m venv "$VENV" \
  && "$VENV/bin/pip" wheel --no-deps --wheel-dir "$WHEELS" . \

@@ -1,4 +1,4 @@
-"""`python -m deploy.constraints`: write constraints.txt, the versions the image installs.
+"""`python -m deploy.constraints`: write deploy/constraints.txt, the versions the image installs.
 
 The Dockerfile's build stage installs zdict-sidecar with `pip --constraint constraints.txt`, so
 an image built today and one built next month hold the same libraries, whatever PyPI published
@@ -21,7 +21,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 ROOT = Path(__file__).resolve().parents[1]
-CONSTRAINTS_PATH = ROOT / "constraints.txt"
+CONSTRAINTS_PATH = ROOT / "deploy" / "constraints.txt"
 PROJECT = "zdict-sidecar"
 HEADER = (
     "# The versions the image installs (Dockerfile: pip --constraint): zdict-sidecar's runtime\n"

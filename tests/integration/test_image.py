@@ -190,7 +190,7 @@ def test_the_build_steps_install_the_package_and_only_its_runtime_dependencies(
     # Every dependency at the version constraints.txt pins, whatever PyPI has published since.
     pins = dict(
         line.split("==")
-        for line in (ROOT / "constraints.txt").read_text().splitlines()
+        for line in (ROOT / "deploy" / "constraints.txt").read_text().splitlines()
         if line and not line.startswith("#")
     )
     assert {name: versions.get(name) for name in pins} == pins

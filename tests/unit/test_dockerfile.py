@@ -92,12 +92,12 @@ def test_the_build_stage_installs_the_versions_constraints_txt_pins() -> None:
     (run,) = _stages()[0].all("RUN")
     assert "--constraint constraints.txt" in run
     copied = [source for args in _stages()[0].all("COPY") for source in args.split()[:-1]]
-    assert "constraints.txt" in copied
+    assert "deploy/constraints.txt" in copied
 
 
 def test_constraints_txt_pins_every_runtime_dependency_to_a_version_its_dependents_accept() -> None:
     pins: dict[str, Version] = {}
-    for line in (ROOT / "constraints.txt").read_text().splitlines():
+    for line in (ROOT / "deploy" / "constraints.txt").read_text().splitlines():
         if line and not line.startswith("#"):
             name, _, version = line.partition("==")
             assert version, f"constraints.txt: {line!r} is not name==version"
