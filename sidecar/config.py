@@ -243,9 +243,18 @@ class SamplingSettings(BaseModel):
         ge=64 * 1024,
         description="bytes per namespace, values plus bookkeeping",
     )
-    every: int = Field(default=10, ge=1, description="keep one record in this many")
+    every: int = Field(
+        default=10,
+        ge=1,
+        description="keep one record in this many (every record while there is no dictionary)",
+    )
     min_messages: int = Field(
-        default=10_000, ge=20, description="sample size before the first training"
+        default=2_000, ge=20, description="sample size before the first training"
+    )
+    backlog_sample: int = Field(
+        default=20_000,
+        ge=20,
+        description="records read from a topic's backlog to train its first dictionary",
     )
     max_value_bytes: int = Field(
         default=65_536, ge=1, description="bytes; larger values are not sampled"
@@ -386,6 +395,12 @@ class RelaySettings(BaseModel):
     )
     unreachable_timeout: float = Field(
         default=60.0, gt=0.0, description="seconds without a broker before exiting non-zero"
+    )
+    backlog_wait: float = Field(
+        default=60.0,
+        ge=0.0,
+        description="seconds a backlog waits for its first dictionary (trained from it) before "
+        "it is relayed anyway; 0: never wait",
     )
     workers: int = Field(default=1, ge=1, le=64, description="processes in the consumer group")
     compress: bool = Field(

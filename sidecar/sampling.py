@@ -1,8 +1,9 @@
 """A bounded reservoir of recent raw record values per namespace, tapped from the relay.
 
 The relay hands every consumed batch to `Reservoir.offer`; the reservoir keeps one record in
-`every` (every record until it holds `min_messages`), newest last, and drops the oldest once the
-kept values and their bookkeeping exceed `max_bytes`. The trainer takes a `snapshot` and splits it
+`every` (every record while its namespace has no dictionary yet, and until it holds
+`min_messages`), newest last, and drops the oldest once the kept values and their bookkeeping
+exceed `max_bytes`. The trainer takes a `snapshot` and splits it
 with `split_by_key` on `topic/partition/offset`, so the train/held-out side of a record is the
 same on every host and in every run: a held-out record never trains any dictionary.
 
@@ -69,6 +70,9 @@ class Reservoir:
         self.every = every
         self.min_messages = min_messages
         self.max_value_bytes = min(max_value_bytes, max_bytes - ENTRY_OVERHEAD)
+        #: Keep every record: set while the namespace has no dictionary, so the first one is
+        #: trained as soon as possible (the trainer sets and clears it).
+        self.dense = True
         self._entries: deque[Entry] = deque()
         self._bytes = 0
         self._kept = 0
@@ -96,7 +100,8 @@ class Reservoir:
         return self._kept
 
     def offer(self, batch: Sequence[SampledRecord]) -> None:
-        """Consider one consumed batch; keeps one record in `every` of it (all while filling).
+        """Consider one consumed batch; keeps one record in `every` of it (all while `dense` or
+        filling).
 
         The start of the stride moves with every batch, so no position in a batch is favoured.
         Tombstones, empty values, values above `max_value_bytes` and already compressed values
@@ -104,7 +109,7 @@ class Reservoir:
         """
         if not batch:
             return
-        step = 1 if len(self._entries) < self.min_messages else self.every
+        step = 1 if self.dense or len(self._entries) < self.min_messages else self.every
         start = self._offered % step
         self._offered += len(batch)
         limit = self.max_value_bytes

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from types import FrameType
-from typing import Any
+from typing import Any, Final
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
@@ -33,12 +33,14 @@ from sidecar.errors import ConfigError, ZdictError
 from sidecar.health import Health, ObservabilityServer
 from sidecar.kafka import (
     LIBRDKAFKA_SOCKET_TIMEOUT_MS,
+    backlog,
     ensure_output_topics,
     make_admin,
     make_consumer,
     make_producer,
     max_message_bytes,
     producer_config,
+    reads_from_start,
 )
 from sidecar.logs import get_logger
 from sidecar.metrics import Metrics
@@ -49,6 +51,8 @@ from sidecar.trainer import Trainer
 
 log = get_logger("sidecar.service")
 
+#: Seconds the start may spend reading a topic's offsets to size its backlog.
+BACKLOG_TIMEOUT: Final = 10.0
 #: `min_size` that makes every value pass through: the pass-through baseline runs the same path.
 _NEVER: int = 2**62
 
@@ -248,17 +252,49 @@ def _decoding_relay(
     return _relay_class(settings)(decoder=decoder, **arguments)
 
 
+def _backlogs(settings: Settings, clients: _Clients, store: DictionaryStore) -> dict[str, int]:
+    """Per input topic without a dictionary yet, the records waiting in it when they are enough
+    to train a first dictionary on (the relay holds them back for it); empty when nothing trains
+    or nothing would wait."""
+    if not (settings.training.enabled and settings.relay.compress and settings.relay.backlog_wait):
+        return {}
+    from_start = reads_from_start(settings)
+    found: dict[str, int] = {}
+    for topic in settings.relay.input_topics:
+        if store.active(topic) is not None:
+            continue
+        try:
+            waiting = backlog(
+                clients.consumer,
+                topic,
+                clients.topics.partitions[topic],
+                BACKLOG_TIMEOUT,
+                from_start=from_start,
+            )
+        except ZdictError as exc:
+            log.warning("backlog_unknown", topic=topic, error=str(exc))
+            continue
+        if waiting >= settings.sampling.min_messages:
+            found[topic] = waiting
+    return found
+
+
 def _encoding_relay(
     settings: Settings,
     store: DictionaryStore,
     dictionaries: Registry | None,
     arguments: dict[str, Any],
+    backlogs: dict[str, int],
 ) -> tuple[Relay, Trainer]:
     """A relay that encodes, and the trainer beside it (not started yet) that keeps its
-    dictionaries fresh, sharing its store and metrics."""
+    dictionaries fresh, sharing its store and metrics. Topics with a `backlog` are held back
+    until their first dictionary, trained from the backlog, is active."""
     reservoirs = _reservoirs(settings)
     relay = _relay_class(settings)(
-        encoder_factory=encoder_factory(settings), reservoirs=reservoirs, **arguments
+        encoder_factory=encoder_factory(settings),
+        reservoirs=reservoirs,
+        hold={topic: settings.relay.backlog_wait for topic in backlogs},
+        **arguments,
     )
     trainer = Trainer(
         settings=settings,
@@ -269,6 +305,7 @@ def _encoding_relay(
         topics=list(settings.relay.input_topics),
         encoder_stats=relay.encoder_stats,
         dictionaries_changed=relay.request_refresh,
+        backlogs=backlogs,
     )
     relay.on_assignment = trainer.on_assignment
     return relay, trainer
@@ -309,7 +346,8 @@ def run_relay(settings: Settings) -> int:
         if decode:
             relay = _decoding_relay(settings, store, dictionaries, arguments)
         else:
-            relay, trainer = _encoding_relay(settings, store, dictionaries, arguments)
+            backlogs = _backlogs(settings, clients, store)
+            relay, trainer = _encoding_relay(settings, store, dictionaries, arguments, backlogs)
         callbacks.relay = relay
         if trainer is not None:
             trainer.start()

@@ -11,11 +11,15 @@ per namespace (input topic) of the process:
    holds partition 0 of its input topic (Kafka's group assignment decides; when it dies or
    leaves, the partition and the role move to another member).
 3. **Due?** `Schedule.due`: the first dictionary as soon as the reservoir holds
-   `sampling.min_messages` values, then every `training.retrain_interval`, and early when the
-   live ratio (over `training.drift_window`) falls below the champion's held-out ratio (or its
-   first live window's ratio, if lower) by `training.drift_tolerance`. A drift is answered once
-   the reservoir holds `sampling.min_messages` values sampled after it was noticed: those are
-   what the early run trains and judges on.
+   `sampling.min_messages` values (every record is sampled until then), again whenever the
+   sample has grown four times past what the last run trained on (a first dictionary from a few
+   thousand records, better ones as data grows), every `training.retrain_interval`, and early
+   when the live ratio (over `training.drift_window`) falls below the champion's held-out ratio
+   (or its first live window's ratio, if lower) by `training.drift_tolerance`. A drift is
+   answered once the reservoir holds `sampling.min_messages` values sampled after it was
+   noticed: those are what the early run trains and judges on. A namespace whose input topic
+   had a backlog when the relay started (the relay holds it back meanwhile) trains its first
+   dictionary from the latest records of the topic instead (`sampling.backlog_sample`).
 4. **Train** in a child process (spawned, at niceness `training.nice`), so neither the GIL nor
    the CPU is taken from the relay: the reservoir's snapshot is split by record key, trained on,
    and the challenger is measured against the champion on the same fresh held-out values.
@@ -48,6 +52,7 @@ from sidecar.dictionaries.model import Dictionary
 from sidecar.dictionaries.registry import Activation, Registry
 from sidecar.dictionaries.schedule import LiveRatio, Policy, Schedule, Trigger
 from sidecar.dictionaries.store import DictionaryStore
+from sidecar.dictionaries.topic_sample import read_sample
 from sidecar.dictionaries.training import (
     Decision,
     TrainingParams,
@@ -69,6 +74,13 @@ TICK: Final = 1.0
 FOLLOW_TIMEOUT: Final = 5.0
 #: Actions by which an operator (not a trainer) chose the active dictionary.
 OPERATOR_ACTIONS: Final = frozenset({"activate", "rollback"})
+#: A reservoir this close to its byte bound cannot grow any more (for the growth trigger).
+FULL: Final = 0.95
+
+
+def _latest_records(settings: Settings, topic: str, count: int) -> list[Entry]:
+    """The latest ~`count` records of `topic` (a backlog's sample)."""
+    return read_sample(settings, topic, count).entries
 
 
 # -- the child process ---------------------------------------------------------------------------
@@ -200,6 +212,9 @@ class _NamespaceTraining:
     #: The registry entries the schedule last took into account.
     seen_activation: Activation | None = None
     seen_training: dict[str, Any] | None = None
+    #: Records waiting in the input topic when the relay started, held back until a first
+    #: dictionary exists (0: none, or already trained from).
+    backlog: int = 0
 
 
 class Trainer:
@@ -218,6 +233,8 @@ class Trainer:
         dictionaries_changed: Callable[[], None],
         clock: Callable[[], float] = time.time,
         start_job: Callable[[Job, int], RunningJob] = TrainingProcess,
+        backlogs: Mapping[str, int] | None = None,
+        sample_topic: Callable[[Settings, str, int], list[Entry]] | None = None,
     ) -> None:
         """Args:
         reservoirs: per input topic, the reservoir the relay feeds (none: never trains it).
@@ -226,6 +243,9 @@ class Trainer:
         dictionaries_changed: tells the relay to re-read the store's active dictionaries.
         clock: Unix seconds.
         start_job: runs a `Job` at a niceness (a child process; tests may run it in-process).
+        backlogs: per input topic, records waiting when the relay started (it holds them back
+            until a first dictionary): the first dictionary is trained from the topic's latest
+            records, read with `sample_topic` (default: `topic_sample.read_sample`).
         """
         self.settings = settings
         self.store = store
@@ -235,6 +255,7 @@ class Trainer:
         self._encoder_stats = encoder_stats
         self._changed = dictionaries_changed
         self._start_job = start_job
+        self._sample_topic = sample_topic or _latest_records
         self._training = settings.training.enabled
         self._params = settings.training.params(settings.codec)
         training = settings.training
@@ -252,6 +273,7 @@ class Trainer:
                 schedule=Schedule(policy),
                 live=LiveRatio(training.drift_window, training.drift_min_messages),
                 metrics=metrics.namespace(topic),
+                backlog=(backlogs or {}).get(topic, 0),
             )
             if self._training:  # where nothing trains, no series: not "0 trainers here"
                 ns.metrics.set_trainer(False)
@@ -358,6 +380,8 @@ class Trainer:
         if (champion and champion.id) != (ns.champion and ns.champion.id):
             ns.live.reset()  # the old dictionary's ratio says nothing about the new one
         ns.champion = champion
+        if ns.reservoir is not None:
+            ns.reservoir.dense = champion is None  # every record, until a first dictionary
         if ns.champion is not None and ns.schedule.active_since is None:
             ns.schedule.active_since = ns.champion.meta.created_at.timestamp()
 
@@ -385,6 +409,9 @@ class Trainer:
         if not (self._training and ns.owner and ns.reservoir is not None):
             ns.drift = None
             return
+        if ns.backlog and ns.champion is None:
+            self._train_from_backlog(ns, now)
+            return
         if ns.drift is not None:
             # Train on what came after the drift was noticed, not on the reservoir's older part.
             kept_at, needed = ns.drift
@@ -397,6 +424,7 @@ class Trainer:
             sample_messages=ns.reservoir.messages,
             heldout_ratio=ns.champion.meta.heldout_ratio if ns.champion else None,
             live_ratio=live,
+            sample_full=ns.reservoir.size_bytes >= FULL * ns.reservoir.max_bytes,
         )
         if trigger is Trigger.DRIFT:
             needed = min(self.settings.sampling.min_messages, ns.reservoir.messages)
@@ -412,6 +440,18 @@ class Trainer:
         elif trigger is not None:
             self._start(ns, trigger, now, live)
 
+    def _train_from_backlog(self, ns: _NamespaceTraining, now: float) -> None:
+        """A first dictionary from the latest records of the topic the relay holds back."""
+        count = min(self.settings.sampling.backlog_sample, max(ns.backlog, 1))
+        ns.backlog = 0  # once: if this fails, the reservoir takes over when the relay goes on
+        try:
+            entries = self._sample_topic(self.settings, ns.topic, count)
+        except ZdictError as exc:
+            log.warning("backlog_sample_failed", namespace=ns.topic, error=str(exc))
+            return
+        log.info("backlog_sampled", namespace=ns.topic, records=len(entries))
+        self._start(ns, Trigger.FIRST, now, None, entries=entries, source="backlog")
+
     def _start(
         self,
         ns: _NamespaceTraining,
@@ -419,9 +459,13 @@ class Trainer:
         now: float,
         live: float | None,
         newest: int | None = None,
+        *,
+        entries: list[Entry] | None = None,
+        source: str = "reservoir",
     ) -> None:
-        assert ns.reservoir is not None
-        entries = ns.reservoir.snapshot(newest)
+        if entries is None:
+            assert ns.reservoir is not None
+            entries = ns.reservoir.snapshot(newest)
         job = Job(
             namespace=ns.topic,
             topic=ns.topic,
@@ -433,6 +477,7 @@ class Trainer:
         ns.trigger, ns.started, ns.started_monotonic = trigger, now, time.monotonic()
         ns.context = {
             "sample_messages": len(entries),
+            "sample_source": source,
             "live_ratio": None if live is None else round(live, 4),
             "champion_id": ns.champion.id if ns.champion else None,
             "champion_heldout_ratio": ns.champion.meta.heldout_ratio if ns.champion else None,
@@ -490,7 +535,9 @@ class Trainer:
         reason: str,
         stored: Dictionary | None,
     ) -> None:
-        ns.schedule.ran(now, failed=decision is Decision.FAILED)
+        ns.schedule.ran(
+            now, failed=decision is Decision.FAILED, sample=ns.context.get("sample_messages")
+        )
         if ns.trigger is Trigger.DRIFT and decision is Decision.REJECTED:
             ns.schedule.drift_not_cured(ns.context.get("live_ratio"))
         ns.metrics.training_run(decision.value, seconds, cpu_seconds)

@@ -8,7 +8,6 @@ the `zstd` CLI's own benchmark (`zstd -b -D`) on the same messages, one file per
 
 from __future__ import annotations
 
-import math
 import os
 import platform
 import re
@@ -27,10 +26,15 @@ from typing import Any, Final
 import zstandard
 
 from sidecar import __version__
-from sidecar.bench.kafka_format import BATCH_HEADER_BYTES, Compress, Record, records_section
 from sidecar.codec import Decoder, Encoder, StaticResolver
 from sidecar.dictionaries.training import TrainingParams, candidate_dictionary, split_ordered, train
 from sidecar.errors import InputError
+from sidecar.record_batch import (
+    BATCH_HEADER_BYTES,
+    Record,
+    producer_codecs,
+    records_section,
+)
 from sidecar.runtime import tune_gc
 
 # zstd -b prints e.g. "3#10000 files : 1132741 -> 569876 (x1.988), 94.1 MB/s, 367.4 MB/s"
@@ -79,8 +83,6 @@ class CodecResult:
 
 #: Records per producer batch compared in `bench codec` (Kafka-style batches).
 BATCH_FILLS: Final = (1, 2, 4, 8, 16, 64, 512)
-#: librdkafka's default `compression.level` (-1) means each codec's default: 3 for zstd.
-PRODUCER_ZSTD_LEVEL: Final = 3
 
 
 @dataclass(slots=True)
@@ -93,45 +95,12 @@ class BatchRow:
     speeds: dict[str, Speed] = field(default_factory=dict)
 
 
-def producer_codecs() -> dict[str, Compress]:
-    """Batch codecs as librdkafka applies them: zstd at its default level; lz4 frames when the
-    `lz4` package is installed (it is a `dev`/`bench` extra)."""
-    codecs: dict[str, Compress] = {
-        "zstd": zstandard.ZstdCompressor(level=PRODUCER_ZSTD_LEVEL).compress
-    }
-    try:
-        import lz4.frame
-    except ImportError:
-        return codecs
-    codecs["lz4"] = lz4.frame.compress
-    return codecs
-
-
-def crossover(fills: Sequence[int], ours: Sequence[float], theirs: Sequence[float]) -> float | None:
-    """The batch fill at which `theirs` (bytes per message) falls to `ours`.
-
-    Linear in log2(fill) between the two measured fills around the crossing; `fills[0]` if
-    `theirs` is already no larger there; None if it never gets there within `fills`.
-    """
-    if not fills or not len(fills) == len(ours) == len(theirs):
-        raise ValueError("fills, ours and theirs must be non-empty and of one length")
-    gaps = [t - o for o, t in zip(ours, theirs, strict=True)]
-    if gaps[0] <= 0:
-        return float(fills[0])
-    for i in range(1, len(fills)):
-        if gaps[i] <= 0:
-            lo, hi = math.log2(fills[i - 1]), math.log2(fills[i])
-            share = gaps[i - 1] / (gaps[i - 1] - gaps[i])
-            return float(2 ** (lo + share * (hi - lo)))
-    return None
-
-
 def batch_table(
     raw: Sequence[Record], encoded: Sequence[Record], runs: int, fills: Sequence[int] = BATCH_FILLS
 ) -> list[BatchRow]:
     """Bytes per message of `raw` and of `encoded` (the sidecar's output records) stored in
     record batches of each fill, uncompressed and with each producer codec; exact sizes of
-    Kafka's v2 format (`kafka_format`). Speeds: each codec compressing the raw batches."""
+    Kafka's v2 format (`record_batch`). Speeds: each codec compressing the raw batches."""
     codecs = producer_codecs()
     n = len(raw)
     rows = []

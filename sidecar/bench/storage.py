@@ -35,10 +35,10 @@ from typing import Any, Final, cast
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
-from sidecar.bench.codec import crossover, time_relay
-from sidecar.bench.kafka_format import BatchInfo, Record, segment_batches, stored_bytes
+from sidecar.bench.codec import time_relay
 from sidecar.errors import InputError
 from sidecar.kafka import plain_admin, plain_consumer, plain_producer
+from sidecar.record_batch import BatchInfo, Record, crossover, segment_batches, stored_bytes
 
 #: Records per batch and partition (librdkafka `batch.num.messages`).
 FILLS: Final = (1, 2, 4, 8, 16, 128)
@@ -66,7 +66,7 @@ class Variant:
     messages: int = 0
     stored_bytes: int = 0
     batches: int = 0
-    predicted_bytes: int | None = None  # kafka_format's exact size (compression none)
+    predicted_bytes: int | None = None  # record_batch's exact size (compression none)
     broker_cpu_seconds: list[float] = field(default_factory=list)
 
     @property
@@ -330,7 +330,7 @@ def bench_storage(
         report = train(samples, TrainingParams(), namespace=source)
         promote(DictionaryStore(store), None, report, window="bench", parent_id=None)
         encoded: list[Record] = []
-        for codec in ("none", "zstd"):
+        for codec in CODECS:
             name = f"sidecar output, its producer, {codec}"
             progress(f"bench storage: {name} ...")
             variant = Variant(f"sidecar-own-{codec}", "sidecar", codec, None)

@@ -202,7 +202,7 @@ def format_codec_ratios(results: Sequence[CodecResult]) -> str:
 
 def format_batch_table(result: CodecResult) -> str:
     """`bench codec`'s Kafka-style batch rows of one message set, the crossover and the oracle."""
-    from sidecar.bench.codec import crossover
+    from sidecar.record_batch import crossover
 
     rows: list[list[object]] = []
     variants = list(result.batches[0].bytes_per_message) if result.batches else []
@@ -483,7 +483,7 @@ def format_storage(results: StorageResults) -> str:
         )
     ]
     own_rows: list[list[object]] = []
-    for codec in ("none", "zstd"):
+    for codec in bench_storage.CODECS:
         v = results.find("sidecar", codec, None)
         own_rows.append(
             [f"sidecar output, its producer, {codec}", cell(v), f"{v.fill:.1f}", cpu(v)]

@@ -118,7 +118,7 @@ def format_training(report: TrainingReport, stored: Dictionary | None, activated
 
 
 def format_evaluation(evaluation: Evaluation) -> str:
-    """The human-readable `evaluate` report."""
+    """The human-readable `evaluate` report: one screen to decide."""
     report = evaluation.training
     out = [format_training(report, None, False)]
     if evaluation.rows:
@@ -126,22 +126,54 @@ def format_evaluation(evaluation: Evaluation) -> str:
         raw = evaluation.rows[0].raw_bytes
         title = f"what {report.heldout_count:,} held-out messages ({raw:,} B) would cost"
         out += ["", render(("method", "bytes", "ratio", "note"), rows, title)]
-    if evaluation.frame_rows:
-        count = max(1, report.heldout_count)
-        rows = [
-            [r.method, r.output_bytes, round(r.output_bytes / count, 2), r.note]
-            for r in evaluation.frame_rows
-        ]
-        title = "frame options (frames only, every message compressed)"
-        out += ["", render(("frame", "bytes", "B/message", "note"), rows, title)]
-        med, lo, hi = evaluation.encode_ns
-        dmed, dlo, dhi = evaluation.decode_ns
-        out.append(
-            f"\nencode {med / 1000:.2f} µs/message [{lo / 1000:.2f}-{hi / 1000:.2f}], "
-            f"decode {dmed / 1000:.2f} µs/message [{dlo / 1000:.2f}-{dhi / 1000:.2f}] "
-            "(one thread, median [min-max] of 3 runs after a warm-up)"
-        )
+    if evaluation.stored:
+        out += ["", _format_stored(evaluation)]
+    if evaluation.transport is not None:
+        out += ["", _format_transport(evaluation)]
     return "\n".join(out)
+
+
+def _format_stored(evaluation: Evaluation) -> str:
+    names = list(evaluation.stored[0].bytes_per_record)
+    raw = evaluation.stored[0].bytes_per_record["raw none"]
+    rows = [
+        [
+            s.fill,
+            *(f"{s.bytes_per_record[n]:.1f} ({raw / s.bytes_per_record[n]:.2f}x)" for n in names),
+        ]
+        for s in evaluation.stored
+    ]
+    table = render(
+        ("records/batch", *names),
+        rows,
+        "bytes per record as Kafka stores them (batch header and record framing counted, keys "
+        "null), (x) = raw value bytes / stored; per record = this tool's compact frames",
+    )
+    lines = [table]
+    for name, at in evaluation.crossovers.items():
+        where = f"from ~{at:.1f} records per batch" if at is not None else "never within 128"
+        lines.append(f"{name} stores no more than per-record frames {where}")
+    return "\n".join(lines)
+
+
+def _format_transport(evaluation: Evaluation) -> str:
+    transport = evaluation.transport
+    assert transport is not None
+    med, lo, hi = evaluation.encode_ns
+    dmed, dlo, dhi = evaluation.decode_ns
+    cpu = transport.cpu_seconds_per_gb_saved
+    return "\n".join(
+        [
+            f"encode {med / 1000:.2f} µs/message [{lo / 1000:.2f}-{hi / 1000:.2f}], "
+            f"decode {dmed / 1000:.2f} µs/message [{dlo / 1000:.2f}-{dhi / 1000:.2f}] "
+            "(one thread, CPU time, median [min-max] of 3 runs after a warm-up)",
+            f"transport: V = {transport.encode_mb_per_s:.1f} MB/s encoded per core, "
+            f"r = {transport.ratio:.3f}, B* = V(r-1)/r = {transport.break_even_mb_per_s:.1f} "
+            "MB/s: on a slower link, compressing before sending is faster than sending raw",
+            "CPU per GB saved: "
+            + ("-" if cpu is None else f"{cpu:.1f} s (one core; a GB is 10^9 bytes)"),
+        ]
+    )
 
 
 def _dict_rows(listed: list[tuple[DictionaryMeta, bool]]) -> list[list[object]]:

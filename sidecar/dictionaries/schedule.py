@@ -9,14 +9,22 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Final
 
 
 class Trigger(StrEnum):
     """Why a training run started; the metrics label `trigger`."""
 
     FIRST = "first"  # no dictionary yet and the sample is large enough
+    GROWTH = "growth"  # the sample grew well past what the last run trained on
     SCHEDULED = "scheduled"  # `retrain_interval` since the last run (or activation)
     DRIFT = "drift"  # the live ratio fell below the champion's held-out ratio
+
+
+#: A run is due again once the sample holds this many times what the last one trained on
+#: (twice, once the reservoir is full): a first dictionary from a few thousand records, then
+#: better ones as data grows.
+GROWTH_FACTOR: Final = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,10 +49,12 @@ class Schedule:
     last_failed: bool = False
     #: When the active dictionary was activated or created (None: no dictionary).
     active_since: float | None = None
-    #: An operator activated or rolled back: drift waits until the next scheduled run.
+    #: An operator activated or rolled back: drift and growth wait until the next scheduled run.
     hold_until: float | None = None
     #: The live ratio drift is judged against (None: the held-out ratio, until known).
     reference: float | None = None
+    #: Values the last run of this host trained and judged on (None: none yet).
+    last_sample: int | None = None
 
     def due(
         self,
@@ -53,26 +63,42 @@ class Schedule:
         sample_messages: int,
         heldout_ratio: float | None,
         live_ratio: float | None,
+        sample_full: bool = False,
     ) -> Trigger | None:
         """The reason to train now, or None.
 
         Args:
             now: Unix seconds.
             sample_messages: values in the namespace's reservoir.
+            sample_full: the reservoir is at its byte bound (it cannot grow any more).
             heldout_ratio: the active dictionary's held-out ratio (None: no dictionary).
             live_ratio: the ratio the relay achieves now over the drift window (None: not
                 enough traffic in the window to judge).
         """
         if sample_messages < self.policy.min_messages:
             return None
-        if self.last_run is not None and now - self.last_run < self.policy.min_interval:
+        grown = self.last_sample is not None and (
+            sample_messages >= GROWTH_FACTOR * self.last_sample
+            or (sample_full and sample_messages >= 2 * self.last_sample)
+        )
+        recent = self.last_run is not None and now - self.last_run < self.policy.min_interval
+        if heldout_ratio is None:
+            # No dictionary yet: a larger sample is worth a try at once, not after min_interval.
+            if grown:
+                return Trigger.GROWTH
+            if recent:
+                return None
+            since = max(t for t in (self.last_run, self.active_since, 0.0) if t is not None)
+            scheduled = self.last_failed or now - since >= self.policy.retrain_interval
+            return Trigger.FIRST if self.last_run is None or scheduled else None
+        if recent:
             return None
         since = max(t for t in (self.last_run, self.active_since, 0.0) if t is not None)
-        scheduled = self.last_failed or now - since >= self.policy.retrain_interval
-        if heldout_ratio is None:
-            return Trigger.FIRST if self.last_run is None or scheduled else None
-        if scheduled:
+        if self.last_failed or now - since >= self.policy.retrain_interval:
             return Trigger.SCHEDULED
+        held = self.hold_until is not None and now < self.hold_until
+        if grown and not held:
+            return Trigger.GROWTH
         floor = 1.0 - self.policy.drift_tolerance
         if (
             live_ratio is not None
@@ -85,7 +111,6 @@ class Schedule:
             # drift. (A first window already past the tolerance is drift by the held-out ratio.)
             self.reference = min(heldout_ratio, live_ratio)
             return None
-        held = self.hold_until is not None and now < self.hold_until
         baseline = heldout_ratio if self.reference is None else self.reference
         if not held and live_ratio is not None and live_ratio < baseline * floor:
             return Trigger.DRIFT
@@ -97,10 +122,13 @@ class Schedule:
         if live_ratio is not None:
             self.reference = live_ratio
 
-    def ran(self, now: float, *, failed: bool = False) -> None:
-        """A training run of this namespace ended (promoted, rejected or `failed`)."""
+    def ran(self, now: float, *, failed: bool = False, sample: int | None = None) -> None:
+        """A training run of this namespace ended (promoted, rejected or `failed`); `sample`:
+        the values it trained and judged on, when this host ran it."""
         self.last_run = now
         self.last_failed = failed
+        if sample is not None:
+            self.last_sample = sample
 
     def activated(self, at: float, *, by_operator: bool) -> None:
         """A dictionary became active at `at`; an operator's choice holds drift off until the

@@ -1,7 +1,8 @@
 """Read a training sample from a Kafka topic: the most recent records of every partition.
 
-Used by `zdict-sidecar train --topic T --sample N`. Reads by assignment (no consumer group, no
-commits), so it never disturbs the relay's group.
+Used by `zdict-sidecar train --topic T --sample N`, and by `run`'s trainer for a first dictionary
+from a topic's backlog. Reads by assignment (no consumer group, no commits), so it never disturbs
+the relay's group.
 """
 
 from __future__ import annotations
@@ -14,14 +15,21 @@ from confluent_kafka import KafkaException, TopicPartition
 from sidecar.config import Settings
 from sidecar.errors import InputError, KafkaUnavailable
 from sidecar.kafka import make_admin, make_reader, partition_counts
+from sidecar.sampling import Entry, keyed
 
 
 @dataclass(frozen=True, slots=True)
 class TopicSample:
-    """Record values with their `topic/partition/offset` keys (the hash-split key)."""
+    """The sampled records of `topic`, and where they came from."""
 
-    records: list[tuple[bytes, bytes]]
+    topic: str
+    entries: list[Entry]
     window: str
+
+    @property
+    def records(self) -> list[tuple[bytes, bytes]]:
+        """Values with their `topic/partition/offset` keys (the hash-split key)."""
+        return keyed(self.topic, self.entries)
 
 
 def read_sample(settings: Settings, topic: str, count: int, timeout: float = 60.0) -> TopicSample:
@@ -56,7 +64,7 @@ def read_sample(settings: Settings, topic: str, count: int, timeout: float = 60.
         if not assignment:
             raise InputError(f"topic {topic} holds no records to train on")
         consumer.assign(assignment)
-        records: list[tuple[bytes, bytes]] = []
+        entries: list[Entry] = []
         done: set[int] = set()
         deadline = time.monotonic() + timeout
         while len(done) < len(ends) and time.monotonic() < deadline:
@@ -69,10 +77,10 @@ def read_sample(settings: Settings, topic: str, count: int, timeout: float = 60.
                     continue  # arrived after we looked: not part of the sample
                 value = msg.value()
                 if value is not None:
-                    records.append((f"{topic}/{part}/{offset}".encode(), value))
+                    entries.append((part, offset, value))
                 if offset + 1 >= ends[part]:
                     done.add(part)
         window = f"topic {topic}, last {per_partition} records of {len(ends)} partition(s)"
-        return TopicSample(records=records, window=window)
+        return TopicSample(topic=topic, entries=entries, window=window)
     finally:
         consumer.close()

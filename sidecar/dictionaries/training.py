@@ -36,10 +36,11 @@ from sidecar.runtime import tune_gc
 
 KIB: Final = 1024
 #: CPU budget of one message's encoding, the part every message gets whatever its size (µs):
-#: about what the Kafka client path itself costs per record from Python (DESIGN.md §10).
-DEFAULT_BUDGET_US_PER_MESSAGE: Final = 2.5
+#: about what the relay's own Kafka path costs per record from Python (DESIGN.md §10), and
+#: enough that level 3 on ~100-byte events (2-3 µs here) stays in budget on a busy machine.
+DEFAULT_BUDGET_US_PER_MESSAGE: Final = 4.0
 #: ... plus this much time per byte, as a throughput (MB/s of input on one core). Together:
-#: ~280,000 messages/s at 100 B, ~90,000 at 1 KB, ~17,000 at 5.6 KB (95 MB/s).
+#: 5 µs (~200,000 messages/s) at 100 B, 14 µs at 1 KB, 60 µs at 5.6 KB (~94 MB/s).
 DEFAULT_BUDGET_MB_PER_S: Final = 100.0
 #: Dictionary sizes tried by default (bytes): 2 KiB to 112 KiB, zstd's default being 112 KiB.
 #: Sizes the training sample cannot fill are skipped; held-out data picks among the rest.

@@ -175,6 +175,7 @@ class Relay:
         reservoirs: Mapping[str, Reservoir] | None = None,
         dead_letters: Mapping[str, str] | None = None,
         max_record_bytes: Mapping[str, int] | None = None,
+        hold: Mapping[str, float] | None = None,
         batch_size: int = 1000,
         poll_timeout: float = 0.5,
         commit_interval: float = 1.0,
@@ -185,7 +186,10 @@ class Relay:
         """Encode with `encoder_factory`'s encoders (following the store), or decode with
         `decoder` (exactly one of the two). `reservoirs` (per input topic) get a tap of the
         raw input for training; `dead_letters` (per input topic) take the records that cannot
-        be processed; `max_record_bytes` (per output topic) is what a record may weigh."""
+        be processed; `max_record_bytes` (per output topic) is what a record may weigh; `hold`
+        (per input topic, seconds) holds a topic's partitions back until its first dictionary
+        is active, at most that long: a backlog is then compressed with a dictionary trained
+        from it, not relayed before one exists."""
         if (encoder_factory is None) == (decoder is None):
             raise ValueError("give the relay an encoder_factory or a decoder, not both")
         self.consumer = consumer
@@ -198,6 +202,9 @@ class Relay:
         self.commit_interval = commit_interval
         self.unreachable_timeout = unreachable_timeout
         self.commit_limit = commit_limit
+        self._hold = dict(hold or {})
+        #: Topics held back now, with the monotonic time they are let go at the latest.
+        self._held: dict[str, float] = {}
         self.clock = clock
         self._encoder_factory = encoder_factory
         self.offsets = OffsetTracker()
@@ -359,6 +366,11 @@ class Relay:
     def on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         for tp in partitions:
             self._assigned.add((tp.topic, tp.partition))
+        held = [tp for tp in partitions if tp.topic in self._held]
+        if held:
+            # Paused before anything is fetched: assign here, as the callback may, then pause.
+            consumer.assign(partitions)
+            consumer.pause(held)
         self._set_assigned()
         log.info(
             "partitions_assigned", partitions=[f"{p.topic}[{p.partition}]" for p in partitions]
@@ -466,6 +478,14 @@ class Relay:
 
     def run(self) -> RelayStats:
         """Relay until stopped; raises `RelayFailed` if it had to stop to avoid loss."""
+        last_commit = last_dict_check = self.clock()
+        self._held = {
+            topic: last_commit + seconds
+            for topic, seconds in self._hold.items()
+            if seconds > 0 and topic in self.routes and self.routes[topic].active_id is None
+        }
+        for topic, until in self._held.items():
+            log.info("backlog_held", topic=topic, wait_seconds=round(until - last_commit, 1))
         self.consumer.subscribe(
             list(self.routes),
             on_assign=self.on_assign,
@@ -473,7 +493,6 @@ class Relay:
             on_lost=self.on_lost,
         )
         log.info("relay_started", topics=list(self.routes))
-        last_commit = last_dict_check = self.clock()
         with tune_gc():
             while not self._stop.is_set():
                 self.health.beat()
@@ -494,6 +513,8 @@ class Relay:
                     self._refresh_requested = False
                     self._refresh_encoders()
                     last_dict_check = now
+                if self._held:
+                    self._release_held(now)
                 if (
                     self._down_since is not None
                     and now - self._down_since > self.unreachable_timeout
@@ -503,6 +524,23 @@ class Relay:
         if self._failure is not None:
             raise RelayFailed(self._failure)
         return self.stats
+
+    def _release_held(self, now: float) -> None:
+        """Let a held topic go once its first dictionary is active, or its wait is over."""
+        for topic, until in list(self._held.items()):
+            active = self.routes[topic].active_id
+            if active is None and now < until:
+                continue
+            del self._held[topic]
+            paused = [TopicPartition(t, p) for t, p in self._assigned if t == topic]
+            if paused:
+                self.consumer.resume(paused)
+            log.info(
+                "backlog_released",
+                topic=topic,
+                dict_id=active,
+                reason="first dictionary active" if active else "backlog_wait passed",
+            )
 
     def _consume(self) -> list[Message]:
         """The records that have arrived, up to `batch_size`, without waiting for a full batch.

@@ -1,22 +1,22 @@
 """ "What would I save on my data": the offline report of `zdict-sidecar evaluate`.
 
 Pure: values in, numbers out. Trains on the first part of a stream and measures on the rest, next
-to what a user would pick instead — per-message zstd without a dictionary, batch compression the
-way a producer batches records, and the whole-stream oracle — plus the frame-option costs.
+to what a user would pick instead: per record without a dictionary, producer batch compression at
+1 to 128 records per batch (as Kafka stores batches, exactly: `record_batch`), and the
+whole-stream oracle; then whether compressing pays on a given link (the transport break-even).
 """
 
 from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
 from typing import Any, Final
 
 import zstandard
 
-from sidecar.codec import Decoder, Encoder, FrameOptions, StaticResolver
-from sidecar.dictionaries.model import Dictionary
+from sidecar.codec import Decoder, Encoded, Encoder, StaticResolver, WireFormat
 from sidecar.dictionaries.training import (
     TrainingParams,
     TrainingReport,
@@ -24,9 +24,11 @@ from sidecar.dictionaries.training import (
     candidate_dictionary,
     train,
 )
+from sidecar.record_batch import Record, crossover, producer_codecs, stored_bytes
 from sidecar.runtime import tune_gc
 
-BATCH_SIZES: Final = (1, 8, 64, 512)
+#: Records per producer batch compared (1: a low-latency producer; 128: a saturated one).
+FILLS: Final = (1, 2, 4, 8, 16, 32, 64, 128)
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,19 +45,65 @@ class Row:
         return self.raw_bytes / self.output_bytes if self.output_bytes else 1.0
 
 
+@dataclass(frozen=True, slots=True)
+class StoredRow:
+    """Bytes per record as Kafka stores them (batch header and record framing counted) at one
+    fill, per variant: `raw <codec>` is the input produced with producer compression; `per
+    record` the encoder's records (compact frames) without, then with, producer zstd."""
+
+    fill: int
+    bytes_per_record: dict[str, float]
+
+
+@dataclass(frozen=True, slots=True)
+class Transport:
+    """Whether compressing pays on a link: V, r and the break-even bandwidth B*.
+
+    Sending a value raw takes size/B; compressing it first takes size/V + size/(r·B). That is
+    faster below B* = V·(r−1)/r.
+    """
+
+    encode_mb_per_s: float  # V: input MB encoded per second on one core
+    ratio: float  # r: input bytes / output bytes (header counted)
+
+    @property
+    def break_even_mb_per_s(self) -> float:
+        """B*: below this link bandwidth, compress-then-send beats sending raw."""
+        return self.encode_mb_per_s * (self.ratio - 1) / self.ratio if self.ratio > 1 else 0.0
+
+    @property
+    def cpu_seconds_per_gb_saved(self) -> float | None:
+        """CPU seconds spent for each GB (10^9 bytes) not stored or sent; None: nothing saved."""
+        saved_per_input_byte = 1 - 1 / self.ratio if self.ratio > 1 else 0.0
+        if not saved_per_input_byte or not self.encode_mb_per_s:
+            return None
+        return 1e9 / (self.encode_mb_per_s * 1e6 * saved_per_input_byte)
+
+
 @dataclass(slots=True)
 class Evaluation:
     """The whole offline report."""
 
     training: TrainingReport
     rows: list[Row] = field(default_factory=list)
-    frame_rows: list[Row] = field(default_factory=list)
+    stored: list[StoredRow] = field(default_factory=list)
+    #: Fill from which each alternative stores no more than the encoder's records (None: never
+    #: within FILLS).
+    crossovers: dict[str, float | None] = field(default_factory=dict)
+    transport: Transport | None = None
     encode_ns: tuple[float, float, float] = (0.0, 0.0, 0.0)  # median, min, max per message
     decode_ns: tuple[float, float, float] = (0.0, 0.0, 0.0)
 
     def to_dict(self) -> dict[str, Any]:
-        def rows(items: list[Row]) -> list[dict[str, Any]]:
-            return [
+        transport = None
+        if self.transport is not None:
+            transport = asdict(self.transport) | {
+                "break_even_mb_per_s": self.transport.break_even_mb_per_s,
+                "cpu_seconds_per_gb_saved": self.transport.cpu_seconds_per_gb_saved,
+            }
+        return {
+            "training": self.training.to_dict(),
+            "alternatives": [
                 {
                     "method": r.method,
                     "raw_bytes": r.raw_bytes,
@@ -63,13 +111,11 @@ class Evaluation:
                     "ratio": round(r.ratio, 4),
                     "note": r.note,
                 }
-                for r in items
-            ]
-
-        return {
-            "training": self.training.to_dict(),
-            "alternatives": rows(self.rows),
-            "frame_options": rows(self.frame_rows),
+                for r in self.rows
+            ],
+            "stored_bytes_per_record": [asdict(s) for s in self.stored],
+            "crossovers": self.crossovers,
+            "transport": transport,
             "encode_ns_per_message": dict(
                 zip(("median", "min", "max"), self.encode_ns, strict=True)
             ),
@@ -79,52 +125,44 @@ class Evaluation:
         }
 
 
-def batch_bytes(values: Sequence[bytes], batch: int, level: int = 3) -> int:
-    """Bytes when every `batch` consecutive values are compressed together (one zstd frame each).
-
-    This is what producer-side `compression.type=zstd` does to a record batch's values, without
-    Kafka's per-record framing (which `bench storage` measures on a real broker).
-    """
-    compressor = zstandard.ZstdCompressor(level=level)
-    total = 0
-    for start in range(0, len(values), batch):
-        chunk = values[start : start + batch]
-        total += len(compressor.compress(b"".join(chunk)))
-    return total
-
-
-def _frame_variants() -> list[tuple[str, FrameOptions, str]]:
-    return [
-        ("default: content size + dict id, no checksum", FrameOptions(), "chosen"),
-        ("+ checksum", FrameOptions(checksum=True), "Kafka batches carry a CRC already"),
-        ("- dict id", FrameOptions(dict_id=False), "loses header/dictionary mismatch detection"),
-        ("- content size", FrameOptions(content_size=False), "decoder cannot size output first"),
-    ]
-
-
-def _magicless_bytes(dictionary: Dictionary, level: int, values: Sequence[bytes]) -> int:
-    params = zstandard.ZstdCompressionParameters.from_level(
-        level, format=zstandard.FORMAT_ZSTD1_MAGICLESS, write_checksum=0, write_dict_id=1
-    )
-    compressor = zstandard.ZstdCompressor(
-        compression_params=params,
-        dict_data=zstandard.ZstdCompressionDict(
-            dictionary.data, dict_type=zstandard.DICT_TYPE_FULLDICT
-        ),
-    )
-    return sum(len(compressor.compress(v)) for v in values)
-
-
-def _timed(fn: Any, runs: int, count: int) -> tuple[float, float, float]:
-    """ns per item of `fn()`: one warm-up discarded, then `runs` runs; (median, min, max)."""
+def _timed(fn: Callable[[], object], runs: int, count: int) -> tuple[float, float, float]:
+    """CPU ns per item of `fn()`: one warm-up discarded, then `runs` runs; (median, min, max)."""
     timings = []
     with tune_gc():  # as the relay runs
         for run in range(runs + 1):
-            start = time.perf_counter_ns()
+            start = time.thread_time_ns()
             fn()
             if run:
-                timings.append((time.perf_counter_ns() - start) / max(1, count))
+                timings.append((time.thread_time_ns() - start) / max(1, count))
     return statistics.median(timings), min(timings), max(timings)
+
+
+def _records(encoded: Sequence[Encoded]) -> list[Record]:
+    return [(e.value, e.headers) for e in encoded]
+
+
+def stored_rows(
+    heldout: Sequence[bytes], encoded: Sequence[Encoded], fills: Sequence[int] = FILLS
+) -> tuple[list[StoredRow], dict[str, float | None]]:
+    """Bytes per record stored at each fill, and the crossovers against the encoder's records."""
+    codecs = producer_codecs()
+    raw: list[Record] = [(v, ()) for v in heldout]
+    ours = _records(encoded)
+    n = max(1, len(heldout))
+    rows: list[StoredRow] = []
+    for fill in fills:
+        per: dict[str, float] = {"raw none": stored_bytes(raw, fill) / n}
+        for name, compress in codecs.items():
+            per[f"raw {name}"] = stored_bytes(raw, fill, compress) / n
+        per["per record"] = stored_bytes(ours, fill) / n
+        per["per record + zstd"] = stored_bytes(ours, fill, codecs["zstd"]) / n
+        rows.append(StoredRow(fill, per))
+    mine = [r.bytes_per_record["per record"] for r in rows]
+    crossings: dict[str, float | None] = {}
+    for name in [f"raw {c}" for c in codecs] + ["per record + zstd"]:
+        theirs = [r.bytes_per_record[name] for r in rows]
+        crossings[name] = crossover(list(fills), mine, theirs)
+    return rows, crossings
 
 
 def evaluate(
@@ -139,26 +177,32 @@ def evaluate(
         return evaluation
     chosen = report.chosen
     dictionary = candidate_dictionary(report.dictionary, chosen.level, namespace)
-    evaluation.rows.append(
-        Row(
-            f"per message, dictionary {chosen.dict_bytes // 1024} KiB, level {chosen.level}",
-            chosen.output_bytes,
-            raw,
-            "header bytes counted; values that would grow pass through",
+
+    def encoder(wire: WireFormat) -> Encoder:
+        return Encoder(
+            dictionary,
+            level=chosen.level,
+            min_size=report.break_even_size,
+            frame=params.frame,
+            wire=wire,
+            header_key=params.header_key,
         )
-    )
-    evaluation.rows.append(
-        Row("per message, no dictionary (level 3)", report.nodict.output_bytes, raw, "same rules")
-    )
-    for batch in BATCH_SIZES:
+
+    records: list[tuple[bytes | None, None]] = [(v, None) for v in heldout]
+    by_wire = {wire: encoder(wire).encode_batch(records) for wire in ("compact", "standard")}
+    size = f"dictionary {chosen.dict_bytes // 1024} KiB, level {chosen.level}"
+    for wire, encoded in by_wire.items():
         evaluation.rows.append(
             Row(
-                f"batches of {batch}, zstd level 3, no dictionary",
-                batch_bytes(heldout, batch),
+                f"per record, {wire} frames, {size}",
+                sum(e.output_bytes for e in encoded),
                 raw,
-                "like producer compression.type=zstd; record framing not counted",
+                "value + header; values that would grow pass through",
             )
         )
+    evaluation.rows.append(
+        Row("per record, no dictionary (level 3)", report.nodict.output_bytes, raw, "same rules")
+    )
     stream = b"".join(heldout)
     for level in (3, 19):
         evaluation.rows.append(
@@ -169,28 +213,22 @@ def evaluate(
                 "oracle: no per-record access",
             )
         )
+    chosen_wire: WireFormat = params.wire
+    evaluation.stored, evaluation.crossovers = stored_rows(heldout, by_wire[chosen_wire])
 
-    for label, options, note in _frame_variants():
-        encoder = Encoder(dictionary, level=chosen.level, frame=options)
-        frames = sum(len(encoder.compress(v)) for v in heldout)
-        evaluation.frame_rows.append(Row(label, frames, raw, note))
-    evaluation.frame_rows.append(
-        Row(
-            "magicless frame (-4 B)",
-            _magicless_bytes(dictionary, chosen.level, heldout),
-            raw,
-            "not decodable by the zstd CLI or a decoder not told so",
-        )
-    )
-
-    encoder = Encoder(dictionary, level=chosen.level, frame=params.frame)
-    records = [(v, None) for v in heldout]
-    encoded = encoder.encode_batch(records)
+    timed = encoder(chosen_wire)
     evaluation.encode_ns = _timed(
-        lambda: encoder.encode_batch(records), params.timing_runs, len(records)
+        lambda: timed.encode_batch(records), params.timing_runs, len(records)
     )
-    decoder = Decoder(StaticResolver([dictionary]))
-    pairs = [(e.value, e.headers) for e in encoded]
+    mean_bytes = raw / max(1, len(heldout))
+    ns_per_record = evaluation.encode_ns[1]  # the fastest run: the machine's own speed
+    out = sum(e.output_bytes for e in by_wire[chosen_wire])
+    evaluation.transport = Transport(
+        encode_mb_per_s=mean_bytes / ns_per_record * 1e3 if ns_per_record else 0.0,
+        ratio=raw / out if out else 1.0,
+    )
+    decoder = Decoder(StaticResolver([dictionary]), header_key=params.header_key)
+    pairs = [(e.value, e.headers) for e in by_wire[chosen_wire]]
     evaluation.decode_ns = _timed(
         lambda: [decoder.decode(v, h) for v, h in pairs], params.timing_runs, len(pairs)
     )

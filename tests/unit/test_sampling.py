@@ -41,6 +41,7 @@ def batches(values: list[bytes | None], size: int = 500, partitions: int = 4) ->
 
 def test_keeps_every_record_until_min_messages_then_one_in_every() -> None:
     reservoir = Reservoir("t", max_bytes=10**8, every=10, min_messages=1000)
+    reservoir.dense = False  # the namespace has a dictionary
     values: list[bytes | None] = [b"x%05d" % i for i in range(11_000)]
     for batch in batches(values):
         reservoir.offer(batch)
@@ -49,8 +50,16 @@ def test_keeps_every_record_until_min_messages_then_one_in_every() -> None:
     assert reservoir.offered == 11_000
 
 
+def test_keeps_every_record_while_the_namespace_has_no_dictionary() -> None:
+    reservoir = Reservoir("t", max_bytes=10**8, every=10, min_messages=1000)
+    for batch in batches([b"x%05d" % i for i in range(11_000)]):
+        reservoir.offer(batch)
+    assert reservoir.messages == 11_000  # dense: the first dictionary comes as soon as possible
+
+
 def test_the_stride_start_moves_so_every_batch_position_is_sampled() -> None:
     reservoir = Reservoir("t", max_bytes=10**8, every=7, min_messages=0)
+    reservoir.dense = False
     for batch in batches([b"v%d" % i for i in range(70_000)], size=100, partitions=1):
         reservoir.offer(batch)
     positions = {offset % 100 for _, offset, _ in reservoir.snapshot()}

@@ -106,3 +106,32 @@ def test_live_ratio_slides_and_restarts_with_a_new_encoder() -> None:
     assert live.ratio() == (13000 - 7000) / (7000 - 3500)  # from t=70 on
     live.observe(140, object(), 10, 10, 1)
     assert live.ratio() is None
+
+
+def test_without_a_dictionary_a_sample_four_times_larger_is_tried_at_once() -> None:
+    schedule = Schedule(POLICY)
+    schedule.ran(100, sample=2000)  # rejected: too small to judge
+    assert due(schedule, 101, heldout_ratio=None, sample_messages=7999) is None
+    assert due(schedule, 101, heldout_ratio=None, sample_messages=8000) is Trigger.GROWTH
+
+
+def test_with_a_dictionary_growth_waits_for_min_interval() -> None:
+    schedule = Schedule(POLICY, active_since=100)
+    schedule.ran(100, sample=2000)
+    assert due(schedule, 159, sample_messages=8000) is None
+    assert due(schedule, 160, sample_messages=8000) is Trigger.GROWTH
+    schedule.ran(160, sample=8000)
+    assert due(schedule, 300, sample_messages=20_000) is None
+
+
+def test_a_full_reservoir_that_doubled_counts_as_grown() -> None:
+    schedule = Schedule(POLICY, active_since=100)
+    schedule.ran(100, sample=3000)
+    assert due(schedule, 200, sample_messages=6000) is None
+    assert due(schedule, 200, sample_messages=6000, sample_full=True) is Trigger.GROWTH
+
+
+def test_runs_another_host_made_do_not_count_as_a_sample_size() -> None:
+    schedule = Schedule(POLICY, active_since=100)
+    schedule.ran(100)  # read from the registry: no sample size known here
+    assert due(schedule, 200, sample_messages=50_000) is None

@@ -306,3 +306,57 @@ def test_the_child_process_trains_and_reports_its_cpu_time() -> None:
     assert outcome.report.decision.value == "promoted"
     assert outcome.cpu_seconds > 0
     assert outcome.window.startswith(f"run sample of topic {TOPIC}: 3000 records")
+
+
+def test_every_record_is_sampled_until_the_first_dictionary_then_one_in_every(
+    harness: Harness,
+) -> None:
+    assert harness.reservoir.dense
+    _promote_first(harness)
+    assert not harness.reservoir.dense
+
+
+def test_a_held_backlog_trains_the_first_dictionary_from_the_topic_not_the_reservoir(
+    tmp_path: Path,
+) -> None:
+    settings = load_settings(
+        dictionaries=tmp_path / "store",
+        registry={"enabled": False},
+        training={"dict_sizes": (8192,), "levels": (3,)},
+        sampling={"backlog_sample": 5000},
+    )
+    backlog = [(i % 3, i, v) for i, v in enumerate(generate("product_viewed", 5000, seed=8))]
+    asked: list[tuple[str, int]] = []
+    jobs: list[InProcess] = []
+
+    def sample_topic(settings: Settings, topic: str, count: int) -> list[tuple[int, int, bytes]]:
+        asked.append((topic, count))
+        return backlog
+
+    def start(job: Job, nice: int) -> InProcess:
+        jobs.append(InProcess(job, nice))
+        return jobs[-1]
+
+    store = DictionaryStore(settings.dictionaries)
+    trainer = Trainer(
+        settings=settings,
+        store=store,
+        registry=None,
+        metrics=Metrics(CollectorRegistry()),
+        reservoirs={TOPIC: Reservoir(TOPIC, max_bytes=1 << 20)},
+        topics=[TOPIC],
+        encoder_stats=lambda topic: CodecStats(),
+        dictionaries_changed=lambda: None,
+        start_job=start,
+        backlogs={TOPIC: 150_000},
+        sample_topic=sample_topic,
+    )
+    trainer.on_assignment({(TOPIC, 0)})
+    trainer.tick()  # reads the backlog's sample and trains on it (in-process here)
+    assert asked == [(TOPIC, 5000)]
+    assert jobs[0].job.entries == backlog
+    trainer.tick()  # the result: published to the store and activated
+    active = store.active(TOPIC)
+    assert active is not None
+    trainer.tick()
+    assert asked == [(TOPIC, 5000)], "the backlog is sampled once"

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 import zstandard
 
-from sidecar.bench.codec import crossover
-from sidecar.bench.kafka_format import (
+from sidecar.record_batch import (
     BATCH_HEADER_BYTES,
     BatchInfo,
     batch_bytes,
+    crossover,
     read_batches,
     record_bytes,
     records_section,

@@ -20,11 +20,14 @@ Layout (Kafka's `DefaultRecordBatch` and `DefaultRecord`):
 
 from __future__ import annotations
 
+import math
 import struct
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
+
+import zstandard
 
 #: Bytes of a v2 record batch's header (everything before its records).
 BATCH_HEADER_BYTES: Final = 61
@@ -137,3 +140,40 @@ def segment_batches(partition_dir: Path) -> list[BatchInfo]:
     for segment in sorted(partition_dir.glob("*.log")):
         out.extend(read_batches(segment.read_bytes()))
     return out
+
+
+#: librdkafka's default `compression.level` (-1) means each codec's default: 3 for zstd.
+PRODUCER_ZSTD_LEVEL: Final = 3
+
+
+def producer_codecs() -> dict[str, Compress]:
+    """Batch codecs as librdkafka applies them: zstd at its default level; lz4 frames when the
+    `lz4` package is installed (it is a `dev`/`bench` extra)."""
+    codecs: dict[str, Compress] = {
+        "zstd": zstandard.ZstdCompressor(level=PRODUCER_ZSTD_LEVEL).compress
+    }
+    try:
+        import lz4.frame
+    except ImportError:
+        return codecs
+    codecs["lz4"] = lz4.frame.compress
+    return codecs
+
+
+def crossover(fills: Sequence[int], ours: Sequence[float], theirs: Sequence[float]) -> float | None:
+    """The batch fill at which `theirs` (bytes per message) falls to `ours`.
+
+    Linear in log2(fill) between the two measured fills around the crossing; `fills[0]` if
+    `theirs` is already no larger there; None if it never gets there within `fills`.
+    """
+    if not fills or not len(fills) == len(ours) == len(theirs):
+        raise ValueError("fills, ours and theirs must be non-empty and of one length")
+    gaps = [t - o for o, t in zip(ours, theirs, strict=True)]
+    if gaps[0] <= 0:
+        return float(fills[0])
+    for i in range(1, len(fills)):
+        if gaps[i] <= 0:
+            lo, hi = math.log2(fills[i - 1]), math.log2(fills[i])
+            share = gaps[i - 1] / (gaps[i - 1] - gaps[i])
+            return float(2 ** (lo + share * (hi - lo)))
+    return None
