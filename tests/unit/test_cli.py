@@ -85,17 +85,24 @@ def test_train_stores_and_activates_then_list_activate_and_rollback_work(
 
 
 @pytest.mark.usefixtures("small_grid")
-def test_evaluate_reports_dictionary_batches_oracle_and_frame_options(
+def test_evaluate_reports_frames_stored_bytes_crossovers_and_the_transport_break_even(
     events_file: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["evaluate", str(events_file), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     methods = [row["method"] for row in report["alternatives"]]
-    assert methods[0].startswith("per message, dictionary")
-    assert any("batches of 512" in m for m in methods)
+    assert methods[0].startswith("per record, compact frames, dictionary")
+    assert methods[1].startswith("per record, standard frames")
     assert any("whole stream" in m for m in methods)
     assert report["training"]["heldout"]["count"] == 2400  # trained on the first 20%
-    assert len(report["frame_options"]) == 5
+    fills = [row["fill"] for row in report["stored_bytes_per_record"]]
+    assert fills == [1, 2, 4, 8, 16, 32, 64, 128]
+    first = report["stored_bytes_per_record"][0]["bytes_per_record"]
+    assert first["per record"] < first["raw zstd"]  # one record a batch: ours is smaller
+    assert "raw zstd" in report["crossovers"]
+    transport = report["transport"]
+    ratio, speed = transport["ratio"], transport["encode_mb_per_s"]
+    assert transport["break_even_mb_per_s"] == pytest.approx(speed * (ratio - 1) / ratio)
     assert report["encode_ns_per_message"]["median"] > 0
 
 
