@@ -32,6 +32,11 @@ _CONSUMER_FIXED: Final = {
     "enable.auto.offset.store": "false",
 }
 _PRODUCER_FIXED: Final = {"acks": "all", "enable.idempotence": "true"}
+# ... and those of the at-least-once relay's producer: a record can then not fail alone (a gap is
+# a fatal error), so one delivery report stands for the records before it in its partition
+# (`sidecar.relay.offsets`). A transactional producer does not need it: a transaction with a
+# failed record cannot commit.
+_RELAY_PRODUCER_FIXED: Final = {"enable.gapless.guarantee": "true"}
 _CONSUMER_DEFAULTS: Final = {
     "auto.offset.reset": "earliest",
     # Statistics feed zdict_consumer_lag_messages; parsing them every 5 s costs nothing measurable.
@@ -42,6 +47,8 @@ _CONSUMER_DEFAULTS: Final = {
 LIBRDKAFKA_SESSION_TIMEOUT_MS: Final = 45_000
 #: librdkafka's default socket.timeout.ms (its client-side request timeout).
 LIBRDKAFKA_SOCKET_TIMEOUT_MS: Final = 60_000
+#: librdkafka's default message.timeout.ms (alias delivery.timeout.ms).
+LIBRDKAFKA_MESSAGE_TIMEOUT_MS: Final = 300_000
 #: Seconds between two looks for a topic created a moment ago.
 TOPIC_METADATA_RETRY: Final = 0.2
 DEFAULT_TRANSACTION_TIMEOUT_MS: Final = 30_000
@@ -294,6 +301,9 @@ def make_producer(
     `max.message.bytes` of the topics it writes to. With `stats_cb`, librdkafka's statistics
     (every 5 s unless the user's ZDICT_PRODUCER__STATISTICS_INTERVAL_MS says otherwise)."""
     config = producer_config(settings, error_cb, transactional_id)
+    if transactional_id is None:
+        _checked("producer", settings.kafka.client_config(settings.producer), _RELAY_PRODUCER_FIXED)
+        config.update(_RELAY_PRODUCER_FIXED)
     if stats_cb is not None:
         # The record batches it sent: zdict_output_stored_bytes_total and its siblings.
         config.setdefault("statistics.interval.ms", PRODUCER_STATISTICS_INTERVAL_MS)
@@ -305,6 +315,19 @@ def make_producer(
         return Producer(config)
     except KafkaException as exc:
         raise _refused(settings, "producer", exc) from None
+
+
+def delivery_timeout(config: Mapping[str, Any]) -> float:
+    """Seconds a record of a producer with `config` (`producer_config`'s) may wait for its
+    acknowledgement before librdkafka fails it: message.timeout.ms (or its alias
+    delivery.timeout.ms), at most transaction.timeout.ms when transactional (librdkafka lowers
+    it to that); infinite for 0."""
+    raw = config.get("message.timeout.ms", config.get("delivery.timeout.ms"))
+    ms = int(raw) if raw is not None else LIBRDKAFKA_MESSAGE_TIMEOUT_MS
+    if "transactional.id" in config:
+        txn = int(config.get("transaction.timeout.ms", DEFAULT_TRANSACTION_TIMEOUT_MS))
+        ms = txn if ms == 0 else min(ms, txn)
+    return ms / 1000 if ms > 0 else float("inf")
 
 
 def make_reader(

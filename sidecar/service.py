@@ -34,6 +34,7 @@ from sidecar.health import Health, ObservabilityServer
 from sidecar.kafka import (
     LIBRDKAFKA_SOCKET_TIMEOUT_MS,
     backlog,
+    delivery_timeout,
     ensure_output_topics,
     make_admin,
     make_consumer,
@@ -173,6 +174,8 @@ class _Clients:
     transactional_id: str | None
     #: Bytes the producer accepts for one record (its message.max.bytes).
     producer_limit: int
+    #: Seconds a produced record may wait for its acknowledgement (its message.timeout.ms).
+    delivery_timeout: float
 
 
 def _connect(settings: Settings, callbacks: _ClientCallbacks, decode: bool) -> _Clients:
@@ -197,8 +200,11 @@ def _connect(settings: Settings, callbacks: _ClientCallbacks, decode: bool) -> _
         batch_bytes=min(found.limits.values()),
         stats_cb=callbacks.stats,
     )
-    producer_limit = int(producer_config(settings).get("message.max.bytes", 1_000_000))
-    return _Clients(consumer, producer, found, transactional_id, producer_limit)
+    config = producer_config(settings, transactional_id=transactional_id)
+    producer_limit = int(config.get("message.max.bytes", 1_000_000))
+    return _Clients(
+        consumer, producer, found, transactional_id, producer_limit, delivery_timeout(config)
+    )
 
 
 def _relay_arguments(
@@ -220,6 +226,7 @@ def _relay_arguments(
         "commit_interval": relay.commit_interval,
         "unreachable_timeout": relay.unreachable_timeout,
         "commit_limit": _commit_limit(settings),
+        "delivery_timeout": clients.delivery_timeout,
         "dead_letters": found.dead_letters,
         "max_record_bytes": {
             t: min(found.limits[t], clients.producer_limit) for t in found.outputs.values()

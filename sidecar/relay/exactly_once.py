@@ -263,6 +263,9 @@ class TransactionalRelay(Relay):
         except KafkaException as exc:
             self.fail(f"could not rewind after an aborted transaction: {exc.args[0].str()}")
             return
+        for tp in assigned:
+            # The aborted records are read again; reports still due for them are ignored.
+            self.offsets.forget(tp.topic, tp.partition)
         log.info(
             "consumer_rewound",
             partitions=[f"{t.topic}[{t.partition}]@{t.offset}" for t in committed],

@@ -9,9 +9,12 @@ One direction only. The loop, per consumed batch:
 3. produce each output record with the input's key, timestamp and headers, to the same
    partition number when input and output have as many partitions (else by key); a full producer
    queue is drained (`poll`) and the record retried, never dropped;
-4. every delivery acknowledgement marks its input offset done; per input partition the
-   committable offset is the first one not yet acknowledged, so nothing is committed past a
-   record that is not safely in the output topic;
+4. per input partition, the last record of the batch carries a delivery report that stands for
+   the records before it (an idempotent producer with `enable.gapless.guarantee` keeps them in
+   order and cannot lose one alone, see `offsets`); records partitioned by key and dead letters
+   carry their own. A report marks its records done; per input partition the committable offset
+   is the first one not yet acknowledged, so nothing is committed past a record that is not
+   safely in the output topic;
 5. about every `commit_interval` seconds, commit what is committable.
 
 Partitions being revoked are flushed and committed first. On SIGTERM/SIGINT the loop stops
@@ -45,6 +48,7 @@ from sidecar.dictionaries.store import DictionaryStore
 from sidecar.errors import ClientHung, CodecError, RecordTooLarge, RelayFailed, ZdictError
 from sidecar.health import Health
 from sidecar.kafka import (
+    LIBRDKAFKA_MESSAGE_TIMEOUT_MS,
     is_all_brokers_down,
     is_authentication,
     is_max_poll_exceeded,
@@ -53,7 +57,7 @@ from sidecar.kafka import (
 )
 from sidecar.metrics import Metrics, NamespaceMetrics
 from sidecar.relay.dead_letters import error_headers, record_size
-from sidecar.relay.offsets import OffsetTracker
+from sidecar.relay.offsets import OffsetTracker, Unit
 from sidecar.runtime import tune_gc
 from sidecar.sampling import Reservoir
 
@@ -65,15 +69,13 @@ Records = list[tuple[bytes | None, list[tuple[str, bytes | None]] | None]]
 DICTIONARY_CHECK_INTERVAL: Final = 5.0
 #: `partition` for librdkafka's partitioner to choose (RD_KAFKA_PARTITION_UA).
 PARTITION_ANY: Final = -1
-#: One delivery in this many feeds the latency histogram (each observation costs ~1 µs).
-LATENCY_SAMPLE_EVERY: Final = 8
 #: What a record may weigh without a limit known (librdkafka's message.max.bytes default).
 DEFAULT_MAX_RECORD_BYTES: Final = 1_000_000
 #: Records whose encoded value is this far below the limit are not measured exactly (bytes left
 #: for the key and the headers).
 HEADROOM: Final = 65_536
-#: Seconds the loop waits for input while records are in flight: their acknowledgements are
-#: served (and committed) between two waits.
+#: Seconds the loop waits for input while delivery reports are due: they are served (and their
+#: records committed) between two waits.
 ACK_WAIT: Final = 0.005
 #: Seconds between two `record_set_aside` log lines of one namespace (counts are in metrics).
 DEAD_LETTER_LOG_INTERVAL: Final = 10.0
@@ -87,6 +89,9 @@ COMMIT_LIMIT: Final = 90.0
 #: Seconds between two `kafka_error` lines of one error code: while a broker is away librdkafka
 #: reports every failed reconnection (several a second, each also in its own log line).
 KAFKA_ERROR_LOG_INTERVAL: Final = 10.0
+#: Seconds a produced record may wait for its acknowledgement before the producer fails it
+#: (librdkafka's default message.timeout.ms; `run` passes the producer's own).
+DEFAULT_DELIVERY_TIMEOUT: Final = LIBRDKAFKA_MESSAGE_TIMEOUT_MS / 1000
 
 
 def bounded(operation: Callable[[], object], what: str, limit: float) -> None:
@@ -181,6 +186,7 @@ class Relay:
         commit_interval: float = 1.0,
         unreachable_timeout: float = 60.0,
         commit_limit: float = COMMIT_LIMIT,
+        delivery_timeout: float = DEFAULT_DELIVERY_TIMEOUT,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """Encode with `encoder_factory`'s encoders (following the store), or decode with
@@ -189,7 +195,9 @@ class Relay:
         be processed; `max_record_bytes` (per output topic) is what a record may weigh; `hold`
         (per input topic, seconds) holds a topic's partitions back until its first dictionary
         is active, at most that long: a backlog is then compressed with a dictionary trained
-        from it, not relayed before one exists."""
+        from it, not relayed before one exists. `delivery_timeout` is the producer's
+        message.timeout.ms in seconds (`sidecar.kafka.delivery_timeout`): a report that comes
+        later may stand for a record that timed out unseen."""
         if (encoder_factory is None) == (decoder is None):
             raise ValueError("give the relay an encoder_factory or a decoder, not both")
         self.consumer = consumer
@@ -202,6 +210,7 @@ class Relay:
         self.commit_interval = commit_interval
         self.unreachable_timeout = unreachable_timeout
         self.commit_limit = commit_limit
+        self.delivery_timeout = delivery_timeout
         self._hold = dict(hold or {})
         #: Topics held back now, with the monotonic time they are let go at the latest.
         self._held: dict[str, float] = {}
@@ -220,7 +229,6 @@ class Relay:
         #: Error code -> (when its last `kafka_error` line was logged, occurrences since).
         self._kafka_errors: dict[str, tuple[float, int]] = {}
         self._assigned: set[tuple[str, int]] = set()
-        self._latency_tick = 0
         self._refresh_requested = False
         #: Called with the held partitions after every change (the trainer's role follows).
         self.on_assignment: Callable[[set[tuple[str, int]]], None] | None = None
@@ -298,25 +306,36 @@ class Relay:
         repeated = logged[1] if logged is not None else 0
         log.warning("kafka_error", error=error.str(), code=code, repeated=repeated)
 
-    def _delivery_for(
-        self, topic: str, partition: int, offset: int, route: _Route
+    def _report_for(
+        self, route: _Route, topic: str, partition: int, target: str, unit: Unit
     ) -> Callable[[KafkaError | None, Message], None]:
+        """The delivery report of `unit`: its records are acknowledged when it arrives without
+        an error, and soon enough that none of them could have timed out unseen before it."""
+
         def delivered(err: KafkaError | None, msg: Message) -> None:
+            where = f"{topic}[{partition}]@{unit.first}"
+            if unit.last != unit.first:
+                where += f"..{unit.last}"
             if err is not None:
                 self.metrics.produce_error(err.name())
+                self._delivery_failed(f"delivery of {where} to {target} failed: {err.str()}")
+                return
+            waited = self.clock() - unit.started
+            if waited >= self.delivery_timeout:
+                # A record before the reported one may have timed out in the producer (the one
+                # failure `enable.gapless.guarantee` lets through) without a report of its own.
                 self._delivery_failed(
-                    f"delivery of {topic}[{partition}]@{offset} to {route.output} failed: "
-                    f"{err.str()}"
+                    f"delivery of {where} to {target} was acknowledged {waited:.0f} s after it "
+                    f"began, past the producer's message.timeout.ms ({self.delivery_timeout:.0f} "
+                    "s): a record of it may have timed out unseen"
                 )
                 return
             self._down_since = None
-            self.stats.delivered += 1
-            self.offsets.acked(topic, partition, offset)
-            self._latency_tick += 1
-            if self._latency_tick % LATENCY_SAMPLE_EVERY == 0:
-                ts_type, ts = msg.timestamp()
-                if ts_type and ts > 0:
-                    route.metrics.observe_delivery_latency(time.time() - ts / 1000.0)
+            self.stats.delivered += unit.count
+            self.offsets.acked(topic, partition, unit)
+            if unit.timestamp > 0:
+                # The unit's oldest record: the latency is never understated.
+                route.metrics.observe_delivery_latency(time.time() - unit.timestamp / 1000.0)
 
         return delivered
 
@@ -555,7 +574,7 @@ class Relay:
         messages = consume(self.batch_size, 0)
         if messages:
             return messages
-        wait = ACK_WAIT if self.offsets.in_flight() else self.poll_timeout
+        wait = ACK_WAIT if self.offsets.awaiting() else self.poll_timeout
         messages = consume(1, wait)
         if messages and self.batch_size > 1:
             messages.extend(consume(self.batch_size - 1, 0))
@@ -577,27 +596,9 @@ class Relay:
         self._down_since = None
 
     def _relay_batch(self, messages: list[Message]) -> None:
-        by_topic: dict[str, list[Message]] = {}
-        for msg in messages:
-            err = msg.error()
-            if err is not None:
-                if is_partition_eof(err):
-                    continue
-                if is_max_poll_exceeded(err):
-                    # The loop stalled past max.poll.interval.ms: librdkafka left the group and
-                    # rejoins at the next poll; the partitions were lost (on_lost), not
-                    # committed, so their new owner reads again what was not committed.
-                    log.warning("max_poll_interval_exceeded", error=err.str())
-                    continue
-                if err.fatal() or not err.retriable():
-                    self.fail(f"consume error on {msg.topic()}[{msg.partition()}]: {err.str()}")
-                    return
-                log.warning("consume_error", error=err.str())
-                continue
-            # Records may come from the client's prefetch queue while no broker answers: only
-            # an acknowledged delivery or a metadata answer stops the unreachable clock.
-            by_topic.setdefault(msg.topic(), []).append(msg)  # type: ignore[arg-type]
-        for topic, batch in by_topic.items():
+        for topic, batch in self._by_topic(messages).items():
+            if self._failure is not None:
+                return
             route = self.routes[topic]
             if route.reservoir is not None:
                 route.reservoir.offer(batch)
@@ -613,8 +614,6 @@ class Relay:
             except CodecError:
                 self.stats.consumed += len(batch)
                 self._relay_one_by_one(route, batch, records, started)
-                if self._failure is not None:
-                    return
                 continue
             seconds = time.perf_counter() - started
             if stats is not None and before is not None:
@@ -630,70 +629,173 @@ class Relay:
             else:
                 route.metrics.observe_batch(encoded, seconds)
             self.stats.consumed += len(batch)
-            self._produce_batch(route, topic, batch, encoded)
+            if route.same_partitions:
+                self._produce_batch(route, topic, batch, encoded)
+            else:
+                self._produce_keyed(route, topic, batch, encoded)
+
+    def _by_topic(self, messages: list[Message]) -> dict[str, list[Message]]:
+        """The consumed records per input topic, in order, without the consumer's events and
+        errors (a fatal one stops the relay: nothing is returned)."""
+        records = [m for m in messages if m.error() is None]
+        if len(records) != len(messages):
+            for msg in messages:
+                err = msg.error()
+                if err is None or is_partition_eof(err):
+                    continue
+                if is_max_poll_exceeded(err):
+                    # The loop stalled past max.poll.interval.ms: librdkafka left the group and
+                    # rejoins at the next poll; the partitions were lost (on_lost), not
+                    # committed, so their new owner reads again what was not committed.
+                    log.warning("max_poll_interval_exceeded", error=err.str())
+                    continue
+                if err.fatal() or not err.retriable():
+                    self.fail(f"consume error on {msg.topic()}[{msg.partition()}]: {err.str()}")
+                    return {}
+                log.warning("consume_error", error=err.str())
+        if not records:
+            return {}
+        # Records may come from the client's prefetch queue while no broker answers: only an
+        # acknowledged delivery or a metadata answer stops the unreachable clock.
+        if len(self.routes) == 1:
+            return {next(iter(self.routes)): records}  # subscribed to that topic only
+        by_topic: dict[str, list[Message]] = {}
+        for msg in records:
+            by_topic.setdefault(cast(str, msg.topic()), []).append(msg)
+        return by_topic
 
     def _produce_batch(
         self, route: _Route, topic: str, batch: list[Message], encoded: list[Encoded]
     ) -> None:
-        """Produce a transformed batch in order: `_send` with its per-record lookups hoisted.
+        """Produce a transformed batch in order, each record to its input's partition number;
+        one delivery report per input partition, on its last record (see `offsets`).
 
-        This loop runs once per record at the relay's full rate; what is the same for the whole
-        batch (the output topic, the partitioning, the callbacks' factory) is looked up once.
+        This loop runs once per record at the relay's full rate: everything that is the same
+        for the whole batch, or for a partition of it, is done before it.
         """
+        n = len(batch)
+        parts = cast(list[int], [m.partition() for m in batch])
+        backwards = parts[::-1]
+        reports: list[Callable[[KafkaError | None, Message], None] | None] = [None] * n
+        units: dict[int, Unit] = {}
+        started = self.clock()
+        output, offsets = route.output, self.offsets
+        for partition in set(parts):
+            head = batch[parts.index(partition)]
+            end = n - 1 - backwards.index(partition)
+            ts_type, ts = head.timestamp()
+            unit = offsets.open(
+                topic, partition, cast(int, head.offset()), started, ts if ts_type else 0
+            )
+            unit.count += parts.count(partition)
+            unit.last = cast(int, batch[end].offset())
+            reports[end] = self._report_for(route, topic, partition, output, unit)
+            offsets.reported(topic, partition, unit)
+            units[partition] = unit
         fast_limit = route.max_record_bytes - HEADROOM
         # Positional arguments: confluent-kafka parses keywords with PyArg_ParseTupleAndKeywords,
         # which cost ~1.2 µs of the ~2.6 µs of a produce() call (measured, 113-byte records).
         # The order is the C signature's: topic, value, key, partition, callback, on_delivery
         # (an alias of callback), timestamp (0: now), headers. The stubs do not describe it.
         produce = cast(Any, self.producer).produce
-        sent = self.offsets.sent
-        delivery_for = self._delivery_for
-        output, same = route.output, route.same_partitions
-        for msg, enc in zip(batch, encoded, strict=True):
+        produced = 0
+        for msg, enc, report, partition in zip(batch, encoded, reports, parts, strict=True):
+            if enc.output_bytes <= fast_limit:
+                ts_type, ts = msg.timestamp()
+                try:
+                    produce(
+                        output,
+                        enc.value,
+                        msg.key(),
+                        partition,
+                        report,
+                        None,
+                        ts if ts_type and ts >= 0 else 0,
+                        enc.headers or None,
+                    )
+                except BufferError:
+                    # Queue full: let deliveries drain it, then the general path retries.
+                    self.stats.queue_full_waits += 1
+                    self.producer.poll(0.1)
+                    self.health.beat()
+                    self._send(route, msg, output, enc.value, enc.headers, units[partition], report)
+                except KafkaException:
+                    # Refused outright: the general path tries once more, then sets it aside or
+                    # stops.
+                    self._send(route, msg, output, enc.value, enc.headers, units[partition], report)
+                else:
+                    produced += 1
+                    continue
+            else:  # near the limit: measure it exactly
+                self._produce_if_it_fits(route, msg, enc, units[partition], report)
             if self._failure is not None:
-                return  # nothing after a refused record is produced before it
-            if enc.output_bytes > fast_limit:  # near the limit: measure it exactly
-                self._produce_if_it_fits(route, msg, enc)
-                continue
-            partition, offset = cast(int, msg.partition()), cast(int, msg.offset())
-            ts_type, ts = msg.timestamp()
-            sent(topic, partition, offset)
-            try:
-                produce(
-                    output,
-                    enc.value,
-                    msg.key(),
-                    partition if same else PARTITION_ANY,
-                    delivery_for(topic, partition, offset, route),
-                    None,
-                    ts if ts_type and ts >= 0 else 0,
-                    enc.headers or None,
-                )
-            except BufferError:
-                # Queue full: let deliveries drain it, then the general path retries.
-                self.stats.queue_full_waits += 1
-                self.producer.poll(0.1)
-                self.health.beat()
-                self._send(route, msg, output, enc.value, enc.headers, registered=True)
-                continue
-            except KafkaException:
-                # Refused outright: the general path tries once more, then sets it aside or
-                # stops (its offset is counted as sent once, here).
-                self._send(route, msg, output, enc.value, enc.headers, registered=True)
-                continue
-            self.stats.produced += 1
+                break  # nothing after a refused record is produced before it
+        self.stats.produced += produced
 
-    def _produce_if_it_fits(self, route: _Route, msg: Message, enc: Encoded) -> None:
-        """Produce `enc`, or set it aside when the output topic would refuse it."""
+    def _produce_keyed(
+        self, route: _Route, topic: str, batch: list[Message], encoded: list[Encoded]
+    ) -> None:
+        """Produce a transformed batch in order to an output topic with another partition count,
+        partitioned by key: a record's report stands for itself only."""
+        fast_limit = route.max_record_bytes - HEADROOM
+        produce = cast(Any, self.producer).produce  # positional, as in `_produce_batch`
+        output, single = route.output, self.offsets.single
+        started = self.clock()
+        produced = 0
+        for msg, enc in zip(batch, encoded, strict=True):
+            if enc.output_bytes <= fast_limit:
+                partition, offset = cast(int, msg.partition()), cast(int, msg.offset())
+                ts_type, ts = msg.timestamp()
+                unit = single(topic, partition, offset, started, ts if ts_type else 0)
+                report = self._report_for(route, topic, partition, output, unit)
+                try:
+                    produce(
+                        output,
+                        enc.value,
+                        msg.key(),
+                        PARTITION_ANY,
+                        report,
+                        None,
+                        ts if ts_type and ts >= 0 else 0,
+                        enc.headers or None,
+                    )
+                except BufferError:
+                    self.stats.queue_full_waits += 1
+                    self.producer.poll(0.1)
+                    self.health.beat()
+                    self._send(route, msg, output, enc.value, enc.headers, unit, report)
+                except KafkaException:
+                    self._send(route, msg, output, enc.value, enc.headers, unit, report)
+                else:
+                    produced += 1
+                    continue
+            else:
+                self._produce_if_it_fits(route, msg, enc)
+            if self._failure is not None:
+                break
+        self.stats.produced += produced
+
+    def _produce_if_it_fits(
+        self,
+        route: _Route,
+        msg: Message,
+        enc: Encoded,
+        unit: Unit | None = None,
+        report: Callable[[KafkaError | None, Message], None] | None = None,
+    ) -> None:
+        """Produce `enc` (as part of `unit`, see `_send`), or set it aside when the output
+        topic would refuse it."""
         size = record_size(msg.key(), enc.value, enc.headers)
         if size > route.max_record_bytes:
             too_large = RecordTooLarge(
                 f"{size} bytes encoded, above the {route.max_record_bytes} bytes {route.output} "
                 "and the producer accept"
             )
+            if unit is not None:
+                self._leave(msg, unit, report)
             self._set_aside(route, msg, "produce", too_large)
         else:
-            self._produce(route, msg, enc.value, enc.headers)
+            self._send(route, msg, route.output, enc.value, enc.headers, unit, report)
 
     def _relay_one_by_one(
         self, route: _Route, batch: list[Message], records: Records, started: float
@@ -747,8 +849,17 @@ class Relay:
             )
         self._send(route, msg, route.dead_letter, msg.value(), headers, dead_letter=True)
 
-    def _produce(self, route: _Route, msg: Message, value: bytes | None, headers: Any) -> None:
-        self._send(route, msg, route.output, value, headers)
+    def _leave(
+        self,
+        msg: Message,
+        unit: Unit,
+        report: Callable[[KafkaError | None, Message], None] | None,
+    ) -> None:
+        """`msg` will not be produced as part of `unit` (it is set aside): the unit no longer
+        stands for it, and if it was to carry the unit's report, the unit goes on without."""
+        unit.count -= 1
+        if report is not None:
+            self.offsets.unreported(cast(str, msg.topic()), cast(int, msg.partition()), unit)
 
     def _send(
         self,
@@ -757,29 +868,38 @@ class Relay:
         target: str,
         value: bytes | None,
         headers: Any,
+        unit: Unit | None = None,
+        report: Callable[[KafkaError | None, Message], None] | None = None,
         *,
         dead_letter: bool = False,
-        registered: bool = False,
     ) -> None:
-        """Produce one record for input `msg` to `target`; its delivery acknowledges `msg`.
+        """Produce one record for input `msg` to `target`, waiting while the queue is full.
 
-        `registered`: its offset is already counted as sent (a retry from `_produce_batch`).
+        A dead letter is a unit of its own. A record to the output topic is part of `unit`,
+        counted there already (`report`: the unit's report, if this record carries it); without
+        `unit`, it gets a report of its own, which stands for its partition's open unit too
+        when the output has the input's partitions (same output partition, in order).
         """
         topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
         assert topic is not None and partition is not None and offset is not None
         ts_type, ts = msg.timestamp()
-        kwargs: dict[str, Any] = {
-            "key": msg.key(),
-            "value": value,
-            "headers": headers or None,
-            "on_delivery": self._delivery_for(topic, partition, offset, route),
-        }
+        if unit is None:
+            started, stamp = self.clock(), ts if ts_type else 0
+            if dead_letter or not route.same_partitions:
+                unit = self.offsets.single(topic, partition, offset, started, stamp)
+            else:
+                unit = self.offsets.open(topic, partition, offset, started, stamp)
+                unit.count += 1
+                unit.last = offset
+                self.offsets.reported(topic, partition, unit)
+            report = self._report_for(route, topic, partition, target, unit)
+        kwargs: dict[str, Any] = {"key": msg.key(), "value": value, "headers": headers or None}
+        if report is not None:
+            kwargs["on_delivery"] = report
         if ts_type and ts >= 0:
             kwargs["timestamp"] = ts
         if route.same_partitions and not dead_letter:
             kwargs["partition"] = partition
-        if not registered:
-            self.offsets.sent(topic, partition, offset)
         while True:
             try:
                 self.producer.produce(target, **kwargs)
@@ -788,7 +908,7 @@ class Relay:
                 error: KafkaError = exc.args[0]
                 self.metrics.produce_error(error.name())
                 if not dead_letter and route.dead_letter is not None and not error.retriable():
-                    self.offsets.acked(topic, partition, offset)  # the dead letter replaces it
+                    self._leave(msg, unit, report)  # the dead letter replaces it
                     self._set_aside(route, msg, "produce", exc)
                     return
                 self.fail(

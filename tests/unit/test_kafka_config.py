@@ -16,6 +16,7 @@ from sidecar.errors import ConfigError, KafkaUnavailable
 from sidecar.kafka import (
     Refusals,
     consumer_config,
+    delivery_timeout,
     is_all_brokers_down,
     is_authentication,
     is_max_poll_exceeded,
@@ -24,6 +25,7 @@ from sidecar.kafka import (
     is_topic_already_exists,
     is_topic_settling,
     is_unknown_topic,
+    make_producer,
     make_writer,
     max_message_bytes,
     partition_counts,
@@ -89,6 +91,43 @@ def test_the_guarantee_settings_are_always_on() -> None:
     assert producer_config(settings)["acks"] == "all"
     assert producer_config(settings)["enable.idempotence"] == "true"
     assert consumer_config(settings)["enable.auto.commit"] == "false"
+
+
+def test_the_at_least_once_relay_producer_fails_fatally_rather_than_leave_a_gap(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # One delivery report stands for the records before it in its partition
+    # (sidecar/relay/offsets.py): no record may fail alone.
+    built: list[dict[str, Any]] = []
+    monkeypatch.setattr("sidecar.kafka.Producer", lambda config: built.append(config))
+    settings = load_settings()
+    make_producer(settings)
+    make_producer(settings, transactional_id="zdict-x")  # a failed record aborts the transaction
+    assert built[0]["enable.gapless.guarantee"] == "true"
+    assert "enable.gapless.guarantee" not in built[1]
+    monkeypatch.setenv("ZDICT_PRODUCER__ENABLE_GAPLESS_GUARANTEE", "false")
+    with pytest.raises(ConfigError, match="ZDICT_PRODUCER__ENABLE_GAPLESS_GUARANTEE"):
+        make_producer(load_settings())
+
+
+@pytest.mark.parametrize(
+    ("producer", "transactional", "seconds"),
+    [
+        ({}, False, 300.0),
+        ({"message.timeout.ms": "2000"}, False, 2.0),
+        ({"delivery.timeout.ms": "45000"}, False, 45.0),
+        ({"message.timeout.ms": "0"}, False, float("inf")),
+        ({}, True, 30.0),  # librdkafka lowers it to transaction.timeout.ms
+        ({"message.timeout.ms": "10000"}, True, 10.0),
+    ],
+)
+def test_the_delivery_timeout_is_the_producers_effective_message_timeout(
+    producer: dict[str, str], transactional: bool, seconds: float
+) -> None:
+    config = producer_config(
+        load_settings(producer=producer), transactional_id="zdict-x" if transactional else None
+    )
+    assert delivery_timeout(config) == seconds
 
 
 def test_the_output_topic_must_differ_from_the_input() -> None:

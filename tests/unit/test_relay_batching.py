@@ -55,11 +55,9 @@ def test_an_idle_relay_waits_for_the_first_record_only_then_takes_what_came_with
     assert calls == [(100, 0), (1, 0.5), (99, 0)]
 
 
-def test_with_records_in_flight_the_wait_is_short_so_acknowledgements_are_served(
-    tmp_path: Path,
-) -> None:
+def test_with_reports_due_the_wait_is_short_so_they_are_served(tmp_path: Path) -> None:
     relay, consumer, _, _ = make(tmp_path)
-    relay.offsets.sent("in", 0, 7)
+    relay.offsets.single("in", 0, 7, 0.0, 0)
     consumer.consume.side_effect = [[], []]
     assert relay._consume() == []
     assert consumer.consume.call_args_list[1].args == (1, ACK_WAIT)

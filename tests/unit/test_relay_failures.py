@@ -5,9 +5,10 @@
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 from unittest.mock import MagicMock
 
 import pytest
@@ -31,11 +32,13 @@ class Clock:
         return self.now
 
 
-def record(offset: int, value: bytes = b'{"event":"x","n":1}' * 8) -> MagicMock:
+def record(
+    offset: int, value: bytes | None = b'{"event":"x","n":1}' * 8, partition: int = 0
+) -> MagicMock:
     msg = MagicMock(spec_set=Message)
     msg.error.return_value = None
     msg.topic.return_value = "in"
-    msg.partition.return_value = 0
+    msg.partition.return_value = partition
     msg.offset.return_value = offset
     msg.value.return_value = value
     msg.key.return_value = None
@@ -49,6 +52,7 @@ def make_relay(
     clock: Clock,
     relay_class: Callable[..., Relay] = Relay,
     commit_interval: float = 0.0,
+    partitions: dict[str, int] | None = None,
     **extra: Any,
 ) -> tuple[Any, MagicMock, MagicMock]:
     """A relay (of `relay_class`) on spec'd client fakes, one input topic "in" → "in.zd"."""
@@ -60,7 +64,7 @@ def make_relay(
         producer=producer,
         store=DictionaryStore(tmp_path),
         outputs={"in": "in.zd"},
-        partitions={"in": 1, "in.zd": 1},
+        partitions=partitions or {"in": 1, "in.zd": 1},
         metrics=Metrics(CollectorRegistry()),
         health=Health(),
         encoder_factory=lambda store, ns: Encoder.from_store(store, ns),
@@ -72,38 +76,90 @@ def make_relay(
     return relay, consumer, producer
 
 
+def report(call: Any) -> Callable[[KafkaError | None, Any], None] | None:
+    """The delivery report one produce() call carries (None: a report later stands for it).
+
+    The relay's batch path passes produce()'s arguments by position (the callback is the
+    fifth, as in confluent-kafka's C signature); its slow path by keyword.
+    """
+    callback = call.kwargs.get("on_delivery") if call.kwargs else call.args[4]
+    return cast(Callable[[KafkaError | None, Any], None] | None, callback)
+
+
 def deliveries(producer: MagicMock) -> list[Callable[[KafkaError | None, Any], None]]:
-    # The relay's batch path passes produce()'s arguments by position (the callback is the
-    # fifth, as in confluent-kafka's C signature); its slow path by keyword.
-    return [
-        c.kwargs["on_delivery"] if "on_delivery" in c.kwargs else c.args[4]
-        for c in producer.produce.call_args_list
-    ]
+    """The delivery reports of everything produced so far, in produce order."""
+    found = (report(c) for c in producer.produce.call_args_list)
+    return [r for r in found if r is not None]
+
+
+def delivered_message() -> MagicMock:
+    msg = MagicMock(spec_set=Message)
+    msg.timestamp.return_value = (1, 1_700_000_000_000)
+    return msg
 
 
 def test_a_failed_delivery_stops_the_relay_and_commits_only_what_came_before(
     tmp_path: Path,
 ) -> None:
     relay, consumer, producer = make_relay(tmp_path, Clock())
-    batches = iter([[record(0), record(1), record(2)]])
+    batches = iter([[record(0), record(1)], [record(2), record(3), record(4)]])
     consumer.consume.side_effect = lambda *a: next(batches, [])
 
     def poll(timeout: float = 0) -> int:
         callbacks = deliveries(producer)
-        if len(callbacks) == 3 and relay.stats.delivered == 0:
-            delivered = MagicMock(spec_set=Message)
-            delivered.timestamp.return_value = (1, 1_700_000_000_000)
-            callbacks[0](None, delivered)
-            callbacks[1](KafkaError(KafkaError._MSG_TIMED_OUT), delivered)
-            callbacks[2](None, delivered)
+        if len(callbacks) == 2 and relay.stats.delivered == 0:
+            callbacks[0](None, delivered_message())
+            callbacks[1](KafkaError(KafkaError._MSG_TIMED_OUT), delivered_message())
         return 0
 
     producer.poll.side_effect = poll
-    with pytest.raises(RelayFailed, match=r"delivery of in\[0\]@1 to in.zd failed"):
+    with pytest.raises(RelayFailed, match=r"delivery of in\[0\]@2..4 to in.zd failed"):
         relay.run()
     committed = [c.kwargs["offsets"] for c in consumer.commit.call_args_list]
-    assert committed and all(tp.offset == 1 for offsets in committed for tp in offsets)
+    assert committed and all(tp.offset == 2 for offsets in committed for tp in offsets)
+    assert relay.stats.delivered == 2
     consumer.close.assert_called_once()
+
+
+def test_a_batch_gets_one_report_per_partition_on_its_last_record(tmp_path: Path) -> None:
+    relay, _, producer = make_relay(tmp_path, Clock(), partitions={"in": 2, "in.zd": 2})
+    one = [record(o, partition=1) for o in (7, 8)]
+    relay._relay_batch([record(0), one[0], record(1), one[1], record(2)])
+    calls = producer.produce.call_args_list
+    assert [c.args[3] for c in calls] == [0, 1, 0, 1, 0]  # each to its input's partition
+    carriers = [i for i, c in enumerate(calls) if report(c) is not None]
+    assert carriers == [3, 4]  # the last record of partition 1, then of partition 0
+    assert relay.offsets.awaiting() == 2 and relay.offsets.in_flight() == 5
+    report(calls[4])(None, delivered_message())  # type: ignore[misc]
+    assert {(tp.partition, tp.offset) for tp in relay.offsets.to_commit()} == {(0, 3)}
+    assert relay.stats.delivered == 3
+
+
+def test_a_report_later_than_the_message_timeout_stops_the_relay_committing_nothing_of_it(
+    tmp_path: Path,
+) -> None:
+    # Past message.timeout.ms a record before the reported one may have timed out, and
+    # enable.gapless.guarantee does not cover timeouts: the report cannot stand for it.
+    clock = Clock()
+    relay, consumer, producer = make_relay(tmp_path, clock, delivery_timeout=30.0)
+    batches = iter([[record(0), record(1)], [record(2), record(3)]])
+    consumer.consume.side_effect = lambda *a: next(batches, [])
+    served = [0]
+
+    def poll(timeout: float = 0) -> int:
+        callbacks = deliveries(producer)
+        for callback in callbacks[served[0] :]:
+            if served[0] == 1:
+                clock.now += 31  # the second batch's report comes late
+            callback(None, delivered_message())
+            served[0] += 1
+        return 0
+
+    producer.poll.side_effect = poll
+    with pytest.raises(RelayFailed, match=r"in\[0\]@2..3 .* 31 s after .*timed out unseen"):
+        relay.run()
+    committed = [c.kwargs["offsets"] for c in consumer.commit.call_args_list]
+    assert committed and all(tp.offset == 2 for offsets in committed for tp in offsets)
 
 
 def test_brokers_unreachable_past_the_timeout_stop_the_relay(tmp_path: Path) -> None:
@@ -196,9 +252,7 @@ def test_no_commit_is_attempted_while_no_broker_answers(tmp_path: Path) -> None:
 
     def poll(timeout: float = 0) -> int:
         for callback in deliveries(producer)[relay.stats.delivered :]:
-            delivered = MagicMock(spec_set=Message)
-            delivered.timestamp.return_value = (1, 1_700_000_000_000)
-            callback(None, delivered)
+            callback(None, delivered_message())
             # The broker goes away right after acknowledging the record.
             relay.on_error(KafkaError(KafkaError._ALL_BROKERS_DOWN))
         clock.now += 30
@@ -229,15 +283,16 @@ def test_a_recurring_client_error_is_logged_once_per_interval_with_its_count(
     assert lines[0]["code"] == "_TRANSPORT"
 
 
-def _acknowledge_every_delivery(relay: Relay, producer: MagicMock, clock: Clock) -> None:
-    """producer.poll acknowledges what was produced, and 5 s pass per loop turn."""
+def acknowledge_every_delivery(producer: MagicMock, clock: Clock, step: float = 5.0) -> None:
+    """producer.poll serves every report due, and `step` seconds pass per loop turn."""
+    served = [0]
 
     def poll(timeout: float = 0) -> int:
-        for callback in deliveries(producer)[relay.stats.delivered :]:
-            delivered = MagicMock(spec_set=Message)
-            delivered.timestamp.return_value = (1, 1_700_000_000_000)
-            callback(None, delivered)
-        clock.now += 5
+        callbacks = deliveries(producer)
+        for callback in callbacks[served[0] :]:
+            callback(None, delivered_message())
+        served[0] = len(callbacks)
+        clock.now += step
         return 0
 
     producer.poll.side_effect = poll
@@ -251,7 +306,7 @@ def test_the_loop_commits_in_the_background_and_counts_a_commit_once_it_is_answe
     relay.on_assign(consumer, [TopicPartition("in", 0)])
     batches = iter([[record(0), record(1)]])
     consumer.consume.side_effect = lambda *a: next(batches, [])
-    _acknowledge_every_delivery(relay, producer, clock)
+    acknowledge_every_delivery(producer, clock)
 
     def commit(offsets: list[TopicPartition], asynchronous: bool) -> None:
         assert asynchronous, "the loop must not wait for a commit"
@@ -274,7 +329,7 @@ def test_an_offset_commit_unanswered_past_the_limit_stops_the_relay_without_wait
     relay.on_assign(consumer, [TopicPartition("in", 0)])
     batches = iter([[record(0), record(1)]])
     consumer.consume.side_effect = lambda *a: next(batches, [])
-    _acknowledge_every_delivery(relay, producer, clock)
+    acknowledge_every_delivery(producer, clock)
     consumer.list_topics.return_value = MagicMock()  # brokers answer all along
 
     with capture_logs() as logs, pytest.raises(RelayFailed, match="still unanswered after 40 s"):
@@ -284,3 +339,101 @@ def test_an_offset_commit_unanswered_past_the_limit_stops_the_relay_without_wait
     assert call.kwargs["asynchronous"] is True
     consumer.close.assert_not_called()
     assert [e["event"] for e in logs if e["log_level"] == "error"] == ["consumer_stuck"]
+
+
+def big(offset: int) -> MagicMock:
+    """A record whose value cannot shrink and exceeds the 70,000 bytes `dead_letter_relay`'s
+    output accepts: it is set aside."""
+    return record(offset, b"{" + random.Random(offset).randbytes(80_000))
+
+
+def dead_letter_relay(tmp_path: Path) -> tuple[Any, MagicMock, MagicMock]:
+    relay, consumer, producer = make_relay(
+        tmp_path,
+        Clock(),
+        dead_letters={"in": "in.dlq"},
+        max_record_bytes={"in.zd": 70_000},
+    )
+    relay.on_assign(consumer, [TopicPartition("in", 0)])
+    return relay, consumer, producer
+
+
+def targets(producer: MagicMock) -> list[tuple[str, bool]]:
+    """Each produce() call: its topic, and whether it carries a report."""
+    return [(c.args[0], report(c) is not None) for c in producer.produce.call_args_list]
+
+
+def test_a_dead_letter_inside_a_batch_has_its_own_report_and_holds_back_the_commit(
+    tmp_path: Path,
+) -> None:
+    relay, _, producer = dead_letter_relay(tmp_path)
+    relay._relay_batch([record(0), big(1), record(2)])
+    assert targets(producer) == [("in.zd", False), ("in.dlq", True), ("in.zd", True)]
+    dead_letter_report, output_report = deliveries(producer)
+    assert output_report is not None and dead_letter_report is not None
+    output_report(None, delivered_message())  # stands for offsets 0 and 2, not 1
+    assert [tp.offset for tp in relay.offsets.to_commit()] == [1]
+    dead_letter_report(None, delivered_message())
+    assert [tp.offset for tp in relay.offsets.to_commit()] == [3]
+    assert relay.stats.delivered == 3 and relay.stats.dead_letters == 1
+
+
+def test_when_the_last_record_of_a_batch_is_set_aside_the_next_report_stands_for_the_batch(
+    tmp_path: Path,
+) -> None:
+    relay, _, producer = dead_letter_relay(tmp_path)
+    relay._relay_batch([record(0), record(1), big(2)])
+    # The report was to ride on offset 2, which went to the dead-letter topic instead.
+    assert targets(producer) == [("in.zd", False), ("in.zd", False), ("in.dlq", True)]
+    (dead_letter_report,) = deliveries(producer)
+    dead_letter_report(None, delivered_message())
+    assert relay.offsets.to_commit() == []  # 0 and 1 are not known to be delivered yet
+    assert relay.offsets.in_flight() == 2 and relay.offsets.awaiting() == 0
+    relay._relay_batch([record(3)])
+    assert targets(producer)[-1] == ("in.zd", True)
+    deliveries(producer)[-1](None, delivered_message())  # same output partition, in order
+    assert [tp.offset for tp in relay.offsets.to_commit()] == [4]
+    assert relay.stats.delivered == 4
+
+
+def test_a_record_the_producer_refuses_goes_to_the_dead_letter_topic_and_nothing_is_lost(
+    tmp_path: Path,
+) -> None:
+    relay, _, producer = dead_letter_relay(tmp_path)
+    refused = KafkaException(KafkaError(KafkaError.MSG_SIZE_TOO_LARGE))
+
+    def produce(topic: str, *args: object, **kwargs: object) -> None:
+        value = args[0] if args else kwargs["value"]
+        if topic == "in.zd" and value == b"refused":
+            raise refused
+
+    producer.produce.side_effect = produce
+    relay._relay_batch([record(0), record(1, b"refused")])
+    # Tried on the fast path, once more on the general path, then set aside.
+    assert targets(producer) == [
+        ("in.zd", False),
+        ("in.zd", True),
+        ("in.zd", True),
+        ("in.dlq", True),
+    ]
+    deliveries(producer)[-1](None, delivered_message())
+    assert relay.offsets.to_commit() == []  # offset 0 went without a report
+    relay._relay_batch([record(2)])
+    deliveries(producer)[-1](None, delivered_message())
+    assert [tp.offset for tp in relay.offsets.to_commit()] == [3]
+
+
+def test_records_partitioned_by_key_each_carry_their_own_report(tmp_path: Path) -> None:
+    # The output has another partition count: records of one input partition go to several
+    # output partitions, whose order says nothing about each other.
+    relay, _, producer = make_relay(tmp_path, Clock(), partitions={"in": 1, "in.zd": 3})
+    relay._relay_batch([record(0), record(1), record(2)])
+    calls = producer.produce.call_args_list
+    assert [c.args[3] for c in calls] == [-1, -1, -1]  # the partitioner chooses
+    callbacks = deliveries(producer)
+    assert len(callbacks) == 3
+    callbacks[1](None, delivered_message())
+    callbacks[2](None, delivered_message())
+    assert relay.offsets.to_commit() == []
+    callbacks[0](None, delivered_message())
+    assert [tp.offset for tp in relay.offsets.to_commit()] == [3]
