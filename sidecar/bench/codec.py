@@ -269,13 +269,24 @@ class RelayRun:
     variant: str
     messages: int
     seconds: float  # first output record to last
-    cpu_seconds: float  # user + system of the sidecar process(es), whole run
+    cpu_seconds: float  # user + system of the relay's processes, whole run (start-up included)
     peak_rss_bytes: int
     training_runs: int = 0  # training runs the sidecar started during the run
+    #: CPU seconds of the relay's processes from its first output record seen to its last
+    #: (start-up and shutdown excluded), and the records output meanwhile.
+    steady_cpu_seconds: float = 0.0
+    steady_messages: int = 0
 
     @property
     def rate(self) -> float:
         return self.messages / self.seconds if self.seconds else 0.0
+
+    @property
+    def cpu_us_per_record(self) -> float:
+        """Steady-state CPU microseconds per relayed record (0.0 when not measured)."""
+        if not self.steady_messages:
+            return 0.0
+        return self.steady_cpu_seconds / self.steady_messages * 1e6
 
 
 def preload(bootstrap: str, topic: str, kind: str, count: int, partitions: int) -> int:
@@ -314,6 +325,74 @@ def _output_count(consumer: Any, topic: str, partitions: int) -> int:
         consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)[1]
         for p in range(partitions)
     )
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    """The fields of /proc/<pid>/stat after the command name (field 3, the state, first);
+    None when the process is gone."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return text[text.rindex(")") + 2 :].split()
+
+
+def tree_cpu(roots: Sequence[int]) -> float | None:
+    """CPU seconds (user + system) of processes `roots` and all their descendants, including
+    the children they have reaped; None when a root has exited (its time is then in wait4's
+    usage) or /proc cannot say."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            fields = _stat_fields(int(entry.name))
+            if fields is not None:
+                children.setdefault(int(fields[1]), []).append(int(entry.name))
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0
+    todo = list(roots)
+    while todo:
+        pid = todo.pop()
+        fields = _stat_fields(pid)
+        if fields is None or fields[0] in "ZX":
+            if pid in roots:
+                return None
+            continue  # a descendant that ended meanwhile: its parent's cutime has it
+        # utime, stime, cutime, cstime are fields 14-17 of the stat line.
+        total += sum(int(v) for v in fields[11:15])
+        todo.extend(children.get(pid, ()))
+    return total / ticks
+
+
+@dataclass(slots=True)
+class _Window:
+    """What `_watch` saw: wait statuses and usages of the processes, first and last output."""
+
+    statuses: list[int]
+    usages: list[Any]
+    first: float
+    last: float
+    first_count: int
+    cpu_first: float | None
+    cpu_last: float | None
+
+    def run(self, variant: str, messages: int, training_runs: int = 0) -> RelayRun:
+        """The `RelayRun` of the window (`messages` output in all)."""
+        cpu = sum(u.ru_utime + u.ru_stime for u in self.usages)
+        # wait4's usage covers a process and the children it waited for (--workers N); the
+        # peak RSS is the largest single process, not the sum.
+        peak = max(u.ru_maxrss for u in self.usages) * 1024
+        last_cpu = self.cpu_last if self.cpu_last is not None else cpu
+        steady = last_cpu - self.cpu_first if self.cpu_first is not None else 0.0
+        return RelayRun(
+            variant,
+            messages,
+            self.last - self.first,
+            cpu,
+            peak,
+            training_runs,
+            steady_cpu_seconds=max(0.0, steady),
+            steady_messages=messages - self.first_count if self.cpu_first is not None else 0,
+        )
 
 
 def time_relay(
@@ -372,29 +451,83 @@ def time_relay(
     # The log is read back for the training runs started meanwhile (the trainer is on by default).
     with tempfile.TemporaryFile() as log_file:
         proc = subprocess.Popen(argv, env=full_env, stdout=subprocess.DEVNULL, stderr=log_file)
-        status, usage = _watch(proc, watcher, output, partitions, messages, variant)
+        window = _watch([proc], watcher, output, partitions, messages, variant)
         log_file.seek(0)
         trainings = log_file.read().count(b'"event": "training_started"')
-    first, last = status[1], status[2]
-    if os.waitstatus_to_exitcode(status[0]) != 0:
-        raise InputError(f"bench relay: {variant} exited {os.waitstatus_to_exitcode(status[0])}")
-    # wait4's usage covers the process and, with --workers N, the workers it waited for; the
-    # peak RSS is then the largest single process, not the sum.
-    cpu = usage.ru_utime + usage.ru_stime
-    return RelayRun(variant, messages, last - first, cpu, usage.ru_maxrss * 1024, trainings)
+    code = os.waitstatus_to_exitcode(window.statuses[0])
+    if code != 0:
+        raise InputError(f"bench relay: {variant} exited {code}")
+    return window.run(variant, messages, trainings)
+
+
+#: Producer properties of the C relay: those the sidecar's own producer runs with
+#: (`sidecar.kafka`: acks=all and idempotence fixed, linger.ms 5 and zstd batches by default).
+KCAT_PRODUCER: Final = {
+    "acks": "all",
+    "enable.idempotence": "true",
+    "linger.ms": "5",
+    "compression.type": "zstd",
+    "queue.buffering.max.messages": "200000",
+}
+
+
+def time_c_relay(
+    bootstrap: str, topic: str, partitions: int, messages: int, variant: str
+) -> RelayRun:
+    """The reference without Python: `kcat -C` reading the pre-loaded `topic` piped into
+    `kcat -P` writing a fresh output topic (librdkafka both; values only, one per line; the
+    producer with the sidecar's producer properties, `KCAT_PRODUCER`)."""
+    import uuid
+
+    from sidecar.bench.workload import create_topic
+    from sidecar.kafka import plain_consumer
+
+    kcat = shutil.which("kcat")
+    if kcat is None:
+        raise InputError("bench relay: the C relay row needs kcat on PATH (apt install kcat)")
+    run_id = uuid.uuid4().hex[:8]
+    output = f"{topic}.{run_id}"
+    create_topic(bootstrap, output, partitions)
+    settings = [arg for key, value in KCAT_PRODUCER.items() for arg in ("-X", f"{key}={value}")]
+    watcher = plain_consumer(bootstrap, f"bench-watch-{run_id}")
+    # -e: the consumer exits at the end of the topic, flushing its buffered output; the
+    # producer then flushes and exits on end of input.
+    reader = subprocess.Popen(
+        [kcat, "-C", "-q", "-b", bootstrap, "-t", topic, "-o", "beginning", "-e"],
+        stdout=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+    )
+    assert reader.stdout is not None
+    writer = subprocess.Popen(
+        [kcat, "-P", "-q", "-b", bootstrap, "-t", output, *settings],
+        stdin=reader.stdout,
+    )
+    reader.stdout.close()  # the writer holds the pipe now
+    window = _watch([reader, writer], watcher, output, partitions, messages, variant)
+    for status in window.statuses:
+        code = os.waitstatus_to_exitcode(status)
+        # Stopped by SIGTERM once everything was relayed, or ended on its own.
+        if code not in (0, -signal.SIGTERM):
+            raise InputError(f"bench relay: {variant} (kcat) exited {code}")
+    return window.run(variant, messages)
 
 
 def _watch(
-    proc: subprocess.Popen[bytes],
+    procs: Sequence[subprocess.Popen[bytes]],
     watcher: Any,
     output: str,
     partitions: int,
     messages: int,
     variant: str,
-) -> tuple[tuple[int, float, float], Any]:
-    """Watch the output topic until it holds `messages` records, then stop the relay:
-    ((wait status, first seen, last seen), resource usage)."""
+) -> _Window:
+    """Watch the output topic until it holds `messages` records, then stop the relay's
+    processes; their CPU is sampled when the first output record is seen and when the last is."""
+    pids = [p.pid for p in procs]
     first = last = 0.0
+    first_count = 0
+    cpu_first = cpu_last = None
+    statuses: list[int] = []
+    usages: list[Any] = []
     try:
         deadline = time.monotonic() + 600
         while time.monotonic() < deadline:
@@ -404,15 +537,23 @@ def _watch(
                 done = 0
             now = time.monotonic()
             if done and not first:
-                first = now
+                cpu_first = tree_cpu(pids)
+                first, first_count = now, done
             if done >= messages:
+                cpu_last = tree_cpu(pids)
                 last = now
                 break
             time.sleep(0.05)
     finally:
-        proc.send_signal(signal.SIGTERM)
-        _, status, usage = os.wait4(proc.pid, 0)
+        for proc in procs:
+            # Not polled first: that would reap an ended process and lose its usage; a signal
+            # to one that ended (unreaped) does nothing.
+            proc.send_signal(signal.SIGTERM)
+        for proc in procs:
+            _, status, usage = os.wait4(proc.pid, 0)
+            statuses.append(status)
+            usages.append(usage)
         watcher.close()
     if not last:
         raise InputError(f"bench relay: {variant} did not relay {messages} records in time")
-    return (status, first, last), usage
+    return _Window(statuses, usages, first, last, first_count, cpu_first, cpu_last)

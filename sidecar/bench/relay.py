@@ -3,17 +3,20 @@
 Per event kind (by default ~100 B `product_viewed` and ~500 B `order`), on a real broker:
 
 * **saturation**: a topic pre-loaded with `count` events is relayed into a fresh output topic
-  by each variant (pass-through, compress with 1 and 2 workers, the trainer on as by default,
-  and 1 worker with `--no-training`): messages/s from the first output record to the last,
-  CPU seconds per million messages, peak RSS of the largest process, training runs started;
+  by each variant (the C relay: `kcat -C` piped into `kcat -P`, librdkafka without Python;
+  pass-through, compress with 1 and 2 workers, the trainer on as by default, and 1 worker with
+  `--no-training`): messages/s from the first output record to the last, CPU microseconds per
+  record in the steady state (the relay's processes from its first output record to its last:
+  start-up and shutdown excluded), peak RSS of the largest process, training runs started;
 * **latency**: a fresh relay of each variant while this process produces at a fixed rate
   (`--latency-rate`, and `max`: as fast as one producer can, beyond what the relay sustains)
   and reads the output topic: end-to-end latency of each record, from its producer timestamp
   (set at `produce()`) to its arrival at an output consumer, p50/p99/max after a warm-up.
 
 Method (DESIGN §8): every variant once per round, variants interleaved; a warm-up round
-discarded; median and [min-max] of the measured rounds; ratios against pass-through within
-the run.
+discarded; median and [min-max] of the measured rounds; ratios against pass-through and the C
+relay within the run. With a `baseline` (another checkout of the package, e.g. the main branch),
+every sidecar variant also runs from it, right after its own run: before/after in one run.
 """
 
 from __future__ import annotations
@@ -24,13 +27,13 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
-from sidecar.bench.codec import RelayRun, preload, time_relay
+from sidecar.bench.codec import RelayRun, preload, time_c_relay, time_relay
 from sidecar.bench.workload import SidecarProcess, create_topic
 from sidecar.errors import InputError
 from sidecar.kafka import plain_consumer, plain_producer
@@ -42,12 +45,31 @@ class RelayVariant:
     workers: int
     pass_through: bool
     training: bool  # the trainer runs (the default); pass-through has nothing to train on
+    #: The directory the sidecar package is imported from (None: this one): a baseline.
+    source: Path | None = None
 
     @property
     def trainer(self) -> str:
         if self.pass_through:
             return "off (nothing sampled)"
         return "on (default)" if self.training else "off (--no-training)"
+
+    def env(self) -> dict[str, str]:
+        """Settings of the sidecar process beyond its arguments."""
+        env = {} if self.training else {"ZDICT_TRAINING__ENABLED": "false"}
+        if self.source is not None:
+            env["PYTHONPATH"] = str(self.source)  # ahead of this installation
+        return env
+
+    def from_source(self, source: Path) -> RelayVariant:
+        """The same variant run from the package in `source` (a name of its own)."""
+        return replace(self, name=f"{self.name} {BASELINE_MARK}", source=source)
+
+
+#: What names a variant run from the baseline.
+BASELINE_MARK: Final = "[baseline]"
+#: The row of the relay without Python (`time_c_relay`).
+C_RELAY: Final = "C relay (kcat -C | kcat -P)"
 
 
 SATURATION: Final = (
@@ -63,6 +85,8 @@ LATENCY: Final = (
 )
 #: Unthrottled, latency is the queue whatever the variant: the 1-worker ones say it.
 LATENCY_AT_MAX: Final = LATENCY[:2]
+#: The row the others are compared with.
+PASS_THROUGH: Final = SATURATION[0].name
 #: Properties of the bench's own producer and output consumer (librdkafka's defaults).
 CLIENT: dict[str, Any] = {}
 #: Seconds of traffic at the start of a latency run that are not measured.
@@ -96,6 +120,13 @@ class LatencyRun:
     training_runs: int = 0
 
 
+def with_baseline(variants: Sequence[RelayVariant], baseline: Path | None) -> list[RelayVariant]:
+    """`variants`, each followed by itself run from `baseline` (when given)."""
+    if baseline is None:
+        return list(variants)
+    return [run for v in variants for run in (v, v.from_source(baseline))]
+
+
 def _relay_args(variant: RelayVariant, topic: str, output: str, store: Path) -> list[str]:
     args = [
         *("--input-topic", topic, "--output-topic", output),
@@ -124,6 +155,7 @@ def latency_run(
     `WARMUP_SECONDS + seconds`, read the output and measure each record after the warm-up."""
     output = f"{topic}.{uuid.uuid4().hex[:8]}"
     env = {
+        **variant.env(),
         "KAFKA_BOOTSTRAP_SERVERS": bootstrap,
         "ZDICT_REGISTRY__TOPIC": f"_zdict_dictionaries-{topic}",
         # Start at the end of the input: only this run's traffic is relayed.
@@ -284,9 +316,11 @@ def bench_kind(
     latency: Sequence[RelayVariant] = LATENCY,
     rates: Sequence[float | None] = (20_000.0,),
     latency_seconds: float = 6.0,
+    c_relay: bool = True,
     progress: Callable[[str], None] = print,
 ) -> KindResults:
-    """Both parts for one kind; rounds interleave the variants, round 0 is the warm-up."""
+    """Both parts for one kind; rounds interleave the variants, round 0 is the warm-up.
+    `c_relay`: the C relay (`C_RELAY`) first in every round (it needs kcat)."""
     from sidecar.bench.events import generate
 
     stem = f"bench-relay-{kind}-{uuid.uuid4().hex[:6]}"
@@ -300,9 +334,13 @@ def bench_kind(
     values = list(generate(kind, 50_000, seed=11))
     for round_ in range(runs + 1):
         label = "warm-up round" if round_ == 0 else f"round {round_}/{runs}"
+        if c_relay:
+            progress(f"bench relay: {kind}, {label}: {C_RELAY}, {count:,} pre-loaded ...")
+            run = time_c_relay(bootstrap, topic, partitions, count, C_RELAY)
+            if round_:
+                results.saturation.setdefault(C_RELAY, []).append(run)
         for variant in saturation:
             progress(f"bench relay: {kind}, {label}: {variant.name}, {count:,} pre-loaded ...")
-            env = {} if variant.training else {"ZDICT_TRAINING__ENABLED": "false"}
             run = time_relay(
                 bootstrap,
                 topic,
@@ -312,12 +350,13 @@ def bench_kind(
                 store,
                 variant.workers,
                 variant.pass_through,
-                env=env,
+                env=variant.env(),
             )
             if round_:
                 results.saturation.setdefault(variant.name, []).append(run)
+        at_max = {v.name for v in LATENCY_AT_MAX}
         for rate in rates:
-            for variant in latency if rate else [v for v in latency if v in LATENCY_AT_MAX]:
+            for variant in [v for v in latency if rate or base_name(v.name) in at_max]:
                 what = f"{rate:,.0f}/s" if rate else "max rate"
                 progress(f"bench relay: {kind}, {label}: {variant.name}, latency at {what} ...")
                 seconds = latency_seconds if rate else latency_seconds / 2
@@ -327,6 +366,11 @@ def bench_kind(
                 if round_:
                     results.latency.setdefault(_latency_key(variant.name, rate), []).append(lat)
     return results
+
+
+def base_name(name: str) -> str:
+    """A variant's name without the baseline mark."""
+    return name.removesuffix(f" {BASELINE_MARK}")
 
 
 def _latency_key(name: str, rate: float | None) -> str:
@@ -353,8 +397,10 @@ def plot(results: Sequence[KindResults], path: Path) -> Path:
         highs = [
             max(r.rate for r in kind.saturation[n]) - m for m, n in zip(medians, names, strict=True)
         ]
-        base = medians[0] if medians else 1.0
-        colors = ["grey" if "pass-through" in n else "tab:red" for n in names]
+        base = next((m for n, m in zip(names, medians, strict=True) if n == PASS_THROUGH), 1.0)
+        colors = [
+            "black" if n == C_RELAY else "grey" if "pass-through" in n else "tab:red" for n in names
+        ]
         bars = ax.barh(names, medians, xerr=[lows, highs], color=colors, capsize=4)
         ax.bar_label(
             bars, labels=[f"{m:,.0f}  ({m / base:.2f}x)" for m in medians], padding=30, fontsize=9

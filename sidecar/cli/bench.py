@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Final
@@ -31,7 +32,7 @@ from sidecar.errors import ConfigError
 from sidecar.tools.tables import render
 
 if TYPE_CHECKING:
-    from sidecar.bench.codec import CodecResult
+    from sidecar.bench.codec import CodecResult, RelayRun
     from sidecar.bench.lifecycle import LifecycleResults
     from sidecar.bench.relay import KindResults
     from sidecar.bench.storage import StorageResults, Variant
@@ -53,6 +54,17 @@ def rounds(text: str) -> int:
             "little)"
         )
     return value
+
+
+def package_checkout(text: str) -> Path:
+    """`bench relay --baseline`: a directory holding the `sidecar` package (a checkout)."""
+    path = Path(text)
+    if not (path / "sidecar" / "__init__.py").is_file():
+        raise argparse.ArgumentTypeError(
+            f"expected a directory holding the sidecar package (a checkout of zdict-sidecar, "
+            f"e.g. `git worktree add DIR main`), got {text!r}"
+        )
+    return path.resolve()
 
 
 def latency_rates(text: str) -> list[float | None]:
@@ -281,8 +293,17 @@ def cmd_bench_relay(args: argparse.Namespace) -> int:
     bootstrap = _bench_bootstrap()
     rates = args.latency_rate
     kinds = args.kind or ["product_viewed", "order"]
+    c_relay = shutil.which("kcat") is not None
+    if not c_relay:
+        print("zdict-sidecar: kcat is not installed: no C relay row", file=sys.stderr)
     results = []
     for i, kind in enumerate(kinds):
+        # Trainer on vs off is measured on the first kind (the default is on everywhere).
+        saturation = [
+            v
+            for v in bench_relay.SATURATION
+            if i == 0 or args.all_kinds or v.training or v.pass_through
+        ]
         results.append(
             bench_relay.bench_kind(
                 bootstrap,
@@ -292,12 +313,9 @@ def cmd_bench_relay(args: argparse.Namespace) -> int:
                 args.runs,
                 rates=rates if i == 0 or args.all_kinds else (),
                 latency_seconds=args.latency_seconds,
-                # Trainer on vs off is measured on the first kind (the default is on everywhere).
-                saturation=[
-                    v
-                    for v in bench_relay.SATURATION
-                    if i == 0 or args.all_kinds or v.training or v.pass_through
-                ],
+                saturation=bench_relay.with_baseline(saturation, args.baseline),
+                latency=bench_relay.with_baseline(bench_relay.LATENCY, args.baseline),
+                c_relay=c_relay,
             )
         )
     for r in results:
@@ -325,19 +343,26 @@ def _format_saturation(result: KindResults, runs: int) -> str:
     from sidecar.bench import relay as bench_relay
 
     variants = {v.name: v for v in bench_relay.SATURATION}
-    names = list(result.saturation)
-    base = statistics.median(r.rate for r in result.saturation[names[0]]) if names else 1.0
+
+    def median(name: str, measure: Callable[[RelayRun], float]) -> float | None:
+        measured = result.saturation.get(name)
+        return statistics.median(map(measure, measured)) if measured else None
+
+    rate_base = median(bench_relay.PASS_THROUGH, lambda r: r.rate)
+    cpu_base = median(bench_relay.C_RELAY, lambda r: r.cpu_us_per_record)
     rows: list[list[object]] = []
     for name, saturation_runs in result.saturation.items():
         rates = [r.rate for r in saturation_runs]
-        cpu = [r.cpu_seconds / (result.count / 1e6) for r in saturation_runs]
+        cpu = [r.cpu_us_per_record for r in saturation_runs]
+        variant = variants.get(bench_relay.base_name(name))
         rows.append(
             [
                 name,
-                variants[name].trainer,
+                variant.trainer if variant is not None else "-",
                 bench_relay.median_range(rates),
-                round(statistics.median(rates) / base, 2),
-                bench_relay.median_range(cpu, "{:.1f}"),
+                round(statistics.median(rates) / rate_base, 2) if rate_base else "-",
+                bench_relay.median_range(cpu, "{:.2f}"),
+                round(statistics.median(cpu) / cpu_base, 2) if cpu_base else "-",
                 round(max(r.peak_rss_bytes for r in saturation_runs) / 2**20),
                 sum(r.training_runs for r in saturation_runs),
             ]
@@ -348,14 +373,16 @@ def _format_saturation(result: KindResults, runs: int) -> str:
             "trainer",
             "msg/s median [min-max]",
             "x pass-through",
-            "CPU s / M msgs",
+            "CPU us/record",
+            "x C relay",
             "peak RSS MiB",
             "training runs",
         ),
         rows,
         f"relay over {result.count:,} pre-loaded {result.kind} events "
         f"({result.mean_bytes:.0f} B), {result.partitions} partitions, {runs} rounds after a "
-        "warm-up round",
+        "warm-up round; CPU of the relay's processes per record from its first output record "
+        "to its last (start-up excluded)",
     )
 
 
@@ -365,7 +392,7 @@ def _format_latency(result: KindResults) -> str:
     variants = {v.name: v for v in bench_relay.LATENCY}
     rows: list[list[object]] = []
     for key, latency_runs in result.latency.items():
-        name = key.split(" @ ")[0]
+        name = bench_relay.base_name(key.split(" @ ")[0])
         rows.append(
             [
                 key,
@@ -717,6 +744,13 @@ def _add_bench_relay(benches: Commands) -> None:
         "--all-kinds",
         action="store_true",
         help="latency and the --no-training variant for every kind (default: the first only)",
+    )
+    b.add_argument(
+        "--baseline",
+        type=package_checkout,
+        metavar="DIR",
+        help="also run every sidecar variant from the package in DIR (another checkout, e.g. "
+        "of main), right after its own run: before/after in one run",
     )
     b.add_argument("--json-out", type=output_file, default="out/bench-relay.json", metavar="FILE")
     b.add_argument("--png", type=png_file, default="out/bench-relay.png", metavar="FILE")

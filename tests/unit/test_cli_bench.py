@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +14,7 @@ import pytest
 
 from sidecar.bench import lifecycle as bench_lifecycle
 from sidecar.bench import relay as bench_relay
-from sidecar.bench.codec import RelayRun
+from sidecar.bench.codec import RelayRun, tree_cpu
 from sidecar.bench.lifecycle import CostRound, LifecycleResults
 from sidecar.bench.relay import KindResults, LatencyRun
 from sidecar.bench.workload import DriftRun
@@ -30,9 +34,14 @@ def broker(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 def _kind_results(kind: str, *args: Any, **kwargs: Any) -> KindResults:
     result = KindResults(kind, 1_000_000, 321.0, 4)
+    if kwargs["c_relay"]:
+        result.saturation[bench_relay.C_RELAY] = [
+            RelayRun(bench_relay.C_RELAY, 1_000_000, 4.0, 2.5, 50 * 2**20, 0, 1.8, 1_000_000)
+        ] * 3
     for variant in kwargs["saturation"]:
         result.saturation[variant.name] = [
-            RelayRun(variant.name, 1_000_000, 5.0 + i, 7.0, 200 * 2**20, i) for i in range(3)
+            RelayRun(variant.name, 1_000_000, 5.0 + i, 7.0, 200 * 2**20, i, 5.4, 900_000)
+            for i in range(3)
         ]
     for rate in kwargs["rates"]:
         key = f"compress, 1 worker @ {f'{rate:,.0f}/s' if rate else 'max'}"
@@ -53,11 +62,17 @@ def test_bench_relay_prints_both_tables_writes_json_and_notes_a_missing_chart_li
         bench_relay, "bench_kind", lambda _, kind, *a, **k: _kind_results(kind, **k)
     )
     monkeypatch.setattr(bench_relay, "plot", no_matplotlib)
+    monkeypatch.setattr(cli_bench.shutil, "which", lambda name: f"/usr/bin/{name}")
     json_out = tmp_path / "relay.json"
     argv = ["bench", "relay", "--kind", "order", "--latency-rate", "20000,max"]
     assert main([*argv, "--json-out", str(json_out)]) == 0
     captured = capsys.readouterr()
     assert "relay over 1,000,000 pre-loaded order events (321 B), 4 partitions" in captured.out
+    # CPU per record in the steady state, and against the C relay: 5.4 s / 0.9 M vs 1.8 / 1 M.
+    c_relay = next(line for line in captured.out.splitlines() if "kcat" in line)
+    assert "1.80 [1.80-1.80]" in c_relay
+    pass_through = next(line for line in captured.out.splitlines() if "pass-through, 1" in line)
+    assert "6.00 [6.00-6.00]" in pass_through and "3.33" in pass_through
     assert "compress, 1 worker @ 20,000/s" in captured.out
     assert "compress, 1 worker @ max" in captured.out
     assert captured.out.endswith(f"\nwrote {json_out}\n")
@@ -121,6 +136,7 @@ def test_bench_settings_that_cannot_measure_are_refused_with_exit_2(
         (["bench", "storage", "--fills", "0"], "argument --fills: expected a comma list"),
         (["bench", "lifecycle", "--seconds", "inf"], "argument --seconds: expected a number > 0"),
         (["bench", "relay", "--png", "chart.svg"], "argument --png: expected a file name ending"),
+        (["bench", "relay", "--baseline", "/"], "argument --baseline: expected a directory"),
     ],
 )
 def test_bench_flags_are_checked_when_parsed_naming_the_flag(
@@ -131,6 +147,40 @@ def test_bench_flags_are_checked_when_parsed_naming_the_flag(
     assert exit_.value.code == 2
     assert message in capsys.readouterr().err
     assert broker == []
+
+
+def test_a_baseline_runs_every_sidecar_variant_again_from_its_checkout_right_after(
+    tmp_path: Path,
+) -> None:
+    variants = bench_relay.with_baseline(bench_relay.LATENCY[:2], tmp_path)
+    assert [v.name for v in variants] == [
+        "pass-through, 1 worker",
+        "pass-through, 1 worker [baseline]",
+        "compress, 1 worker",
+        "compress, 1 worker [baseline]",
+    ]
+    assert "PYTHONPATH" not in variants[0].env()
+    assert variants[1].env()["PYTHONPATH"] == str(tmp_path)
+    assert bench_relay.base_name(variants[3].name) == variants[2].name
+
+
+def test_the_cpu_of_a_process_tree_counts_its_children(tmp_path: Path) -> None:
+    # A child that burns 0.3 s of its own CPU, then waits: its time is in the tree's.
+    burn = "import time\nwhile time.process_time() < 0.3: pass\nprint(flush=True)\ninput()"
+    child = subprocess.Popen(
+        [sys.executable, "-c", burn], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert child.stdout is not None and child.stdout.readline() == "\n"
+        mine = tree_cpu([os.getpid()])
+        theirs = tree_cpu([child.pid])
+        assert theirs is not None and 0.28 <= theirs < 5  # clock ticks: 10 ms steps
+        assert mine is not None and mine >= theirs + time.process_time() - 0.05
+    finally:
+        child.kill()
+        child.wait()
+    assert tree_cpu([child.pid]) is None  # ended: its usage is wait4's to tell
+    assert RelayRun("x", 10, 1.0, 2.0, 0, 0, 0.5, 100_000).cpu_us_per_record == 5.0
 
 
 def test_the_flags_lists_parse_to_what_the_benchmarks_take() -> None:
