@@ -58,7 +58,9 @@ class RelayVariant:
         """Settings of the sidecar process beyond its arguments."""
         env = {} if self.training else {"ZDICT_TRAINING__ENABLED": "false"}
         if self.source is not None:
-            env["PYTHONPATH"] = str(self.source)  # ahead of this installation
+            # Ahead of this installation; PYTHONSAFEPATH: not behind the working directory,
+            # which `python -m` would otherwise put first (it may be this checkout).
+            env |= {"PYTHONPATH": str(self.source), "PYTHONSAFEPATH": "1"}
         return env
 
     def from_source(self, source: Path) -> RelayVariant:

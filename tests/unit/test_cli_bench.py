@@ -161,6 +161,7 @@ def test_a_baseline_runs_every_sidecar_variant_again_from_its_checkout_right_aft
     ]
     assert "PYTHONPATH" not in variants[0].env()
     assert variants[1].env()["PYTHONPATH"] == str(tmp_path)
+    assert variants[1].env()["PYTHONSAFEPATH"] == "1"  # not this checkout, the working dir
     assert bench_relay.base_name(variants[3].name) == variants[2].name
 
 

@@ -15,6 +15,7 @@ from sidecar.codec import (
     DEFAULT_MAX_OUTPUT_SIZE,
     NO_DICTIONARY,
     ZSTD_MAGIC,
+    CodecStats,
     Decoder,
     Encoder,
     FrameOptions,
@@ -217,6 +218,28 @@ def test_encode_batch_gives_the_same_records_as_one_by_one(
     batched = Encoder(dictionary)
     assert batched.encode_batch(records) == [one_by_one.encode_record(v, h) for v, h in records]
     assert batched.stats == one_by_one.stats
+
+
+def test_encode_batch_compresses_in_one_call_exactly_what_compress_gives_one_by_one(
+    dictionary: Dictionary, events: list[bytes]
+) -> None:
+    encoder = Encoder(dictionary, min_size=0)
+    values = [*events[4000:4200], b"", gzip.compress(events[4300]), b"x"]
+    encoded = encoder.encode_batch([(v, None) for v in values])
+    for value, enc in zip(values, encoded, strict=True):
+        assert enc.value == (encoder.compress(value) if enc.outcome == "compressed" else value)
+    assert sum(e.outcome == "compressed" for e in encoded) == 200
+    assert [e.outcome for e in encoded[-3:]] == ["no_gain", "precompressed", "no_gain"]
+
+
+def test_a_spoofed_header_in_a_batch_raises_before_anything_is_counted(
+    dictionary: Dictionary, events: list[bytes]
+) -> None:
+    encoder = Encoder(dictionary)
+    spoofed = (b"not a zstd frame at all", [("zd", b"\x80\x01")])
+    with pytest.raises(CorruptFrame, match="not a zstd frame"):
+        encoder.encode_batch([(events[4000], None), (None, None), spoofed])
+    assert encoder.stats == CodecStats()
 
 
 def test_no_dictionary_mode_compresses_larger_values_with_id_zero(events: list[bytes]) -> None:
