@@ -546,9 +546,9 @@ def _watch(
             time.sleep(0.05)
     finally:
         for proc in procs:
-            # Not polled first: that would reap an ended process and lose its usage; a signal
-            # to one that ended (unreaped) does nothing.
-            proc.send_signal(signal.SIGTERM)
+            # os.kill, not Popen.send_signal: that polls first, reaping a process that ended
+            # (kcat at the end of its input) and losing its usage. An unreaped one ignores it.
+            os.kill(proc.pid, signal.SIGTERM)
         for proc in procs:
             _, status, usage = os.wait4(proc.pid, 0)
             statuses.append(status)
