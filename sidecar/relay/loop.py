@@ -700,29 +700,30 @@ class Relay:
         produce = cast(Any, self.producer).produce
         produced = 0
         for msg, enc, report, partition in zip(batch, encoded, reports, parts, strict=True):
-            if enc.output_bytes <= fast_limit:
+            value, headers, _, _, size = enc
+            if size <= fast_limit:
                 ts_type, ts = msg.timestamp()
                 try:
                     produce(
                         output,
-                        enc.value,
+                        value,
                         msg.key(),
                         partition,
                         report,
                         None,
                         ts if ts_type and ts >= 0 else 0,
-                        enc.headers or None,
+                        headers or None,
                     )
                 except BufferError:
                     # Queue full: let deliveries drain it, then the general path retries.
                     self.stats.queue_full_waits += 1
                     self.producer.poll(0.1)
                     self.health.beat()
-                    self._send(route, msg, output, enc.value, enc.headers, units[partition], report)
+                    self._send(route, msg, output, value, headers, units[partition], report)
                 except KafkaException:
                     # Refused outright: the general path tries once more, then sets it aside or
                     # stops.
-                    self._send(route, msg, output, enc.value, enc.headers, units[partition], report)
+                    self._send(route, msg, output, value, headers, units[partition], report)
                 else:
                     produced += 1
                     continue
