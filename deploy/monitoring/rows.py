@@ -304,7 +304,8 @@ def _latency(layout: Layout) -> None:
         timeseries(
             "Relay latency: record timestamp to acknowledged (p50, p99)",
             "From the input record's timestamp to the broker's acknowledgement of its "
-            "compressed copy (one record in 8). Includes the producer's own delay and any lag.",
+            "compressed copy (the oldest record of each delivery report). Includes the "
+            "producer's own delay and any lag.",
             [
                 (quantile(0.5, "zdict_relay_latency_seconds"), "p50"),
                 (quantile(0.99, "zdict_relay_latency_seconds"), "p99"),
