@@ -92,3 +92,13 @@ class RecordTooLarge(ZdictError):
 
 class MissingDependency(ConfigError):
     """An optional dependency a command needs is not installed (the message names the extra)."""
+
+
+class MalformedBatch(ZdictError):
+    """A Kafka record batch a client sent does not parse: truncated, a bad CRC, an unknown or
+    unsupported compression codec, or larger than allowed once decompressed."""
+
+
+class ProtocolError(ZdictError):
+    """A Kafka protocol request the proxy cannot serve: a malformed frame, an API key or
+    version it does not implement; the connection is closed after it is logged."""
