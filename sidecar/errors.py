@@ -96,7 +96,12 @@ class MissingDependency(ConfigError):
 
 class MalformedBatch(ZdictError):
     """A Kafka record batch a client sent does not parse: truncated, a bad CRC, an unknown or
-    unsupported compression codec, or larger than allowed once decompressed."""
+    unsupported compression codec, or larger than allowed once decompressed. `reason` classes
+    it (`corrupt`: CRC, `codec`: a codec the proxy cannot decode, `format`: the rest)."""
+
+    def __init__(self, message: str, reason: str = "format") -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 class ProtocolError(ZdictError):

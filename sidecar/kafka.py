@@ -142,6 +142,35 @@ def is_topic_settling(error: KafkaError) -> bool:
     return error.code() in _SETTLING
 
 
+#: Kafka protocol error codes: what a produce proxy answers its client for errors librdkafka
+#: reports of its own (negative codes) on a delivery.
+_REQUEST_TIMED_OUT: Final = 7
+_NETWORK_EXCEPTION: Final = 13
+_UNKNOWN_SERVER_ERROR: Final = -1
+_LOCAL_TO_PROTOCOL: Final = {
+    KafkaError._MSG_TIMED_OUT: _REQUEST_TIMED_OUT,
+    KafkaError._TIMED_OUT: _REQUEST_TIMED_OUT,
+    KafkaError._TIMED_OUT_QUEUE: _REQUEST_TIMED_OUT,
+    KafkaError._TRANSPORT: _NETWORK_EXCEPTION,
+    KafkaError._ALL_BROKERS_DOWN: _NETWORK_EXCEPTION,
+    KafkaError._PURGE_QUEUE: _NETWORK_EXCEPTION,
+    KafkaError._PURGE_INFLIGHT: _NETWORK_EXCEPTION,
+}
+
+
+def protocol_error_code(error: KafkaError) -> int:
+    """The Kafka protocol error code a client should see for a failed delivery: the broker's
+    own code when the broker refused the record, else a retriable timeout or network error for
+    librdkafka's own failures (the record may still be written: at least once), or
+    UNKNOWN_SERVER_ERROR."""
+    code = error.code()
+    if code >= 0:
+        return int(code)
+    if code in _LOCAL_TO_PROTOCOL:
+        return _LOCAL_TO_PROTOCOL[code]
+    return _NETWORK_EXCEPTION if error.retriable() else _UNKNOWN_SERVER_ERROR
+
+
 class Refusals:
     """An error_cb that keeps the first refusal (authentication, TLS) a client reports."""
 

@@ -258,10 +258,11 @@ def _decompress(codec: int, data: bytes, limit: int) -> bytes:
     if codec == 2:
         raise MalformedBatch(
             "snappy-compressed batch: the proxy does not decode snappy (no snappy library in "
-            "the image); set the producer's compression.type to zstd, lz4, gzip or none"
+            "the image); set the producer's compression.type to zstd, lz4, gzip or none",
+            "codec",
         )
     if codec not in (1, 3, 4):
-        raise MalformedBatch(f"unknown compression codec {codec} in the batch attributes")
+        raise MalformedBatch(f"unknown compression codec {codec} in the batch attributes", "codec")
     try:
         if codec == 1:
             out = zlib.decompressobj(wbits=47).decompress(data, limit + 1)
@@ -358,7 +359,7 @@ def decode_batches(data: bytes, max_bytes: int) -> list[DecodedBatch]:
                 f"record batch of magic {magic}; only v2 (Kafka 0.11 and later clients) is read"
             )
         if crc32c(data[pos + _CRC_START : end]) != crc:
-            raise MalformedBatch("record batch CRC-32C mismatch (corrupted in transit)")
+            raise MalformedBatch("record batch CRC-32C mismatch (corrupted in transit)", "corrupt")
         if count < 0 or count > length:
             raise MalformedBatch(f"a batch says it holds {count} records")
         section = data[pos + BATCH_HEADER_BYTES : end]
