@@ -59,7 +59,7 @@ DICTIONARY_CHECK_INTERVAL: Final = 5.0
 BEAT_INTERVAL: Final = 1.0
 #: Seconds the upstream producer may take to deliver what is queued when the proxy stops.
 FLUSH_TIMEOUT: Final = 30.0
-#: Seconds the start waits for the upstream cluster to answer.
+#: Seconds the start waits at most for the upstream cluster to answer.
 START_TIMEOUT: Final = 30.0
 
 
@@ -451,7 +451,9 @@ def run_proxy(settings: Settings, ready: Callable[[str, int], None] | None = Non
     upstream: _Upstream | None = None
     try:
         bootstrap = settings.kafka.client_config()["bootstrap.servers"]
-        partition_counts(make_admin(settings), [], START_TIMEOUT, bootstrap)  # reachable?
+        # Reachable at all? As for `run`, ZDICT_RELAY__UNREACHABLE_TIMEOUT bounds the wait.
+        wait = min(START_TIMEOUT, settings.relay.unreachable_timeout)
+        partition_counts(make_admin(settings), [], wait, bootstrap)
         upstream = _Upstream(settings)
         store = DictionaryStore(settings.dictionaries)
         if settings.registry.enabled:

@@ -81,6 +81,7 @@ CASES: Final = [
             f"train {EVENTS}",
             "evaluate {events}",
             "run",
+            "proxy",
             "cat -t t",
             "verify -i t",
             "report --metrics http://127.0.0.1:1/metrics --out x.png",
@@ -205,6 +206,14 @@ CASES: Final = [
     case("run-mode", "run --input-topic t --mode sideways", USAGE, "--mode"),
     case("run-no-input-topic", "run", USAGE, "--input-topic", "ZDICT_RELAY__INPUT_TOPICS"),
     case("run-unreachable", "run --input-topic t", FAILURE, UNREACHABLE),
+    # -- proxy
+    case("proxy-listen", "proxy --listen nowhere", USAGE, "ZDICT_PROXY__LISTEN", "nowhere"),
+    case("proxy-listen-port", "proxy --listen 127.0.0.1:99999", USAGE, "ZDICT_PROXY__LISTEN"),
+    case(
+        "proxy-upstream-topic", "proxy --upstream-topic one", USAGE, "ZDICT_PROXY__UPSTREAM_TOPIC"
+    ),
+    case("proxy-metrics-port", "proxy --metrics-port 70000", USAGE, "--metrics-port"),
+    case("proxy-unreachable", "proxy --listen 127.0.0.1:0", FAILURE, UNREACHABLE),
     case(
         "env-input-topics-not-json",
         "run",
