@@ -228,6 +228,13 @@ class ProduceHandler:
         pending = [f for _, _, futures in forwarded for f in futures if not f.done()]
         if pending:
             await asyncio.wait(pending, timeout=deadline)
+            if not all(f.done() for f in pending):
+                self._log_refusal(
+                    "timeout",
+                    request.client_id,
+                    f"upstream acknowledged nothing within {deadline:.1f} s: answered "
+                    "REQUEST_TIMED_OUT (the client retries)",
+                )
         return self._response(request.version, forwarded)
 
     def _refusal(
