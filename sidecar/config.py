@@ -491,10 +491,24 @@ class ProxySettings(BaseModel):
         "connection is closed (the client's max.request.size must stay below)",
     )
     max_in_flight: int = Field(
-        default=5,
+        default=32,
         ge=1,
-        le=100,
-        description="requests of one connection served at once (Kafka clients send up to 5)",
+        le=1000,
+        description="requests of one connection served at once: an answer waits for upstream, "
+        "so clients that send one request per partition need several under way",
+    )
+    max_buffered_bytes: int = Field(
+        default=256 * 1024 * 1024,
+        ge=64 * 1024,
+        description="bytes of requests being served across all connections; a request waits "
+        "for room before it is read (bounds the proxy's memory)",
+    )
+    linger_ms: float = Field(
+        default=1.0,
+        ge=0.0,
+        le=1000.0,
+        description="the upstream producer's linger.ms unless ZDICT_PRODUCER__LINGER_MS sets it "
+        "(the client batched already: every millisecond here adds to its latency)",
     )
     max_connections: int = Field(
         default=64, ge=1, le=10_000, description="client connections served at once"
@@ -505,6 +519,16 @@ class ProxySettings(BaseModel):
         le=3600.0,
         description="seconds the upstream topics' partition counts are cached",
     )
+
+    @model_validator(mode="after")
+    def _request_fits_buffer(self) -> ProxySettings:
+        if self.max_request_bytes > self.max_buffered_bytes:
+            raise ValueError(
+                f"ZDICT_PROXY__MAX_REQUEST_BYTES ({self.max_request_bytes}) is above "
+                f"ZDICT_PROXY__MAX_BUFFERED_BYTES ({self.max_buffered_bytes}): such a request "
+                "could never be read"
+            )
+        return self
 
     @field_validator("listen")
     @classmethod

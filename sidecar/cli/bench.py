@@ -661,6 +661,47 @@ def add_demo(commands: Commands) -> None:
     p.set_defaults(func=cmd_demo)
 
 
+# -- bench proxy ---------------------------------------------------------------------------------
+
+
+def cmd_bench_proxy(args: argparse.Namespace) -> int:
+    from sidecar.bench import proxy as bench
+
+    results = bench.bench_proxy(
+        _bench_bootstrap(),
+        Path(args.data_dir) if args.data_dir else None,
+        kind=args.kind,
+        count=args.count,
+        seconds=args.seconds,
+        partitions=args.partitions,
+        runs=args.runs,
+    )
+    print()
+    print(bench.format_results(results))
+    write_bench_results("proxy", results.settings, results.to_dict(), args.json_out)
+    return 0
+
+
+def _add_bench_proxy(benches: Commands) -> None:
+    b = benches.add_parser(
+        "proxy", help="the produce proxy next to producing directly: speed, latency, bytes"
+    )
+    b.add_argument("--kind", choices=KINDS, default="product_viewed")
+    b.add_argument(
+        "-n", "--count", type=number(int, ge=1), default=200_000, help="events per throughput run"
+    )
+    b.add_argument(
+        "--seconds", type=number(float, gt=0), default=10.0, help="seconds at 5,000 records/s"
+    )
+    b.add_argument("--partitions", type=number(int, ge=1, le=10_000), default=4)
+    b.add_argument(
+        "--runs", type=number(int, ge=1, le=100), default=3, help="measured rounds after a warm-up"
+    )
+    b.add_argument("--data-dir", metavar="DIR", help="the broker's log.dirs (bytes stored)")
+    b.add_argument("--json-out", type=output_file, default="out/bench-proxy.json", metavar="FILE")
+    b.set_defaults(func=cmd_bench_proxy)
+
+
 def add_bench(commands: Commands) -> None:
     p = commands.add_parser("bench", help="benchmarks that print tables and write JSON")
     benches = p.add_subparsers(dest="bench", required=True, metavar="BENCH")
@@ -668,6 +709,7 @@ def add_bench(commands: Commands) -> None:
     _add_bench_relay(benches)
     _add_bench_storage(benches)
     _add_bench_lifecycle(benches)
+    _add_bench_proxy(benches)
     add_bench_offline(benches)
 
 

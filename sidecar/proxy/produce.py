@@ -26,12 +26,11 @@ their requests arrived on a connection, and librdkafka keeps that order per part
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Generic, Protocol, TypeVar, cast
+from typing import Any, Final, Protocol, TypeVar, cast
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from kio.schema.errors import ErrorCode
@@ -108,19 +107,18 @@ def _done(value: T) -> asyncio.Future[T]:
     return future
 
 
-class _Delivery(Generic[T]):
-    """Collects the upstream acknowledgements of one batch's records (librdkafka calls it on
-    the poller thread, in order within the partition) and resolves its future on the loop."""
+class _Delivery:
+    """Collects the upstream acknowledgements of one batch's records (librdkafka calls it, in
+    order within the partition, from `producer.poll` on the event loop) and resolves its future
+    with the last one."""
 
-    __slots__ = ("_lock", "error", "future", "loop", "offsets", "remaining")
+    __slots__ = ("error", "future", "offsets", "remaining")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, records: int) -> None:
-        self.loop = loop
         self.future: asyncio.Future[Written] = loop.create_future()
         self.remaining = records
         self.offsets: list[int] = []
         self.error: KafkaError | None = None
-        self._lock = threading.Lock()
 
     def __call__(self, error: KafkaError | None, msg: Message | None) -> None:
         if error is None and msg is not None:
@@ -129,16 +127,10 @@ class _Delivery(Generic[T]):
 
     def settle(self, records: int, error: KafkaError | None) -> None:
         """`records` of the batch are done (written, or failed with `error`)."""
-        with self._lock:
-            if error is not None and self.error is None:
-                self.error = error
-            self.remaining -= records
-            last = self.remaining == 0
-        if last:
-            self.loop.call_soon_threadsafe(self._resolve)
-
-    def _resolve(self) -> None:
-        if self.future.done():
+        if error is not None and self.error is None:
+            self.error = error
+        self.remaining -= records
+        if self.remaining or self.future.done():
             return
         if self.error is not None:
             self.future.set_result(
@@ -323,7 +315,7 @@ class ProduceHandler:
         if isinstance(prepared, Written):
             self._log_refusal(f"record:{prepared.error}", client, prepared.message or "")
             return _done(prepared)
-        delivery: _Delivery[Written] = _Delivery(asyncio.get_running_loop(), len(batch.records))
+        delivery = _Delivery(asyncio.get_running_loop(), len(batch.records))
         if idempotent:
             self.sequences.started(
                 batch.producer_id,
@@ -388,7 +380,7 @@ class ProduceHandler:
         partition: int,
         records: Sequence[DecodedRecord],
         encoded: Sequence[Encoded],
-        delivery: _Delivery[Written],
+        delivery: _Delivery,
     ) -> None:
         # Positional arguments, as in the relay: topic, value, key, partition, callback,
         # on_delivery (an alias), timestamp (0: now), headers.

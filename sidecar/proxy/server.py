@@ -166,12 +166,32 @@ def _ready(data: bytes | None) -> Answer:
     return future
 
 
+class Budget:
+    """Bytes of requests being served across connections, bounded: the proxy's memory."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+        self._freed = asyncio.Condition()
+
+    async def take(self, size: int) -> None:
+        async with self._freed:
+            await self._freed.wait_for(lambda: self.used + size <= self.limit)
+            self.used += size
+
+    async def give(self, size: int) -> None:
+        async with self._freed:
+            self.used -= size
+            self._freed.notify_all()
+
+
 class ProxyServer:
     """Accepts producers and serves their connections (see module)."""
 
     def __init__(self, settings: ProxySettings, dispatcher: Dispatcher) -> None:
         self.settings = settings
         self.dispatcher = dispatcher
+        self.budget = Budget(settings.max_buffered_bytes)
         self._server: asyncio.Server | None = None
         self._connections: dict[int, asyncio.Task[None]] = {}
         self._ids = itertools.count(1)
@@ -215,7 +235,7 @@ class ProxyServer:
         assert task is not None
         self._connections[key] = task
         try:
-            await Connection(self.settings, self.dispatcher, reader, writer).serve()
+            await Connection(self.settings, self.dispatcher, self.budget, reader, writer).serve()
         finally:
             del self._connections[key]
 
@@ -227,11 +247,13 @@ class Connection:
         self,
         settings: ProxySettings,
         dispatcher: Dispatcher,
+        budget: Budget,
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
     ) -> None:
         self.settings = settings
         self.dispatcher = dispatcher
+        self.budget = budget
         self.reader = reader
         self.writer = writer
         sockname = writer.get_extra_info("sockname")
@@ -239,7 +261,10 @@ class Connection:
         self.address = Address(str(sockname[0]), int(sockname[1]))
         self.peer = str(writer.get_extra_info("peername"))
         self.client_id: str | None = None
-        self._answers: asyncio.Queue[Answer | None] = asyncio.Queue(settings.max_in_flight)
+        #: Answers under way, in request order, with the bytes their requests hold.
+        self._answers: asyncio.Queue[tuple[Answer, int] | None] = asyncio.Queue(
+            settings.max_in_flight
+        )
 
     async def serve(self) -> None:
         writing = asyncio.create_task(self._write_answers())
@@ -251,15 +276,20 @@ class Connection:
             pass  # the client closed the connection (possibly mid-frame)
         except ProtocolError as exc:
             log.warning("request_refused", peer=self.peer, client_id=self.client_id, error=str(exc))
-            writing.cancel()
+            writing.cancel()  # the connection is closed without the answers still under way
+            await asyncio.gather(writing, return_exceptions=True)
         finally:
-            with contextlib.suppress(asyncio.QueueFull):
-                self._answers.put_nowait(None)
             if not writing.done():
-                with contextlib.suppress(asyncio.QueueFull):
+                try:  # the writer ends after the answers queued before this
                     await asyncio.wait_for(self._answers.put(None), DRAIN_TIMEOUT)
-            with contextlib.suppress(asyncio.CancelledError, ConnectionError):
+                except TimeoutError:
+                    writing.cancel()
+            with contextlib.suppress(asyncio.CancelledError, ConnectionError, TimeoutError):
                 await asyncio.wait_for(writing, DRAIN_TIMEOUT)
+            while not self._answers.empty():  # answers never written: their bytes are free
+                item = self._answers.get_nowait()
+                if item is not None:
+                    await self.budget.give(item[1])
             self.writer.close()
             with contextlib.suppress(ConnectionError, asyncio.CancelledError):
                 await self.writer.wait_closed()
@@ -268,19 +298,30 @@ class Connection:
         limit = self.settings.max_request_bytes
         while True:
             prefix = await self.reader.readexactly(4)
-            frame = await self.reader.readexactly(frame_size(prefix, limit))
-            request = parse_request(frame)
-            if isinstance(request, Request):
-                self.client_id = request.client_id
-            answer = await self.dispatcher.dispatch(request, self.address)
-            await self._answers.put(answer)
+            size = frame_size(prefix, limit)
+            await self.budget.take(size)
+            try:
+                frame = await self.reader.readexactly(size)
+                request = parse_request(frame)
+                del frame
+                if isinstance(request, Request):
+                    self.client_id = request.client_id
+                answer = await self.dispatcher.dispatch(request, self.address)
+            except BaseException:
+                await self.budget.give(size)
+                raise
+            await self._answers.put((answer, size))
 
     async def _write_answers(self) -> None:
         while True:
-            answer = await self._answers.get()
-            if answer is None:
+            item = await self._answers.get()
+            if item is None:
                 return
-            data = await answer
+            answer, size = item
+            try:
+                data = await answer
+            finally:
+                await self.budget.give(size)
             if data is not None:
                 self.writer.write(data)
                 await self.writer.drain()
