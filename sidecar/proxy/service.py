@@ -321,6 +321,7 @@ class Namespaces:
         self._elector.start()
 
     def _assigned(self, held: set[tuple[str, int]]) -> None:
+        self.metrics.set_assigned_partitions(len(held))
         trainer = self._trainer
         if trainer is not None:
             trainer.on_assignment(held)

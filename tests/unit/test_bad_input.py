@@ -92,6 +92,7 @@ CASES: Final = [
             "bench lifecycle",
             "bench choice",
             "bench wire",
+            "bench proxy",
             "dicts list",
             "dicts show 40000",
             "dicts activate --namespace orders 40000",
