@@ -174,12 +174,15 @@ class ProduceHandler:
         sequences: Sequences[asyncio.Future[Written]],
         max_batch_bytes: int,
         max_record_bytes: int,
+        produced: Callable[[], None] = lambda: None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """Args:
         max_batch_bytes: what one batch may decompress to.
         max_record_bytes: what one record may weigh once encoded (the upstream producer's
             message.max.bytes).
+        produced: called once records were handed to the producer (whoever serves its
+            delivery reports looks sooner).
         """
         self.producer = producer
         self.routes = routes
@@ -189,6 +192,7 @@ class ProduceHandler:
         self.max_batch_bytes = max_batch_bytes
         self.max_record_bytes = max_record_bytes
         self.clock = clock
+        self._produced = produced
         self._logged: dict[str, float] = {}
         self.batches = 0
         self.records = 0
@@ -330,6 +334,7 @@ class ProduceHandler:
             lambda future: self._finished(route, partition, batch, idempotent, future.result())
         )
         await self._produce(route, partition, batch.records, prepared, delivery)
+        self._produced()
         self.batches += 1
         self.records += len(batch.records)
         return delivery.future

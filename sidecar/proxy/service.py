@@ -350,6 +350,12 @@ class _Upstream:
         limit = producer_config(settings).get("message.max.bytes", 1_000_000)
         self.max_record_bytes = int(limit)
         self.cluster_id: str | None = None
+        self._busy: asyncio.Event | None = None
+
+    def produced(self) -> None:
+        """Records were handed to the producer: look at its delivery reports now (event loop)."""
+        if self._busy is not None:
+            self._busy.set()
 
     def _error(self, error: KafkaError) -> None:
         if error.fatal():
@@ -359,11 +365,17 @@ class _Upstream:
 
     async def deliver(self, stopping: asyncio.Event) -> None:
         """Serve delivery reports until `stopping`: every millisecond while records are under
-        way, every 50 ms otherwise."""
+        way; otherwise as soon as records are produced, or every 50 ms."""
         poll = self.producer.poll
+        self._busy = busy = asyncio.Event()
         while not stopping.is_set():
             poll(0)
-            await asyncio.sleep(BUSY_POLL if len(self.producer) else IDLE_POLL)
+            if len(self.producer):
+                await asyncio.sleep(BUSY_POLL)
+                continue
+            busy.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(busy.wait(), IDLE_POLL)
 
     def topics(self, timeout: float) -> dict[str, int]:
         """Every upstream topic's partition count (the metadata cache's lister)."""
@@ -409,6 +421,7 @@ async def _serve(
         sequences=Sequences[asyncio.Future[Written]](),
         max_batch_bytes=settings.proxy.max_request_bytes,
         max_record_bytes=upstream.max_record_bytes,
+        produced=upstream.produced,
     )
     dispatcher = Dispatcher(
         produce=handler,
