@@ -90,6 +90,8 @@ class Written:
     error: int = ErrorCode.none
     base_offset: int = -1
     message: str | None = None
+    #: Every record's upstream offset, in order (a batch's answer; empty otherwise).
+    offsets: tuple[int, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -140,7 +142,10 @@ class _Delivery:
                 )
             )
         else:
-            self.future.set_result(Written(base_offset=self.offsets[0] if self.offsets else -1))
+            offsets = tuple(self.offsets)
+            self.future.set_result(
+                Written(base_offset=offsets[0] if offsets else -1, offsets=offsets)
+            )
 
 
 class _Sampled:
@@ -432,12 +437,11 @@ class ProduceHandler:
         first = batch.records[0]
         if first.timestamp > 0:
             route.metrics.observe_delivery_latency(time.time() - first.timestamp / 1000.0)
-        if route.reservoir is not None:
-            base = written.base_offset
+        if route.reservoir is not None and len(written.offsets) == len(batch.records):
             route.reservoir.offer(
                 [
-                    _Sampled(partition, base + i, record.value)
-                    for i, record in enumerate(batch.records)
+                    _Sampled(partition, offset, record.value)
+                    for offset, record in zip(written.offsets, batch.records, strict=True)
                 ]
             )
 

@@ -27,6 +27,7 @@ from sidecar.proxy.protocol import INIT_PRODUCER_ID, METADATA, PRODUCE
 from sidecar.proxy.sequences import ProducerIds, Sequences
 from sidecar.proxy.server import Dispatcher, ProxyServer
 from sidecar.record_batch import NewRecord, encode_batch
+from sidecar.sampling import Reservoir
 from tests.unit.proxy_wire import nested, read_response, request_frame
 
 VALUE = b'{"event": "viewed", "product": "a fairly long product name", "price": 12.5}' * 3
@@ -77,8 +78,9 @@ class FakeRoutes:
 
     def route(self, topic: str) -> Route:
         if topic not in self.routes:
+            reservoir = Reservoir(topic, max_bytes=1 << 20, min_messages=100)
             self.routes[topic] = Route(
-                topic, self.upstream_for(topic), Encoder(), None, self.metrics.namespace(topic)
+                topic, self.upstream_for(topic), Encoder(), reservoir, self.metrics.namespace(topic)
             )
         return self.routes[topic]
 
@@ -89,6 +91,7 @@ class Proxy:
     port: int
     producer: FakeProducer
     upstream: dict[str, int]
+    routes: FakeRoutes
 
     async def connect(self) -> Client:
         reader, writer = await asyncio.open_connection(self.host, self.port)
@@ -143,9 +146,10 @@ async def running_proxy() -> AsyncIterator[Proxy]:
     producer = FakeProducer()
     upstream = {"orders": 3}
     topics = UpstreamTopics(lambda timeout: dict(upstream), settings)
+    routes = FakeRoutes(settings, metrics)
     handler = ProduceHandler(
         producer=producer,  # type: ignore[arg-type]
-        routes=FakeRoutes(settings, metrics),
+        routes=routes,
         topics=topics,
         metrics=metrics,
         sequences=Sequences(),
@@ -162,7 +166,7 @@ async def running_proxy() -> AsyncIterator[Proxy]:
     server = ProxyServer(settings, dispatcher)
     host, port = await server.start()
     try:
-        yield Proxy(host, port, producer, upstream)
+        yield Proxy(host, port, producer, upstream, routes)
     finally:
         await server.stop()
 
@@ -231,6 +235,10 @@ async def test_produce_forwards_each_record_encoded_and_answers_with_the_offset(
         ("orders", 2, b"gone", None, 1_700_000_000_006),
     ]
     assert proxy.producer.records[0][4][0] == ("trace", b"1")  # the client's headers come first
+    # The training sample holds the raw values, at the offsets upstream gave them.
+    sample = proxy.routes.routes["orders"].reservoir
+    assert sample is not None
+    assert sample.snapshot() == [(2, 0, VALUE), (2, 1, VALUE)]  # the tombstone is not sampled
 
 
 @proxied
