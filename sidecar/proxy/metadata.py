@@ -3,7 +3,7 @@ every partition of the upstream topics, with their partition counts.
 
 The partition counts come from the upstream cluster (a metadata request of the proxy's own
 producer, on a worker thread), cached for `proxy.metadata_max_age` seconds; a topic not found
-is looked up again at most once a second. While the upstream cluster does not answer, cached
+is looked up again at most every 0.2 s. While the upstream cluster does not answer, cached
 counts are served; a topic never seen gets LEADER_NOT_AVAILABLE, which clients retry.
 """
 
@@ -25,8 +25,9 @@ log = get_logger(__name__)
 
 #: The broker id the proxy presents itself as.
 NODE_ID: Final = 1
-#: Seconds before a topic found missing upstream is looked up again.
-MISSING_RETRY: Final = 1.0
+#: Seconds before a topic found missing upstream is looked up again (a client that created it
+#: a moment ago retries its metadata request about this often).
+MISSING_RETRY: Final = 0.2
 #: Seconds one upstream metadata request may take.
 UPSTREAM_TIMEOUT: Final = 5.0
 
