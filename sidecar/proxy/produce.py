@@ -80,7 +80,13 @@ class Route:
 class Routes(Protocol):
     """The namespaces the proxy serves (`service.Namespaces`)."""
 
-    def route(self, topic: str) -> Route: ...
+    def upstream_for(self, topic: str) -> str:
+        """The upstream topic of `topic` (without setting anything up)."""
+        ...
+
+    def route(self, topic: str) -> Route:
+        """The route of `topic`, set up on first use."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,8 +138,8 @@ class _Delivery:
         if error is not None and self.error is None:
             self.error = error
         self.remaining -= records
-        if self.remaining or self.future.done():
-            return
+        if self.remaining or self.future.done() or self.future.get_loop().is_closed():
+            return  # (closed: the last flush at exit; nobody waits for the answer any more)
         if self.error is not None:
             self.future.set_result(
                 Written(
