@@ -348,6 +348,10 @@ async def test_unknown_partitions_and_transactions_are_refused(proxy: Proxy) -> 
         answer.responses[0].partition_responses[0].error_code
         == ErrorCode.unknown_topic_or_partition
     )
+    answer = await client.call(PRODUCE, 9, **produce_body("made-up", 0, batch))
+    missing = answer.responses[0].partition_responses[0]
+    assert missing.error_code == ErrorCode.unknown_topic_or_partition
+    assert "made-up" not in proxy.routes.routes, "no namespace for a topic that does not exist"
     answer = await client.call(
         PRODUCE, 9, **produce_body("orders", 0, batch, transactional_id="tx")
     )
