@@ -272,17 +272,17 @@ class ProduceHandler:
         self, topic: str, index: int, records: bytes | None, client: str | None
     ) -> list[asyncio.Future[Written]]:
         """Forward one partition's batches; the futures of their answers, in order."""
-        route = self.routes.route(topic)
-        count = self.topics.partitions(route.upstream)
+        upstream = self.routes.upstream_for(topic)
+        count = self.topics.partitions(upstream)
         if count is None:
-            await self.topics.refresh([route.upstream])
-            count = self.topics.partitions(route.upstream)
+            await self.topics.refresh([upstream])
+            count = self.topics.partitions(upstream)
         if count is None or not 0 <= index < count:
             reachable = self.topics.reachable
             what = (
-                f"upstream topic {route.upstream} has no partition {index}"
+                f"upstream topic {upstream} has no partition {index}"
                 if count is not None
-                else f"upstream topic {route.upstream} does not exist"
+                else f"upstream topic {upstream} does not exist"
                 if reachable
                 else "the upstream cluster does not answer"
             )
@@ -291,8 +291,11 @@ class ProduceHandler:
                 if reachable
                 else ErrorCode.leader_not_available
             )
-            self._log_refusal(f"topic:{route.upstream}", client, what)
+            self._log_refusal(f"topic:{upstream}", client, what)
             return [_done(Written(code, message=what))]
+        # Set up (encoder, sample, trainer) only for topics that exist upstream: a client
+        # producing to made-up names must not make namespaces of them.
+        route = self.routes.route(topic)
         try:
             batches = decode_batches(records or b"", self.max_batch_bytes)
         except MalformedBatch as exc:
