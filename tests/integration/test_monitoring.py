@@ -344,7 +344,9 @@ def stack(
         *("--input-topic", dict_topic, "--input-topic", fresh_topic),
         "--create-topics",
         *("--dictionaries", str(store), "--group-id", f"{group}-a"),
-        env={**TRAINING_ENV, **registry},
+        # The traffic starts first: `fresh` must not be held back as a backlog (its held records
+        # would be a latency alert of their own); it trains from live samples, as stated below.
+        env={**TRAINING_ENV, **registry, "ZDICT_RELAY__BACKLOG_WAIT": "0"},
         name="relay-a",
     )
     plain_relay = module_sidecar(
