@@ -53,6 +53,7 @@ import urllib.request
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -426,7 +427,7 @@ def stack(
             "namespace_topic:zdict_consumer_lag_messages:sum",
         ]
         for expr in ready_when:
-            wait_until(lambda e=expr: prom.result(e), 90, f"Prometheus to return {expr}")
+            wait_until(partial(prom.result, expr), 90, f"Prometheus to return {expr}")
         yield Stack(
             prom,
             relay,
