@@ -852,13 +852,13 @@ class ProducerTopicMetrics:
 
     __slots__ = (
         "_lock",
-        "dict_id",
+        "dictionary",
         "encode_seconds",
         "input_bytes",
         "outcomes",
         "output_bytes",
         "records",
-        "version",
+        "seen",
     )
 
     def __init__(self) -> None:
@@ -868,41 +868,36 @@ class ProducerTopicMetrics:
         self.output_bytes = 0
         self.encode_seconds = 0.0
         self.records = 0
-        #: The dictionary of the last record (None: no record yet).
-        self.dict_id: int | None = None
-        self.version = 0
+        #: The dictionary of the last record (None: none), once there was a record (`seen`).
+        self.dictionary: Dictionary | None = None
+        self.seen = False
 
-    def observe(
-        self,
-        outcome: str,
-        input_bytes: int,
-        output_bytes: int,
-        seconds: float,
-        dict_id: int,
-        version: int,
-    ) -> None:
-        """One record: what the codec did, its value bytes before and after (our header
-        included), the seconds its encoding took, the dictionary it was encoded with (0: none)."""
+    def observe(self, encoded: Encoded, seconds: float, dictionary: Dictionary | None) -> None:
+        """One record: what the codec did with it (its outcome, value bytes before and after,
+        our header included), the seconds its encoding took, the dictionary it used."""
         with self._lock:
+            outcome = encoded[2]
             self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
-            self.input_bytes += input_bytes
-            self.output_bytes += output_bytes
+            self.input_bytes += encoded[3]
+            self.output_bytes += encoded[4]
             self.encode_seconds += seconds
             self.records += 1
-            self.dict_id = dict_id
-            self.version = version
+            self.dictionary = dictionary
+            self.seen = True
 
     def snapshot(self) -> tuple[dict[str, int], int, int, float, int, int | None, int]:
-        """(outcomes, input bytes, output bytes, encode seconds, records, dict_id, version)."""
+        """(outcomes, input bytes, output bytes, encode seconds, records, the last record's
+        dict_id (0: none; None: no record yet), its version)."""
         with self._lock:
+            dictionary = self.dictionary
             return (
                 dict(self.outcomes),
                 self.input_bytes,
                 self.output_bytes,
                 self.encode_seconds,
                 self.records,
-                self.dict_id,
-                self.version,
+                (dictionary.id if dictionary else 0) if self.seen else None,
+                dictionary.meta.version if dictionary else 0,
             )
 
 

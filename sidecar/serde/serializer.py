@@ -96,23 +96,19 @@ class ValueEncoding:
         Raises:
             CorruptFrame: the record carries our header but its value is no frame of it.
         """
-        encoder = self._encoder_for(self.namespace(topic))
-        started = _perf_counter()
-        encoded = encoder.encode_record(value, ours)
-        seconds = _perf_counter() - started
-        if self._metrics is not None:
+        # Once per record: the common case (the topic is the namespace) without a call.
+        namespace = topic if self._fixed is None and self._rule is None else self.namespace(topic)
+        encoder = self._encoder_for(namespace)
+        if self._metrics is None:
+            encoded = encoder.encode_record(value, ours)
+        else:
+            started = _perf_counter()
+            encoded = encoder.encode_record(value, ours)
+            seconds = _perf_counter() - started
             tally = self._tallies.get(topic)
             if tally is None:
                 tally = self._tallies[topic] = self._metrics.topic(topic)
-            dictionary = encoder.dictionary
-            tally.observe(
-                encoded.outcome,
-                encoded.input_bytes,
-                encoded.output_bytes,
-                seconds,
-                encoder.dict_id,
-                dictionary.meta.version if dictionary is not None else 0,
-            )
+            tally.observe(encoded, seconds, encoder.dictionary)
         return encoded, (encoder.header if encoded.outcome == _COMPRESSED else None)
 
 

@@ -242,7 +242,9 @@ def test_a_registry_topic_that_does_not_exist_yet_delays_nothing(
     assert encoders.dictionary(NAMESPACE) is None
     reason = next(e for e in logs if e["event"] == "no_dictionary")["reason"]
     assert "does not exist" in reason
-    registry.gate.set()
+    with capture_logs() as logs:
+        registry.gate.set()
+        wait_for(lambda: any(e["event"] == "registry_read_recovered" for e in logs), 5.0, "it")
 
 
 def test_threads_encoding_while_encoders_are_swapped_write_only_decodable_records(
