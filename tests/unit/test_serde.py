@@ -175,6 +175,36 @@ def test_confluents_serializing_producer_carries_the_header_in_the_callers_list(
         producer.close()
 
 
+def test_the_real_client_takes_the_producers_call_and_reports_what_it_sent(
+    encoder: Encoder, decoder: Decoder, events: list[bytes]
+) -> None:
+    """confluent_kafka.Producer itself (never reaching a broker): the positional call the
+    producer makes lands in the right parameters; the purged records' reports show it."""
+    reports: list[tuple[bytes | None, bytes | None, int]] = []
+    producer = ZdictProducer(
+        {"bootstrap.servers": "127.0.0.1:9", "log_level": 0, "message.timeout.ms": 60_000},
+        encoder=encoder,
+    )
+    for i, value in enumerate(events[:3]):
+        producer.produce(
+            TOPIC,
+            value,
+            b"k%d" % i,
+            callback=lambda err, msg: reports.append((msg.value(), msg.key(), msg.partition())),
+            partition=i,
+            headers=[("app", b"1")] if i else None,
+        )
+    producer.purge()
+    producer.poll(1.0)  # the purged records' delivery reports
+    producer.close()
+    assert [(key, partition) for _, key, partition in reports] == [
+        (b"k0", 0),
+        (b"k1", 1),
+        (b"k2", 2),
+    ]
+    assert [decoder.decode(value, [encoder.header]) for value, _, _ in reports] == events[:3]
+
+
 def test_the_serdes_hand_the_cluster_id_resolver_on_to_the_application_serdes(
     encoder: Encoder, decoder: Decoder
 ) -> None:
@@ -207,8 +237,28 @@ class RecordingProducer:
         self.produced: list[dict[str, Any]] = []
         self.closed = False
 
-    def produce(self, topic: str, **kwargs: Any) -> None:
-        self.produced.append({"topic": topic, **kwargs})
+    def produce(
+        self,
+        topic: str,
+        value: bytes | None = None,
+        key: bytes | None = None,
+        partition: int = -1,
+        callback: Any = None,
+        on_delivery: Any = None,
+        timestamp: int = 0,
+        headers: Any = None,
+    ) -> None:
+        self.produced.append(
+            {
+                "topic": topic,
+                "value": value,
+                "key": key,
+                "partition": partition,
+                "on_delivery": callback or on_delivery,
+                "timestamp": timestamp,
+                "headers": headers,
+            }
+        )
 
     def flush(self, timeout: float = -1) -> int:
         return 0
