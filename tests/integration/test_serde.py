@@ -22,7 +22,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from confluent_kafka import (
@@ -175,11 +175,12 @@ def test_serializing_producer_and_deserializing_consumer_keep_every_byte(
     with decoder:
         got = read_all(consumer, topic, len(sent))
     assert {zd_of(m.headers()) for m in got} == {dictionary.id}  # all compressed with it
+    # What the application's deserializers made: str (Message's stub says bytes).
     received = {
-        m.key(): (
+        cast(str, m.key()): (
             m.partition(),
-            m.value(),
-            tuple((k, v) for k, v in m.headers() or () if k != "zd"),
+            cast(str, m.value()),
+            tuple((k, v) for k, v in cast(Headers, m.headers()) if k != "zd"),
         )
         for m in got
     }
@@ -369,6 +370,8 @@ def test_a_consumer_reads_the_registry_again_for_an_id_it_does_not_know_yet(
     consumer = ZdictConsumer(consumer_conf(kafka_bootstrap), registry_topic=registry_topic)
     consumer.subscribe([topic])
     producer = ZdictProducer({"bootstrap.servers": kafka_bootstrap}, registry_topic=registry_topic)
+    encoders = producer.encoder
+    assert isinstance(encoders, FollowingEncoder)
 
     def produce(values: list[bytes]) -> None:
         for value in values:
@@ -388,7 +391,7 @@ def test_a_consumer_reads_the_registry_again_for_an_id_it_does_not_know_yet(
         assert [m.value() for m in poll(100)] == events[5000:5100]  # the registry, read once
         # A dictionary the consumer's registry reader has not seen: published now.
         second = publish(kafka_bootstrap, registry_topic, topic, list(generate("order", 4000)))
-        wait_until(lambda: producer.encoder.dictionary(topic) == second, 10, "the switch")
+        wait_until(lambda: encoders.dictionary(topic) == second, 10, "the switch")
         orders = list(generate("order", 100, seed=8))
         produce(orders)
         # An id no registry holds (a record forged with our header), between good ones.

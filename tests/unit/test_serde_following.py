@@ -300,7 +300,7 @@ def test_close_stops_following_and_closes_the_registry(registry: LogRegistry) ->
     [{"follow_interval": 0}, {"read_timeout": -1}, {"ready_timeout": -0.5}],
 )
 def test_intervals_that_make_no_sense_are_refused(
-    registry: LogRegistry, options: dict[str, float]
+    registry: LogRegistry, options: dict[str, Any]
 ) -> None:
     with pytest.raises(ValueError, match="must be > 0 s"):
         FollowingEncoder(registry, **options)
