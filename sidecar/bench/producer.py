@@ -44,7 +44,7 @@ from sidecar.dictionaries.training import TrainingParams, split_ordered, train
 from sidecar.errors import RegistryUnavailable, TrainingError
 from sidecar.kafka import plain_admin, plain_producer
 from sidecar.metrics import ProducerMetrics
-from sidecar.record_batch import Compress, Record, batch_bytes, producer_codecs
+from sidecar.record_batch import Record, producer_codecs, stored_bytes
 from sidecar.serde import ZdictProducer
 from sidecar.tools.tables import render
 
@@ -250,18 +250,6 @@ def _round(producer: Any, topic: str, values: Sequence[bytes]) -> tuple[float, f
     return wall / len(values) * 1e6, cpu / len(values) * 1e6
 
 
-def stored_as_sent(records: Sequence[Record], fill: int, compress: Compress | None) -> int:
-    """Bytes of `records` in consecutive batches of `fill`, as librdkafka sends them: a batch
-    that compression would not shrink is sent uncompressed (rdkafka_msgset_writer.c throws the
-    compressed copy away), which matters for batches of one or two small records."""
-    total = 0
-    for i in range(0, len(records), fill):
-        batch = records[i : i + fill]
-        plain = batch_bytes(batch)
-        total += plain if compress is None else min(plain, batch_bytes(batch, compress))
-    return total
-
-
 def stored_per_record(
     raw: Sequence[Record], sent: Sequence[Record], fills: Sequence[int]
 ) -> dict[int, dict[str, float]]:
@@ -271,10 +259,10 @@ def stored_per_record(
     n = len(raw)
     return {
         fill: {
-            "raw none": stored_as_sent(raw, fill, None) / n,
-            "raw zstd": stored_as_sent(raw, fill, zstd) / n,
-            "zdict none": stored_as_sent(sent, fill, None) / n,
-            "zdict zstd": stored_as_sent(sent, fill, zstd) / n,
+            "raw none": stored_bytes(raw, fill, None) / n,
+            "raw zstd": stored_bytes(raw, fill, zstd) / n,
+            "zdict none": stored_bytes(sent, fill, None) / n,
+            "zdict zstd": stored_bytes(sent, fill, zstd) / n,
         }
         for fill in fills
     }
