@@ -171,6 +171,18 @@ def protocol_error_code(error: KafkaError) -> int:
     return _NETWORK_EXCEPTION if error.retriable() else _UNKNOWN_SERVER_ERROR
 
 
+def deserialization_error(field: str, cause: BaseException) -> KafkaError:
+    """What a consumed message is marked with when its `field` ("key" or "value") does not
+    deserialize or decode: confluent-kafka's own codes for it, the cause in words."""
+    code = KafkaError._KEY_DESERIALIZATION if field == "key" else KafkaError._VALUE_DESERIALIZATION
+    return KafkaError(code, f"{field} does not deserialize: {type(cause).__name__}: {cause}")
+
+
+def is_deserialization_error(error: KafkaError) -> bool:
+    """A consumed message's key or value did not deserialize (`deserialization_error`)."""
+    return error.code() in (KafkaError._KEY_DESERIALIZATION, KafkaError._VALUE_DESERIALIZATION)
+
+
 class Refusals:
     """An error_cb that keeps the first refusal (authentication, TLS) a client reports."""
 
@@ -391,6 +403,18 @@ def plain_consumer(
 ) -> Consumer:
     """A consumer with librdkafka's defaults and `properties` on top (see `plain_producer`)."""
     return Consumer({"bootstrap.servers": bootstrap, "group.id": group_id, **(properties or {})})
+
+
+def application_producer(config: Mapping[str, Any]) -> Producer:
+    """The application's own producer, exactly as its `config` says (`sidecar.serde`, which
+    compresses in the application's process: its guarantees are the application's choice)."""
+    return Producer(dict(config))
+
+
+def application_consumer(config: Mapping[str, Any]) -> Consumer:
+    """The application's own consumer, exactly as its `config` says (see
+    `application_producer`)."""
+    return Consumer(dict(config))
 
 
 def plain_admin(bootstrap: str) -> AdminClient:

@@ -96,9 +96,16 @@ Compress = Callable[[bytes], bytes]
 
 
 def batch_bytes(records: Sequence[Record], compress: Compress | None = None) -> int:
-    """Bytes of one record batch holding `records`: header plus (compressed) records."""
+    """Bytes of one record batch holding `records`: header plus (compressed) records.
+
+    As librdkafka sends it: a batch that compression would not shrink goes uncompressed
+    (rdkafka_msgset_writer.c drops the compressed copy), which matters for batches of one or two
+    small records.
+    """
     section = records_section(records)
-    return BATCH_HEADER_BYTES + len(compress(section) if compress is not None else section)
+    if compress is None:
+        return BATCH_HEADER_BYTES + len(section)
+    return BATCH_HEADER_BYTES + min(len(section), len(compress(section)))
 
 
 def stored_bytes(records: Sequence[Record], fill: int, compress: Compress | None = None) -> int:

@@ -25,7 +25,10 @@ import time
 from types import FrameType
 
 from confluent_kafka import KafkaException, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import (  # type: ignore[attr-defined]  # public, but not in __all__
+    AdminClient,
+    NewTopic,
+)
 
 from sidecar.bench.events import generate
 

@@ -18,7 +18,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
@@ -108,11 +108,16 @@ def read_all(bootstrap: str, topic: str, expected: int, timeout: float = 60.0) -
     return found
 
 
+def headers_of(msg: Message) -> list[tuple[str, bytes | None]]:
+    """A consumed record's headers (confluent-kafka gives a list of (str, bytes) pairs)."""
+    return cast(list[tuple[str, bytes | None]], msg.headers() or [])
+
+
 def decoded(decoder: Decoder, messages: list[Message]) -> list[dict[str, Any]]:
     """The records as the client produced them: value decoded, our header removed."""
     out = []
     for msg in messages:
-        headers = msg.headers() or []
+        headers = headers_of(msg)
         out.append(
             {
                 "partition": msg.partition(),
@@ -338,7 +343,7 @@ def raw_request(address: str, data: bytes) -> bytes:
     with socket.create_connection((host, int(port)), timeout=10) as sock:
         sock.sendall(data)
         sock.shutdown(socket.SHUT_WR)
-        chunks = []
+        chunks: list[bytes] = []
         while True:
             chunk = sock.recv(65536)
             if not chunk:
@@ -419,7 +424,7 @@ def test_a_dictionary_is_trained_published_and_used(
     got = decoded(decoder, read_all(kafka_bootstrap, topic, len(first) + len(later)))
     assert [r["value"] for r in got] == [r["value"] for r in first + later]
     tail = read_all(kafka_bootstrap, topic, len(first) + len(later))[-len(later) :]
-    ids = {decoder.dictionary_id(m.headers()) for m in tail}
+    ids = {decoder.dictionary_id(headers_of(m)) for m in tail}
     assert ids == {loaded["dict_id"]}, "records after the activation use the new dictionary"
 
 
@@ -451,7 +456,9 @@ def test_the_upstream_topic_can_be_a_mapped_one(
     )
     process.wait_for_event("proxy_listening", timeout=60)
     producer = Producer({"bootstrap.servers": address})
-    sent = [{"topic": topic, "value": event(i, "mapped"), "partition": i % 2} for i in range(50)]
+    sent: list[dict[str, Any]] = [
+        {"topic": topic, "value": event(i, "mapped"), "partition": i % 2} for i in range(50)
+    ]
     assert produce_all(producer, sent) == []
     got = decoded(decoder, read_all(kafka_bootstrap, f"{topic}.zd", 50))
     assert sorted(r["value"] for r in got) == sorted(s["value"] for s in sent)

@@ -8,6 +8,7 @@ from typing import Any
 
 from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
+from kio.static.primitive import i16, i32
 
 
 def request_frame(api_key: int, version: int, correlation_id: int, **body: Any) -> bytes:
@@ -15,13 +16,13 @@ def request_frame(api_key: int, version: int, correlation_id: int, **body: Any) 
     schema = load_request_schema(api_key, version)
     header_class = schema.__header_schema__
     buffer = io.BytesIO()
-    header = {
-        "request_api_key": api_key,
-        "request_api_version": version,
-        "correlation_id": correlation_id,
-        "client_id": "test-client",
-    }
-    entity_writer(header_class)(buffer, header_class(**header))
+    header = header_class(
+        request_api_key=i16(api_key),
+        request_api_version=i16(version),
+        correlation_id=i32(correlation_id),
+        client_id="test-client",
+    )
+    entity_writer(header_class)(buffer, header)
     entity_writer(schema)(buffer, schema(**body))
     data = buffer.getvalue()
     return struct.pack(">i", len(data)) + data
