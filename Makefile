@@ -65,11 +65,14 @@ lint: $(STAMP)
 	$(BIN)/mypy
 
 ## bench: the standard benchmarks in under 15 minutes (tables on stdout, JSON and PNGs in out/):
-## the codec offline, then on the local broker the bytes it stores (its segments, its CPU) and
-## the relay on 1,000,000 ~100-byte events
+## the codec, the wire format and the dictionary choice on this machine's real corpora offline,
+## then on the local broker the bytes it stores (its segments, its CPU) and the relay on
+## 1,000,000 ~100-byte events
 KAFKA_RUN := deploy/kafka/.cache/run
 bench: $(STAMP) tools
 	$(BIN)/zdict-sidecar bench codec
+	$(BIN)/zdict-sidecar bench wire
+	$(BIN)/zdict-sidecar bench choice
 	deploy/kafka/kafka-local exec -- sh -c '\
 		$(BIN)/zdict-sidecar bench storage --data-dir $(KAFKA_RUN)/data \
 			--broker-pid-file $(KAFKA_RUN)/kafka.pid && \

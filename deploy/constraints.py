@@ -39,7 +39,9 @@ def image_python() -> str:
 
 def image_environment(python: str) -> dict[str, str]:
     """Marker values for a CPython `python` on Linux x86-64 (the image's platform)."""
-    environment = default_environment()
+    # default_environment() is a TypedDict without `extra`: copied into a plain dict of its
+    # values (all strings) so that the key can be added.
+    environment = {name: str(value) for name, value in default_environment().items()}
     environment.update(
         {
             "python_version": python,

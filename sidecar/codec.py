@@ -818,3 +818,10 @@ class Decoder:
                 "zstd frame; a record value must be exactly one frame"
             )
         return out
+
+
+def standard_frame(value: bytes, tag: Tag) -> bytes:
+    """`value` as a standard zstd frame, which any zstd decoder reads with the dictionary file:
+    a compact frame gets its magic number back (the documented transform); a standard one is
+    returned as it is."""
+    return ZSTD_MAGIC + value if tag.compact else value

@@ -457,6 +457,110 @@ class RelaySettings(BaseModel):
         return template.replace("{topic}", topic)
 
 
+class ProxySettings(BaseModel):
+    """`zdict-sidecar proxy`: the Kafka-protocol produce proxy next to a producer."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    listen: str = Field(
+        default="127.0.0.1:9092",
+        description="HOST:PORT the proxy accepts producers on (the producer's bootstrap.servers)",
+    )
+    upstream_topic: str = Field(
+        default="{topic}",
+        min_length=1,
+        description="where a record produced to {topic} goes upstream: {topic} (the same "
+        "topic, consumers decode) or a mapped name such as {topic}.zd",
+    )
+    topics: tuple[str, ...] = Field(
+        default=(),
+        description="topics (namespaces) set up at start, a JSON list; others are set up when "
+        "a client first produces to them",
+    )
+    group_id: str = Field(
+        default="zdict-proxy",
+        min_length=1,
+        description="consumer group the proxies of a topic join (never reading) so that one "
+        "of them, the holder of partition 0, trains its dictionaries",
+    )
+    max_request_bytes: int = Field(
+        default=16 * 1024 * 1024,
+        ge=64 * 1024,
+        le=1024 * 1024 * 1024,
+        description="bytes one request may have, and one batch once decompressed; larger: the "
+        "connection is closed (the client's max.request.size must stay below)",
+    )
+    max_in_flight: int = Field(
+        default=32,
+        ge=1,
+        le=1000,
+        description="requests of one connection served at once: an answer waits for upstream, "
+        "so clients that send one request per partition need several under way",
+    )
+    max_buffered_bytes: int = Field(
+        default=256 * 1024 * 1024,
+        ge=64 * 1024,
+        description="bytes of requests being served across all connections; a request waits "
+        "for room before it is read (bounds the proxy's memory)",
+    )
+    linger_ms: float = Field(
+        default=1.0,
+        ge=0.0,
+        le=1000.0,
+        description="the upstream producer's linger.ms unless ZDICT_PRODUCER__LINGER_MS sets it "
+        "(the client batched already: every millisecond here adds to its latency)",
+    )
+    max_connections: int = Field(
+        default=64, ge=1, le=10_000, description="client connections served at once"
+    )
+    metadata_max_age: float = Field(
+        default=30.0,
+        gt=0.0,
+        le=3600.0,
+        description="seconds the upstream topics' partition counts are cached",
+    )
+
+    @model_validator(mode="after")
+    def _request_fits_buffer(self) -> ProxySettings:
+        if self.max_request_bytes > self.max_buffered_bytes:
+            raise ValueError(
+                f"ZDICT_PROXY__MAX_REQUEST_BYTES ({self.max_request_bytes}) is above "
+                f"ZDICT_PROXY__MAX_BUFFERED_BYTES ({self.max_buffered_bytes}): such a request "
+                "could never be read"
+            )
+        return self
+
+    @field_validator("listen")
+    @classmethod
+    def _host_port(cls, value: str) -> str:
+        host, sep, port = value.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+            raise ValueError(f"expected HOST:PORT (e.g. 127.0.0.1:9092), got {value!r}")
+        return value
+
+    @field_validator("upstream_topic")
+    @classmethod
+    def _template(cls, value: str) -> str:
+        if "{topic}" not in value:
+            raise ValueError(
+                "the upstream topic must contain {topic}: every topic a client produces to "
+                "would otherwise go to one topic"
+            )
+        return value
+
+    @property
+    def host(self) -> str:
+        return self.listen.rpartition(":")[0].strip("[]")
+
+    @property
+    def port(self) -> int:
+        return int(self.listen.rpartition(":")[2])
+
+    def upstream_for(self, topic: str) -> str:
+        """The upstream topic records produced to `topic` go to."""
+        return self.upstream_topic.replace("{topic}", topic)
+
+
 class MetricsSettings(BaseModel):
     """The /metrics, /healthz and /readyz endpoint."""
 
@@ -511,6 +615,9 @@ class Settings(BaseSettings):
     )
     registry: RegistrySettings = Field(
         default_factory=RegistrySettings, description="the registry topic"
+    )
+    proxy: ProxySettings = Field(
+        default_factory=ProxySettings, description="the produce proxy (`zdict-sidecar proxy`)"
     )
 
     @model_validator(mode="after")

@@ -92,3 +92,18 @@ class RecordTooLarge(ZdictError):
 
 class MissingDependency(ConfigError):
     """An optional dependency a command needs is not installed (the message names the extra)."""
+
+
+class MalformedBatch(ZdictError):
+    """A Kafka record batch a client sent does not parse: truncated, a bad CRC, an unknown or
+    unsupported compression codec, or larger than allowed once decompressed. `reason` classes
+    it (`corrupt`: CRC, `codec`: a codec the proxy cannot decode, `format`: the rest)."""
+
+    def __init__(self, message: str, reason: str = "format") -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+class ProtocolError(ZdictError):
+    """A Kafka protocol request the proxy cannot serve: a malformed frame, an API key or
+    version it does not implement; the connection is closed after it is logged."""

@@ -149,6 +149,47 @@ def is_topic_settling(error: KafkaError) -> bool:
     return error.code() in _SETTLING
 
 
+#: Kafka protocol error codes: what a produce proxy answers its client for errors librdkafka
+#: reports of its own (negative codes) on a delivery.
+_REQUEST_TIMED_OUT: Final = 7
+_NETWORK_EXCEPTION: Final = 13
+_UNKNOWN_SERVER_ERROR: Final = -1
+_LOCAL_TO_PROTOCOL: Final = {
+    KafkaError._MSG_TIMED_OUT: _REQUEST_TIMED_OUT,
+    KafkaError._TIMED_OUT: _REQUEST_TIMED_OUT,
+    KafkaError._TIMED_OUT_QUEUE: _REQUEST_TIMED_OUT,
+    KafkaError._TRANSPORT: _NETWORK_EXCEPTION,
+    KafkaError._ALL_BROKERS_DOWN: _NETWORK_EXCEPTION,
+    KafkaError._PURGE_QUEUE: _NETWORK_EXCEPTION,
+    KafkaError._PURGE_INFLIGHT: _NETWORK_EXCEPTION,
+}
+
+
+def protocol_error_code(error: KafkaError) -> int:
+    """The Kafka protocol error code a client should see for a failed delivery: the broker's
+    own code when the broker refused the record, else a retriable timeout or network error for
+    librdkafka's own failures (the record may still be written: at least once), or
+    UNKNOWN_SERVER_ERROR."""
+    code = error.code()
+    if code >= 0:
+        return int(code)
+    if code in _LOCAL_TO_PROTOCOL:
+        return _LOCAL_TO_PROTOCOL[code]
+    return _NETWORK_EXCEPTION if error.retriable() else _UNKNOWN_SERVER_ERROR
+
+
+def deserialization_error(field: str, cause: BaseException) -> KafkaError:
+    """What a consumed message is marked with when its `field` ("key" or "value") does not
+    deserialize or decode: confluent-kafka's own codes for it, the cause in words."""
+    code = KafkaError._KEY_DESERIALIZATION if field == "key" else KafkaError._VALUE_DESERIALIZATION
+    return KafkaError(code, f"{field} does not deserialize: {type(cause).__name__}: {cause}")
+
+
+def is_deserialization_error(error: KafkaError) -> bool:
+    """A consumed message's key or value did not deserialize (`deserialization_error`)."""
+    return error.code() in (KafkaError._KEY_DESERIALIZATION, KafkaError._VALUE_DESERIALIZATION)
+
+
 class Refusals:
     """An error_cb that keeps the first refusal (authentication, TLS) a client reports."""
 
@@ -385,6 +426,18 @@ def plain_consumer(
 ) -> Consumer:
     """A consumer with librdkafka's defaults and `properties` on top (see `plain_producer`)."""
     return Consumer({"bootstrap.servers": bootstrap, "group.id": group_id, **(properties or {})})
+
+
+def application_producer(config: Mapping[str, Any]) -> Producer:
+    """The application's own producer, exactly as its `config` says (`sidecar.serde`, which
+    compresses in the application's process: its guarantees are the application's choice)."""
+    return Producer(dict(config))
+
+
+def application_consumer(config: Mapping[str, Any]) -> Consumer:
+    """The application's own consumer, exactly as its `config` says (see
+    `application_producer`)."""
+    return Consumer(dict(config))
 
 
 def plain_admin(bootstrap: str) -> AdminClient:

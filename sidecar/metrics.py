@@ -53,6 +53,18 @@ Metrics (counters are exposed with `_total`; counters and histograms also get `_
 * `zdict_build_info{version,python,zstandard,libzstd,confluent_kafka,librdkafka}` gauge (info)
 * `process_*` (prometheus_client's standard process collector, Linux): CPU seconds, resident
   memory bytes, open fds, start time — for restart alerts and resource panels
+
+The producer side (`ProducerMetrics`: an application compressing in-process with
+`sidecar.serde`, on the application's own registry; `topic` is the topic produced to):
+
+* `zdict_producer_records_total{topic,outcome}` counter: records by what the codec did
+* `zdict_producer_input_bytes_total{topic}` counter: value bytes before compression
+* `zdict_producer_output_bytes_total{topic}` counter: value bytes after, plus our header's
+* `zdict_producer_encode_seconds{topic}` summary (`_sum`, `_count`): time spent compressing
+  inside `produce()` (or the serializer), per record
+* `zdict_producer_dictionary_info{topic,dict_id,version}` gauge (info): the dictionary the
+  topic's last record was compressed with (dict_id 0: none known, compressing without one)
+* `zdict_producer_registry_reads_total{result}` counter: reads of the registry topic, ok / failed
 """
 
 from __future__ import annotations
@@ -76,7 +88,13 @@ from prometheus_client import (
     Info,
     ProcessCollector,
 )
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    InfoMetricFamily,
+    Metric,
+    SummaryMetricFamily,
+)
 from prometheus_client.registry import Collector
 
 from sidecar import __version__
@@ -103,6 +121,8 @@ __all__ = [
     "CgroupMemory",
     "Metrics",
     "NamespaceMetrics",
+    "ProducerMetrics",
+    "ProducerTopicMetrics",
     "build_info",
 ]
 
@@ -820,6 +840,165 @@ class Metrics:
     def commit(self, ok: bool) -> None:
         """One offset commit finished, successfully or not."""
         self._commits[COMMIT_OK if ok else COMMIT_FAILED].inc()
+
+
+class ProducerTopicMetrics:
+    """The tallies of one topic an application produces to: what `observe` adds up, read by
+    `ProducerMetrics` at each scrape.
+
+    One call per record, so no prometheus_client child is touched here (each `inc` takes a lock
+    of its own): plain attributes under one lock, exact with any number of producing threads.
+    """
+
+    __slots__ = (
+        "_lock",
+        "dictionary",
+        "encode_seconds",
+        "input_bytes",
+        "outcomes",
+        "output_bytes",
+        "records",
+        "seen",
+    )
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.outcomes: dict[str, int] = dict.fromkeys(Outcome.ALL, 0)
+        self.input_bytes = 0
+        self.output_bytes = 0
+        self.encode_seconds = 0.0
+        self.records = 0
+        #: The dictionary of the last record (None: none), once there was a record (`seen`).
+        self.dictionary: Dictionary | None = None
+        self.seen = False
+
+    def observe(self, encoded: Encoded, seconds: float, dictionary: Dictionary | None) -> None:
+        """One record: what the codec did with it (its outcome, value bytes before and after,
+        our header included), the seconds its encoding took, the dictionary it used."""
+        with self._lock:
+            outcome = encoded[2]
+            self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
+            self.input_bytes += encoded[3]
+            self.output_bytes += encoded[4]
+            self.encode_seconds += seconds
+            self.records += 1
+            self.dictionary = dictionary
+            self.seen = True
+
+    def snapshot(self) -> tuple[dict[str, int], int, int, float, int, int | None, int]:
+        """(outcomes, input bytes, output bytes, encode seconds, records, the last record's
+        dict_id (0: none; None: no record yet), its version)."""
+        with self._lock:
+            dictionary = self.dictionary
+            return (
+                dict(self.outcomes),
+                self.input_bytes,
+                self.output_bytes,
+                self.encode_seconds,
+                self.records,
+                (dictionary.id if dictionary else 0) if self.seen else None,
+                dictionary.meta.version if dictionary else 0,
+            )
+
+
+class ProducerMetrics(Collector):
+    """Metrics of an application compressing in-process (`sidecar.serde`), registered on the
+    `CollectorRegistry` the application passes in (its own, or prometheus_client's `REGISTRY`).
+
+    A custom collector: producers tally per record in `ProducerTopicMetrics` (cheap, exact), and
+    the metric families are built from the tallies when the registry is scraped. Every outcome
+    of a topic exists from its first record on, so rate() has a zero to start from. Names start
+    with `zdict_producer_`, apart from the relay's, so one process may export both.
+    """
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        """Register on `registry`; a second `ProducerMetrics` on one registry is refused
+        (`ValueError`, duplicated timeseries) by prometheus_client."""
+        self._lock = threading.Lock()
+        self._topics: dict[str, ProducerTopicMetrics] = {}
+        self._reads = {COMMIT_OK: 0, COMMIT_FAILED: 0}
+        registry.register(self)
+
+    def topic(self, topic: str) -> ProducerTopicMetrics:
+        """The tallies of `topic`, made on first use (keep it: the per-record path)."""
+        tally = self._topics.get(topic)
+        if tally is None:
+            with self._lock:
+                tally = self._topics.setdefault(topic, ProducerTopicMetrics())
+        return tally
+
+    def registry_read(self, ok: bool) -> None:
+        """One read of the registry topic ended (`FollowingEncoder`'s `on_read`)."""
+        with self._lock:
+            self._reads[COMMIT_OK if ok else COMMIT_FAILED] += 1
+
+    def _families(
+        self,
+    ) -> tuple[
+        CounterMetricFamily,
+        CounterMetricFamily,
+        CounterMetricFamily,
+        SummaryMetricFamily,
+        InfoMetricFamily,
+        CounterMetricFamily,
+    ]:
+        return (
+            CounterMetricFamily(
+                "zdict_producer_records",
+                "Records the application produced through zdict, by what the codec did.",
+                labels=("topic", "outcome"),
+            ),
+            CounterMetricFamily(
+                "zdict_producer_input_bytes",
+                "Record value bytes before compression (tombstones count 0).",
+                labels=("topic",),
+            ),
+            CounterMetricFamily(
+                "zdict_producer_output_bytes",
+                "Record value bytes after compression, plus the bytes of the header we add.",
+                labels=("topic",),
+            ),
+            SummaryMetricFamily(
+                "zdict_producer_encode_seconds",
+                "Time spent compressing record values in produce() (or the serializer).",
+                labels=("topic",),
+            ),
+            InfoMetricFamily(
+                "zdict_producer_dictionary",
+                "The dictionary the topic's last record was compressed with (dict_id 0: none "
+                "known yet, compressing without one).",
+                labels=("topic",),
+            ),
+            CounterMetricFamily(
+                "zdict_producer_registry_reads",
+                "Reads of the registry topic by the producer's dictionary follower, by result.",
+                labels=("result",),
+            ),
+        )
+
+    def describe(self) -> Iterator[Metric]:
+        # The names, for the registry's duplicate check, without taking a snapshot.
+        return iter(self._families())
+
+    def collect(self) -> Iterator[Metric]:
+        records, inputs, outputs, seconds, info, reads = self._families()
+        with self._lock:
+            topics = sorted(self._topics.items())
+            read_counts = dict(self._reads)
+        for name, tally in topics:
+            outcomes, in_bytes, out_bytes, encode_seconds, count, dict_id, version = (
+                tally.snapshot()
+            )
+            for outcome, n in outcomes.items():
+                records.add_metric((name, outcome), n)
+            inputs.add_metric((name,), in_bytes)
+            outputs.add_metric((name,), out_bytes)
+            seconds.add_metric((name,), count_value=count, sum_value=encode_seconds)
+            if dict_id is not None:
+                info.add_metric((name,), {"dict_id": str(dict_id), "version": str(version)})
+        for result, n in read_counts.items():
+            reads.add_metric((result,), n)
+        yield from (records, inputs, outputs, seconds, info, reads)
 
 
 def _remove(metric: Gauge | Counter, *labelvalues: str) -> None:

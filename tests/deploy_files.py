@@ -101,8 +101,11 @@ def _paths(model: type[BaseModel], prefix: tuple[str, ...]) -> set[tuple[str, ..
         path = (*prefix, name)
         paths.add(path)
         annotation = info.annotation
-        nested = isinstance(annotation, type) and issubclass(annotation, BaseModel)
-        if nested and annotation is not KafkaSettings:  # Kafka properties are free-form
+        if (
+            isinstance(annotation, type)
+            and issubclass(annotation, BaseModel)
+            and annotation is not KafkaSettings  # Kafka properties are free-form
+        ):
             paths |= _paths(annotation, path)
     return paths
 

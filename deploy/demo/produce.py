@@ -6,6 +6,9 @@ until stopped (SIGTERM) or until DEMO_COUNT events were sent.
 
 Environment:
     KAFKA_BOOTSTRAP_SERVERS  the broker (default kafka:9092, the compose service)
+    DEMO_PRODUCE_TO          where the events are produced, if not the broker: the proxy
+                             (`zdict-sidecar proxy`) on localhost; the topic is still created
+                             on the broker
     DEMO_TOPIC               topic to produce to (default events)
     DEMO_PARTITIONS          partitions when it creates the topic (default 3)
     DEMO_RATE                events per second (default 2000)
@@ -22,7 +25,10 @@ import time
 from types import FrameType
 
 from confluent_kafka import KafkaException, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import (  # type: ignore[attr-defined]  # public, but not in __all__
+    AdminClient,
+    NewTopic,
+)
 
 from sidecar.bench.events import generate
 
@@ -58,7 +64,8 @@ def main() -> int:
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    produce_to = os.environ.get("DEMO_PRODUCE_TO") or bootstrap
+    producer = Producer({"bootstrap.servers": produce_to, "linger.ms": 5})
     events = generate(os.environ.get("DEMO_KIND", "product_viewed"), count or 10**12, seed=42)
     sent = 0
     started = time.monotonic()

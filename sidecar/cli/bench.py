@@ -1,5 +1,5 @@
-"""`bench codec|relay|storage|lifecycle`, `generate` and `demo`: the evidence, its sample data
-and the whole job on a local broker, with the benchmarks' tables.
+"""`bench codec|relay|storage|lifecycle|producer`, `generate` and `demo`: the evidence, its
+sample data and the whole job on a local broker, with the benchmarks' tables.
 
 The benchmark modules are imported when their command runs: they pull in the Kafka clients,
 matplotlib and the native zstd CLI's runner, which no other command needs.
@@ -533,6 +533,22 @@ def format_storage(results: StorageResults) -> str:
     return "\n".join(out)
 
 
+# -- bench producer ------------------------------------------------------------------------------
+
+
+def cmd_bench_producer(args: argparse.Namespace) -> int:
+    from sidecar.bench import producer as bench_producer
+
+    bootstrap = _bench_bootstrap()
+    results = bench_producer.bench_producer(
+        bootstrap, count=args.count, runs=args.runs, fills=args.fills
+    )
+    print()
+    print(bench_producer.format_producer(results))
+    write_bench_results("producer", results.settings, results.to_dict(), args.json_out)
+    return 0
+
+
 # -- bench lifecycle -----------------------------------------------------------------------------
 
 
@@ -688,6 +704,47 @@ def add_demo(commands: Commands) -> None:
     p.set_defaults(func=cmd_demo)
 
 
+# -- bench proxy ---------------------------------------------------------------------------------
+
+
+def cmd_bench_proxy(args: argparse.Namespace) -> int:
+    from sidecar.bench import proxy as bench
+
+    results = bench.bench_proxy(
+        _bench_bootstrap(),
+        Path(args.data_dir) if args.data_dir else None,
+        kind=args.kind,
+        count=args.count,
+        seconds=args.seconds,
+        partitions=args.partitions,
+        runs=args.runs,
+    )
+    print()
+    print(bench.format_results(results))
+    write_bench_results("proxy", results.settings, results.to_dict(), args.json_out)
+    return 0
+
+
+def _add_bench_proxy(benches: Commands) -> None:
+    b = benches.add_parser(
+        "proxy", help="the produce proxy next to producing directly: speed, latency, bytes"
+    )
+    b.add_argument("--kind", choices=KINDS, default="product_viewed")
+    b.add_argument(
+        "-n", "--count", type=number(int, ge=1), default=200_000, help="events per throughput run"
+    )
+    b.add_argument(
+        "--seconds", type=number(float, gt=0), default=10.0, help="seconds at 5,000 records/s"
+    )
+    b.add_argument("--partitions", type=number(int, ge=1, le=10_000), default=4)
+    b.add_argument(
+        "--runs", type=number(int, ge=1, le=100), default=3, help="measured rounds after a warm-up"
+    )
+    b.add_argument("--data-dir", metavar="DIR", help="the broker's log.dirs (bytes stored)")
+    b.add_argument("--json-out", type=output_file, default="out/bench-proxy.json", metavar="FILE")
+    b.set_defaults(func=cmd_bench_proxy)
+
+
 def add_bench(commands: Commands) -> None:
     p = commands.add_parser("bench", help="benchmarks that print tables and write JSON")
     benches = p.add_subparsers(dest="bench", required=True, metavar="BENCH")
@@ -695,6 +752,8 @@ def add_bench(commands: Commands) -> None:
     _add_bench_relay(benches)
     _add_bench_storage(benches)
     _add_bench_lifecycle(benches)
+    _add_bench_producer(benches)
+    _add_bench_proxy(benches)
     add_bench_offline(benches)
 
 
@@ -785,6 +844,28 @@ def _add_bench_storage(benches: Commands) -> None:
     b.add_argument("--json-out", type=output_file, default="out/bench-storage.json", metavar="FILE")
     b.add_argument("--png", type=png_file, default="out/bench-storage.png", metavar="FILE")
     b.set_defaults(func=cmd_bench_storage)
+
+
+def _add_bench_producer(benches: Commands) -> None:
+    b = benches.add_parser(
+        "producer",
+        help="in-process compression: µs added to produce(), bytes stored vs producer zstd",
+    )
+    b.add_argument(
+        "-n",
+        "--count",
+        type=number(int, ge=1000, le=_MAX_INT32),
+        default=50_000,
+        help="records per measured round and record size (default 50000)",
+    )
+    b.add_argument("--runs", type=rounds, default=5, help="measured rounds after a warm-up (>= 3)")
+    b.add_argument(
+        "--fills", type=fills, default="1,2,4,8,16", help="records per batch (comma list)"
+    )
+    b.add_argument(
+        "--json-out", type=output_file, default="out/bench-producer.json", metavar="FILE"
+    )
+    b.set_defaults(func=cmd_bench_producer)
 
 
 def _add_bench_lifecycle(benches: Commands) -> None:

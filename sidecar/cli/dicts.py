@@ -20,6 +20,7 @@ from sidecar.cli.common import (
     read_lines,
     setting_number,
 )
+from sidecar.codec import Decoder
 from sidecar.config import Settings, TrainingSettings
 from sidecar.dictionaries.lifecycle import promote, sync_store
 from sidecar.dictionaries.model import (
@@ -29,7 +30,7 @@ from sidecar.dictionaries.model import (
     DictionaryMeta,
     validate_namespace,
 )
-from sidecar.dictionaries.registry import Registry
+from sidecar.dictionaries.registry import Registry, RegistryResolver
 from sidecar.dictionaries.store import DictionaryStore
 from sidecar.dictionaries.training import (
     Decision,
@@ -39,7 +40,7 @@ from sidecar.dictionaries.training import (
     split_ordered,
     train,
 )
-from sidecar.errors import ConfigError, DictionaryNotFound
+from sidecar.errors import ConfigError, DictionaryNotFound, UnknownDictionary
 from sidecar.tools.evaluation import Evaluation, evaluate
 from sidecar.tools.tables import render
 
@@ -206,6 +207,46 @@ def _print_dicts(listed: list[tuple[DictionaryMeta, bool]], as_json: bool, where
 # -- train and evaluate --------------------------------------------------------------------------
 
 
+class SampleResolver:
+    """Where `train --topic` finds the dictionaries that a topic's compressed records name: the
+    local store, then the registry (`registry`, or opened on the first id the store lacks, when
+    the registry is enabled). A topic of raw records never opens it."""
+
+    def __init__(self, settings: Settings, store: DictionaryStore, registry: Registry | None):
+        self.settings = settings
+        self.store = store
+        self._registry = registry
+        self._opened: RegistryResolver | None = None
+
+    def _from_registry(self) -> RegistryResolver | None:
+        if self._opened is None and (self._registry is not None or self.settings.registry.enabled):
+            registry = self._registry or open_registry(self.settings, "train")
+            self._opened = RegistryResolver(registry, follow_interval=None)
+        return self._opened
+
+    def get(self, dict_id: int) -> Dictionary:
+        try:
+            return self.store.get(dict_id)
+        except UnknownDictionary:
+            resolver = self._from_registry()
+            if resolver is None:
+                raise UnknownDictionary(
+                    f"unknown dictionary id {dict_id}: not in {self.store.describe()}, and the "
+                    "registry is disabled (ZDICT_REGISTRY__ENABLED=false), where compressed "
+                    "records' dictionaries are published"
+                ) from None
+            return resolver.get(dict_id)
+
+    def describe(self) -> str:
+        return f"{self.store.describe()}, then registry topic {self.settings.registry.topic}"
+
+    def close(self) -> None:
+        """Close a registry this resolver opened (one it was given stays open)."""
+        if self._opened is not None and self._registry is None:
+            self._opened.close()
+        self._opened = None
+
+
 def _training_overrides(args: argparse.Namespace) -> dict[str, Any]:
     training: dict[str, Any] = {}
     if args.budget_us is not None:
@@ -243,8 +284,29 @@ def cmd_train(args: argparse.Namespace) -> int:
         if args.topic:
             from sidecar.dictionaries.topic_sample import read_sample
 
-            sample = read_sample(settings, args.topic, args.sample)
+            # Producers that compress in-process leave no raw record on the topic: its
+            # records are decoded first (decode, then train), with the dictionaries they name.
+            resolver = SampleResolver(settings, store, registry)
+            try:
+                sample = read_sample(
+                    settings,
+                    args.topic,
+                    args.sample,
+                    decoder=Decoder(
+                        resolver,
+                        max_output_size=settings.codec.max_output_size,
+                        header_key=settings.codec.header_key,
+                    ),
+                )
+            finally:
+                resolver.close()
             records, window = sample.records, sample.window
+            if sample.decoded:
+                print(
+                    f"{sample.decoded:,} of the {len(sample.entries):,} sampled records were "
+                    "compressed on the topic: decoded to train on",
+                    file=sys.stderr,
+                )
         else:
             lines = _input_lines(args.input, settings, args.sample)
             # Keyed by line number: a line is on the same side of the split in every run.

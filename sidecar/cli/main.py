@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from sidecar import __version__
-from sidecar.cli import bench, dicts, relay
+from sidecar.cli import bench, dicts, proxy, relay
 from sidecar.cli.common import PROG
 from sidecar.errors import ConfigError, ZdictError
 
@@ -33,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     dicts.add_train(commands)
     dicts.add_evaluate(commands)
     relay.add_run(commands)
+    proxy.add_proxy(commands)
     relay.add_cat(commands)
     relay.add_verify(commands)
     relay.add_report(commands)

@@ -174,6 +174,7 @@ def cmd_cat(args: argparse.Namespace) -> int:
         key=args.key,
         headers=args.headers,
         json=args.json,
+        frames=args.frames,
         delimiter=args.delimiter,
     )
     decoder = open_decoder(settings, args.no_registry, "cat")
@@ -319,6 +320,11 @@ def add_cat(commands: Commands) -> None:
     p.add_argument("--key", "-K", action="store_true", help="print the key before the value")
     p.add_argument("--headers", action="store_true", help="print the headers (k=v,...) first")
     p.add_argument("--json", action="store_true", help="one JSON object per record")
+    p.add_argument(
+        "--frames",
+        action="store_true",
+        help="print compressed values as standard zstd frames (zstd -d -D reads them), not decoded",
+    )
     p.add_argument(
         "--delimiter",
         "-D",

@@ -115,10 +115,12 @@ def _read_file(path: Path, limit: int, what: str) -> bytes:
         raise
     except OSError as exc:
         raise _refused(path, exc, "read") from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        # Checked before fdopen, which refuses a directory with an OSError of its own.
+        os.close(fd)
+        raise StoreError(f"{path} is not a regular file; a {what} is one - remove it")
     with os.fdopen(fd, "rb") as f:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise StoreError(f"{path} is not a regular file; a {what} is one - remove it")
         # The size first, so that nothing is read of a file that is too large; the read is
         # bounded too, in case the file grows meanwhile.
         size = info.st_size

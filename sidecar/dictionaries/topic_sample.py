@@ -3,28 +3,40 @@
 Used by `zdict-sidecar train --topic T --sample N`, and by `run`'s trainer for a first dictionary
 from a topic's backlog. Reads by assignment (no consumer group, no commits), so it never disturbs
 the relay's group.
+
+A topic that producers compress in-process (`sidecar.serde`) holds no raw record: its records
+are decoded first (decode, then train), with a `Decoder` over the registry. Without a decoder,
+records carrying our header are left out (training on frames would learn nothing useful).
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import cast
 
 from confluent_kafka import KafkaException, TopicPartition
 
+from sidecar.codec import Decoder
 from sidecar.config import Settings
-from sidecar.errors import InputError, KafkaUnavailable
+from sidecar.errors import CodecError, InputError, KafkaUnavailable
 from sidecar.kafka import make_admin, make_reader, partition_counts
 from sidecar.sampling import Entry, keyed
 
 
 @dataclass(frozen=True, slots=True)
 class TopicSample:
-    """The sampled records of `topic`, and where they came from."""
+    """The sampled records of `topic`, and where they came from.
+
+    `decoded`: entries that were compressed on the topic and decoded for the sample;
+    `left_out`: compressed records not in it (no decoder, or they did not decode).
+    """
 
     topic: str
     entries: list[Entry]
     window: str
+    decoded: int = 0
+    left_out: int = 0
 
     @property
     def records(self) -> list[tuple[bytes, bytes]]:
@@ -32,11 +44,18 @@ class TopicSample:
         return keyed(self.topic, self.entries)
 
 
-def read_sample(settings: Settings, topic: str, count: int, timeout: float = 60.0) -> TopicSample:
-    """The last ~`count` records of `topic`, spread evenly over its partitions.
+def read_sample(
+    settings: Settings,
+    topic: str,
+    count: int,
+    timeout: float = 60.0,
+    decoder: Decoder | None = None,
+) -> TopicSample:
+    """The last ~`count` records of `topic`, spread evenly over its partitions; compressed
+    ones decoded with `decoder` (without one, left out).
 
     Raises:
-        InputError: the topic does not exist or holds no records.
+        InputError: the topic does not exist or holds no records to train on.
         KafkaUnavailable: no broker answered.
     """
     if count < 1:
@@ -66,6 +85,9 @@ def read_sample(settings: Settings, topic: str, count: int, timeout: float = 60.
         consumer.assign(assignment)
         entries: list[Entry] = []
         done: set[int] = set()
+        key = settings.codec.header_key
+        decoded = left_out = 0
+        first_error: str | None = None
         deadline = time.monotonic() + timeout
         while len(done) < len(ends) and time.monotonic() < deadline:
             for msg in consumer.consume(1000, 1.0):
@@ -75,12 +97,38 @@ def read_sample(settings: Settings, topic: str, count: int, timeout: float = 60.
                 assert part is not None and offset is not None
                 if offset >= ends[part]:
                     continue  # arrived after we looked: not part of the sample
-                value = msg.value()
-                if value is not None:
-                    entries.append((part, offset, value))
                 if offset + 1 >= ends[part]:
                     done.add(part)
+                value = msg.value()
+                # A consumed record's headers: (str, bytes) pairs, or None.
+                headers = cast(list[tuple[str, bytes | None]] | None, msg.headers())
+                if value is not None and headers and any(k == key for k, _ in headers):
+                    if decoder is None:
+                        left_out += 1
+                        continue
+                    try:
+                        value = decoder.decode(value, headers)
+                    except CodecError as exc:
+                        left_out += 1
+                        first_error = first_error or str(exc)
+                        continue
+                    decoded += 1
+                if value is not None:
+                    entries.append((part, offset, value))
         window = f"topic {topic}, last {per_partition} records of {len(ends)} partition(s)"
-        return TopicSample(topic=topic, entries=entries, window=window)
+        if decoded:
+            window += f", {decoded} decoded"
+        if left_out:
+            why = "no decoder" if first_error is None else "undecodable"
+            window += f", {left_out} compressed left out ({why})"
+        if not entries and left_out:
+            why = first_error or "no decoder was given: their dictionaries are in the registry"
+            raise InputError(
+                f"topic {topic}: its last {left_out} records are compressed and none could be "
+                f"decoded to train on ({why})"
+            )
+        return TopicSample(
+            topic=topic, entries=entries, window=window, decoded=decoded, left_out=left_out
+        )
     finally:
         consumer.close()

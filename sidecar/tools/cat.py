@@ -24,7 +24,7 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from sidecar.codec import Decoder
+from sidecar.codec import Decoder, header_tag, standard_frame
 from sidecar.errors import CodecError, InputError, KafkaUnavailable
 from sidecar.kafka import is_partition_eof, make_admin, make_reader, partition_counts
 
@@ -44,6 +44,8 @@ class CatOptions:
     key: bool = False
     headers: bool = False
     json: bool = False
+    #: Print values as standard zstd frames instead of decoding them (`zstd -d -D` reads them).
+    frames: bool = False
     delimiter: bytes = b"\n"
     key_delimiter: bytes = b"\t"
 
@@ -77,9 +79,11 @@ def _text_or_base64(data: bytes | None, name: str) -> dict[str, Any]:
 def render(
     msg: Message, value: bytes | None, dict_id: int | None, options: CatOptions, header_key: str
 ) -> bytes:
-    """One output line (without the delimiter) for a decoded record; our header is left out."""
+    """One output line (without the delimiter) for a record; our header is left out of a
+    decoded one (with `frames`, the value is still a frame and keeps it)."""
     consumed = cast(list[tuple[str, bytes | None]], msg.headers() or [])
-    headers = [(k, v) for k, v in consumed if k != header_key or dict_id is None]
+    ours = dict_id is not None and not options.frames
+    headers = [(k, v) for k, v in consumed if k != header_key or not ours]
     if options.json:
         ts_type, ts = msg.timestamp()
         entry: dict[str, Any] = {
@@ -169,8 +173,13 @@ def cat(
                 assert partition is not None and offset is not None
                 headers = cast(list[tuple[str, bytes | None]], msg.headers() or [])
                 try:
-                    dict_id = decoder.dictionary_id(headers)
-                    value = decoder.decode(msg.value(), headers)
+                    tag = header_tag(headers, decoder.header_key)
+                    dict_id = None if tag is None else tag.dict_id
+                    value = msg.value()
+                    if not options.frames:
+                        value = decoder.decode(value, headers)
+                    elif tag is not None and value is not None:
+                        value = standard_frame(value, tag)
                 except CodecError as exc:
                     raise type(exc)(f"{options.topic}[{partition}]@{offset}: {exc}") from None
                 out.write(

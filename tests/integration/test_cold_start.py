@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -57,9 +57,17 @@ def _seconds_between(earlier: dict[str, Any], later: dict[str, Any]) -> float:
 
 
 @pytest.fixture
-def decoder(kafka_bootstrap: str, registry_topic: str) -> Iterator[Decoder]:
-    with Decoder(RegistryResolver.connect(kafka_bootstrap, topic=registry_topic)) as made:
-        yield made
+def decoder(kafka_bootstrap: str, registry_topic: str) -> Iterator[Callable[[], Decoder]]:
+    """Factory: a decoder that knows only the registry topic (made once the sidecar created it)."""
+    made: list[Decoder] = []
+
+    def make() -> Decoder:
+        made.append(Decoder(RegistryResolver.connect(kafka_bootstrap, topic=registry_topic)))
+        return made[-1]
+
+    yield make
+    for each in made:
+        each.close()
 
 
 def test_a_backlog_is_compressed_with_a_dictionary_trained_from_it(
@@ -68,7 +76,7 @@ def test_a_backlog_is_compressed_with_a_dictionary_trained_from_it(
     produce_events: ProduceEvents,
     consume_all: ConsumeAll,
     kafka_probe: KafkaProbe,
-    decoder: Decoder,
+    decoder: Callable[[], Decoder],
     tmp_path: Path,
 ) -> None:
     n = 30_000
@@ -96,7 +104,7 @@ def test_a_backlog_is_compressed_with_a_dictionary_trained_from_it(
         f"{with_dictionary:,} of {n:,} records compressed with it; ids: {dict(ids)}"
     )
     assert with_dictionary >= 0.99 * n
-    match = match_output(inputs, outputs, decoder)
+    match = match_output(inputs, outputs, decoder())
     assert (match.lost, match.duplicates) == (0, 0)
 
 
@@ -106,7 +114,7 @@ def test_a_live_stream_at_1000_records_per_second_gets_its_first_dictionary_with
     produce_events: ProduceEvents,
     consume_all: ConsumeAll,
     kafka_probe: KafkaProbe,
-    decoder: Decoder,
+    decoder: Callable[[], Decoder],
     tmp_path: Path,
 ) -> None:
     n, rate = 20_000, 1000
@@ -134,5 +142,5 @@ def test_a_live_stream_at_1000_records_per_second_gets_its_first_dictionary_with
     )
     assert first["trigger"] == "first" and first["sample_messages"] <= 5000
     assert dictionaries >= 0.5 * n
-    match = match_output(inputs, outputs, decoder)
+    match = match_output(inputs, outputs, decoder())
     assert (match.lost, match.duplicates) == (0, 0)

@@ -67,7 +67,7 @@ def _interpreter() -> str:
     selected in this directory), else the interpreter running the tests."""
     version = re.search(r"python:(\d+\.\d+)", STAGES[0].base)
     assert version, STAGES[0].base
-    candidates = [f"python{version[1]}"]
+    candidates: list[str | Path] = [f"python{version[1]}"]
     pyenv = shutil.which("pyenv")
     if pyenv:
         root = subprocess.run([pyenv, "root"], capture_output=True, text=True).stdout.strip()

@@ -53,6 +53,7 @@ import urllib.request
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -344,7 +345,9 @@ def stack(
         *("--input-topic", dict_topic, "--input-topic", fresh_topic),
         "--create-topics",
         *("--dictionaries", str(store), "--group-id", f"{group}-a"),
-        env={**TRAINING_ENV, **registry},
+        # The traffic starts first: `fresh` must not be held back as a backlog (its held records
+        # would be a latency alert of their own); it trains from live samples, as stated below.
+        env={**TRAINING_ENV, **registry, "ZDICT_RELAY__BACKLOG_WAIT": "0"},
         name="relay-a",
     )
     plain_relay = module_sidecar(
@@ -424,7 +427,7 @@ def stack(
             "namespace_topic:zdict_consumer_lag_messages:sum",
         ]
         for expr in ready_when:
-            wait_until(lambda e=expr: prom.result(e), 90, f"Prometheus to return {expr}")
+            wait_until(partial(prom.result, expr), 90, f"Prometheus to return {expr}")
         yield Stack(
             prom,
             relay,
@@ -597,6 +600,7 @@ def test_prometheus_saw_the_sidecar_train_fresh_once_publish_it_and_judge_its_li
     triggers = stack.prometheus.result(f"zdict_training_triggers_total{{{fresh}}}")
     assert {s["metric"]["trigger"]: float(s["value"][1]) for s in triggers} == {
         "first": 1.0,
+        "growth": 0.0,
         "scheduled": 0.0,
         "drift": 0.0,
     }
@@ -674,8 +678,9 @@ def test_under_operator_target_labels_the_topic_survives_and_nothing_is_renamed(
 
 
 def test_the_output_is_stored_at_its_value_bytes_plus_framing_per_record(stack: Stack) -> None:
-    """From the producer's batch statistics: each output record costs the broker its value
-    (frame and zd header) plus its share of the record batch and its own framing and key."""
+    """From the producer's batch statistics: each output record costs the broker at most its
+    value (frame and zd header) plus its share of the record batch and its own framing and key;
+    the relay batch-compresses with zstd by default, so usually less."""
     for topic in (stack.dict_topic, stack.fresh_topic, stack.plain_topic):
         selector = f'{{topic="{topic}"}}'
         stored = _value(
@@ -689,8 +694,8 @@ def test_the_output_is_stored_at_its_value_bytes_plus_framing_per_record(stack: 
             f'/ sum(rate(zdict_messages_total{{topic="{topic}", mode="encode"}}[30s]))',
         )
         # An 8-byte key, ~8 bytes of record framing, and a 61-byte batch header shared by the
-        # records of a batch.
-        assert value_out + 8 < stored < value_out + 100, (topic, stored, value_out)
+        # records of a batch, above; what batch zstd finds across records, below.
+        assert 0.2 * value_out < stored < value_out + 100, (topic, stored, value_out)
         per_batch = _value(
             stack,
             f"sum(rate(zdict_output_stored_records_total{selector}[30s])) "

@@ -48,7 +48,8 @@ BATCH = 2_000
 #: The relay reads the registry every second; nothing trains (the champion must stay).
 RELAY_ENV = {"ZDICT_REGISTRY__FOLLOW_INTERVAL": "1"}
 
-Poison = tuple[bytes, bytes | None, list[tuple[str, bytes]]]
+#: (key, value, headers) of a record to publish, headers typed as confluent-kafka takes them.
+Poison = tuple[bytes, bytes | None, list[tuple[str, str | bytes | None]]]
 
 
 def _dictionary(base: Dictionary, dict_id: int, data: bytes | None = None, **meta: Any) -> Poison:
@@ -145,7 +146,8 @@ def champion_store(tmp_path: Path, make_topic: MakeTopic) -> Iterator[tuple[str,
     """An input topic and a store holding one active dictionary for it (the champion)."""
     topic = make_topic(partitions=1, name_prefix="registry-poison")
     store_dir = tmp_path / "store-a"
-    samples = list(generate("product_viewed", 4_000, seed=41))
+    # The zstandard stub's element type (its list is invariant).
+    samples: list[bytes | bytearray | memoryview] = list(generate("product_viewed", 4_000, seed=41))
     data = zstandard.train_dictionary(8192, samples).as_bytes()
     store = DictionaryStore(store_dir)
     champion = store.add(

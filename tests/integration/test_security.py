@@ -72,7 +72,7 @@ class SecureCluster:
             "ZDICT_TRAINING__ENABLED": "false",
         }
 
-    def client_config(self, address: str, **extra: str) -> dict[str, str]:
+    def client_config(self, address: str, **extra: str) -> dict[str, str | int | float | bool]:
         return {
             "bootstrap.servers": address,
             "security.protocol": "SASL_SSL",

@@ -36,7 +36,9 @@ def events() -> list[bytes]:
 @pytest.fixture(scope="session")
 def trained_bytes(events: list[bytes]) -> bytes:
     """An 8 KiB dictionary trained on the first 4,000 events (the rest are held out)."""
-    return zstandard.train_dictionary(8192, events[:4000]).as_bytes()
+    # The zstandard stub's element type (its list is invariant).
+    samples: list[bytes | bytearray | memoryview] = list(events[:4000])
+    return zstandard.train_dictionary(8192, samples).as_bytes()
 
 
 @pytest.fixture

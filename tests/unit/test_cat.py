@@ -63,3 +63,16 @@ def test_json_lines_carry_position_key_headers_and_the_dictionary_id() -> None:
         "headers": [["trace", "t1"]],
         "dict_id": 32768,
     }
+
+
+def test_with_frames_our_header_stays_with_the_frame() -> None:
+    headers: list[tuple[str, bytes | None]] = [("trace", b"1"), ("zd", b"\x80\x01")]
+    line = render(
+        _message(None, headers), b"frame", 32768, CatOptions(topic="t", headers=True, frames=True),
+        "zd",
+    )  # fmt: skip
+    assert line.startswith(b"trace=1,zd=\x80\x01")
+    decoded = render(
+        _message(None, headers), b"value", 32768, CatOptions(topic="t", headers=True), "zd"
+    )
+    assert decoded.startswith(b"trace=1") and b"zd=" not in decoded  # decoded: ours left out

@@ -216,14 +216,22 @@ def test_prometheus_scrapes_the_sidecar_service_and_grafana_reads_that_prometheu
     assert (grafana["/var/lib/grafana/dashboards"] / Path(home).name).is_file()
 
 
-def test_the_sidecar_relays_the_topic_the_producer_writes_with_real_settings(
+def test_the_producer_produces_through_the_sidecar_proxy_on_localhost(
     project: dict[str, Any],
 ) -> None:
     services = _services(project)
-    topics = json.loads(services["sidecar"]["environment"]["ZDICT_RELAY__INPUT_TOPICS"])
-    assert topics == [services["producer"]["environment"]["DEMO_TOPIC"]]
-    for variable in services["sidecar"]["environment"]:
+    sidecar, producer = services["sidecar"], services["producer"]
+    assert sidecar["command"] == ["proxy"]
+    topics = json.loads(sidecar["environment"]["ZDICT_PROXY__TOPICS"])
+    assert topics == [producer["environment"]["DEMO_TOPIC"]]
+    for variable in sidecar["environment"]:
         assert is_setting(variable), variable
+    # One network namespace, as in a pod: the producer's localhost is the sidecar's.
+    assert producer["network_mode"] == "service:sidecar"
+    listen = sidecar["environment"]["ZDICT_PROXY__LISTEN"]
+    assert listen.startswith("127.0.0.1:")
+    assert producer["environment"]["DEMO_PRODUCE_TO"] == "localhost:" + listen.split(":")[1]
+    assert producer["depends_on"]["sidecar"]["condition"] == "service_healthy"
 
 
 def test_a_service_of_the_zdict_image_that_is_not_the_relay_disables_the_images_healthcheck(
@@ -234,7 +242,7 @@ def test_a_service_of_the_zdict_image_that_is_not_the_relay_disables_the_images_
     image = {name: s for name, s in _services(project).items() if "build" in s}
     assert set(image) == {"producer", "sidecar"}
     for name, service in image.items():
-        relay = service.get("command") == ["run"] and "entrypoint" not in service
+        relay = service.get("command") in (["run"], ["proxy"]) and "entrypoint" not in service
         if relay:
             assert "/healthz" in " ".join(service["healthcheck"]["test"]), name
         else:

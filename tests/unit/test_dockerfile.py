@@ -114,7 +114,9 @@ def test_constraints_txt_pins_every_runtime_dependency_to_a_version_its_dependen
 
 def test_the_constraints_follow_markers_for_the_images_python_not_this_one() -> None:
     environment = image_environment(image_python())
-    assert environment["python_version"] == re.search(r"python:(\d+\.\d+)", _final().base)[1]
+    base = re.search(r"python:(\d+\.\d+)", _final().base)
+    assert base is not None, _final().base
+    assert environment["python_version"] == base[1]
     assert environment["sys_platform"] == "linux" and environment["extra"] == ""
 
 

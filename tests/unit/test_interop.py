@@ -9,7 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from sidecar.codec import ZSTD_MAGIC, Encoder, FrameOptions, Outcome, WireFormat
+from sidecar.codec import (
+    Encoder,
+    FrameOptions,
+    Outcome,
+    WireFormat,
+    header_tag,
+    standard_frame,
+)
 from sidecar.dictionaries import DictionaryStore
 from tests.unit.conftest import AddDictionary
 
@@ -36,7 +43,7 @@ def test_the_zstd_cli_decodes_our_frames_with_the_stored_dictionary_file(
     dictionary = add_dictionary()
     dict_file = store.root / "orders" / f"{dictionary.id}.zdict"
     encoder = Encoder(dictionary, frame=frame, wire=wire)
-    prefix = ZSTD_MAGIC if wire == "compact" else b""
+
     checked = 0
     for i, raw in enumerate(events[4000:4300]):
         encoded = encoder.encode_record(raw)
@@ -44,7 +51,9 @@ def test_the_zstd_cli_decodes_our_frames_with_the_stored_dictionary_file(
             continue
         assert encoded.value is not None
         frame_file = tmp_path / f"{i}.zst"
-        frame_file.write_bytes(prefix + encoded.value)
+        tag = header_tag(encoded.headers, encoder.header_key)
+        assert tag is not None
+        frame_file.write_bytes(standard_frame(encoded.value, tag))  # what `cat --frames` prints
         result = subprocess.run(
             [zstd_cli(), "-d", "-q", "-c", "-D", str(dict_file), str(frame_file)],
             capture_output=True,

@@ -6,10 +6,11 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient
 
 from sidecar.config import load_settings
 from sidecar.errors import ConfigError, KafkaUnavailable
@@ -167,7 +168,7 @@ def test_a_refused_connection_fails_at_the_first_metadata_request_naming_the_cau
 ) -> None:
     admin = _RefusedAdmin(KafkaError(code, "sasl_ssl://k1:9093/bootstrap: refused"))
     with pytest.raises(KafkaUnavailable) as info:
-        partition_counts(admin, ["orders"], timeout=60.0, bootstrap="k1:9093")
+        partition_counts(cast(AdminClient, admin), ["orders"], timeout=60.0, bootstrap="k1:9093")
     assert admin.requests == 1
     assert f"refused the connection, {cause}" in str(info.value)
     assert "sasl_ssl://k1:9093/bootstrap: refused" in str(info.value)
@@ -177,7 +178,7 @@ def test_an_unreachable_cluster_still_gets_the_whole_timeout() -> None:
     admin = _RefusedAdmin(KafkaError(KafkaError._ALL_BROKERS_DOWN, "1/1 brokers are down"))
     started = time.monotonic()
     with pytest.raises(KafkaUnavailable, match="no Kafka broker answered within 0 s"):
-        partition_counts(admin, ["orders"], timeout=0.3, bootstrap="k1:9093")
+        partition_counts(cast(AdminClient, admin), ["orders"], timeout=0.3, bootstrap="k1:9093")
     assert time.monotonic() - started >= 0.3
     assert admin.refusals.first is None
 
@@ -205,14 +206,14 @@ class _NewTopicAdmin:
 
 def test_the_settings_of_a_topic_created_a_moment_ago_are_asked_for_again() -> None:
     admin = _NewTopicAdmin(unknown_for=2)
-    assert max_message_bytes(admin, ["out"], timeout=10.0) == {"out": 2_000_000}
+    assert max_message_bytes(cast(AdminClient, admin), ["out"], timeout=10.0) == {"out": 2_000_000}
     assert admin.asks == 3
 
 
 def test_a_topic_that_stays_unknown_fails_after_the_timeout_naming_it() -> None:
     admin = _NewTopicAdmin(unknown_for=1_000_000)
     with pytest.raises(KafkaUnavailable, match="cannot read the settings of out"):
-        max_message_bytes(admin, ["out"], timeout=0.5)
+        max_message_bytes(cast(AdminClient, admin), ["out"], timeout=0.5)
 
 
 @pytest.mark.parametrize(

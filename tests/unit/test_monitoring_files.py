@@ -275,8 +275,8 @@ def _github_anchor(heading: str) -> str:
     return text.replace(" ", "-")
 
 
-def test_every_alert_links_its_runbook_a_section_of_the_readme() -> None:
-    readme = (ROOT / "README.md").read_text()
+def test_every_alert_links_its_runbook_a_section_of_deploy_runbooks() -> None:
+    readme = (ROOT / "deploy" / "RUNBOOKS.md").read_text()
     anchors = {
         _github_anchor(line.lstrip("#"))
         for line in readme.splitlines()
@@ -290,9 +290,9 @@ def test_every_alert_links_its_runbook_a_section_of_the_readme() -> None:
             base, _, anchor = rule["annotations"]["runbook_url"].partition("#")
             bases.add(base)
             assert anchor == rule["alert"].lower(), rule["alert"]
-            assert anchor in anchors, f"README has no section {rule['alert']}"
+            assert anchor in anchors, f"deploy/RUNBOOKS.md has no section {rule['alert']}"
     (base,) = bases
-    assert base.startswith("https://") and base.endswith("/README.md")
+    assert base.startswith("https://") and base.endswith("/deploy/RUNBOOKS.md")
 
 
 # -- the dictionary activation annotation, evaluated by promtool -----------------------------------

@@ -54,7 +54,7 @@ from sidecar.dictionaries.registry import (
 from sidecar.errors import ConfigError, DictionaryIntegrityError, RegistryUnavailable
 from sidecar.metrics import Metrics
 from sidecar.trainer import Trainer
-from tests.unit.test_registry_state import activation, make
+from tests.unit.test_registry_state import activation, consumed, make
 
 Record = tuple[bytes | None, bytes | None, list[tuple[str, Any]]]
 FMT = (FORMAT_HEADER, FORMAT)
@@ -75,9 +75,9 @@ def successor(trained_bytes: bytes) -> Dictionary:
 
 def with_champion(champion: Dictionary) -> RegistryState:
     state = RegistryState()
-    assert isinstance(state.apply(0, *dictionary_record(champion)), DictionaryAdded)
+    assert isinstance(state.apply(0, *consumed(dictionary_record(champion))), DictionaryAdded)
     assert isinstance(
-        state.apply(1, *activation_record(activation("orders", champion.id))), Activated
+        state.apply(1, *consumed(activation_record(activation("orders", champion.id)))), Activated
     )
     return state
 
@@ -327,8 +327,8 @@ def test_a_poison_record_is_ignored_and_the_next_valid_one_applied(
     assert MIN_DICT_ID < state.next_id() <= MIN_DICT_ID + 2  # no poison used the ids up
     # Following goes on: the valid records after the poison are applied.
     offset = 2 + len(events)
-    assert isinstance(state.apply(offset, *dictionary_record(successor)), DictionaryAdded)
-    switch = activation_record(activation("orders", successor.id, (champion.id,)))
+    assert isinstance(state.apply(offset, *consumed(dictionary_record(successor))), DictionaryAdded)
+    switch = consumed(activation_record(activation("orders", successor.id, (champion.id,))))
     assert isinstance(state.apply(offset + 1, *switch), Activated)
     assert state.active("orders") == successor
 
@@ -490,11 +490,13 @@ def test_arbitrary_records_never_raise_never_apply_anything_invalid_and_followin
     # Following goes on: a valid dictionary and its activation after the junk are applied.
     fresh = successor if successor.id not in state.claims else None
     if fresh is not None:
-        assert isinstance(state.apply(offset, *dictionary_record(fresh)), DictionaryAdded)
-        switch = activation_record(activation("orders", fresh.id))
+        assert isinstance(state.apply(offset, *consumed(dictionary_record(fresh))), DictionaryAdded)
+        switch = consumed(activation_record(activation("orders", fresh.id)))
         assert isinstance(state.apply(offset + 1, *switch), Activated)
         assert state.active("orders") == fresh
-    training = state.apply(offset + 2, *training_record("orders", {"decision": "promoted"}))
+    training = state.apply(
+        offset + 2, *consumed(training_record("orders", {"decision": "promoted"}))
+    )
     assert isinstance(training, TrainingRecorded)
 
 

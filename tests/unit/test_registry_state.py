@@ -15,7 +15,9 @@ from sidecar.dictionaries.registry import (
     Activated,
     Activation,
     DictionaryAdded,
+    Headers,
     Ignored,
+    Outgoing,
     Registry,
     RegistryResolver,
     RegistryState,
@@ -26,6 +28,13 @@ from sidecar.dictionaries.registry import (
     training_record,
 )
 from sidecar.errors import RegistryError, UnknownDictionary
+
+
+def consumed(record: Outgoing) -> tuple[bytes, bytes, Headers]:
+    """A record to publish as a reader consumes it: confluent-kafka sends a str header value
+    UTF-8 encoded, so every header value comes back as bytes (or None)."""
+    key, value, headers = record
+    return key, value, [(name, v.encode() if isinstance(v, str) else v) for name, v in headers]
 
 
 def make(trained_bytes: bytes, namespace: str = "orders", dict_id: int = MIN_DICT_ID) -> Dictionary:
@@ -56,19 +65,19 @@ def activation(namespace: str, dict_id: int, stack: tuple[int, ...] = ()) -> Act
 def test_a_published_dictionary_is_read_back_verified(trained_bytes: bytes) -> None:
     state = RegistryState()
     dictionary = make(trained_bytes)
-    event = state.apply(0, *dictionary_record(dictionary))
+    event = state.apply(0, *consumed(dictionary_record(dictionary)))
     assert event == DictionaryAdded(dictionary, 0)
     assert state.dictionaries[dictionary.id] == dictionary
     assert state.position == 1
-    assert state.apply(1, *dictionary_record(dictionary)) is None  # the same bytes again
+    assert state.apply(1, *consumed(dictionary_record(dictionary))) is None  # the same bytes again
 
 
 def test_the_first_claim_of_an_id_wins_and_later_ones_are_ignored(trained_bytes: bytes) -> None:
     state = RegistryState()
     first = make(trained_bytes, "orders")
     second = make(trained_bytes[:-8] + b"other!!!", "users")
-    state.apply(5, *dictionary_record(first))
-    event = state.apply(9, *dictionary_record(second))
+    state.apply(5, *consumed(dictionary_record(first)))
+    event = state.apply(9, *consumed(dictionary_record(second)))
     assert isinstance(event, Ignored) and "claimed first at offset 5" in event.reason
     assert event.kind == "conflict"
     assert state.dictionaries[first.id].namespace == "orders"
@@ -84,7 +93,7 @@ def test_a_dictionary_whose_bytes_do_not_match_its_metadata_is_ignored_but_keeps
 ) -> None:
     state = RegistryState()
     dictionary = make(trained_bytes)
-    key, value, headers = dictionary_record(dictionary)
+    key, value, headers = consumed(dictionary_record(dictionary))
     event = state.apply(0, key, value[:-1] + b"?", headers)
     assert isinstance(event, Ignored) and "sha256" in event.reason
     assert event.kind == "integrity"
@@ -107,13 +116,13 @@ def test_activations_name_a_dictionary_of_their_own_namespace(trained_bytes: byt
     state = RegistryState()
     orders = make(trained_bytes, "orders")
     users = with_new_id(make(trained_bytes, "users"), MIN_DICT_ID + 1)
-    state.apply(0, *dictionary_record(orders))
-    state.apply(1, *dictionary_record(users))
+    state.apply(0, *consumed(dictionary_record(orders)))
+    state.apply(1, *consumed(dictionary_record(users)))
     assert isinstance(
-        state.apply(2, *activation_record(activation("orders", orders.id))), Activated
+        state.apply(2, *consumed(activation_record(activation("orders", orders.id)))), Activated
     )
     assert state.active("orders") == orders
-    wrong = state.apply(3, *activation_record(activation("orders", users.id)))
+    wrong = state.apply(3, *consumed(activation_record(activation("orders", users.id))))
     assert isinstance(wrong, Ignored) and "not a dictionary of orders" in wrong.reason
     assert wrong.kind == "invalid"
     assert state.active("orders") == orders
@@ -125,7 +134,7 @@ def test_next_id_and_version_look_past_every_claim_and_the_local_store(
 ) -> None:
     state = RegistryState()
     assert state.next_id() == MIN_DICT_ID
-    state.apply(0, *dictionary_record(make(trained_bytes)))
+    state.apply(0, *consumed(dictionary_record(make(trained_bytes))))
     assert state.next_id() == MIN_DICT_ID + 1
     assert state.next_id(avoid=[MIN_DICT_ID + 7]) == MIN_DICT_ID + 8
     assert state.next_version("orders") == 2
@@ -137,8 +146,8 @@ def test_next_id_and_version_look_past_every_claim_and_the_local_store(
 
 def test_the_latest_training_run_per_namespace_is_kept() -> None:
     state = RegistryState()
-    state.apply(0, *training_record("orders", {"decision": "rejected"}))
-    event = state.apply(1, *training_record("orders", {"decision": "promoted"}))
+    state.apply(0, *consumed(training_record("orders", {"decision": "rejected"})))
+    event = state.apply(1, *consumed(training_record("orders", {"decision": "promoted"})))
     assert isinstance(event, TrainingRecorded)
     assert state.trainings["orders"] == {"decision": "promoted"}
 
@@ -150,7 +159,7 @@ class _ReadRegistry:
         self.topic = "_zdict_dictionaries"
         self.state = RegistryState()
         for offset, dictionary in enumerate(dictionaries):
-            self.state.apply(offset, *dictionary_record(dictionary))
+            self.state.apply(offset, *consumed(dictionary_record(dictionary)))
         self.refreshes = 0
         self.closed = False
 

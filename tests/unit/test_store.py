@@ -224,7 +224,8 @@ def test_training_runs_are_recorded_whatever_the_decision(store: DictionaryStore
 def test_dictionaries_trained_by_zstd_without_an_id_get_ours(
     add_dictionary: AddDictionary,
 ) -> None:
-    samples = [
+    # The zstandard stub's element type (its list is invariant).
+    samples: list[bytes | bytearray | memoryview] = [
         f'{{"n":{i},"kind":"sample","text":"{"ab" * (i % 7)}"}}'.encode() for i in range(2000)
     ]
     d = add_dictionary("t", zstandard.train_dictionary(2048, samples).as_bytes())

@@ -13,6 +13,7 @@ import os
 import shutil
 import tempfile
 import tracemalloc
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +37,7 @@ from tests.unit.conftest import AddDictionary, add_to_store
 SECRET = b"SECRET-password=hunter2"
 
 
-def _skipped(logs: list[dict[str, Any]]) -> list[str]:
+def _skipped(logs: Sequence[Mapping[str, Any]]) -> list[str]:
     return [Path(line["path"]).name for line in logs if line["event"] == "store_entry_skipped"]
 
 
@@ -315,7 +316,7 @@ _DIRS = ["", "orders", ".ids", "users", "bad name"]
 _KINDS = ["file", "file", "file", "dir", "link_out", "link_in", "fifo", "huge"]
 # No surrogates: a file name is written as UTF-8, which cannot encode them.
 _name = st.sampled_from(_NAMES) | st.text(
-    st.characters(exclude_characters="/\x00", exclude_categories=("Cs",)), min_size=1, max_size=10
+    st.characters(exclude_characters="/\x00", exclude_categories=["Cs"]), min_size=1, max_size=10
 ).filter(lambda n: n not in {".", ".."})
 
 

@@ -1,0 +1,77 @@
+"""`proxy`: the Kafka-protocol produce proxy next to a producer (`bootstrap.servers` → it)."""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+from typing import TYPE_CHECKING, Any, Final
+
+from sidecar.cli.common import add_config_flags, configured_settings, setting_number
+from sidecar.config import MetricsSettings, environment_help
+
+if TYPE_CHECKING:
+    from sidecar.cli.common import Commands
+
+#: The `proxy --help` environment section is never wider than this, whatever the terminal.
+_MAX_HELP_WIDTH: Final = 100
+
+
+def _overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The settings `proxy`'s flags set, as `load_settings` overrides."""
+    proxy: dict[str, Any] = {}
+    if args.listen is not None:
+        proxy["listen"] = args.listen
+    if args.upstream_topic is not None:
+        proxy["upstream_topic"] = args.upstream_topic
+    if args.topic:
+        proxy["topics"] = tuple(args.topic)
+    overrides: dict[str, Any] = {"proxy": proxy} if proxy else {}
+    if args.no_training:
+        overrides["training"] = {"enabled": False}
+    if args.no_registry:
+        overrides["registry"] = {"enabled": False}
+    if args.metrics_port is not None:
+        overrides["metrics"] = {"port": args.metrics_port}
+    if args.pass_through:
+        overrides["relay"] = {"compress": False}
+    return overrides
+
+
+def cmd_proxy(args: argparse.Namespace) -> int:
+    from sidecar.proxy.service import run_proxy
+
+    return run_proxy(configured_settings(args, **_overrides(args)))
+
+
+def add_proxy(commands: Commands) -> None:
+    width = min(shutil.get_terminal_size().columns - 2, _MAX_HELP_WIDTH)
+    p = commands.add_parser(
+        "proxy",
+        help="a Kafka produce proxy on localhost: producers point bootstrap.servers at it",
+        epilog=environment_help(width),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--listen", metavar="HOST:PORT", help="where producers connect (default 127.0.0.1:9092)"
+    )
+    p.add_argument(
+        "--upstream-topic",
+        metavar="NAME",
+        help="where records produced to {topic} go (default {topic}: the same topic)",
+    )
+    p.add_argument("--topic", action="append", metavar="TOPIC", help="set up at start (repeatable)")
+    p.add_argument(
+        "--metrics-port",
+        type=setting_number(MetricsSettings, "port"),
+        metavar="PORT",
+        help="0 picks a free port",
+    )
+    p.add_argument("--pass-through", action="store_true", help="encode nothing (a cost baseline)")
+    p.add_argument("--no-training", action="store_true", help="never train inside the proxy")
+    p.add_argument(
+        "--no-registry",
+        action="store_true",
+        help="the local store only: no registry topic (offline; one host)",
+    )
+    add_config_flags(p)
+    p.set_defaults(func=cmd_proxy)

@@ -1,0 +1,1 @@
+"""`zdict-sidecar proxy`: a Kafka-protocol produce proxy that compresses records one by one."""

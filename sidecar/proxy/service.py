@@ -1,0 +1,518 @@
+"""`zdict-sidecar proxy`: wiring the produce proxy from the settings, with the same dictionary
+lifecycle as `run`.
+
+Per namespace (a topic the clients produce to, by the name they use): an encoder with its
+active dictionary, a reservoir sampling what was written (for training), and a trainer. The
+proxies of a topic (one per producer pod) join one consumer group on its upstream topic
+(`proxy.group_id`) without reading anything: as in `run`, the member holding partition 0
+trains and publishes to the registry; every proxy follows the registry and switches encoders.
+Topics named in `proxy.topics` are set up before the proxy listens; others when a client first
+produces to them (they compress without a dictionary until one is active).
+
+Exit codes: 0 after SIGTERM/SIGINT (requests under way answered, the producer flushed), 1 when
+the proxy cannot start or its upstream producer fails fatally, 2 for configuration errors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import Final
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from prometheus_client import CollectorRegistry
+
+from sidecar.codec import CodecStats, Encoder
+from sidecar.config import KafkaSettings, Settings
+from sidecar.dictionaries.lifecycle import adopt_local, sync_store
+from sidecar.dictionaries.registry import Registry
+from sidecar.dictionaries.store import DictionaryStore
+from sidecar.errors import ConfigError, KafkaUnavailable, ZdictError
+from sidecar.health import Health, ObservabilityServer
+from sidecar.kafka import (
+    is_all_brokers_down,
+    make_admin,
+    make_consumer,
+    make_producer,
+    partition_counts,
+    producer_config,
+)
+from sidecar.logs import get_logger
+from sidecar.metrics import Metrics
+from sidecar.proxy.metadata import UpstreamTopics
+from sidecar.proxy.produce import ProduceHandler, Route, Written
+from sidecar.proxy.sequences import ProducerIds, Sequences
+from sidecar.proxy.server import Dispatcher, ProxyServer
+from sidecar.sampling import Reservoir
+from sidecar.service import encoder_factory
+from sidecar.trainer import Trainer
+
+log = get_logger("sidecar.proxy")
+
+#: Seconds between two looks at the store for a newly activated dictionary.
+DICTIONARY_CHECK_INTERVAL: Final = 5.0
+#: Seconds between two heartbeats of the event loop (/healthz).
+BEAT_INTERVAL: Final = 1.0
+#: Seconds the upstream producer may take to deliver what is queued when the proxy stops.
+FLUSH_TIMEOUT: Final = 30.0
+#: Seconds between two looks at the upstream producer's delivery reports while records are
+#: under way, and while none is.
+BUSY_POLL: Final = 0.001
+IDLE_POLL: Final = 0.05
+#: Seconds the start waits at most for the upstream cluster to answer.
+START_TIMEOUT: Final = 30.0
+
+
+class Elector:
+    """Who trains what: a consumer in the proxies' group, subscribed to the upstream topics,
+    reading nothing (every partition is paused as it is assigned). The member holding a
+    topic's partition 0 trains its namespace, as in `run`."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        namespace_of: Callable[[str], str | None],
+        on_assignment: Callable[[set[tuple[str, int]]], None],
+    ) -> None:
+        group = settings.relay.model_copy(update={"group_id": settings.proxy.group_id})
+        self._consumer: Consumer = make_consumer(settings.model_copy(update={"relay": group}))
+        self._namespace_of = namespace_of
+        self._on_assignment = on_assignment
+        self._held: set[tuple[str, int]] = set()
+        self._wanted: list[str] = []
+        self._subscribed: list[str] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="zdict-elector", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def subscribe(self, upstream_topics: Iterable[str]) -> None:
+        """Join the group for these upstream topics (thread-safe; applied on the thread)."""
+        with self._lock:
+            self._wanted = sorted(set(upstream_topics))
+
+    @property
+    def held(self) -> set[tuple[str, int]]:
+        """(namespace, partition) pairs this proxy holds now."""
+        return set(self._held)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(30.0)
+        self._consumer.close()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            with self._lock:
+                wanted = list(self._wanted)
+            if wanted != self._subscribed and wanted:
+                self._consumer.subscribe(
+                    wanted, on_assign=self._assigned, on_revoke=self._revoked, on_lost=self._revoked
+                )
+                self._subscribed = wanted
+            if self._subscribed:
+                self._consumer.poll(0.5)  # serves the rebalance callbacks; returns nothing
+            else:
+                self._stop.wait(0.5)
+
+    def _assigned(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        consumer.assign(partitions)
+        consumer.pause(partitions)  # nothing is ever fetched
+        self._held |= self._pairs(partitions)
+        self._on_assignment(set(self._held))
+
+    def _revoked(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._held -= self._pairs(partitions)
+        self._on_assignment(set(self._held))
+
+    def _pairs(self, partitions: list[TopicPartition]) -> set[tuple[str, int]]:
+        pairs = set()
+        for tp in partitions:
+            namespace = self._namespace_of(tp.topic)
+            if namespace is not None:
+                pairs.add((namespace, tp.partition))
+        return pairs
+
+
+class Namespaces:
+    """Every namespace the proxy serves: routes (encoders), reservoirs, the trainer."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        store: DictionaryStore,
+        registry: Registry | None,
+        metrics: Metrics,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.registry = registry
+        self.metrics = metrics
+        self._build = encoder_factory(settings)
+        self._routes: dict[str, Route] = {}
+        self._active: dict[str, int | None] = {}
+        self._trainer: Trainer | None = None
+        self._trained: set[str] = set()
+        self._elector: Elector | None = None
+        self._refresh = threading.Event()
+        self._setup = threading.Lock()
+        self._checked = time.monotonic()
+        self._closed = False
+
+    # -- routes (the event loop) ---------------------------------------------------------------
+
+    def upstream_for(self, topic: str) -> str:
+        return self.settings.proxy.upstream_for(topic)
+
+    def namespace_of(self, upstream: str) -> str | None:
+        for topic, route in list(self._routes.items()):
+            if route.upstream == upstream:
+                return topic
+        return None
+
+    def route(self, topic: str) -> Route:
+        """The route of `topic`, set up on first use (its trainer in the background)."""
+        route = self._routes.get(topic)
+        if route is None:
+            route = self._add(topic)
+            threading.Thread(
+                target=self._set_up_training, name="zdict-proxy-setup", daemon=True
+            ).start()
+        return route
+
+    def _add(self, topic: str) -> Route:
+        encoder = self._encoder(topic)
+        training = self.settings.training.enabled and self.settings.relay.compress
+        sampling = self.settings.sampling
+        route = Route(
+            topic=topic,
+            upstream=self.upstream_for(topic),
+            encoder=encoder,
+            reservoir=Reservoir(
+                topic,
+                max_bytes=sampling.max_bytes,
+                every=sampling.every,
+                min_messages=sampling.min_messages,
+                max_value_bytes=sampling.max_value_bytes,
+            )
+            if training
+            else None,
+            metrics=self.metrics.namespace(topic),
+        )
+        self._routes[topic] = route
+        self._announce(topic, encoder)
+        return route
+
+    def _encoder(self, topic: str) -> Encoder:
+        encoder = self._build(self.store, topic)
+        self._active[topic] = encoder.dict_id or None
+        return encoder
+
+    def _announce(self, topic: str, encoder: Encoder) -> None:
+        dictionary = encoder.dictionary
+        self.metrics.set_dictionary(topic, dictionary)
+        if dictionary is None:
+            log.warning(
+                "no_dictionary",
+                namespace=topic,
+                detail="compressing without a dictionary (zd=0) where that still shrinks",
+            )
+        else:
+            log.info(
+                "dictionary_loaded",
+                namespace=topic,
+                dict_id=dictionary.id,
+                version=dictionary.meta.version,
+                heldout_ratio=dictionary.meta.heldout_ratio,
+                level=encoder.level,
+            )
+
+    def tick(self) -> None:
+        """Switch encoders whose active dictionary changed (told by the trainer, or found in
+        the store every `DICTIONARY_CHECK_INTERVAL` seconds)."""
+        now = time.monotonic()
+        if not self._refresh.is_set() and now - self._checked < DICTIONARY_CHECK_INTERVAL:
+            return
+        self._refresh.clear()
+        self._checked = now
+        for topic, route in list(self._routes.items()):
+            try:
+                active = self.store.active_id(topic)
+            except ZdictError as exc:
+                log.error("dictionary_check_failed", namespace=topic, error=str(exc))
+                continue
+            if active == self._active.get(topic):
+                continue
+            try:
+                route.encoder = self._encoder(topic)
+            except ZdictError as exc:  # keep the current encoder rather than stop
+                log.error("dictionary_load_failed", namespace=topic, error=str(exc))
+                self._active[topic] = active
+                continue
+            self._announce(topic, route.encoder)
+
+    def request_refresh(self) -> None:
+        """The trainer changed the store (thread-safe)."""
+        self._refresh.set()
+
+    def encoder_stats(self, topic: str) -> CodecStats:
+        route = self._routes.get(topic)
+        return route.encoder.stats if route is not None else CodecStats()
+
+    # -- training (worker threads) -------------------------------------------------------------
+
+    def set_up(self, topics: Iterable[str]) -> None:
+        """Set up `topics` now (at start, before listening): routes, registry, trainer."""
+        for topic in topics:
+            if topic not in self._routes:
+                self._add(topic)
+        self._set_up_training()
+
+    def _set_up_training(self) -> None:
+        """Give the trainer every namespace: a new trainer when namespaces were added (the old
+        one stopped first, so that one thread at a time reads the registry)."""
+        with self._setup:
+            topics = sorted(self._routes)
+            if self._closed or set(topics) == self._trained:
+                return
+            if self._trainer is not None:
+                self._trainer.stop()
+            new = [t for t in topics if t not in self._trained]
+            if self.registry is not None:
+                for topic in new:
+                    try:
+                        adopt_local(self.registry, self.store, topic)
+                    except ZdictError as exc:
+                        log.warning("dictionary_not_adopted", namespace=topic, error=str(exc))
+                sync_store(self.registry, self.store, new)
+            self._trainer = Trainer(
+                settings=self.settings,
+                store=self.store,
+                registry=self.registry,
+                metrics=self.metrics,
+                reservoirs={
+                    t: r.reservoir for t, r in self._routes.items() if r.reservoir is not None
+                },
+                topics=topics,
+                encoder_stats=self.encoder_stats,
+                dictionaries_changed=self.request_refresh,
+            )
+            self._trained = set(topics)
+            if self._elector is not None:
+                self._trainer.on_assignment(self._elector.held)
+            self._trainer.start()
+            self.request_refresh()
+            if self._elector is not None:
+                self._elector.subscribe(self._routes[t].upstream for t in topics)
+            log.info("namespaces_set_up", namespaces=topics)
+
+    def elect(self) -> None:
+        """Join the proxies' group so that one proxy per topic trains it."""
+        if not (self.settings.training.enabled and self.settings.relay.compress):
+            return
+        self._elector = Elector(self.settings, self.namespace_of, self._assigned)
+        self._elector.subscribe(r.upstream for r in self._routes.values())
+        self._elector.start()
+
+    def _assigned(self, held: set[tuple[str, int]]) -> None:
+        self.metrics.set_assigned_partitions(len(held))
+        trainer = self._trainer
+        if trainer is not None:
+            trainer.on_assignment(held)
+
+    def close(self) -> None:
+        with self._setup:
+            self._closed = True
+            if self._trainer is not None:
+                self._trainer.stop()
+        if self._elector is not None:
+            self._elector.stop()
+
+
+class _Upstream:
+    """The upstream producer and what its callbacks report. Its delivery reports are served on
+    the event loop (`deliver`): a second Python thread calling `poll` would wait for the GIL
+    once per record while the loop works, which added tens of milliseconds to every answer."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.fatal: str | None = None
+        if "linger.ms" not in settings.producer.properties:
+            linger = {"linger.ms": f"{settings.proxy.linger_ms:g}"}
+            producer = KafkaSettings(properties={**settings.producer.properties, **linger})
+            settings = settings.model_copy(update={"producer": producer})
+        self.producer: Producer = make_producer(settings, self._error)
+        limit = producer_config(settings).get("message.max.bytes", 1_000_000)
+        self.max_record_bytes = int(limit)
+        self.cluster_id: str | None = None
+        self._busy: asyncio.Event | None = None
+
+    def produced(self) -> None:
+        """Records were handed to the producer: look at its delivery reports now (event loop)."""
+        if self._busy is not None:
+            self._busy.set()
+
+    def _error(self, error: KafkaError) -> None:
+        if error.fatal():
+            self.fatal = f"fatal Kafka client error: {error.str()}"
+        elif is_all_brokers_down(error):
+            log.warning("upstream_unreachable", error=error.str())
+
+    async def deliver(self, stopping: asyncio.Event) -> None:
+        """Serve delivery reports until `stopping`: every millisecond while records are under
+        way; otherwise as soon as records are produced, or every 50 ms."""
+        poll = self.producer.poll
+        self._busy = busy = asyncio.Event()
+        while not stopping.is_set():
+            poll(0)
+            if len(self.producer):
+                await asyncio.sleep(BUSY_POLL)
+                continue
+            busy.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(busy.wait(), IDLE_POLL)
+
+    def topics(self, timeout: float) -> dict[str, int]:
+        """Every upstream topic's partition count (the metadata cache's lister)."""
+        try:
+            metadata = self.producer.list_topics(timeout=timeout)
+        except KafkaException as exc:
+            raise KafkaUnavailable(f"upstream metadata: {exc.args[0]}") from None
+        self.cluster_id = metadata.cluster_id
+        return {
+            name: len(topic.partitions)
+            for name, topic in metadata.topics.items()
+            if topic.error is None
+        }
+
+    async def drain(self, timeout: float) -> None:
+        """Serve delivery reports until nothing is under way or `timeout` seconds passed (the
+        answers still awaited get theirs)."""
+        deadline = time.monotonic() + timeout
+        while len(self.producer) and time.monotonic() < deadline:
+            self.producer.poll(0)
+            await asyncio.sleep(BUSY_POLL)
+
+    def stop(self) -> int:
+        """Deliver what is still queued; returns the records left undelivered."""
+        remaining: int = self.producer.flush(FLUSH_TIMEOUT)
+        return remaining
+
+
+async def _serve(
+    settings: Settings,
+    namespaces: Namespaces,
+    upstream: _Upstream,
+    health: Health,
+    ready: Callable[[str, int], None] | None,
+) -> int:
+    topics = UpstreamTopics(upstream.topics, settings.proxy)
+    await topics.refresh(None)
+    handler = ProduceHandler(
+        producer=upstream.producer,
+        routes=namespaces,
+        topics=topics,
+        metrics=namespaces.metrics,
+        sequences=Sequences[asyncio.Future[Written]](),
+        max_batch_bytes=settings.proxy.max_request_bytes,
+        max_record_bytes=upstream.max_record_bytes,
+        produced=upstream.produced,
+    )
+    dispatcher = Dispatcher(
+        produce=handler,
+        topics=topics,
+        producer_ids=ProducerIds(),
+        upstream_for=namespaces.upstream_for,
+        cluster_id=lambda: upstream.cluster_id,
+    )
+    server = ProxyServer(settings.proxy, dispatcher)
+    host, port = await server.start()
+    stopping = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stopping.set)
+    health.set_encoder_ready(True)
+    log.info(
+        "proxy_listening",
+        listen=f"{host}:{port}",
+        upstream=settings.kafka.client_config()["bootstrap.servers"],
+        upstream_topic=settings.proxy.upstream_topic,
+        kafka=settings.kafka.redacted(),
+        registry=settings.registry.topic if namespaces.registry else None,
+        training=settings.training.enabled,
+    )
+    if ready is not None:
+        ready(host, port)
+    delivering = asyncio.create_task(upstream.deliver(stopping))
+    code = 0
+    while not stopping.is_set():
+        health.beat()
+        namespaces.tick()
+        if upstream.fatal is not None:
+            log.error("proxy_failed", error=upstream.fatal)
+            code = 1
+            break
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stopping.wait(), BEAT_INTERVAL)
+    health.set_stopping()
+    log.info("shutting_down", batches=handler.batches, records=handler.records)
+    stopping.set()
+    await delivering
+    stop_serving = asyncio.create_task(server.stop())
+    await upstream.drain(FLUSH_TIMEOUT)
+    await stop_serving
+    return code
+
+
+def run_proxy(settings: Settings, ready: Callable[[str, int], None] | None = None) -> int:
+    """Run the proxy until SIGTERM/SIGINT (exit 0) or a failure (exit 1); `ready` is called
+    with the address it listens on."""
+    registry = CollectorRegistry()
+    metrics = Metrics(registry)
+    health = Health()
+    server = ObservabilityServer(registry, health)
+    if settings.metrics.enabled:
+        _, port = server.start(settings.metrics.host, settings.metrics.port)
+        log.info("metrics_listening", url=f"http://{settings.metrics.host}:{port}/metrics")
+    dictionaries: Registry | None = None
+    namespaces: Namespaces | None = None
+    upstream: _Upstream | None = None
+    try:
+        bootstrap = settings.kafka.client_config()["bootstrap.servers"]
+        # Reachable at all? As for `run`, ZDICT_RELAY__UNREACHABLE_TIMEOUT bounds the wait.
+        wait = min(START_TIMEOUT, settings.relay.unreachable_timeout)
+        partition_counts(make_admin(settings), [], wait, bootstrap)
+        upstream = _Upstream(settings)
+        store = DictionaryStore(settings.dictionaries)
+        if settings.registry.enabled:
+            dictionaries = Registry.open(settings, "proxy", metrics)
+        namespaces = Namespaces(settings, store, dictionaries, metrics)
+        namespaces.set_up(settings.proxy.topics)
+        namespaces.elect()
+        return asyncio.run(_serve(settings, namespaces, upstream, health, ready))
+    except ZdictError as exc:
+        if isinstance(exc, ConfigError):
+            raise
+        log.error("proxy_failed", error=str(exc))
+        return 1
+    except OSError as exc:  # the listen address is taken or not ours
+        raise ConfigError(
+            f"cannot listen on {settings.proxy.listen} (ZDICT_PROXY__LISTEN, --listen): "
+            f"{exc.strerror or exc}"
+        ) from None
+    finally:
+        if namespaces is not None:
+            namespaces.close()
+        if upstream is not None:
+            undelivered = upstream.stop()
+            if undelivered:
+                log.error("flush_incomplete", undelivered=undelivered)
+        if dictionaries is not None:
+            dictionaries.close()
+        server.stop()
+        log.info("proxy_stopped")
