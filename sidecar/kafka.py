@@ -337,12 +337,17 @@ def make_producer(
     transactional_id: str | None = None,
     batch_bytes: int | None = None,
     stats_cb: StatsCallback | None = None,
+    gapless: bool = False,
 ) -> Producer:
     """A producer; `batch_bytes` caps its record batches (bytes) below the smallest
     `max.message.bytes` of the topics it writes to. With `stats_cb`, librdkafka's statistics
-    (every 5 s unless the user's ZDICT_PRODUCER__STATISTICS_INTERVAL_MS says otherwise)."""
+    (every 5 s unless the user's ZDICT_PRODUCER__STATISTICS_INTERVAL_MS says otherwise).
+    `gapless` (the at-least-once relay's, not for a transactional producer) sets
+    enable.gapless.guarantee: one delivery report may then stand for the records before it.
+    The proxy does not: it answers each request by its own records' reports, and a failed
+    batch must stay a retriable answer for its client, not a fatal producer error."""
     config = producer_config(settings, error_cb, transactional_id)
-    if transactional_id is None:
+    if gapless and transactional_id is None:
         _checked("producer", settings.kafka.client_config(settings.producer), _RELAY_PRODUCER_FIXED)
         config.update(_RELAY_PRODUCER_FIXED)
     if stats_cb is not None:

@@ -189,7 +189,9 @@ def _connect(settings: Settings, callbacks: _ClientCallbacks, decode: bool) -> _
         if relay.guarantee == "exactly-once"
         else None
     )
-    make_producer(settings, callbacks.error, transactional_id)  # refused settings: exit 2
+    gapless = transactional_id is None
+    # Refused settings: exit 2, before any topic is touched.
+    make_producer(settings, callbacks.error, transactional_id, gapless=gapless)
     found = _prepare_topics(settings, admin, decode)
     # A record batch must fit every topic it may go to: the broker refuses a whole batch of
     # small records that together exceed a topic's max.message.bytes.
@@ -199,6 +201,7 @@ def _connect(settings: Settings, callbacks: _ClientCallbacks, decode: bool) -> _
         transactional_id,
         batch_bytes=min(found.limits.values()),
         stats_cb=callbacks.stats,
+        gapless=gapless,
     )
     config = producer_config(settings, transactional_id=transactional_id)
     producer_limit = int(config.get("message.max.bytes", 1_000_000))

@@ -62,7 +62,7 @@ def test_bench_relay_prints_both_tables_writes_json_and_notes_a_missing_chart_li
         bench_relay, "bench_kind", lambda _, kind, *a, **k: _kind_results(kind, **k)
     )
     monkeypatch.setattr(bench_relay, "plot", no_matplotlib)
-    monkeypatch.setattr(cli_bench.shutil, "which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setattr("sidecar.cli.bench.shutil.which", lambda name: f"/usr/bin/{name}")
     json_out = tmp_path / "relay.json"
     argv = ["bench", "relay", "--kind", "order", "--latency-rate", "20000,max"]
     assert main([*argv, "--json-out", str(json_out)]) == 0

@@ -102,13 +102,17 @@ def test_the_at_least_once_relay_producer_fails_fatally_rather_than_leave_a_gap(
     built: list[dict[str, Any]] = []
     monkeypatch.setattr("sidecar.kafka.Producer", lambda config: built.append(config))
     settings = load_settings()
+    make_producer(settings, gapless=True)
+    # A failed record aborts the transaction.
+    make_producer(settings, transactional_id="zdict-x", gapless=True)
+    # The proxy answers each request by its own reports: a failure stays retriable.
     make_producer(settings)
-    make_producer(settings, transactional_id="zdict-x")  # a failed record aborts the transaction
     assert built[0]["enable.gapless.guarantee"] == "true"
     assert "enable.gapless.guarantee" not in built[1]
+    assert "enable.gapless.guarantee" not in built[2]
     monkeypatch.setenv("ZDICT_PRODUCER__ENABLE_GAPLESS_GUARANTEE", "false")
     with pytest.raises(ConfigError, match="ZDICT_PRODUCER__ENABLE_GAPLESS_GUARANTEE"):
-        make_producer(load_settings())
+        make_producer(load_settings(), gapless=True)
 
 
 @pytest.mark.parametrize(
