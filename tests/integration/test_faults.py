@@ -52,7 +52,7 @@ def _open_transactions(admin: AdminClient, topic: str, partitions: int) -> int:
     ends = {}
     for level in (IsolationLevel.READ_UNCOMMITTED, IsolationLevel.READ_COMMITTED):
         futures = admin.list_offsets(
-            {tp: OffsetSpec.latest() for tp in tps}, isolation_level=level, request_timeout=30
+            {tp: OffsetSpec.latest() for tp in tps}  # type: ignore[no-untyped-call]  # no annotations in confluent-kafka, isolation_level=level, request_timeout=30
         )
         ends[level] = {tp.partition: f.result(30).offset for tp, f in futures.items()}
     return sum(

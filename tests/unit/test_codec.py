@@ -126,12 +126,11 @@ def compact_tag(dictionary: Dictionary) -> bytes:
 
 def test_output_bytes_count_the_header_we_add(encoder: Encoder, events: list[bytes]) -> None:
     encoded = encoder.encode_record(events[4002])
-    assert encoded.value is not None
-    assert encoded.output_bytes == len(encoded.value) + header_cost(
-        "zd", compact_tag(encoder.dictionary)
-    )
+    assert encoded.value is not None and encoder.dictionary is not None
+    tag = compact_tag(encoder.dictionary)
+    assert encoded.output_bytes == len(encoded.value) + header_cost("zd", tag)
     # 1 + 2 key bytes, 1 + 2 value bytes (fingerprint, id 32768 - 32767 = 1 as one varint byte)
-    assert header_cost("zd", compact_tag(encoder.dictionary)) == 6
+    assert header_cost("zd", tag) == 6
     assert header_cost("zd", b"32768") == 9  # the standard form: the id in ASCII
 
 
@@ -608,7 +607,8 @@ def test_another_dictionary_under_the_same_id_is_caught_by_the_fingerprint(
 ) -> None:
     # Two registries (two clusters) gave id 32768 to different dictionaries.
     ours = add_to_store(DictionaryStore(tmp_path_factory.mktemp("a")), "orders", trained_bytes)
-    other_bytes = zstandard.train_dictionary(8192, events[:2000]).as_bytes()
+    samples: list[bytes | bytearray | memoryview[int]] = [*events[:2000]]
+    other_bytes = zstandard.train_dictionary(8192, samples).as_bytes()
     theirs = add_to_store(DictionaryStore(tmp_path_factory.mktemp("b")), "orders", other_bytes)
     assert ours.id == theirs.id
     if fingerprint(ours) == fingerprint(theirs):

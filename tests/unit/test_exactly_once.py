@@ -47,7 +47,15 @@ def make(tmp_path: Path, records: int = 2) -> tuple[TransactionalRelay, MagicMoc
 
 def feed(relay: TransactionalRelay, consumer: MagicMock, *batches: list[Any]) -> None:
     remaining = iter(batches)
-    consumer.consume.side_effect = lambda *a: next(remaining, None) or relay.stop() or []
+
+    def consume(*_: object) -> list[Any]:
+        batch = next(remaining, None)
+        if not batch:  # an empty batch, or none left: the relay stops after this call
+            relay.stop()
+            return []
+        return batch
+
+    consumer.consume.side_effect = consume
 
 
 def test_a_batch_is_produced_inside_a_transaction_committed_with_the_input_positions(
