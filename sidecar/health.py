@@ -7,13 +7,16 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder, gzip_accepted
 
 from sidecar.logs import get_logger
+
+if TYPE_CHECKING:
+    from sidecar.config import MetricsSettings
 
 _log = get_logger(__name__)
 
@@ -212,6 +215,12 @@ class ObservabilityServer:
         self._server, self._thread = server, thread
         _log.info("http_server_started", host=host, port=actual_port)
         return server, actual_port
+
+    def start_if_enabled(self, settings: MetricsSettings) -> None:
+        """Listen where `settings` say, if they enable metrics (`run` and `proxy` alike)."""
+        if settings.enabled:
+            _, port = self.start(settings.host, settings.port)
+            _log.info("metrics_listening", url=f"http://{settings.host}:{port}/metrics")
 
     @property
     def port(self) -> int | None:

@@ -340,9 +340,7 @@ def run_relay(settings: Settings) -> int:
     metrics = Metrics(registry)
     health = Health()
     server = ObservabilityServer(registry, health)
-    if settings.metrics.enabled:
-        _, port = server.start(settings.metrics.host, settings.metrics.port)
-        log.info("metrics_listening", url=f"http://{settings.metrics.host}:{port}/metrics")
+    server.start_if_enabled(settings.metrics)
     dictionaries: Registry | None = None
     trainer: Trainer | None = None
     try:

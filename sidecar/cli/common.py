@@ -55,6 +55,17 @@ def configured_settings(args: argparse.Namespace, **overrides: Any) -> Settings:
     return settings
 
 
+def add_lifecycle_flags(parser: argparse.ArgumentParser, who: str) -> None:
+    """`--no-training` and `--no-registry` of a long-running command (`who`: the relay, the
+    proxy)."""
+    parser.add_argument("--no-training", action="store_true", help=f"never train inside {who}")
+    parser.add_argument(
+        "--no-registry",
+        action="store_true",
+        help="the local store only: no registry topic (offline; one host)",
+    )
+
+
 def add_config_flags(parser: argparse.ArgumentParser, store: bool = True) -> None:
     """`--config FILE`, and `--dictionaries DIR` unless the command uses no store."""
     parser.add_argument("--config", metavar="FILE", help="TOML config file (see README)")

@@ -6,7 +6,12 @@ import argparse
 import shutil
 from typing import TYPE_CHECKING, Any, Final
 
-from sidecar.cli.common import add_config_flags, configured_settings, setting_number
+from sidecar.cli.common import (
+    add_config_flags,
+    add_lifecycle_flags,
+    configured_settings,
+    setting_number,
+)
 from sidecar.config import MetricsSettings, environment_help
 
 if TYPE_CHECKING:
@@ -67,11 +72,6 @@ def add_proxy(commands: Commands) -> None:
         help="0 picks a free port",
     )
     p.add_argument("--pass-through", action="store_true", help="encode nothing (a cost baseline)")
-    p.add_argument("--no-training", action="store_true", help="never train inside the proxy")
-    p.add_argument(
-        "--no-registry",
-        action="store_true",
-        help="the local store only: no registry topic (offline; one host)",
-    )
+    add_lifecycle_flags(p, "the proxy")
     add_config_flags(p)
     p.set_defaults(func=cmd_proxy)

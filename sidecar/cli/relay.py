@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Final, get_args
 
 from sidecar.cli.common import (
     add_config_flags,
+    add_lifecycle_flags,
     configured_settings,
     number,
     open_decoder,
@@ -286,12 +287,7 @@ def add_run(commands: Commands) -> None:
         choices=get_args(Guarantee),
         help="at-least-once (default), or exactly-once with Kafka transactions",
     )
-    p.add_argument("--no-training", action="store_true", help="never train inside the relay")
-    p.add_argument(
-        "--no-registry",
-        action="store_true",
-        help="the local store only: no registry topic (offline; one host)",
-    )
+    add_lifecycle_flags(p, "the relay")
     add_config_flags(p)
     p.set_defaults(func=cmd_run)
 

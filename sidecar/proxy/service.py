@@ -476,9 +476,7 @@ def run_proxy(settings: Settings, ready: Callable[[str, int], None] | None = Non
     metrics = Metrics(registry)
     health = Health()
     server = ObservabilityServer(registry, health)
-    if settings.metrics.enabled:
-        _, port = server.start(settings.metrics.host, settings.metrics.port)
-        log.info("metrics_listening", url=f"http://{settings.metrics.host}:{port}/metrics")
+    server.start_if_enabled(settings.metrics)
     dictionaries: Registry | None = None
     namespaces: Namespaces | None = None
     upstream: _Upstream | None = None
