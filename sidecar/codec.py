@@ -445,7 +445,34 @@ class Encoder:
     def encode_record(
         self, value: bytes | None, headers: Sequence[tuple[str, bytes | None]] | None = None
     ) -> Encoded:
-        """Encode one record value; headers out = headers in, plus ours if compressed."""
+        """Encode one record value; headers out = headers in, plus ours if compressed.
+
+        The in-process producers' path, one record per call: the common case (a value long
+        enough, no header of ours, no compressed-data magic) is compressed here directly, its
+        outcome decided by the last rule of `encode_batch`; every other record goes through
+        `encode_batch`, where the rules live. The batch path's set-up costs ~2-3 µs a call,
+        more than zstd itself on a 100-byte value.
+        """
+        if value is not None:
+            size = len(value)
+            if (
+                size
+                and size >= self.min_size
+                and value[0] not in _MAGIC_FIRST_BYTES
+                and not (headers and any(k == self.header_key for k, _ in headers))
+            ):
+                frame = self._compressor().compress(value)
+                cost = len(frame) + self.header_bytes
+                stats = self.stats
+                stats.input_bytes += size
+                if cost < size:
+                    stats.outcomes[_COMPRESSED] += 1
+                    stats.output_bytes += cost
+                    hdrs = [*headers, self._header] if headers else [self._header]
+                    return _new_encoded(Encoded, (frame, hdrs, _COMPRESSED, size, cost))
+                stats.outcomes[_NO_GAIN] += 1
+                stats.output_bytes += size
+                return _new_encoded(Encoded, (value, list(headers or ()), _NO_GAIN, size, size))
         return self.encode_batch(((value, headers),))[0]
 
     def encode(

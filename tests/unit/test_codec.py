@@ -298,6 +298,42 @@ def test_decode_of_encode_is_the_input_for_any_bytes_and_headers(
         assert encoded.value == value
 
 
+@settings(max_examples=3_000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    value=st.none()
+    | st.binary(max_size=600)
+    | st.sampled_from([b"\x1f\x8b\x08" + b"x" * 200, ZSTD_MAGIC + b"y" * 200, b"a" * 300]),
+    headers=header_lists,
+    min_size=st.integers(0, 64),
+)
+def test_one_record_is_encoded_as_the_batch_path_would(
+    dictionary_for_hypothesis: Dictionary,
+    value: bytes | None,
+    headers: list[tuple[str, bytes | None]],
+    min_size: int,
+) -> None:
+    # encode_record takes a short cut for the common case; outcome, bytes, headers and the
+    # stats must be those of encode_batch, where the rules live.
+    one = Encoder(dictionary_for_hypothesis, min_size=min_size)
+    batch = Encoder(dictionary_for_hypothesis, min_size=min_size)
+    assert one.encode_record(value, headers) == batch.encode_batch([(value, headers)])[0]
+    assert one.stats == batch.stats
+
+
+def test_a_record_already_encoded_is_passed_through_by_the_one_record_path(
+    dictionary: Dictionary, events: list[bytes]
+) -> None:
+    encoder = Encoder(dictionary)
+    first = encoder.encode_record(events[4000], [("trace", b"t")])
+    assert first.outcome == Outcome.COMPRESSED
+    again = encoder.encode_record(first.value, first.headers)
+    assert (again.outcome, again.value, again.headers) == (
+        Outcome.ALREADY_ENCODED,
+        first.value,
+        first.headers,
+    )
+
+
 @pytest.fixture(scope="module")
 def dictionary_for_hypothesis(
     tmp_path_factory: pytest.TempPathFactory, trained_bytes: bytes
