@@ -184,12 +184,15 @@ class CodecStats:
     compressed by someone else): they pass through unchanged and are counted in both totals, so
     the ratio with them left out of both is comparable with a held-out ratio (training leaves
     such values out of the held-out set too; the trainer's live ratio leaves them out).
+    `dictionary_id` is the dictionary of the encoder counting (0: none), so that a ratio is
+    never judged against another dictionary's held-out ratio.
     """
 
     outcomes: Counter[str] = field(default_factory=Counter)
     input_bytes: int = 0
     output_bytes: int = 0
     excluded_bytes: int = 0
+    dictionary_id: int = NO_DICTIONARY
 
     @property
     def messages(self) -> int:
@@ -382,7 +385,7 @@ class Encoder:
             tag_value(dict_id, wire, fingerprint(dictionary)),
         )
         self.header_bytes = header_cost(*self._header)
-        self.stats = CodecStats()
+        self.stats = CodecStats(dictionary_id=dict_id)
         self._local = threading.local()
 
     @property

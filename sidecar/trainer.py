@@ -389,14 +389,19 @@ class Trainer:
         if ns.reservoir is not None:
             ns.metrics.set_sample(ns.reservoir.size_bytes, ns.reservoir.messages)
         stats = self._encoder_stats(ns.topic)
-        ns.live.observe(
-            now,
-            stats,
-            stats.input_bytes - stats.excluded_bytes,
-            stats.output_bytes - stats.excluded_bytes,
-            stats.messages,
-        )
-        live = ns.live.ratio() if ns.champion is not None else None
+        live: float | None = None
+        if ns.champion is not None and stats.dictionary_id == ns.champion.id:
+            ns.live.observe(
+                now,
+                stats,
+                stats.input_bytes - stats.excluded_bytes,
+                stats.output_bytes - stats.excluded_bytes,
+                stats.messages,
+            )
+            live = ns.live.ratio()
+        # Else the relay has not switched to the champion yet (it does within seconds): its
+        # counts are another dictionary's, and judged against the champion's held-out ratio
+        # they would read as drift.
         ns.metrics.set_live_ratio(live)
         if ns.job is not None:
             if not ns.owner:

@@ -16,7 +16,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from sidecar.bench.events import generate
-from sidecar.codec import CodecStats
+from sidecar.codec import NO_DICTIONARY, CodecStats
 from sidecar.config import Settings, load_settings
 from sidecar.dictionaries import DictionaryStore
 from sidecar.dictionaries.registry import Ignored, Registry
@@ -138,7 +138,7 @@ def harness(tmp_path: Path) -> Harness:
     def changed() -> None:
         # As the relay does: a new active dictionary means a new encoder with fresh counts.
         changes.append(1)
-        holder["h"].stats = CodecStats()
+        holder["h"].stats = CodecStats(dictionary_id=store.active_id(TOPIC) or NO_DICTIONARY)
 
     def start(job: Job, nice: int) -> InProcess:
         jobs.append(InProcess(job, nice))
@@ -243,6 +243,28 @@ def test_a_drift_waits_for_fresh_samples_and_trains_on_them_alone(harness: Harne
     assert all(b'"schema_version":2' in v for _, _, v in job.entries)
     harness.tick()
     assert harness.store.active_id(TOPIC) != first
+
+
+def test_the_live_ratio_is_judged_only_once_the_relay_encodes_with_the_champion(
+    harness: Harness,
+) -> None:
+    first = _promote_first(harness)
+    harness.tick(10.0)
+    registry = harness.trainer.metrics.registry
+
+    def live() -> float | None:
+        return registry.get_sample_value("zdict_live_ratio", {"topic": TOPIC})
+
+    # The relay has not switched yet: its counts are another dictionary's (here none), whose
+    # ratio against the champion's held-out ratio would read as drift.
+    harness.stats = CodecStats(dictionary_id=NO_DICTIONARY)
+    _live_traffic(harness, 1.0, 12)
+    assert live() is None
+    assert len(harness.jobs) == 1 and harness.trainer.namespaces[TOPIC].drift is None
+    # Switched: the live ratio is the champion's own.
+    harness.stats = CodecStats(dictionary_id=first)
+    _live_traffic(harness, 1.9, 12)
+    assert live() == pytest.approx(1.9, rel=0.01)
 
 
 def test_an_operator_rollback_holds_drift_off(harness: Harness) -> None:
