@@ -438,9 +438,20 @@ class Relay:
             self.stats.errors.append(reason)
         self._stop.set()
 
+    def _to_commit(self) -> list[TopicPartition]:
+        """What is safe to commit, of the partitions this member holds. A partition it no
+        longer holds is forgotten: a commit for it would overwrite its new owner's offset."""
+        offsets = self.offsets.to_commit()
+        held = [tp for tp in offsets if (tp.topic, tp.partition) in self._assigned]
+        if len(held) < len(offsets):
+            for tp in offsets:
+                if (tp.topic, tp.partition) not in self._assigned:
+                    self.offsets.forget(tp.topic, tp.partition)
+        return held
+
     def commit(self) -> None:
         """Commit what is safe and wait for the answer (revocation and shutdown)."""
-        offsets = self.offsets.to_commit()
+        offsets = self._to_commit()
         if offsets and not self._consumer_stuck and self._send_commit(offsets, wait=True):
             self._committed(offsets)
 
@@ -466,7 +477,7 @@ class Relay:
                     "the last commit"
                 )
             return
-        offsets = self.offsets.to_commit()
+        offsets = self._to_commit()
         if offsets and self._send_commit(offsets, wait=False):
             self._commit_sent_at = now
 
@@ -584,7 +595,14 @@ class Relay:
         wait = ACK_WAIT if self.offsets.awaiting() else self.poll_timeout
         messages = consume(1, wait)
         if messages and self.batch_size > 1:
+            held = len(self._assigned)
             messages.extend(consume(self.batch_size - 1, 0))
+            if len(self._assigned) < held:
+                # Partitions were revoked or lost inside the second call: the records the first
+                # took from them belong to their new owner, which reads them again from the
+                # last commit. Producing them here would only make duplicates.
+                assigned = self._assigned
+                messages = [m for m in messages if (m.topic(), m.partition()) in assigned]
         return messages
 
     def _check_still_unreachable(self, now: float) -> None:

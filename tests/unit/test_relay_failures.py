@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, cast
 from unittest.mock import MagicMock
@@ -73,6 +73,13 @@ def make_relay(
         clock=clock,
         **extra,
     )
+    inputs = (partitions or {"in": 1})["in"]
+
+    def subscribe(topics: list[str], on_assign: Callable[..., None], **_: object) -> None:
+        # As a consumer joining its group: every input partition assigned.
+        on_assign(consumer, [TopicPartition("in", p) for p in range(inputs)])
+
+    consumer.subscribe.side_effect = subscribe
     return relay, consumer, producer
 
 
@@ -437,3 +444,43 @@ def test_records_partitioned_by_key_each_carry_their_own_report(tmp_path: Path) 
     assert relay.offsets.to_commit() == []
     callbacks[0](None, delivered_message())
     assert [tp.offset for tp in relay.offsets.to_commit()] == [3]
+
+
+def test_records_of_a_partition_lost_while_consuming_are_neither_produced_nor_committed(
+    tmp_path: Path,
+) -> None:
+    # The loop's second consume call serves the rebalance: partition 0 is lost (a stall past
+    # max.poll.interval.ms) after the first call took a record from it. Its new owner reads
+    # the record again; committing it here would overwrite the new owner's offset.
+    relay, consumer, producer = make_relay(tmp_path, Clock(), partitions={"in": 2, "in.zd": 2})
+    calls: Iterator[Callable[[], list[Any]]] = iter(
+        [
+            lambda: [],  # consume(batch_size, 0): nothing there
+            lambda: [record(5, partition=0)],  # consume(1, wait): one record
+            lambda: relay.on_lost(consumer, [TopicPartition("in", 0)]) or [record(9, partition=1)],
+        ]
+    )
+
+    def consume(*_: object) -> list[Any]:
+        step = next(calls, None)
+        if step is None:
+            relay.stop()
+            return []
+        return step()
+
+    consumer.consume.side_effect = consume
+    answered: set[int] = set()
+
+    def poll(timeout: float = 0) -> int:
+        for i, callback in enumerate(deliveries(producer)):
+            if i not in answered:
+                answered.add(i)
+                callback(None, delivered_message())
+        return 0
+
+    producer.poll.side_effect = poll
+    relay.run()
+    # produce()'s fourth argument is the output partition (the input's).
+    assert [c.args[3] for c in producer.produce.call_args_list] == [1]
+    committed = [tp for c in consumer.commit.call_args_list for tp in c.kwargs["offsets"]]
+    assert committed and {(tp.partition, tp.offset) for tp in committed} == {(1, 10)}

@@ -31,6 +31,7 @@ def run_with_assignment(relay: Any, consumer: MagicMock, clock: Clock, turn: Any
         return []
 
     consumer.consume.side_effect = consume
+    consumer.subscribe.side_effect = None  # assigned by the first consume above instead
     relay.run()
 
 
