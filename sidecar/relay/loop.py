@@ -600,9 +600,14 @@ class Relay:
             if len(self._assigned) < held:
                 # Partitions were revoked or lost inside the second call: the records the first
                 # took from them belong to their new owner, which reads them again from the
-                # last commit. Producing them here would only make duplicates.
+                # last commit. Producing them here would only make duplicates. The consumer's
+                # events (errors) stay: one may say why the partitions were lost.
                 assigned = self._assigned
-                messages = [m for m in messages if (m.topic(), m.partition()) in assigned]
+                messages = [
+                    m
+                    for m in messages
+                    if m.error() is not None or (m.topic(), m.partition()) in assigned
+                ]
         return messages
 
     def _check_still_unreachable(self, now: float) -> None:

@@ -453,11 +453,18 @@ def test_records_of_a_partition_lost_while_consuming_are_neither_produced_nor_co
     # max.poll.interval.ms) after the first call took a record from it. Its new owner reads
     # the record again; committing it here would overwrite the new owner's offset.
     relay, consumer, producer = make_relay(tmp_path, Clock(), partitions={"in": 2, "in.zd": 2})
+    # The consumer's event that says why: it is logged, not dropped with the records.
+    max_poll_exceeded = MagicMock(spec_set=Message)
+    max_poll_exceeded.error.return_value = KafkaError(KafkaError._MAX_POLL_EXCEEDED)
+    max_poll_exceeded.partition.return_value = -1
     calls: Iterator[Callable[[], list[Any]]] = iter(
         [
             lambda: [],  # consume(batch_size, 0): nothing there
             lambda: [record(5, partition=0)],  # consume(1, wait): one record
-            lambda: relay.on_lost(consumer, [TopicPartition("in", 0)]) or [record(9, partition=1)],
+            lambda: (
+                relay.on_lost(consumer, [TopicPartition("in", 0)])
+                or [max_poll_exceeded, record(9, partition=1)]
+            ),
         ]
     )
 
@@ -479,7 +486,9 @@ def test_records_of_a_partition_lost_while_consuming_are_neither_produced_nor_co
         return 0
 
     producer.poll.side_effect = poll
-    relay.run()
+    with capture_logs() as logs:
+        relay.run()
+    assert "max_poll_interval_exceeded" in [e["event"] for e in logs]
     # produce()'s fourth argument is the output partition (the input's).
     assert [c.args[3] for c in producer.produce.call_args_list] == [1]
     committed = [tp for c in consumer.commit.call_args_list for tp in c.kwargs["offsets"]]
