@@ -234,8 +234,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     require_matplotlib()
     if args.prometheus:
         window = report.parse_duration(args.rate_window) if args.rate_window else None
+        end = report.parse_time(args.end) if args.end else None
         data = report.from_prometheus(
-            args.prometheus, args.namespace, report.parse_duration(args.range), window
+            args.prometheus, args.namespace, report.parse_duration(args.range), window, end
         )
     else:
         data = report.from_metrics(args.metrics, args.namespace)
@@ -361,6 +362,9 @@ def add_report(commands: Commands) -> None:
         "--namespace", type=regular_expression, metavar="REGEX", help="default: every namespace"
     )
     p.add_argument("--range", default="1h", metavar="DURATION", help="with --prometheus; 1h")
+    p.add_argument(
+        "--end", metavar="TIME", help="with --prometheus: the range's end, Unix s or ISO 8601; now"
+    )
     p.add_argument("--rate-window", metavar="DURATION", help="default max(4 steps, 1m)")
     p.add_argument("--out", type=png_file, required=True, metavar="FILE.png")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")

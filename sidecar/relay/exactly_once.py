@@ -12,7 +12,8 @@ commit replaced):
 3. after `transaction_records` records, or `commit_interval` seconds, the input positions go
    into the transaction with the consumer group's metadata (`send_offsets_to_transaction`,
    which fences a member that lost its partitions in a rebalance) and the transaction commits;
-4. errors, by confluent-kafka's taxonomy: *retriable* → the call is retried until the timeout;
+4. errors, by confluent-kafka's taxonomy: *retriable* → the call is retried until the timeout,
+   then the relay stops with exit 1 naming the coordinator that did not answer;
    *abortable* (`txn_requires_abort`: a failed delivery, a timed-out commit) → abort, rewind
    the consumer to the last committed offsets and go on; *fatal* (fenced by a newer instance,
    an unrecoverable producer) → stop with exit 1.
@@ -71,6 +72,9 @@ class TransactionalRelay(Relay):
         self._aborts_in_a_row = 0
         #: Set once a transactional call hung: the producer must not be called again.
         self._hung = False
+        #: Set once the coordinator left a call unanswered for TXN_TIMEOUT: an abort at the stop
+        #: gets the short timeout (the restarted relay's init_transactions aborts anyway).
+        self._coordinator_silent = False
         self.call_limit = TXN_TIMEOUT + TXN_GRACE
 
     # -- the loop's hooks ----------------------------------------------------------------------
@@ -182,12 +186,23 @@ class TransactionalRelay(Relay):
                 return False
             except KafkaException as exc:
                 error: KafkaError = exc.args[0]
-                if error.retriable() and time.monotonic() < deadline:
-                    log.warning("transaction_retry", step=what, error=error.str())
-                    time.sleep(0.1)
-                    continue
-                self._txn_error(exc, what)
-                return False
+                if not error.retriable():
+                    self._txn_error(exc, what)
+                    return False
+                if time.monotonic() >= deadline:
+                    # Still retriable after TXN_TIMEOUT: the coordinator does not answer (a
+                    # broker paused or fenced, or librdkafka's stale coordinator handle, see the
+                    # module). Nothing of the open transaction is visible; a restart resumes.
+                    self._coordinator_silent = True
+                    self.metrics.commit(ok=False)
+                    self.fail(
+                        f"could not {what}: the transaction coordinator did not answer for "
+                        f"{TXN_TIMEOUT:.0f} s ({error.str()}); a restarted relay resumes from "
+                        "the last commit"
+                    )
+                    return False
+                log.warning("transaction_retry", step=what, error=error.str())
+                time.sleep(0.1)
 
     def _txn_error(self, exc: KafkaException, what: str) -> None:
         error: KafkaError = exc.args[0]
@@ -210,7 +225,8 @@ class TransactionalRelay(Relay):
             return True
         if self._hung:
             return False
-        timeout = TXN_TIMEOUT if self._down_since is None else ABORT_TIMEOUT_UNREACHABLE
+        silent = self._down_since is not None or self._coordinator_silent
+        timeout = ABORT_TIMEOUT_UNREACHABLE if silent else TXN_TIMEOUT
         try:
             bounded(
                 lambda: self.producer.abort_transaction(timeout),

@@ -73,6 +73,26 @@ def parse_duration(text: str) -> float:
     return float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
 
 
+def parse_time(text: str) -> float:
+    """Unix seconds of `text`: Unix seconds (`1796310000`) or ISO 8601 (`2026-12-03T15:00:00Z`;
+    without an offset, UTC).
+
+    Raises:
+        ConfigError: anything else.
+    """
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        when = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise ConfigError(
+            f"--end {text!r}: give Unix seconds or an ISO 8601 time like 2026-12-03T15:00:00Z"
+        ) from None
+    return (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()
+
+
 def _promql_duration(seconds: float) -> str:
     return f"{max(1, round(seconds))}s"
 

@@ -769,10 +769,15 @@ def test_report_from_prometheus_draws_a_png_and_its_numbers_are_prometheus_numbe
     stack: Stack,
 ) -> None:
     out = stack.work_dir / "report-prometheus.png"
+    # Ending the range 3 s back (scrapes every 1 s, 1 s timeout): every sample stamped before
+    # the end is stored when the report queries, so the test's own queries at that end agree.
+    end = time.time() - 3.0
     summary = _report(
         stack,
         "--prometheus",
         stack.prometheus.url,
+        "--end",
+        f"{end:.3f}",
         "--namespace",
         stack.dict_topic,
         "--range",
@@ -786,6 +791,7 @@ def test_report_from_prometheus_draws_a_png_and_its_numbers_are_prometheus_numbe
     assert out.stat().st_size > 30_000  # curves and text, not an empty canvas
 
     at = summary["end"]
+    assert at == pytest.approx(end, abs=1e-3)
     selector = f'{{topic=~"{stack.dict_topic}", mode="encode"}}'
     for field, metric in (("input_bytes", "input"), ("output_bytes", "output")):
         (sample,) = stack.prometheus.query(

@@ -17,6 +17,7 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from sidecar.config import load_settings
 from sidecar.errors import ConfigError, RelayFailed, TransactionHung
 from sidecar.kafka import producer_config
+from sidecar.relay import exactly_once
 from sidecar.relay.exactly_once import TransactionalRelay
 from tests.unit.test_relay_failures import Clock, deliveries, make_relay, record
 
@@ -122,6 +123,21 @@ def test_a_fatal_error_stops_the_relay_without_committing(tmp_path: Path) -> Non
     with pytest.raises(RelayFailed, match="could not add the input offsets"):
         relay.run()
     producer.commit_transaction.assert_not_called()
+
+
+def test_a_coordinator_silent_past_the_timeout_stops_the_relay_naming_it_and_aborts_briefly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(exactly_once, "TXN_TIMEOUT", 0.3)
+    relay, consumer, producer = make(tmp_path)
+    producer.send_offsets_to_transaction.side_effect = txn_error(retriable=True)
+    feed(relay, consumer, [record(3), record(4)])
+    with pytest.raises(RelayFailed, match="the transaction coordinator did not answer for 0 s"):
+        relay.run()
+    assert producer.send_offsets_to_transaction.call_count > 1  # retried until the timeout
+    producer.commit_transaction.assert_not_called()
+    # The stop's abort does not wait another TXN_TIMEOUT on the same silent coordinator.
+    producer.abort_transaction.assert_called_once_with(exactly_once.ABORT_TIMEOUT_UNREACHABLE)
 
 
 def test_fenced_at_start_is_fatal(tmp_path: Path) -> None:

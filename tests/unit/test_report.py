@@ -25,6 +25,7 @@ from sidecar.tools.report import (
     from_metrics,
     human_bytes,
     parse_duration,
+    parse_time,
     write_png,
 )
 
@@ -41,6 +42,26 @@ def test_parse_duration_reads_prometheus_style_durations(text: str, seconds: flo
 def test_parse_duration_refuses_anything_else_naming_the_option(text: str) -> None:
     with pytest.raises(ConfigError, match="--range"):
         parse_duration(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "1796310000",
+        "1796310000.0",
+        "2026-12-03T15:00:00Z",
+        "2026-12-03T15:00:00",
+        "2026-12-03T16:00:00+01:00",
+    ],
+)
+def test_parse_time_reads_unix_seconds_and_iso_8601_utc_by_default(text: str) -> None:
+    assert parse_time(text) == 1_796_310_000
+
+
+@pytest.mark.parametrize("text", ["", "yesterday", "2026-13-03T15:00:00Z", "15:00"])
+def test_parse_time_refuses_anything_else_naming_the_option(text: str) -> None:
+    with pytest.raises(ConfigError, match="--end"):
+        parse_time(text)
 
 
 @pytest.mark.parametrize(
