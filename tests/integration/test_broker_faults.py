@@ -15,9 +15,9 @@ unanswered (the loop commits asynchronously and stops the relay when one is unan
 socket.timeout.ms + 30 s); and once an exactly-once relay's clients did not get their
 connections back for 90 s while the broker served others (likely the same cause). The relay
 then stops with exit 1 and one `relay_failed` line naming the hung call, the silent
-coordinator, the unanswered commit or the brokers its clients cannot reach. The tests restart it as an
-orchestrator would, count and print the restarts, and still require 0 lost (and, exactly once,
-0 duplicated).
+coordinator, the unanswered commit or the brokers its clients cannot reach. The tests restart it
+as an orchestrator would, count and print the restarts, and still require 0 lost (and, exactly
+once, 0 duplicated).
 """
 
 from __future__ import annotations
