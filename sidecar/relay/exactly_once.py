@@ -99,7 +99,7 @@ class TransactionalRelay(Relay):
         # Leave the group at once, so the partitions move on without a session timeout.
         self.health.set_stopping()
         log.error("transaction_call_hung", reason=self._failure, records=self._txn_records)
-        self.consumer.close()
+        self.close_consumer()
 
     def _relay_batch(self, messages: list[Message]) -> None:
         if self._in_txn and self._abort_reason is not None:

@@ -86,6 +86,12 @@ DEAD_LETTER_LOG_INTERVAL: Final = 10.0
 #: (their offsets are not committed either way: a restart relays them again).
 FLUSH_TIMEOUT: Final = 30.0
 UNREACHABLE_FLUSH_TIMEOUT: Final = 5.0
+#: Seconds closing the consumer (leaving the group) may take at the stop, in the normal case
+#: and when no broker answered: librdkafka's close can wait for good on a stuck coordinator
+#: (see `bounded`). The relay then exits without it; the group drops the member when its
+#: session times out.
+CLOSE_LIMIT: Final = 30.0
+UNREACHABLE_CLOSE_LIMIT: Final = 5.0
 #: Seconds an asynchronous offset commit may stay unanswered while brokers answer before the
 #: consumer counts as stuck (`run` passes librdkafka's socket.timeout.ms plus 30 s).
 COMMIT_LIMIT: Final = 90.0
@@ -996,6 +1002,15 @@ class Relay:
                 level=route.encoder.level,
             )
 
+    def close_consumer(self) -> None:
+        """Close the consumer (leave the group), within `CLOSE_LIMIT` seconds; one that still
+        blocks is left behind with an error line (the process exits all the same)."""
+        limit = UNREACHABLE_CLOSE_LIMIT if self._unreachable else CLOSE_LIMIT
+        try:
+            bounded(self.consumer.close, "close the consumer", limit)
+        except ClientHung as exc:
+            log.error("consumer_close_hung", error=str(exc))
+
     def _shutdown(self) -> None:
         self.health.set_stopping()
         log.info(
@@ -1012,7 +1027,7 @@ class Relay:
             log.error("consumer_stuck", reason=self._failure)
         else:
             self.commit()
-            self.consumer.close()
+            self.close_consumer()
         log.info(
             "relay_stopped",
             consumed=self.stats.consumed,

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import random
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, cast
@@ -21,6 +22,7 @@ from sidecar.dictionaries import DictionaryStore
 from sidecar.errors import RelayFailed
 from sidecar.health import Health
 from sidecar.metrics import Metrics
+from sidecar.relay import loop
 from sidecar.relay.loop import Relay
 
 
@@ -182,6 +184,33 @@ def test_brokers_unreachable_past_the_timeout_stop_the_relay(tmp_path: Path) -> 
     consumer.consume.side_effect = consume
     with pytest.raises(RelayFailed, match=r"no Kafka broker reachable for \d+ s"):
         relay.run()
+
+
+def test_a_consumer_close_that_never_returns_does_not_keep_the_stopping_relay(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(loop, "UNREACHABLE_CLOSE_LIMIT", 0.2)
+    clock = Clock()
+    relay, consumer, _ = make_relay(tmp_path, clock)
+    consumer.list_topics.side_effect = KafkaException(KafkaError(KafkaError._TRANSPORT))
+    released = threading.Event()
+    # librdkafka's close waiting for good on a stuck group coordinator (seen on a real broker).
+    consumer.close.side_effect = lambda: released.wait(60)
+
+    def consume(*args: object) -> list[MagicMock]:
+        relay.on_error(KafkaError(KafkaError._ALL_BROKERS_DOWN))
+        clock.now += 30
+        return []
+
+    consumer.consume.side_effect = consume
+    try:
+        with capture_logs() as logs, pytest.raises(RelayFailed, match="no Kafka broker"):
+            relay.run()
+    finally:
+        released.set()
+    (hung,) = [e for e in logs if e["event"] == "consumer_close_hung"]
+    assert "close the consumer still blocks after 0 s" in hung["error"]
+    assert any(e["event"] == "relay_stopped" for e in logs)
 
 
 def test_an_idle_relay_whose_brokers_came_back_keeps_running(tmp_path: Path) -> None:
