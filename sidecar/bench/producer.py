@@ -8,11 +8,12 @@ For each record size (~100 B product_viewed events, ~500 B orders):
 * a `ZdictProducer` follows that registry (its `FollowingEncoder`, with the producer metrics
   on), and a plain `confluent_kafka.Producer` is its baseline: same configuration (producer
   zstd, linger 100 ms, a queue that never fills), same events, same topic;
-* after a warm-up round of each, `runs` rounds alternate plain and zdict, each timing `count`
-  `produce()` calls in the calling thread (wall clock: what the application waits; and the
-  thread's CPU time) and flushing outside the timed part; the added µs is the zdict round
-  minus the plain round before it, and the encoding's own share is what the producer's metrics
-  counted (`zdict_producer_encode_seconds`);
+* after a warm-up round of each, `runs` rounds alternate plain, plain with a `zd` header on
+  every record, and zdict, each timing `count` `produce()` calls in the calling thread (wall
+  clock: what the application waits; and the thread's CPU time) and flushing outside the timed
+  part; the added µs is the zdict round minus the plain round before it, the header's share
+  the header round minus the plain one (librdkafka's header handling: no Python of ours), and
+  the encoding's share what the producer's metrics counted (`zdict_producer_encode_seconds`);
 * bytes as the broker stores them at 1, 2, 4, 8, 16 records per batch are computed exactly
   with `sidecar.record_batch` (Kafka's v2 batch format, which `bench storage` checks against a
   broker's segments): the raw values with and without producer zstd, and the records as the
@@ -73,6 +74,8 @@ class SizeResult:
     heldout_ratio: float
     #: µs per produce() call, per measured round (wall clock in the calling thread).
     plain_us: list[float] = field(default_factory=list)
+    #: ... of the plain producer sending each value with a `zd` header: the header's own cost.
+    header_us: list[float] = field(default_factory=list)
     zdict_us: list[float] = field(default_factory=list)
     #: The calling thread's CPU µs per call, per round.
     plain_cpu_us: list[float] = field(default_factory=list)
@@ -90,6 +93,12 @@ class SizeResult:
     @property
     def added_cpu_us(self) -> list[float]:
         return [z - p for p, z in zip(self.plain_cpu_us, self.zdict_cpu_us, strict=True)]
+
+    @property
+    def header_added_us(self) -> list[float]:
+        """Per round: what a `zd` header alone adds to a plain produce() call (librdkafka's
+        header handling), the part of `added_us` no Python can save."""
+        return [h - p for p, h in zip(self.plain_us, self.header_us, strict=True)]
 
 
 @dataclass(slots=True)
@@ -116,6 +125,7 @@ class ProducerResults:
             | {
                 "added_us": size.added_us,
                 "added_cpu_us": size.added_cpu_us,
+                "header_added_us": size.header_added_us,
                 "stored": {str(k): v for k, v in size.stored.items()},
             }
             for size in self.sizes
@@ -210,12 +220,14 @@ def _measure(
     try:
         for run in range(runs + 1):  # the first is the warm-up
             plain_us, plain_cpu = _round(plain, topic, values)
+            header_us, _ = _round(plain, topic, values, [encoders.encoder(topic).header])
             before = tally.snapshot()
             zdict_us, zdict_cpu = _round(zdict, topic, values)
             after = tally.snapshot()
             if run == 0:
                 continue
             result.plain_us.append(plain_us)
+            result.header_us.append(header_us)
             result.zdict_us.append(zdict_us)
             result.plain_cpu_us.append(plain_cpu)
             result.zdict_cpu_us.append(zdict_cpu)
@@ -231,17 +243,23 @@ def _measure(
     return result
 
 
-def _round(producer: Any, topic: str, values: Sequence[bytes]) -> tuple[float, float]:
-    """µs per `produce()` call over `values`: wall clock and the calling thread's CPU time.
-    The flush that follows is not timed."""
+def _round(
+    producer: Any,
+    topic: str,
+    values: Sequence[bytes],
+    headers: list[tuple[str, bytes]] | None = None,
+) -> tuple[float, float]:
+    """µs per `produce()` call over `values` (each with `headers`): wall clock and the calling
+    thread's CPU time. The flush that follows is not timed."""
     produce = producer.produce
     started, started_cpu = time.perf_counter(), time.thread_time()
     for value in values:
         try:
-            produce(topic, value)
+            # Positional, as ZdictProducer passes its records on (keywords cost the C call more).
+            produce(topic, value, None, -1, None, None, 0, headers)
         except BufferError:  # the queue is sized never to fill; should it, wait and retry
             producer.poll(0.05)
-            produce(topic, value)
+            produce(topic, value, None, -1, None, None, 0, headers)
     wall = time.perf_counter() - started
     cpu = time.thread_time() - started_cpu
     left = producer.flush(120)
@@ -286,6 +304,7 @@ def format_producer(results: ProducerResults) -> str:
                     _median_range(size.zdict_us) if first else "",
                     _median_range(size.added_us) if first else "",
                     _median_range(size.added_cpu_us) if first else "",
+                    _median_range(size.header_added_us) if first else "",
                     _median_range(size.encode_us) if first else "",
                     fill,
                     round(stored["raw none"], 1),
@@ -299,7 +318,8 @@ def format_producer(results: ProducerResults) -> str:
         f"in-process compression (ZdictProducer, registry-following, metrics on) next to a plain "
         f"Producer: µs per produce() call, median [min-max] of {results.runs} rounds of "
         f"{results.count:,} records after a warm-up (added = zdict - plain, wall and calling "
-        "thread's CPU; encode = the compression's share, from the producer metrics); bytes a "
+        "thread's CPU; header = what a `zd` header alone adds to a plain produce(); encode = the "
+        "compression's share, from the producer metrics); bytes a "
         "record as the broker stores it at each fill (records per batch; batch header and "
         "record framing counted, keys null), raw or as the zdict producer sent it, without "
         "and with producer zstd; x = raw+zstd / zdict+zstd"
@@ -311,6 +331,7 @@ def format_producer(results: ProducerResults) -> str:
             "ZdictProducer µs",
             "added µs",
             "added CPU µs",
+            "header µs",
             "encode µs",
             "fill",
             "raw",

@@ -16,7 +16,7 @@ sasl.*, ssl.*); `produce()` never waits for it.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Self
+from typing import Any, Final, Self
 
 from confluent_kafka import Producer
 from confluent_kafka.error import (
@@ -25,7 +25,7 @@ from confluent_kafka.error import (
 )
 from confluent_kafka.serialization import MessageField, SerializationContext
 
-from sidecar.codec import Encoder
+from sidecar.codec import Encoder, Outcome
 from sidecar.dictionaries.following import (
     DEFAULT_READY_TIMEOUT,
     FollowingEncoder,
@@ -39,6 +39,8 @@ from sidecar.serde.conf import registry_properties, take_serdes
 from sidecar.serde.serializer import NamespaceRule, ValueEncoding, as_bytes, our_headers
 
 DeliveryCallback = Callable[[Any, Any], None]
+
+_COMPRESSED: Final = Outcome.COMPRESSED
 
 
 class _CompressingProducer:
@@ -94,13 +96,24 @@ class _CompressingProducer:
     def _produce(
         self,
         topic: str,
-        value: Any,
-        key: Any,
-        partition: int,
-        on_delivery: DeliveryCallback | None,
-        timestamp: int,
-        headers: Any,
+        value: Any = None,
+        key: Any = None,
+        partition: int = -1,
+        callback: DeliveryCallback | None = None,
+        on_delivery: DeliveryCallback | None = None,
+        timestamp: int = 0,
+        headers: Any = None,
     ) -> None:
+        """`Producer.produce`, the value compressed first (its `zd` header added).
+
+        Raises:
+            BufferError: the producer's queue is full (poll and try again).
+            ValueSerializationError: the application's serializer failed, or the record
+                carries a `zd` header its value does not match.
+            KeySerializationError: the application's key serializer failed.
+            TypeError: a value that is not bytes or str (and no serializer made it so).
+            RuntimeError: the producer was closed.
+        """
         if self._closed:
             raise RuntimeError("Producer has been closed")
         if not isinstance(topic, str):
@@ -118,23 +131,28 @@ class _CompressingProducer:
                     value = self._value_serializer(value, ctx)
                 except Exception as exc:
                     raise ValueSerializationError(exc) from exc
-        data = as_bytes(value)
-        ours = our_headers(headers, self._header_key) if headers else None
         try:
-            encoded, header = self._encoding.encode(topic, data, ours)
+            encoded = self._encoding.encode(
+                topic,
+                value if type(value) is bytes else as_bytes(value),
+                our_headers(headers, self._header_key) if headers else None,
+            )
         except CodecError as exc:  # a header of ours on a value that is no frame of it
             raise ValueSerializationError(exc) from exc
-        if header is not None:
+        if encoded[2] == _COMPRESSED:
             if not headers:
-                headers = [header]
-            elif isinstance(headers, dict):
-                headers = {**headers, header[0]: header[1]}
+                # The codec's own list: our header alone, made for this record.
+                headers = encoded[1]
             else:
-                headers = [*headers, header]
+                header = encoded[1][-1]
+                if isinstance(headers, dict):
+                    headers = {**headers, header[0]: header[1]}
+                else:
+                    headers = [*headers, header]
         # Positional, in Producer.produce's own order (topic, value, key, partition, callback,
         # on_delivery, timestamp, headers): keyword arguments cost the C call ~1 µs more.
         self._producer.produce(
-            topic, encoded.value, key, partition, on_delivery, None, timestamp, headers
+            topic, encoded[0], key, partition, on_delivery or callback, None, timestamp, headers
         )
 
     def produce_batch(self, topic: str, messages: list[dict[str, Any]], **_: Any) -> int:
@@ -195,28 +213,9 @@ class ZdictProducer(_CompressingProducer):
     configuration runs first. Delivery reports carry the compressed value.
     """
 
-    def produce(
-        self,
-        topic: str,
-        value: Any = None,
-        key: Any = None,
-        partition: int = -1,
-        callback: DeliveryCallback | None = None,
-        on_delivery: DeliveryCallback | None = None,
-        timestamp: int = 0,
-        headers: Any = None,
-    ) -> None:
-        """`Producer.produce`, the value compressed first (its `zd` header added).
-
-        Raises:
-            BufferError: the producer's queue is full (poll and try again).
-            ValueSerializationError: the application's serializer failed, or the record
-                carries a `zd` header its value does not match.
-            KeySerializationError: the application's key serializer failed.
-            TypeError: a value that is not bytes or str (and no serializer made it so).
-            RuntimeError: the producer was closed.
-        """
-        self._produce(topic, value, key, partition, on_delivery or callback, timestamp, headers)
+    # The shared implementation itself, not a wrapper around it: one Python call per record
+    # is ~0.2 µs of the few µs compression adds to produce().
+    produce = _CompressingProducer._produce
 
 
 class ZdictSerializingProducer(_CompressingProducer):
@@ -245,4 +244,4 @@ class ZdictSerializingProducer(_CompressingProducer):
 
         Raises as `ZdictProducer.produce`.
         """
-        self._produce(topic, value, key, partition, on_delivery, timestamp, headers)
+        self._produce(topic, value, key, partition, None, on_delivery, timestamp, headers)

@@ -89,9 +89,10 @@ class ValueEncoding:
 
     def encode(
         self, topic: str, value: bytes | None, ours: Sequence[tuple[str, bytes | None]] | None
-    ) -> tuple[Encoded, tuple[str, bytes] | None]:
+    ) -> Encoded:
         """Encode `value`; `ours` are the record's headers under our key, if it has any (a
-        record compressed already is passed through, a spoofed header refused).
+        record compressed already is passed through, a spoofed header refused). When it was
+        compressed, the header to add is the last of `Encoded.headers`.
 
         Raises:
             CorruptFrame: the record carries our header but its value is no frame of it.
@@ -109,7 +110,7 @@ class ValueEncoding:
             if tally is None:
                 tally = self._tallies[topic] = self._metrics.topic(topic)
             tally.observe(encoded, seconds, encoder.dictionary)
-        return encoded, (encoder.header if encoded.outcome == _COMPRESSED else None)
+        return encoded
 
 
 def our_headers(headers: Any, key: str) -> list[tuple[str, bytes | None]] | None:
@@ -197,10 +198,9 @@ class ZdictSerializer(Serializer):
             )
         value = self._inner(obj, ctx) if self._inner is not None else obj
         key = self._encoding.header_key
-        encoded, header = self._encoding.encode(
-            ctx.topic, as_bytes(value), our_headers(headers, key)
-        )
-        if header is not None:
+        encoded = self._encoding.encode(ctx.topic, as_bytes(value), our_headers(headers, key))
+        if encoded.outcome == _COMPRESSED:
+            header = encoded.headers[-1]
             if isinstance(headers, dict):
                 headers[key] = header[1]
             else:

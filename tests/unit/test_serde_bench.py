@@ -21,6 +21,7 @@ from sidecar.dictionaries.model import TrainingSample, build_dictionary
 def _size(label: str, kind: str, mean: float) -> SizeResult:
     result = SizeResult(label, kind, mean, 32768, 1.8)
     result.plain_us = [2.0, 2.2, 2.1]
+    result.header_us = [2.4, 2.5, 2.6]
     result.zdict_us = [4.5, 4.4, 4.9]
     result.plain_cpu_us = [1.8, 1.9, 1.8]
     result.zdict_cpu_us = [4.0, 4.1, 4.2]
@@ -63,6 +64,7 @@ def test_bench_producer_prints_one_table_and_writes_json(
     # The timing columns: median [min-max]; added = zdict - plain, round by round.
     assert "2.10 [2.00-2.20]" in first and "4.50 [4.40-4.90]" in first
     assert "2.50 [2.20-2.80]" in first
+    assert "0.40 [0.30-0.50]" in first  # header = header round - plain, round by round
     assert "2.18x" in first  # raw+zstd / zdict+zstd at one record per batch
     assert sum(line.startswith("~") for line in lines) == 2
     rows = [line for line in lines if re.search(r"\d\.\d\dx$", line)]
@@ -70,6 +72,7 @@ def test_bench_producer_prints_one_table_and_writes_json(
     payload = json.loads(json_out.read_text())
     assert payload["benchmark"] == "producer" and payload["settings"]["runs"] == 3
     assert payload["results"][0]["added_us"] == pytest.approx([2.5, 2.2, 2.8])
+    assert payload["results"][0]["header_added_us"] == pytest.approx([0.4, 0.3, 0.5])
 
 
 def test_per_record_frames_are_stored_smaller_than_producer_zstd_in_small_batches(
