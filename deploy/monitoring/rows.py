@@ -605,7 +605,8 @@ def _training_cpu_and_publications(layout: Layout) -> None:
 
 
 def _kafka(layout: Layout) -> None:
-    """Consumer lag, commits, dead letters, transactions and produce errors."""
+    """Consumer lag, commits, dead letters, transactions, produce errors, and the registry
+    records ignored."""
     layout.row("Kafka")
     layout.add(
         timeseries(
@@ -679,6 +680,24 @@ def _kafka(layout: Layout) -> None:
             "short",
         ),
         6,
+        8,
+    )
+    layout.add(
+        timeseries(
+            "Registry records ignored",
+            "Records of the registry topic this instance skipped since it started, by class of "
+            "reason: written outside zdict-sidecar, or by a newer version. Readers go on without "
+            "them; each is named (offset, key, reason) by a registry_record_ignored log line "
+            "(alert ZdictRegistryRecordsIgnored). 0 is good.",
+            [
+                (
+                    f"sum by (instance, reason) (zdict_registry_records_ignored_total{{{ON}}})",
+                    "{{instance}} {{reason}}",
+                )
+            ],
+            "short",
+        ),
+        12,
         8,
     )
 
