@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed-stamp
 OUT    := out
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo evaluate test lint unit integration soak bench bench-relay-large bench-lifecycle tools dashboard clean
+.PHONY: demo evaluate test lint unit integration soak bench bench-relay-large bench-clients bench-lifecycle tools dashboard clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -82,6 +82,14 @@ bench: $(STAMP) tools
 bench-relay-large: $(STAMP)
 	deploy/kafka/kafka-local exec -- $(BIN)/zdict-sidecar bench relay --kind order \
 		--json-out $(OUT)/bench-relay-order.json --png $(OUT)/bench-relay-order.png
+
+## bench-clients: compressing before the broker, next to a plain producer in the same run: the
+## in-process producer (µs added to produce(), bytes stored) and the produce proxy
+bench-clients: $(STAMP)
+	deploy/kafka/kafka-local exec -- sh -c '\
+		$(BIN)/zdict-sidecar bench producer --json-out $(OUT)/bench-producer.json && \
+		$(BIN)/zdict-sidecar bench proxy --data-dir $(KAFKA_RUN)/data \
+			--json-out $(OUT)/bench-proxy.json'
 
 ## bench-lifecycle: drift → retrain → recovery, and the relay's speed while training (JSON + PNG)
 bench-lifecycle: $(STAMP)

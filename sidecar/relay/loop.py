@@ -458,7 +458,13 @@ class Relay:
     def commit(self) -> None:
         """Commit what is safe and wait for the answer (revocation and shutdown)."""
         offsets = self._to_commit()
-        if offsets and not self._consumer_stuck and self._send_commit(offsets, wait=True):
+        if not offsets or self._consumer_stuck:
+            return
+        if self._unreachable:
+            # Stopping because no broker answered: a synchronous commit could wait for good.
+            # Sent asynchronously, it is answered (or not) while the bounded close waits.
+            self._send_commit(offsets, wait=False)
+        elif self._send_commit(offsets, wait=True):
             self._committed(offsets)
 
     def commit_in_background(self) -> None:

@@ -186,6 +186,37 @@ def test_brokers_unreachable_past_the_timeout_stop_the_relay(tmp_path: Path) -> 
         relay.run()
 
 
+def test_a_relay_stopping_for_unreachable_brokers_commits_without_waiting_for_an_answer(
+    tmp_path: Path,
+) -> None:
+    clock = Clock()
+    relay, consumer, producer = make_relay(tmp_path, clock, commit_interval=1e9)
+    consumer.list_topics.side_effect = KafkaException(KafkaError(KafkaError._TRANSPORT))
+    batches = iter([[record(0), record(1)]])
+
+    def consume(*args: object) -> list[MagicMock]:
+        batch = next(batches, None)
+        if batch is not None:
+            return batch
+        relay.on_error(KafkaError(KafkaError._ALL_BROKERS_DOWN))
+        clock.now += 30
+        return []
+
+    def poll(timeout: float = 0) -> int:
+        for callback in deliveries(producer)[relay.stats.delivered :]:
+            callback(None, delivered_message())
+        return 0
+
+    consumer.consume.side_effect = consume
+    producer.poll.side_effect = poll
+    with pytest.raises(RelayFailed, match="no Kafka broker reachable"):
+        relay.run()
+    # A synchronous commit could wait for good on brokers that did not come back.
+    (commit,) = consumer.commit.call_args_list
+    assert commit.kwargs["asynchronous"] is True
+    assert [(tp.partition, tp.offset) for tp in commit.kwargs["offsets"]] == [(0, 2)]
+
+
 def test_a_consumer_close_that_never_returns_does_not_keep_the_stopping_relay(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
