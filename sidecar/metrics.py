@@ -27,7 +27,8 @@ Metrics (counters are exposed with `_total`; counters and histograms also get `_
 * `zdict_produce_errors_total{reason}` counter: failed deliveries by error name
 * `zdict_commits_total{result}` counter: offset commits, ok / failed
 * `zdict_consumer_lag_messages{topic,partition}` gauge: high watermark - position
-* `zdict_assigned_partitions` gauge: input partitions assigned to this process
+* `zdict_assigned_partitions{group}` gauge: input partitions assigned to this process, and the
+  consumer group it belongs to
 * `zdict_dictionary_info{topic,dict_id,version}` gauge (info): 1 for the active dictionary
   of each topic, exactly one series per topic (dict_id 0: no dictionary)
 * `zdict_dictionary_heldout_ratio{topic}` gauge: the active dictionary's held-out ratio
@@ -487,8 +488,16 @@ class Metrics:
     The metric objects are public attributes for tests and for anything not covered by a method.
     """
 
-    def __init__(self, registry: CollectorRegistry, memory: CgroupMemory | None = None) -> None:
-        """`memory` reads the container's memory figures (default: this process's cgroup)."""
+    def __init__(
+        self,
+        registry: CollectorRegistry,
+        memory: CgroupMemory | None = None,
+        *,
+        group: str = "",
+    ) -> None:
+        """`memory` reads the container's memory figures (default: this process's cgroup);
+        `group` is the consumer group the process's partitions come from (the label of
+        `zdict_assigned_partitions`, so that an alert tells one group from another)."""
         self.registry = registry
         self._define_relay(registry)
         self._define_delivery(registry)
@@ -504,7 +513,8 @@ class Metrics:
             COMMIT_OK: self.commits.labels(COMMIT_OK),
             COMMIT_FAILED: self.commits.labels(COMMIT_FAILED),
         }
-        self.assigned_partitions.set(0)
+        self._assigned = self.assigned_partitions.labels(group)
+        self._assigned.set(0)
 
     # -- definitions, one group each -----------------------------------------------------------
 
@@ -599,7 +609,8 @@ class Metrics:
         )
         self.assigned_partitions = Gauge(
             "zdict_assigned_partitions",
-            "Input partitions currently assigned to this process.",
+            "Input partitions currently assigned to this process, in its consumer group.",
+            ("group",),
             registry=reg,
         )
 
@@ -821,7 +832,7 @@ class Metrics:
 
     def set_assigned_partitions(self, count: int) -> None:
         """How many input partitions this process holds after a rebalance."""
-        self.assigned_partitions.set(count)
+        self._assigned.set(count)
 
     def produce_error(self, reason: str) -> None:
         """One record failed delivery; `reason` is a bounded error name (e.g. KafkaError.name())."""

@@ -337,7 +337,7 @@ def run_relay(settings: Settings) -> int:
         )
     decode = relay_settings.mode == "decode"
     registry = CollectorRegistry()
-    metrics = Metrics(registry)
+    metrics = Metrics(registry, group=relay_settings.group_id)
     health = Health()
     server = ObservabilityServer(registry, health)
     server.start_if_enabled(settings.metrics)

@@ -752,10 +752,10 @@ def _instances(layout: Layout) -> None:
     layout.add(
         stat(
             "Assigned partitions",
-            "Input partitions held by the consumer group's members. A sidecar holding none is "
-            "still ready (more pods than partitions); none held anywhere for 5 minutes is "
-            "alert ZdictNoPartitionAssigned.",
-            [(f"sum(zdict_assigned_partitions{{{ON}}})", "partitions")],
+            "Input partitions held by each consumer group's members. A sidecar holding none is "
+            "still ready (more pods than partitions); none held anywhere in a group for 5 "
+            "minutes is alert ZdictNoPartitionAssigned.",
+            [(f"sum by (group) (zdict_assigned_partitions{{{ON}}})", "{{group}}")],
             "none",
         ),
         8,

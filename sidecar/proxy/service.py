@@ -473,7 +473,7 @@ def run_proxy(settings: Settings, ready: Callable[[str, int], None] | None = Non
     """Run the proxy until SIGTERM/SIGINT (exit 0) or a failure (exit 1); `ready` is called
     with the address it listens on."""
     registry = CollectorRegistry()
-    metrics = Metrics(registry)
+    metrics = Metrics(registry, group=settings.proxy.group_id)
     health = Health()
     server = ObservabilityServer(registry, health)
     server.start_if_enabled(settings.metrics)

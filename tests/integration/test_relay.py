@@ -248,7 +248,7 @@ def test_relays_100k_records_byte_exact_keeping_keys_timestamps_headers_and_coun
     assert by_outcome["already_encoded"] == tally["already_encoded"]
     assert sample("zdict_input_bytes_total", topic=topic, mode="encode") == input_bytes
     assert sample("zdict_output_bytes_total", topic=topic, mode="encode") == output_bytes
-    assert sample("zdict_assigned_partitions") == 3
+    assert sample("zdict_assigned_partitions", group=relay_group(relay)) == 3
     print(
         f"\n[full] {N_FULL:,} records relayed in {relay_seconds:.1f} s "
         f"({N_FULL / relay_seconds:,.0f}/s incl. start): {dict(tally)}; "

@@ -101,7 +101,7 @@ EXPECTED_FAMILIES = {
     "zdict_produce_errors": ("counter", {"reason"}),
     "zdict_commits": ("counter", {"result"}),
     "zdict_consumer_lag_messages": ("gauge", {"topic", "partition"}),
-    "zdict_assigned_partitions": ("gauge", set()),
+    "zdict_assigned_partitions": ("gauge", {"group"}),
     "zdict_dictionary_info": ("gauge", {"topic", "dict_id", "version"}),
     "zdict_dictionary_heldout_ratio": ("gauge", {"topic"}),
     "zdict_dictionary_created_timestamp_seconds": ("gauge", {"topic"}),
@@ -176,7 +176,15 @@ def test_registering_a_namespace_initialises_every_outcome_at_zero(
         assert value(registry, "zdict_training_runs_total", topic="orders", result=result) == 0
     assert value(registry, "zdict_input_bytes_total", topic="orders", mode="encode") == 0
     assert value(registry, "zdict_commits_total", result="failed") == 0
-    assert value(registry, "zdict_assigned_partitions") == 0
+    assert value(registry, "zdict_assigned_partitions", group="") == 0
+
+
+def test_the_assigned_partitions_carry_the_consumer_group_from_the_start() -> None:
+    registry = CollectorRegistry()
+    metrics = Metrics(registry, group="orders-relay")
+    assert value(registry, "zdict_assigned_partitions", group="orders-relay") == 0
+    metrics.set_assigned_partitions(4)
+    assert value(registry, "zdict_assigned_partitions", group="orders-relay") == 4
 
 
 def test_each_registry_is_independent_and_a_second_metrics_on_one_registry_is_refused(
@@ -185,7 +193,7 @@ def test_each_registry_is_independent_and_a_second_metrics_on_one_registry_is_re
     first = Metrics(registry)
     other = CollectorRegistry()
     Metrics(other).set_assigned_partitions(5)
-    assert value(registry, "zdict_assigned_partitions") == 0
+    assert value(registry, "zdict_assigned_partitions", group="") == 0
     assert first.registry is registry
     with pytest.raises(ValueError, match="Duplicated timeseries"):
         Metrics(registry)
@@ -719,7 +727,7 @@ def test_metrics_endpoint_serves_the_registry_in_prometheus_text_format(
 def test_metrics_endpoint_gzips_when_asked(server: str) -> None:
     status, body, headers = get(server + "/metrics", {"Accept-Encoding": "gzip"})
     assert status == 200 and headers["Content-Encoding"] == "gzip"
-    assert b"zdict_assigned_partitions 0.0" in gzip.decompress(body)
+    assert b'zdict_assigned_partitions{group=""} 0.0' in gzip.decompress(body)
 
 
 def test_metrics_endpoint_speaks_openmetrics_when_asked(server: str) -> None:
