@@ -825,7 +825,7 @@ class Metrics:
         child.set(lag)
 
     def remove_partition(self, topic: str, partition: int) -> None:
-        """Forget a revoked partition's lag series (no-op if it had none)."""
+        """Forget the lag series of a partition revoked or lost (no-op if it had none)."""
         with self._lock:
             if self._lag.pop((topic, partition), None) is not None:
                 _remove(self.consumer_lag, topic, str(partition))

@@ -238,6 +238,8 @@ class Relay:
         #: Error code -> (when its last `kafka_error` line was logged, occurrences since).
         self._kafka_errors: dict[str, tuple[float, int]] = {}
         self._assigned: set[tuple[str, int]] = set()
+        #: Rebalances that took partitions away (revoked or lost), counted by `_release`.
+        self._releases = 0
         #: Records acknowledged since the last latency observation.
         self._unobserved = 0
         self._refresh_requested = False
@@ -412,20 +414,23 @@ class Relay:
         """Before partitions go to another member: deliver what is in flight, commit it."""
         self.producer.flush(30.0)
         self.commit()
-        for tp in partitions:
-            self._assigned.discard((tp.topic, tp.partition))
-            self.offsets.forget(tp.topic, tp.partition)
-            self.metrics.remove_partition(tp.topic, tp.partition)
-        self._set_assigned()
+        self._release(partitions)
         log.info("partitions_revoked", partitions=[f"{p.topic}[{p.partition}]" for p in partitions])
 
     def on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         # Lost, not revoked: the group moved on; committing now would be refused or wrong.
+        self._release(partitions)
+        log.warning("partitions_lost", partitions=[f"{p.topic}[{p.partition}]" for p in partitions])
+
+    def _release(self, partitions: list[TopicPartition]) -> None:
+        """Partitions revoked or lost: no longer held, tracked or reported (their lag series
+        would otherwise stay at its last value beside the new owner's)."""
         for tp in partitions:
             self._assigned.discard((tp.topic, tp.partition))
             self.offsets.forget(tp.topic, tp.partition)
+            self.metrics.remove_partition(tp.topic, tp.partition)
+        self._releases += 1
         self._set_assigned()
-        log.warning("partitions_lost", partitions=[f"{p.topic}[{p.partition}]" for p in partitions])
 
     def _set_assigned(self) -> None:
         self.metrics.set_assigned_partitions(len(self._assigned))
@@ -607,9 +612,9 @@ class Relay:
         wait = ACK_WAIT if self.offsets.awaiting() else self.poll_timeout
         messages = consume(1, wait)
         if messages and self.batch_size > 1:
-            held = len(self._assigned)
+            releases = self._releases
             messages.extend(consume(self.batch_size - 1, 0))
-            if len(self._assigned) < held:
+            if self._releases != releases:
                 # Partitions were revoked or lost inside the second call: the records the first
                 # took from them belong to their new owner, which reads them again from the
                 # last commit. Producing them here would only make duplicates. The consumer's

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 import threading
 from collections.abc import Callable, Iterator
@@ -553,3 +554,46 @@ def test_records_of_a_partition_lost_while_consuming_are_neither_produced_nor_co
     assert [c.args[3] for c in producer.produce.call_args_list] == [1]
     committed = [tp for c in consumer.commit.call_args_list for tp in c.kwargs["offsets"]]
     assert committed and {(tp.partition, tp.offset) for tp in committed} == {(1, 10)}
+
+
+def test_records_of_a_partition_lost_while_another_is_assigned_in_the_same_call_are_dropped(
+    tmp_path: Path,
+) -> None:
+    # As many partitions held after the second consume call as before it: the drop must not
+    # depend on the count.
+    relay, consumer, producer = make_relay(tmp_path, Clock(), partitions={"in": 3, "in.zd": 3})
+    calls: Iterator[Callable[[], list[Any]]] = iter(
+        [
+            # consume(batch_size, 0): nothing there; partition 2 went earlier.
+            lambda: relay.on_lost(consumer, [TopicPartition("in", 2)]) or [],
+            lambda: [record(5, partition=0)],  # consume(1, wait): one record
+            lambda: (
+                relay.on_lost(consumer, [TopicPartition("in", 0)])
+                or relay.on_assign(consumer, [TopicPartition("in", 2)])
+                or [record(9, partition=1)]
+            ),
+        ]
+    )
+
+    def consume(*_: object) -> list[Any]:
+        step = next(calls, None)
+        if step is None:
+            relay.stop()
+            return []
+        return step()
+
+    consumer.consume.side_effect = consume
+    relay.run()
+    assert [c.args[3] for c in producer.produce.call_args_list] == [1]
+
+
+def test_a_lost_partition_leaves_no_lag_series_behind(tmp_path: Path) -> None:
+    relay, consumer, _ = make_relay(tmp_path, Clock(), partitions={"in": 2, "in.zd": 2})
+    consumer.subscribe("in", on_assign=relay.on_assign)
+    stats = {"topics": {"in": {"partitions": {"0": {"consumer_lag": 7}, "1": {"consumer_lag": 3}}}}}
+    relay.on_stats(json.dumps(stats))
+    lag = relay.metrics.registry.get_sample_value
+    assert lag("zdict_consumer_lag_messages", {"topic": "in", "partition": "0"}) == 7
+    relay.on_lost(consumer, [TopicPartition("in", 0)])
+    assert lag("zdict_consumer_lag_messages", {"topic": "in", "partition": "0"}) is None
+    assert lag("zdict_consumer_lag_messages", {"topic": "in", "partition": "1"}) == 3
