@@ -380,18 +380,14 @@ class Encoder:
             self._zdict.precompute_compress(level=self.level)
             dict_id = dictionary.id
         self.dict_id = dict_id
-        self._header: tuple[str, bytes] = (
+        #: The record header this encoder adds to what it compresses: (key, value).
+        self.header: tuple[str, bytes] = (
             header_key,
             tag_value(dict_id, wire, fingerprint(dictionary)),
         )
-        self.header_bytes = header_cost(*self._header)
+        self.header_bytes = header_cost(*self.header)
         self.stats = CodecStats(dictionary_id=dict_id)
         self._local = threading.local()
-
-    @property
-    def header(self) -> tuple[str, bytes]:
-        """The record header this encoder adds to what it compresses: (key, value)."""
-        return self._header
 
     @classmethod
     def from_store(
@@ -445,38 +441,51 @@ class Encoder:
         frame: bytes = self._compressor().compress(value)
         return frame
 
+    def encode_value(self, value: bytes) -> tuple[bytes, str]:
+        """Encode the value of a record that has no header under our key: `(value', outcome)`.
+
+        `value'` is the frame (send our `header` with it) when the outcome is
+        `Outcome.COMPRESSED`, else `value` itself. Counts nothing: the in-process producers'
+        one-record step, whose metrics tally it (`sidecar.serde`); `encode_record` counts in
+        `stats`. The rules are `encode_batch`'s for such a record: shorter than `min_size`
+        (or empty); recognisably compressed; would not shrink once our header is counted.
+        """
+        size = len(value)
+        if size < self.min_size or not size:
+            return value, _NO_GAIN if size >= self.min_size else _BELOW
+        if value[0] in _MAGIC_FIRST_BYTES and looks_compressed(value):
+            return value, _PRECOMPRESSED
+        compressor: zstandard.ZstdCompressor | None = getattr(self._local, "compressor", None)
+        frame = (compressor or self._compressor()).compress(value)
+        if len(frame) + self.header_bytes < size:
+            return frame, _COMPRESSED
+        return value, _NO_GAIN
+
     def encode_record(
         self, value: bytes | None, headers: Sequence[tuple[str, bytes | None]] | None = None
     ) -> Encoded:
         """Encode one record value; headers out = headers in, plus ours if compressed.
 
-        The in-process producers' path, one record per call: the common case (a value long
-        enough, no header of ours, no compressed-data magic) is compressed here directly, its
-        outcome decided by the last rule of `encode_batch`; every other record goes through
-        `encode_batch`, where the rules live. The batch path's set-up (its lists, locals and
-        stats update) would otherwise be paid once per record.
+        A record with no header under our key goes through `encode_value` (one call, no batch
+        set-up); a tombstone or a record carrying our key, through `encode_batch`, where every
+        rule lives.
         """
-        if value is not None:
-            size = len(value)
-            if (
-                size
-                and size >= self.min_size
-                and value[0] not in _MAGIC_FIRST_BYTES
-                and not (headers and any(k == self.header_key for k, _ in headers))
-            ):
-                frame = self._compressor().compress(value)
-                cost = len(frame) + self.header_bytes
-                stats = self.stats
-                stats.input_bytes += size
-                if cost < size:
-                    stats.outcomes[_COMPRESSED] += 1
-                    stats.output_bytes += cost
-                    hdrs = [*headers, self._header] if headers else [self._header]
-                    return _new_encoded(Encoded, (frame, hdrs, _COMPRESSED, size, cost))
-                stats.outcomes[_NO_GAIN] += 1
-                stats.output_bytes += size
-                return _new_encoded(Encoded, (value, list(headers or ()), _NO_GAIN, size, size))
-        return self.encode_batch(((value, headers),))[0]
+        if value is None or (headers and any(k == self.header_key for k, _ in headers)):
+            return self.encode_batch(((value, headers),))[0]
+        out, outcome = self.encode_value(value)
+        size = len(value)
+        stats = self.stats
+        stats.outcomes[outcome] += 1
+        stats.input_bytes += size
+        if outcome == _COMPRESSED:
+            cost = len(out) + self.header_bytes
+            stats.output_bytes += cost
+            hdrs = [*headers, self.header] if headers else [self.header]
+            return _new_encoded(Encoded, (out, hdrs, outcome, size, cost))
+        stats.output_bytes += size
+        if outcome == _PRECOMPRESSED:
+            stats.excluded_bytes += size
+        return _new_encoded(Encoded, (value, list(headers or ()), outcome, size, size))
 
     def encode(
         self, value: bytes | None, headers: Sequence[tuple[str, bytes | None]] | None = None
@@ -505,7 +514,7 @@ class Encoder:
         if not isinstance(records, list | tuple):
             records = list(records)
         key, min_size, magic_first = self.header_key, self.min_size, _MAGIC_FIRST_BYTES
-        our_header, header_bytes = self._header, self.header_bytes
+        our_header, header_bytes = self.header, self.header_bytes
         compressor = self._compressor()
         # With the batch API, the values to compress wait in `todo`, their places in `results`
         # (None until then) and their headers in `slots`.

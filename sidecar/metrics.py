@@ -854,88 +854,61 @@ class Metrics:
 
 
 class ProducerTopicMetrics:
-    """The tallies of one topic an application produces to: what `observe` adds up, read by
-    `ProducerMetrics` at each scrape.
+    """The tallies of one topic in one producing thread, added up by `ProducerMetrics` at each
+    scrape.
 
-    One call per record, so no prometheus_client child is touched here (each `inc` takes a lock
-    of its own): plain attributes under one lock, exact with any number of producing threads.
+    One update per record, so no lock and no prometheus_client child (each `inc` takes a lock of
+    its own): only the thread that owns a tally writes it (`ProducerMetrics.tally`), and a scrape
+    reads it as it is, at most one record behind.
     """
 
-    __slots__ = (
-        "_lock",
-        "dictionary",
-        "encode_seconds",
-        "input_bytes",
-        "outcomes",
-        "output_bytes",
-        "records",
-        "seen",
-    )
+    __slots__ = ("at", "dictionary", "encode_seconds", "input_bytes", "outcomes", "output_bytes")
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
         self.outcomes: dict[str, int] = dict.fromkeys(Outcome.ALL, 0)
         self.input_bytes = 0
         self.output_bytes = 0
         self.encode_seconds = 0.0
-        self.records = 0
-        #: The dictionary of the last record (None: none), once there was a record (`seen`).
+        #: The dictionary of this thread's last record (None: none), and when it ended
+        #: (`time.perf_counter`; 0.0: no record yet).
         self.dictionary: Dictionary | None = None
-        self.seen = False
+        self.at = 0.0
 
-    def observe(self, encoded: Encoded, seconds: float, dictionary: Dictionary | None) -> None:
-        """One record: what the codec did with it (its outcome, value bytes before and after,
-        our header included), the seconds its encoding took, the dictionary it used."""
-        with self._lock:
-            outcome = encoded[2]
-            self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
-            self.input_bytes += encoded[3]
-            self.output_bytes += encoded[4]
-            self.encode_seconds += seconds
-            self.records += 1
-            self.dictionary = dictionary
-            self.seen = True
 
-    def snapshot(self) -> tuple[dict[str, int], int, int, float, int, int | None, int]:
-        """(outcomes, input bytes, output bytes, encode seconds, records, the last record's
-        dict_id (0: none; None: no record yet), its version)."""
-        with self._lock:
-            dictionary = self.dictionary
-            return (
-                dict(self.outcomes),
-                self.input_bytes,
-                self.output_bytes,
-                self.encode_seconds,
-                self.records,
-                (dictionary.id if dictionary else 0) if self.seen else None,
-                dictionary.meta.version if dictionary else 0,
-            )
+#: A producing thread and its tally of one topic.
+_ThreadTally = tuple[threading.Thread, ProducerTopicMetrics]
 
 
 class ProducerMetrics(Collector):
     """Metrics of an application compressing in-process (`sidecar.serde`), registered on the
     `CollectorRegistry` the application passes in (its own, or prometheus_client's `REGISTRY`).
 
-    A custom collector: producers tally per record in `ProducerTopicMetrics` (cheap, exact), and
-    the metric families are built from the tallies when the registry is scraped. Every outcome
-    of a topic exists from its first record on, so rate() has a zero to start from. Names start
-    with `zdict_producer_`, apart from the relay's, so one process may export both.
+    A custom collector: each producing thread tallies its records in `ProducerTopicMetrics` of its
+    own (cheap, exact), and the metric families are built from the tallies when the registry is
+    scraped. Every outcome of a topic exists from its first record on, so rate() has a zero to
+    start from. Names start with `zdict_producer_`, apart from the relay's, so one process may
+    export both.
     """
 
     def __init__(self, registry: CollectorRegistry) -> None:
         """Register on `registry`; a second `ProducerMetrics` on one registry is refused
         (`ValueError`, duplicated timeseries) by prometheus_client."""
         self._lock = threading.Lock()
-        self._topics: dict[str, ProducerTopicMetrics] = {}
+        #: Per topic: the live threads' tallies, and what the ended threads' added up to.
+        self._topics: dict[str, tuple[list[_ThreadTally], ProducerTopicMetrics]] = {}
         self._reads = {COMMIT_OK: 0, COMMIT_FAILED: 0}
         registry.register(self)
 
-    def topic(self, topic: str) -> ProducerTopicMetrics:
-        """The tallies of `topic`, made on first use (keep it: the per-record path)."""
-        tally = self._topics.get(topic)
-        if tally is None:
-            with self._lock:
-                tally = self._topics.setdefault(topic, ProducerTopicMetrics())
+    def tally(self, topic: str) -> ProducerTopicMetrics:
+        """A new tally of `topic` for the calling thread, which alone may write it (keep it: the
+        per-record path). Once a thread has ended, its counts are folded into the topic's
+        totals (at the next scrape or new tally), so threads that come and go leave no tally
+        behind."""
+        tally = ProducerTopicMetrics()
+        with self._lock:
+            live, ended = self._topics.setdefault(topic, ([], ProducerTopicMetrics()))
+            _fold_ended(live, ended)
+            live.append((threading.current_thread(), tally))
         return tally
 
     def registry_read(self, ok: bool) -> None:
@@ -994,22 +967,60 @@ class ProducerMetrics(Collector):
     def collect(self) -> Iterator[Metric]:
         records, inputs, outputs, seconds, info, reads = self._families()
         with self._lock:
-            topics = sorted(self._topics.items())
+            totals = [(name, self._sum(name)) for name in sorted(self._topics)]
             read_counts = dict(self._reads)
-        for name, tally in topics:
-            outcomes, in_bytes, out_bytes, encode_seconds, count, dict_id, version = (
-                tally.snapshot()
-            )
-            for outcome, n in outcomes.items():
+        for name, total in totals:
+            for outcome, n in total.outcomes.items():
                 records.add_metric((name, outcome), n)
-            inputs.add_metric((name,), in_bytes)
-            outputs.add_metric((name,), out_bytes)
-            seconds.add_metric((name,), count_value=count, sum_value=encode_seconds)
-            if dict_id is not None:
-                info.add_metric((name,), {"dict_id": str(dict_id), "version": str(version)})
+            inputs.add_metric((name,), total.input_bytes)
+            outputs.add_metric((name,), total.output_bytes)
+            count = sum(total.outcomes.values())
+            seconds.add_metric((name,), count_value=count, sum_value=total.encode_seconds)
+            if total.at:
+                dictionary = total.dictionary
+                info.add_metric(
+                    (name,),
+                    {
+                        "dict_id": str(dictionary.id if dictionary else 0),
+                        "version": str(dictionary.meta.version if dictionary else 0),
+                    },
+                )
         for result, n in read_counts.items():
             reads.add_metric((result,), n)
         yield from (records, inputs, outputs, seconds, info, reads)
+
+    def _sum(self, topic: str) -> ProducerTopicMetrics:
+        """`topic`'s counts over every thread (under `_lock`), the dictionary the last record's."""
+        live, ended = self._topics[topic]
+        _fold_ended(live, ended)
+        total = ProducerTopicMetrics()
+        _add(total, ended)
+        for _, tally in live:
+            _add(total, tally)
+        return total
+
+
+def _fold_ended(live: list[_ThreadTally], ended: ProducerTopicMetrics) -> None:
+    """Move the tallies of threads that have ended (they write no more) into `ended`."""
+    alive = []
+    for thread, tally in live:
+        if thread.is_alive():
+            alive.append((thread, tally))
+        else:
+            _add(ended, tally)
+    if len(alive) != len(live):
+        live[:] = alive
+
+
+def _add(into: ProducerTopicMetrics, tally: ProducerTopicMetrics) -> None:
+    """Add `tally`'s counts to `into`'s, and keep the later of their last records' dictionaries."""
+    for outcome, n in tally.outcomes.items():
+        into.outcomes[outcome] = into.outcomes.get(outcome, 0) + n
+    into.input_bytes += tally.input_bytes
+    into.output_bytes += tally.output_bytes
+    into.encode_seconds += tally.encode_seconds
+    if tally.at > into.at:
+        into.at, into.dictionary = tally.at, tally.dictionary
 
 
 def _remove(metric: Gauge | Counter, *labelvalues: str) -> None:

@@ -13,7 +13,8 @@ For each record size (~100 B product_viewed events, ~500 B orders):
   clock: what the application waits; and the thread's CPU time) and flushing outside the timed
   part; the added µs is the zdict round minus the plain round before it, the header's share
   the header round minus the plain one (librdkafka's header handling: no Python of ours), and
-  the encoding's share what the producer's metrics counted (`zdict_producer_encode_seconds`);
+  the encoding's share what the producer's metrics counted (`zdict_producer_encode_seconds`),
+  and under it zstd alone: the encoder's `compress` of each value, timed in the same round;
 * bytes as the broker stores them at 1, 2, 4, 8, 16 records per batch are computed exactly
   with `sidecar.record_batch` (Kafka's v2 batch format, which `bench storage` checks against a
   broker's segments): the raw values with and without producer zstd, and the records as the
@@ -36,6 +37,7 @@ from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]  # publ
 from prometheus_client import CollectorRegistry
 
 from sidecar.bench.events import generate
+from sidecar.codec import Encoder
 from sidecar.config import KafkaSettings, RegistrySettings, Settings
 from sidecar.dictionaries.following import FollowingEncoder
 from sidecar.dictionaries.lifecycle import promote
@@ -82,6 +84,9 @@ class SizeResult:
     zdict_cpu_us: list[float] = field(default_factory=list)
     #: µs of encoding per call in each zdict round (the producer metrics' count).
     encode_us: list[float] = field(default_factory=list)
+    #: µs per value of zstd alone in each round: the encoder's `compress` (python-zstandard's
+    #: compress() with the dictionary, no skip rule), the floor under the encoding.
+    zstd_us: list[float] = field(default_factory=list)
     #: fill -> variant ("raw none", "raw zstd", "zdict none", "zdict zstd") -> bytes a record.
     stored: dict[int, dict[str, float]] = field(default_factory=dict)
 
@@ -189,7 +194,8 @@ def _measure(
         dictionary = promote(
             DictionaryStore(store), registry, report, window="bench producer", parent_id=None
         )
-    metrics = ProducerMetrics(CollectorRegistry())
+    collectors = CollectorRegistry()
+    metrics = ProducerMetrics(collectors)
     config = {
         "bootstrap.servers": bootstrap,
         "queue.buffering.max.messages": str(2 * count + 1000),
@@ -216,14 +222,23 @@ def _measure(
         dict_id=dictionary.id,
         heldout_ratio=dictionary.meta.heldout_ratio,
     )
-    tally = metrics.topic(topic)
+
+    def encoding() -> tuple[float, float]:
+        """(seconds, records) of encoding so far, as the producer metrics export them."""
+        labels = {"topic": topic}
+        return (
+            collectors.get_sample_value("zdict_producer_encode_seconds_sum", labels) or 0.0,
+            collectors.get_sample_value("zdict_producer_encode_seconds_count", labels) or 0.0,
+        )
+
     try:
         for run in range(runs + 1):  # the first is the warm-up
             plain_us, plain_cpu = _round(plain, topic, values)
             header_us, _ = _round(plain, topic, values, [encoders.encoder(topic).header])
-            before = tally.snapshot()
+            zstd_us = _zstd_round(encoders.encoder(topic), values)
+            before = encoding()
             zdict_us, zdict_cpu = _round(zdict, topic, values)
-            after = tally.snapshot()
+            after = encoding()
             if run == 0:
                 continue
             result.plain_us.append(plain_us)
@@ -231,7 +246,8 @@ def _measure(
             result.zdict_us.append(zdict_us)
             result.plain_cpu_us.append(plain_cpu)
             result.zdict_cpu_us.append(zdict_cpu)
-            result.encode_us.append((after[3] - before[3]) / (after[4] - before[4]) * 1e6)
+            result.encode_us.append((after[0] - before[0]) / (after[1] - before[1]) * 1e6)
+            result.zstd_us.append(zstd_us)
             progress(f"  run {run}: produce() {plain_us:.2f} µs, ZdictProducer {zdict_us:.2f} µs")
         encoder = encoders.encoder(topic)
         sent: list[Record] = [encoder.encode(v) for v in values[:STORED_RECORDS]]
@@ -266,6 +282,15 @@ def _round(
     if left:
         raise RegistryUnavailable(f"bench producer: {left} records undelivered after 120 s")
     return wall / len(values) * 1e6, cpu / len(values) * 1e6
+
+
+def _zstd_round(encoder: Encoder, values: Sequence[bytes]) -> float:
+    """µs per value of the encoder's `compress` alone (wall clock, the calling thread)."""
+    compress = encoder.compress
+    started = time.perf_counter()
+    for value in values:
+        compress(value)
+    return (time.perf_counter() - started) / len(values) * 1e6
 
 
 def stored_per_record(
@@ -306,6 +331,7 @@ def format_producer(results: ProducerResults) -> str:
                     _median_range(size.added_cpu_us) if first else "",
                     _median_range(size.header_added_us) if first else "",
                     _median_range(size.encode_us) if first else "",
+                    _median_range(size.zstd_us) if first else "",
                     fill,
                     round(stored["raw none"], 1),
                     round(stored["raw zstd"], 1),
@@ -319,7 +345,8 @@ def format_producer(results: ProducerResults) -> str:
         f"Producer: µs per produce() call, median [min-max] of {results.runs} rounds of "
         f"{results.count:,} records after a warm-up (added = zdict - plain, wall and calling "
         "thread's CPU; header = what a `zd` header alone adds to a plain produce(); encode = the "
-        "compression's share, from the producer metrics); bytes a "
+        "compression's share, from the producer metrics; zstd = the encoder's compress() of "
+        "each value alone, no skip rule: the floor under encode); bytes a "
         "record as the broker stores it at each fill (records per batch; batch header and "
         "record framing counted, keys null), raw or as the zdict producer sent it, without "
         "and with producer zstd; x = raw+zstd / zdict+zstd"
@@ -333,6 +360,7 @@ def format_producer(results: ProducerResults) -> str:
             "added CPU µs",
             "header µs",
             "encode µs",
+            "zstd µs",
             "fill",
             "raw",
             "raw+zstd",

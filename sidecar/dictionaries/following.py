@@ -136,6 +136,10 @@ class FollowingEncoder:
         self._clock = clock
         self._plain = self._build(None)
         self._encoders: dict[str, Encoder] = {}
+        #: Namespace -> its encoder now, for the namespaces used so far: the live mapping (never
+        #: replaced, updated on a switch), for callers on a per-record path; `encoder()` makes
+        #: a namespace's first one.
+        self.encoders: Mapping[str, Encoder] = self._encoders
         self._lock = threading.Lock()
         self._wanted: set[str] = set(namespaces)
         self._topic_checked = False

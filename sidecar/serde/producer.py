@@ -16,7 +16,7 @@ sasl.*, ssl.*); `produce()` never waits for it.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Final, Self
+from typing import Any, Self
 
 from confluent_kafka import Producer
 from confluent_kafka.error import (
@@ -25,7 +25,7 @@ from confluent_kafka.error import (
 )
 from confluent_kafka.serialization import MessageField, SerializationContext
 
-from sidecar.codec import Encoder, Outcome
+from sidecar.codec import Encoder
 from sidecar.dictionaries.following import (
     DEFAULT_READY_TIMEOUT,
     FollowingEncoder,
@@ -39,8 +39,6 @@ from sidecar.serde.conf import registry_properties, take_serdes
 from sidecar.serde.serializer import NamespaceRule, ValueEncoding, as_bytes, our_headers
 
 DeliveryCallback = Callable[[Any, Any], None]
-
-_COMPRESSED: Final = Outcome.COMPRESSED
 
 
 class _CompressingProducer:
@@ -74,6 +72,7 @@ class _CompressingProducer:
         self._key_serializer, self._value_serializer = take_serdes(
             config, "key.serializer", "value.serializer"
         )
+        self._serializing = self._key_serializer is not None or self._value_serializer is not None
         self._producer: Producer = application_producer(config)
         self._owned: FollowingEncoder | None = None
         if encoder is None:
@@ -118,7 +117,7 @@ class _CompressingProducer:
             raise RuntimeError("Producer has been closed")
         if not isinstance(topic, str):
             raise TypeError(f"topic must be a str, not {type(topic).__name__}")
-        if self._key_serializer is not None or self._value_serializer is not None:
+        if self._serializing:
             ctx = SerializationContext(topic, MessageField.KEY, headers)
             if self._key_serializer is not None:
                 try:
@@ -132,27 +131,24 @@ class _CompressingProducer:
                 except Exception as exc:
                     raise ValueSerializationError(exc) from exc
         try:
-            encoded = self._encoding.encode(
+            value, header = self._encoding.encode(
                 topic,
                 value if type(value) is bytes else as_bytes(value),
                 our_headers(headers, self._header_key) if headers else None,
             )
         except CodecError as exc:  # a header of ours on a value that is no frame of it
             raise ValueSerializationError(exc) from exc
-        if encoded[2] == _COMPRESSED:
+        if header is not None:
             if not headers:
-                # The codec's own list: our header alone, made for this record.
-                headers = encoded[1]
+                headers = [header]
+            elif isinstance(headers, dict):
+                headers = {**headers, header[0]: header[1]}
             else:
-                header = encoded[1][-1]
-                if isinstance(headers, dict):
-                    headers = {**headers, header[0]: header[1]}
-                else:
-                    headers = [*headers, header]
+                headers = [*headers, header]
         # Positional, in Producer.produce's own order (topic, value, key, partition, callback,
         # on_delivery, timestamp, headers): keyword arguments cost the C call ~1 µs more.
         self._producer.produce(
-            topic, encoded[0], key, partition, on_delivery or callback, None, timestamp, headers
+            topic, value, key, partition, on_delivery or callback, None, timestamp, headers
         )
 
     def produce_batch(self, topic: str, messages: list[dict[str, Any]], **_: Any) -> int:

@@ -10,6 +10,7 @@ dict), so the caller must pass one (`headers=[]`); `ZdictSerializingProducer` do
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, Final
@@ -22,7 +23,7 @@ from confluent_kafka.serialization import (
     Serializer,
 )
 
-from sidecar.codec import Decoder, Encoded, Encoder, Outcome
+from sidecar.codec import Decoder, Encoder, Outcome
 from sidecar.dictionaries.following import FollowingEncoder
 from sidecar.metrics import ProducerMetrics, ProducerTopicMetrics
 
@@ -57,11 +58,20 @@ class ValueEncoding:
     """The one step both the serializer and the producers take: a value for a topic, encoded
     with its namespace's encoder now, counted in the producer's metrics.
 
-    `encode` returns the `Encoded` record value and the header to add when it was compressed
-    (None otherwise); the caller puts the header where its headers live.
+    `encode` returns the value to send and the header to add to its record (None when the value
+    goes as it was). Each producing thread counts in tallies of its own (no lock per record).
     """
 
-    __slots__ = ("_encoder_for", "_fixed", "_metrics", "_rule", "_tallies", "header_key")
+    __slots__ = (
+        "_by_topic",
+        "_current",
+        "_encoder_for",
+        "_fixed",
+        "_local",
+        "_metrics",
+        "_rule",
+        "header_key",
+    )
 
     def __init__(
         self,
@@ -72,14 +82,18 @@ class ValueEncoding:
         if isinstance(encoders, Encoder):
             fixed = encoders
             self._encoder_for: Callable[[str], Encoder] = lambda _namespace: fixed
+            self._current: Callable[[str], Encoder | None] = self._encoder_for
             self.header_key = fixed.header_key
         else:
             self._encoder_for = encoders.encoder
+            # The live mapping's own get (no Python call per record); `encoder()` on a miss.
+            self._current = encoders.encoders.get
             self.header_key = encoders.header_key
         self._fixed = namespace if isinstance(namespace, str) else None
         self._rule = namespace if callable(namespace) else None
+        self._by_topic = self._fixed is None and self._rule is None
         self._metrics = metrics
-        self._tallies: dict[str, ProducerTopicMetrics] = {}
+        self._local = threading.local()
 
     def namespace(self, topic: str) -> str:
         """The namespace whose dictionary compresses `topic`'s records."""
@@ -89,28 +103,47 @@ class ValueEncoding:
 
     def encode(
         self, topic: str, value: bytes | None, ours: Sequence[tuple[str, bytes | None]] | None
-    ) -> Encoded:
-        """Encode `value`; `ours` are the record's headers under our key, if it has any (a
-        record compressed already is passed through, a spoofed header refused). When it was
-        compressed, the header to add is the last of `Encoded.headers`.
+    ) -> tuple[bytes | None, tuple[str, bytes] | None]:
+        """Encode `value`: (the value to send, the header to add or None). `ours` are the
+        record's headers under our key, if it has any (a record compressed already is passed
+        through, a spoofed header refused).
 
         Raises:
             CorruptFrame: the record carries our header but its value is no frame of it.
         """
         # Once per record: the common case (the topic is the namespace) without a call.
-        namespace = topic if self._fixed is None and self._rule is None else self.namespace(topic)
-        encoder = self._encoder_for(namespace)
-        if self._metrics is None:
+        namespace = topic if self._by_topic else self.namespace(topic)
+        encoder = self._current(namespace) or self._encoder_for(namespace)
+        started = _perf_counter()
+        if value is None or ours:  # a tombstone, or a header of ours already: every rule
             encoded = encoder.encode_record(value, ours)
-        else:
-            started = _perf_counter()
-            encoded = encoder.encode_record(value, ours)
-            seconds = _perf_counter() - started
-            tally = self._tallies.get(topic)
-            if tally is None:
-                tally = self._tallies[topic] = self._metrics.topic(topic)
-            tally.observe(encoded, seconds, encoder.dictionary)
-        return encoded
+            out, outcome, size, cost = encoded[0], encoded[2], encoded[3], encoded[4]
+        else:  # the common case, in one call
+            out, outcome = encoder.encode_value(value)
+            size = len(value)
+            cost = len(out) + encoder.header_bytes if outcome == _COMPRESSED else size
+        if self._metrics is not None:
+            ended = _perf_counter()
+            try:
+                tally = self._local.tallies[topic]
+            except (AttributeError, KeyError):
+                tally = self._tally(topic)
+            tally.outcomes[outcome] += 1
+            tally.input_bytes += size
+            tally.output_bytes += cost
+            tally.encode_seconds += ended - started
+            tally.dictionary = encoder.dictionary
+            tally.at = ended
+        return out, (encoder.header if outcome == _COMPRESSED else None)
+
+    def _tally(self, topic: str) -> ProducerTopicMetrics:
+        """The calling thread's tally of `topic`, made on its first record there."""
+        assert self._metrics is not None
+        tallies: dict[str, ProducerTopicMetrics] | None = getattr(self._local, "tallies", None)
+        if tallies is None:
+            tallies = self._local.tallies = {}
+        tally = tallies[topic] = self._metrics.tally(topic)
+        return tally
 
 
 def our_headers(headers: Any, key: str) -> list[tuple[str, bytes | None]] | None:
@@ -198,14 +231,13 @@ class ZdictSerializer(Serializer):
             )
         value = self._inner(obj, ctx) if self._inner is not None else obj
         key = self._encoding.header_key
-        encoded = self._encoding.encode(ctx.topic, as_bytes(value), our_headers(headers, key))
-        if encoded.outcome == _COMPRESSED:
-            header = encoded.headers[-1]
+        out, header = self._encoding.encode(ctx.topic, as_bytes(value), our_headers(headers, key))
+        if header is not None:
             if isinstance(headers, dict):
                 headers[key] = header[1]
             else:
                 headers.append(header)
-        return encoded.value
+        return out
 
     def set_cluster_id_resolver(self, resolver: Callable[[], Any]) -> None:
         """Hand the cluster id resolver on to `inner` (Schema Registry serializers use it)."""

@@ -306,18 +306,23 @@ def test_decode_of_encode_is_the_input_for_any_bytes_and_headers(
     headers=header_lists,
     min_size=st.integers(0, 64),
 )
-def test_one_record_is_encoded_as_the_batch_path_would(
+def test_one_record_or_value_is_encoded_as_the_batch_path_would(
     dictionary_for_hypothesis: Dictionary,
     value: bytes | None,
     headers: list[tuple[str, bytes | None]],
     min_size: int,
 ) -> None:
-    # encode_record takes a short cut for the common case; outcome, bytes, headers and the
-    # stats must be those of encode_batch, where the rules live.
+    # encode_record and encode_value take a short cut for the common case; outcome, bytes,
+    # headers and the stats must be those of encode_batch, where the rules live.
     one = Encoder(dictionary_for_hypothesis, min_size=min_size)
     batch = Encoder(dictionary_for_hypothesis, min_size=min_size)
-    assert one.encode_record(value, headers) == batch.encode_batch([(value, headers)])[0]
+    expected = batch.encode_batch([(value, headers)])[0]
+    assert one.encode_record(value, headers) == expected
     assert one.stats == batch.stats
+    if value is not None and not any(k == one.header_key for k, _ in headers):
+        lone = Encoder(dictionary_for_hypothesis, min_size=min_size)
+        assert lone.encode_value(value) == (expected.value, expected.outcome)
+        assert lone.stats.messages == 0  # the caller counts
 
 
 def test_a_record_already_encoded_is_passed_through_by_the_one_record_path(

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from types import MappingProxyType
 from typing import Any, cast
 
 import pytest
@@ -381,6 +382,7 @@ def test_a_namespace_rule_picks_the_dictionary_of_another_namespace(
 
     class Encoders:
         header_key = "zd"
+        encoders: Mapping[str, Encoder] = MappingProxyType({})  # every record asks encoder()
 
         def encoder(self, namespace: str) -> Encoder:
             seen.append(namespace)
@@ -588,3 +590,36 @@ def test_the_dictionary_metric_says_none_and_counts_stay_exact_across_threads() 
     assert got[("zdict_producer_input_bytes_total", topic)] == 4 * sum(map(len, values))
     none = (("dict_id", str(NO_DICTIONARY)), ("topic", TOPIC), ("version", "0"))
     assert got[("zdict_producer_dictionary_info", none)] == 1
+    # The threads have ended: their counts are folded in once, and stay.
+    assert scrape(registry) == got
+    more = threading.Thread(target=produce)
+    more.start()
+    more.join()
+    got = scrape(registry)
+    assert got[("zdict_producer_encode_seconds_count", topic)] == 5 * len(values)
+    assert got[("zdict_producer_input_bytes_total", topic)] == 5 * sum(map(len, values))
+
+
+def test_the_dictionary_metric_names_the_last_record_s_whichever_thread_produced_it(
+    encoder: Encoder, orders: Dictionary, events: list[bytes]
+) -> None:
+    registry = CollectorRegistry()
+    metrics = ProducerMetrics(registry)
+    plain = ZdictSerializer(Encoder(None), metrics=metrics)
+    trained = ZdictSerializer(encoder, metrics=metrics)
+    none = (("dict_id", str(NO_DICTIONARY)), ("topic", TOPIC), ("version", "0"))
+    ours = (("dict_id", str(orders.id)), ("topic", TOPIC), ("version", str(orders.meta.version)))
+
+    def dictionaries() -> set[tuple[tuple[str, str], ...]]:
+        return {k[1] for k in scrape(registry) if k[0] == "zdict_producer_dictionary_info"}
+
+    first = threading.Thread(target=lambda: plain(events[0], value_ctx([])))
+    first.start()
+    first.join()
+    assert dictionaries() == {none}
+    trained(events[1], value_ctx([]))  # later, on another thread
+    assert dictionaries() == {ours}
+    helper = threading.Thread(target=lambda: plain(events[2], value_ctx([])))
+    helper.start()
+    helper.join()
+    assert dictionaries() == {none}

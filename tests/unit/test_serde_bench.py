@@ -26,6 +26,7 @@ def _size(label: str, kind: str, mean: float) -> SizeResult:
     result.plain_cpu_us = [1.8, 1.9, 1.8]
     result.zdict_cpu_us = [4.0, 4.1, 4.2]
     result.encode_us = [1.9, 2.0, 2.1]
+    result.zstd_us = [1.45, 1.5, 1.7]
     result.stored = {
         fill: {"raw none": 180.0, "raw zstd": 170.0 / fill**0.3, "zdict none": 80.0,
                "zdict zstd": 78.0 / fill**0.2}
@@ -65,6 +66,7 @@ def test_bench_producer_prints_one_table_and_writes_json(
     assert "2.10 [2.00-2.20]" in first and "4.50 [4.40-4.90]" in first
     assert "2.50 [2.20-2.80]" in first
     assert "0.40 [0.30-0.50]" in first  # header = header round - plain, round by round
+    assert "1.50 [1.45-1.70]" in first  # zstd alone
     assert "2.18x" in first  # raw+zstd / zdict+zstd at one record per batch
     assert sum(line.startswith("~") for line in lines) == 2
     rows = [line for line in lines if re.search(r"\d\.\d\dx$", line)]
@@ -73,6 +75,7 @@ def test_bench_producer_prints_one_table_and_writes_json(
     assert payload["benchmark"] == "producer" and payload["settings"]["runs"] == 3
     assert payload["results"][0]["added_us"] == pytest.approx([2.5, 2.2, 2.8])
     assert payload["results"][0]["header_added_us"] == pytest.approx([0.4, 0.3, 0.5])
+    assert payload["results"][0]["zstd_us"] == pytest.approx([1.45, 1.5, 1.7])
 
 
 def test_per_record_frames_are_stored_smaller_than_producer_zstd_in_small_batches(
