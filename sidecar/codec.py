@@ -1,7 +1,8 @@
 """The wire format: one zstd frame per record value, the dictionary id in a record header.
 
 Pure: no Kafka, no files, no threads of its own. Producers that compress in-process and consumers
-import this module; the relay is a loop around `Encoder.encode_record`.
+import this module; the relay is a loop around `Encoder.encode_batch`, and the in-process
+producers call `Encoder.encode_value` once per record.
 
 Wire format (README, "Wire format"). A compressed record carries header `zd` (configurable); a
 record without it was not compressed by us. Its value says how the record value was framed, and
