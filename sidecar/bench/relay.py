@@ -5,9 +5,10 @@ Per event kind (by default ~100 B `product_viewed` and ~500 B `order`), on a rea
 * **saturation**: a topic pre-loaded with `count` events is relayed into a fresh output topic
   by each variant (the C relay: `kcat -C` piped into `kcat -P`, librdkafka without Python;
   pass-through, compress with 1 and 2 workers, the trainer on as by default, and 1 worker with
-  `--no-training`): messages/s from the first output record to the last, CPU microseconds per
-  record in the steady state (the relay's processes from its first output record to its last:
-  start-up and shutdown excluded), peak RSS of the largest process, training runs started;
+  `--no-training` and with `--guarantee exactly-once`): messages/s from the first output
+  record to the last, CPU microseconds per record in the steady state (the relay's processes
+  from its first output record to its last: start-up and shutdown excluded), peak RSS of the
+  largest process, training runs started;
 * **latency**: a fresh relay of each variant while this process produces at a fixed rate
   (`--latency-rate`, and `max`: as fast as one producer can, beyond what the relay sustains)
   and reads the output topic: end-to-end latency of each record, from its producer timestamp
@@ -45,8 +46,16 @@ class RelayVariant:
     workers: int
     pass_through: bool
     training: bool  # the trainer runs (the default); pass-through has nothing to train on
+    #: `--guarantee exactly-once` (Kafka transactions) instead of at-least-once.
+    exactly_once: bool = False
     #: The directory the sidecar package is imported from (None: this one): a baseline.
     source: Path | None = None
+
+    @property
+    def first_kind_only(self) -> bool:
+        """A setting apart from the defaults (no trainer, transactions): measured on the first
+        event kind only, unless every kind is asked for."""
+        return not self.pass_through and (not self.training or self.exactly_once)
 
     @property
     def trainer(self) -> str:
@@ -79,6 +88,7 @@ SATURATION: Final = (
     RelayVariant("compress, 1 worker", 1, False, True),
     RelayVariant("compress, 1 worker, --no-training", 1, False, False),
     RelayVariant("compress, 2 workers", 2, False, True),
+    RelayVariant("compress, 1 worker, exactly-once", 1, False, True, exactly_once=True),
 )
 LATENCY: Final = (
     RelayVariant("pass-through, 1 worker", 1, True, False),
@@ -139,6 +149,8 @@ def _relay_args(variant: RelayVariant, topic: str, output: str, store: Path) -> 
         args.append("--pass-through")
     if not variant.training:
         args.append("--no-training")
+    if variant.exactly_once:
+        args += ["--guarantee", "exactly-once"]
     return args
 
 

@@ -298,11 +298,9 @@ def cmd_bench_relay(args: argparse.Namespace) -> int:
         print("zdict-sidecar: kcat is not installed: no C relay row", file=sys.stderr)
     results = []
     for i, kind in enumerate(kinds):
-        # Trainer on vs off is measured on the first kind (the default is on everywhere).
+        # Settings apart from the defaults (trainer off, transactions) on the first kind only.
         saturation = [
-            v
-            for v in bench_relay.SATURATION
-            if i == 0 or args.all_kinds or v.training or v.pass_through
+            v for v in bench_relay.SATURATION if i == 0 or args.all_kinds or not v.first_kind_only
         ]
         results.append(
             bench_relay.bench_kind(
@@ -802,7 +800,8 @@ def _add_bench_relay(benches: Commands) -> None:
     b.add_argument(
         "--all-kinds",
         action="store_true",
-        help="latency and the --no-training variant for every kind (default: the first only)",
+        help="latency and the --no-training and exactly-once variants for every kind "
+        "(default: the first only)",
     )
     b.add_argument(
         "--baseline",

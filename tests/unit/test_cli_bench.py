@@ -83,6 +83,37 @@ def test_bench_relay_prints_both_tables_writes_json_and_notes_a_missing_chart_li
 
 
 @pytest.mark.usefixtures("broker")
+def test_bench_relay_measures_settings_apart_from_the_defaults_on_the_first_kind_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    asked: dict[str, list[str]] = {}
+
+    def record(_: str, kind: str, *args: Any, **kwargs: Any) -> KindResults:
+        asked[kind] = [v.name for v in kwargs["saturation"]]
+        return _kind_results(kind, **kwargs)
+
+    monkeypatch.setattr(bench_relay, "bench_kind", record)
+    monkeypatch.setattr(bench_relay, "plot", lambda _, path: path)
+    argv = ["bench", "relay", "--kind", "product_viewed", "--kind", "order", "--latency-rate", ""]
+    assert main([*argv, "--json-out", str(tmp_path / "relay.json")]) == 0
+    every = [v.name for v in bench_relay.SATURATION]
+    assert asked["product_viewed"] == every
+    assert "compress, 1 worker, exactly-once" in every
+    assert asked["order"] == [
+        "pass-through, 1 worker",
+        "compress, 1 worker",
+        "compress, 2 workers",
+    ]
+
+
+def test_the_exactly_once_variant_runs_the_relay_with_transactions(tmp_path: Path) -> None:
+    variant = next(v for v in bench_relay.SATURATION if v.exactly_once)
+    args = bench_relay._relay_args(variant, "in", "out", tmp_path)
+    assert args[-2:] == ["--guarantee", "exactly-once"] and "--pass-through" not in args
+    assert not any(v.exactly_once for v in bench_relay.LATENCY)
+
+
+@pytest.mark.usefixtures("broker")
 def test_bench_lifecycle_prints_drift_training_and_cost_then_writes_json_and_png(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
