@@ -114,7 +114,8 @@ class ValueEncoding:
         # Once per record: the common case (the topic is the namespace) without a call.
         namespace = topic if self._by_topic else self.namespace(topic)
         encoder = self._current(namespace) or self._encoder_for(namespace)
-        started = _perf_counter()
+        metrics = self._metrics
+        started = _perf_counter() if metrics is not None else 0.0  # timed for the metrics only
         if value is None or ours:  # a tombstone, or a header of ours already: every rule
             encoded = encoder.encode_record(value, ours)
             out, outcome, size, cost = encoded[0], encoded[2], encoded[3], encoded[4]
@@ -122,7 +123,7 @@ class ValueEncoding:
             out, outcome = encoder.encode_value(value)
             size = len(value)
             cost = len(out) + encoder.header_bytes if outcome == _COMPRESSED else size
-        if self._metrics is not None:
+        if metrics is not None:
             ended = _perf_counter()
             try:
                 tally = self._local.tallies[topic]

@@ -507,6 +507,20 @@ def test_records_partitioned_by_key_each_carry_their_own_report(tmp_path: Path) 
     assert [tp.offset for tp in relay.offsets.to_commit()] == [3]
 
 
+def scripted(relay: Relay, calls: Iterator[Callable[[], list[Any]]]) -> Callable[..., list[Any]]:
+    """A consumer's `consume`: each call takes the next step of `calls`; when they run out,
+    the relay is stopped and nothing is returned."""
+
+    def consume(*_: object) -> list[Any]:
+        step = next(calls, None)
+        if step is None:
+            relay.stop()
+            return []
+        return step()
+
+    return consume
+
+
 def test_records_of_a_partition_lost_while_consuming_are_neither_produced_nor_committed(
     tmp_path: Path,
 ) -> None:
@@ -528,15 +542,7 @@ def test_records_of_a_partition_lost_while_consuming_are_neither_produced_nor_co
             ),
         ]
     )
-
-    def consume(*_: object) -> list[Any]:
-        step = next(calls, None)
-        if step is None:
-            relay.stop()
-            return []
-        return step()
-
-    consumer.consume.side_effect = consume
+    consumer.consume.side_effect = scripted(relay, calls)
     answered: set[int] = set()
 
     def poll(timeout: float = 0) -> int:
@@ -574,15 +580,7 @@ def test_records_of_a_partition_lost_while_another_is_assigned_in_the_same_call_
             ),
         ]
     )
-
-    def consume(*_: object) -> list[Any]:
-        step = next(calls, None)
-        if step is None:
-            relay.stop()
-            return []
-        return step()
-
-    consumer.consume.side_effect = consume
+    consumer.consume.side_effect = scripted(relay, calls)
     relay.run()
     assert [c.args[3] for c in producer.produce.call_args_list] == [1]
 
