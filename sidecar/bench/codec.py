@@ -24,11 +24,13 @@ from pathlib import Path
 from typing import Any, Final
 
 import zstandard
+from prometheus_client import CollectorRegistry
 
 from sidecar import __version__
 from sidecar.codec import Decoder, Encoder, StaticResolver
 from sidecar.dictionaries.training import TrainingParams, candidate_dictionary, split_ordered, train
 from sidecar.errors import InputError
+from sidecar.metrics import ProducerMetrics
 from sidecar.record_batch import (
     BATCH_HEADER_BYTES,
     Record,
@@ -36,6 +38,7 @@ from sidecar.record_batch import (
     records_section,
 )
 from sidecar.runtime import tune_gc
+from sidecar.serde.serializer import ValueEncoding
 
 # zstd -b prints e.g. "3#10000 files : 1132741 -> 569876 (x1.988), 94.1 MB/s, 367.4 MB/s"
 _ZSTD_BENCH_LINE = re.compile(
@@ -207,6 +210,12 @@ def bench_codec(
         )
         result.speeds["encoder.encode (one call per record)"] = _rates(
             lambda: [encoder.encode(v) for v in heldout], n, runs
+        )
+        # What ZdictProducer and ZdictSerializer do per record: the codec's rules and the
+        # producer metrics' tally, on the thread's own route (no Kafka, no header list).
+        producing = ValueEncoding(encoder, metrics=ProducerMetrics(CollectorRegistry()))
+        result.speeds["in-process producers' step (metrics on)"] = _rates(
+            lambda: [producing.encode("bench", v, None) for v in heldout], n, runs
         )
         result.speeds["ZstdCompressor.compress loop"] = _rates(
             lambda: [compressor.compress(v) for v in heldout], n, runs

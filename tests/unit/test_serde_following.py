@@ -4,7 +4,8 @@ reads made to block, fail or come back on demand.
 What is checked: the active dictionary is used from the first record when the registry answers
 at start, an activation is picked up within the follow interval, `encoder()` never waits for the
 registry, an unreachable registry means compressing without a dictionary (said in a log line)
-until it answers, and threads encoding while encoders are swapped all write decodable records.
+until it answers, and threads encoding while encoders are swapped all write decodable records
+(the producers' serializer, which keeps an encoder per thread, taking up each activation).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from typing import Any
 
 import pytest
 import zstandard
+from confluent_kafka.serialization import MessageField, SerializationContext
+from prometheus_client import CollectorRegistry
 from structlog.testing import capture_logs
 
 from sidecar.bench.events import generate
@@ -25,6 +28,8 @@ from sidecar.dictionaries.following import FAILURE_LOG_INTERVAL, FollowingEncode
 from sidecar.dictionaries.model import Dictionary, TrainingSample, build_dictionary
 from sidecar.dictionaries.registry import Ignored, Registry, RegistryState
 from sidecar.errors import RegistryError, RegistryUnavailable
+from sidecar.metrics import ProducerMetrics
+from sidecar.serde import ZdictSerializer
 
 NAMESPACE = "orders"
 #: Fast enough for tests, slow enough not to spin.
@@ -247,6 +252,36 @@ def test_a_registry_topic_that_does_not_exist_yet_delays_nothing(
         wait_for(lambda: any(e["event"] == "registry_read_recovered" for e in logs), 5.0, "it")
 
 
+def serialized(serializer: ZdictSerializer, value: bytes) -> tuple[bytes | None, Any]:
+    """`value` as the in-process producers send it: (value, headers)."""
+    headers: list[tuple[str, str | bytes | None]] = []
+    out = serializer(value, SerializationContext(NAMESPACE, MessageField.VALUE, headers))
+    return out, headers
+
+
+def test_a_producing_thread_takes_up_an_activation_at_its_next_record(
+    registry: LogRegistry, follow: Any, dictionaries: tuple[Dictionary, Dictionary], events: Any
+) -> None:
+    first, second = dictionaries
+    registry.publish(first)
+    encoders = follow(namespaces=[NAMESPACE], ready_timeout=5.0)
+    collectors = CollectorRegistry()
+    serializer = ZdictSerializer(encoders, metrics=ProducerMetrics(collectors))
+    info = {"topic": NAMESPACE, "dict_id": str(first.id), "version": str(first.meta.version)}
+    _, headers = serialized(serializer, events[0])
+    assert header_dict_id(headers, "zd") == first.id
+    assert collectors.get_sample_value("zdict_producer_dictionary_info", info) == 1.0
+    registry.publish(second)
+    wait_for(lambda: encoders.dictionary(NAMESPACE) == second, 5.0, "the switch")
+    value, headers = serialized(serializer, events[1])
+    assert header_dict_id(headers, "zd") == second.id
+    assert Decoder(StaticResolver([second])).decode(value, headers) == events[1]
+    info.update(dict_id=str(second.id), version=str(second.meta.version))
+    assert collectors.get_sample_value("zdict_producer_dictionary_info", info) == 1.0
+    counted = {"topic": NAMESPACE, "outcome": Outcome.COMPRESSED}
+    assert collectors.get_sample_value("zdict_producer_records_total", counted) == 2.0
+
+
 def test_threads_encoding_while_encoders_are_swapped_write_only_decodable_records(
     registry: LogRegistry, follow: Any, dictionaries: tuple[Dictionary, Dictionary]
 ) -> None:
@@ -256,10 +291,22 @@ def test_threads_encoding_while_encoders_are_swapped_write_only_decodable_record
     values = list(generate("product_viewed", 2000, seed=9))
     written: list[list[tuple[bytes | None, Any]]] = [[] for _ in range(4)]
     stop = threading.Event()
+    # Two threads ask for the encoder per record, two go through the producers' serializer,
+    # which keeps an encoder per thread until the active one changes. Each goes on (the same
+    # values again) until its records used both dictionaries, for 10 s at most.
+    serializer = ZdictSerializer(encoders, metrics=ProducerMetrics(CollectorRegistry()))
 
-    def produce(out: list[tuple[bytes | None, Any]]) -> None:
-        for value in values:
-            out.append(encoders.encoder(NAMESPACE).encode(value))
+    def produce(out: list[tuple[bytes | None, Any]], through_serializer: bool) -> None:
+        used: set[int | None] = set()
+        deadline = time.monotonic() + 10.0
+        while len(used) < 2 and time.monotonic() < deadline:
+            for value in values:
+                if through_serializer:
+                    encoded = serialized(serializer, value)
+                else:
+                    encoded = encoders.encoder(NAMESPACE).encode(value)
+                out.append(encoded)
+                used.add(header_dict_id(encoded[1], "zd"))
 
     def swap() -> None:
         while not stop.is_set():
@@ -271,7 +318,9 @@ def test_threads_encoding_while_encoders_are_swapped_write_only_decodable_record
     registry.publish_dictionary(second, keep_id=True)
     swapper = threading.Thread(target=swap)
     swapper.start()
-    threads = [threading.Thread(target=produce, args=(out,)) for out in written]
+    threads = [
+        threading.Thread(target=produce, args=(out, i % 2 == 1)) for i, out in enumerate(written)
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -279,11 +328,10 @@ def test_threads_encoding_while_encoders_are_swapped_write_only_decodable_record
     stop.set()
     swapper.join()
     decoder = Decoder(StaticResolver([first, second]))
-    used = set()
     for out in written:
-        assert [decoder.decode(v, h) for v, h in out] == values
-        used |= {header_dict_id(h, "zd") for _, h in out}
-    assert used >= {first.id, second.id}  # the swaps happened while encoding
+        assert [decoder.decode(v, h) for v, h in out] == values * (len(out) // len(values))
+        # The swaps happened while each thread encoded, and each took them up.
+        assert {header_dict_id(h, "zd") for _, h in out} == {first.id, second.id}
 
 
 def test_close_stops_following_and_closes_the_registry(registry: LogRegistry) -> None:
