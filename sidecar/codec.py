@@ -2,7 +2,7 @@
 
 Pure: no Kafka, no files, no threads of its own. Producers that compress in-process and consumers
 import this module; the relay is a loop around `Encoder.encode_batch`, and the in-process
-producers call `Encoder.value_step` (`encode_value` as a function) once per record.
+producers call `Encoder.encode_value` once per record.
 
 Wire format (README, "Wire format"). A compressed record carries header `zd` (configurable); a
 record without it was not compressed by us. Its value says how the record value was framed, and
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple, Protocol, cast
 
@@ -332,27 +332,6 @@ def zstd_dictionary(dictionary: Dictionary) -> zstandard.ZstdCompressionDict:
     return zstandard.ZstdCompressionDict(dictionary.data, dict_type=zstandard.DICT_TYPE_FULLDICT)
 
 
-#: `Encoder.encode_value` as a function of the value alone (`Encoder.value_step`).
-ValueStep = Callable[[bytes], tuple[bytes, str]]
-
-
-def _value_step(compress: Callable[[bytes], bytes], min_size: int, header_bytes: int) -> ValueStep:
-    """The rules of `encode_value` over one compressor and one encoder's limits."""
-
-    def step(value: bytes) -> tuple[bytes, str]:
-        size = len(value)
-        if size < min_size or not size:
-            return value, _NO_GAIN if size >= min_size else _BELOW
-        if value[0] in _MAGIC_FIRST_BYTES and looks_compressed(value):
-            return value, _PRECOMPRESSED
-        frame = compress(value)
-        if len(frame) + header_bytes < size:
-            return frame, _COMPRESSED
-        return value, _NO_GAIN
-
-    return step
-
-
 class Encoder:
     """Compresses record values one by one with one dictionary (or none), applying the skip rules.
 
@@ -463,17 +442,6 @@ class Encoder:
         frame: bytes = self._compressor().compress(value)
         return frame
 
-    def value_step(self) -> ValueStep:
-        """`encode_value` for the calling thread: one function with this encoder's rules, its
-        limits and the thread's compressor bound in. The in-process producers keep it and call
-        it once per record (no attribute lookup, no method binding on their path)."""
-        step: ValueStep | None = getattr(self._local, "step", None)
-        if step is None:
-            step = self._local.step = _value_step(
-                self._compressor().compress, self.min_size, self.header_bytes
-            )
-        return step
-
     def encode_value(self, value: bytes) -> tuple[bytes, str]:
         """Encode the value of a record that has no header under our key: `(value', outcome)`.
 
@@ -483,7 +451,16 @@ class Encoder:
         `stats`. The rules are `encode_batch`'s for such a record: shorter than `min_size`
         (or empty); recognisably compressed; would not shrink once our header is counted.
         """
-        return self.value_step()(value)
+        size = len(value)
+        if size < self.min_size or not size:
+            return value, _NO_GAIN if size >= self.min_size else _BELOW
+        if value[0] in _MAGIC_FIRST_BYTES and looks_compressed(value):
+            return value, _PRECOMPRESSED
+        compressor: zstandard.ZstdCompressor | None = getattr(self._local, "compressor", None)
+        frame = (compressor or self._compressor()).compress(value)
+        if len(frame) + self.header_bytes < size:
+            return frame, _COMPRESSED
+        return value, _NO_GAIN
 
     def encode_record(
         self, value: bytes | None, headers: Sequence[tuple[str, bytes | None]] | None = None

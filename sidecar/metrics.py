@@ -869,9 +869,8 @@ class ProducerTopicMetrics:
         self.input_bytes = 0
         self.output_bytes = 0
         self.encode_seconds = 0.0
-        #: The dictionary this thread's records are compressed with (None: none), and since
-        #: when (`time.perf_counter`; 0.0: no record yet): set when the thread takes up an
-        #: encoder, not per record, since the thread looks at the active one for every record.
+        #: The dictionary of this thread's last record (None: none), and when it ended
+        #: (`time.perf_counter`; 0.0: no record yet).
         self.dictionary: Dictionary | None = None
         self.at = 0.0
 
@@ -991,8 +990,7 @@ class ProducerMetrics(Collector):
         yield from (records, inputs, outputs, seconds, info, reads)
 
     def _sum(self, topic: str) -> ProducerTopicMetrics:
-        """`topic`'s counts over every thread (under `_lock`), the dictionary the one taken up
-        last."""
+        """`topic`'s counts over every thread (under `_lock`), the dictionary the last record's."""
         live, ended = self._topics[topic]
         _fold_ended(live, ended)
         total = ProducerTopicMetrics()
@@ -1015,7 +1013,7 @@ def _fold_ended(live: list[_ThreadTally], ended: ProducerTopicMetrics) -> None:
 
 
 def _add(into: ProducerTopicMetrics, tally: ProducerTopicMetrics) -> None:
-    """Add `tally`'s counts to `into`'s, and keep the dictionary taken up last of the two."""
+    """Add `tally`'s counts to `into`'s, and keep the later of their last records' dictionaries."""
     for outcome, n in tally.outcomes.items():
         into.outcomes[outcome] = into.outcomes.get(outcome, 0) + n
     into.input_bytes += tally.input_bytes

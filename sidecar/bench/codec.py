@@ -212,7 +212,7 @@ def bench_codec(
             lambda: [encoder.encode(v) for v in heldout], n, runs
         )
         # What ZdictProducer and ZdictSerializer do per record: the codec's rules and the
-        # producer metrics' tally, on the thread's own route (no Kafka, no header list).
+        # producer metrics' tally (no Kafka, no header list): next to the compress loop below.
         producing = ValueEncoding(encoder, metrics=ProducerMetrics(CollectorRegistry()))
         result.speeds["in-process producers' step (metrics on)"] = _rates(
             lambda: [producing.encode("bench", v, None) for v in heldout], n, runs

@@ -61,8 +61,7 @@ class _CompressingProducer:
         encoder: what compresses; default a `FollowingEncoder` of `registry_topic` on the
             producer's cluster, which this producer closes.
         namespace: the namespace whose dictionary compresses a topic's records: the topic's
-            name (default), one name, or a function of the topic (asked once per topic and
-            thread: the same answer for a topic every time).
+            name (default), one name, or a function of the topic.
         namespaces: prepared at start, so their first records already use their dictionary
             (default: the topics a `str` namespace or the first records name).
         metrics: the producer's metrics, on the application's `CollectorRegistry`.

@@ -29,8 +29,7 @@ from sidecar.metrics import ProducerMetrics, ProducerTopicMetrics
 
 #: What the application hands in: confluent-kafka accepts str, bytes and None as values.
 Value = bytes | str | bytearray | memoryview | None
-#: How a topic's namespace is found: its name (None), one namespace, or a function of the topic
-#: (asked once per topic and producing thread, so it must give a topic the same answer).
+#: How a topic's namespace is found: its name (None), one namespace, or a function of the topic.
 NamespaceRule = str | Callable[[str], str] | None
 
 _COMPRESSED: Final = Outcome.COMPRESSED
@@ -55,34 +54,24 @@ def as_bytes(value: Value) -> bytes | None:
     )
 
 
-class _Route:
-    """What one producing thread encodes one topic's records with: its namespace's encoder as it
-    was when the route was made, that encoder's `value_step` for the thread, and the thread's
-    tally of the topic (None without metrics)."""
-
-    __slots__ = ("encoder", "header", "header_bytes", "namespace", "step", "tally")
-
-    def __init__(
-        self, namespace: str, encoder: Encoder, tally: ProducerTopicMetrics | None
-    ) -> None:
-        self.namespace = namespace
-        self.encoder = encoder
-        self.step = encoder.value_step()
-        self.header = encoder.header
-        self.header_bytes = encoder.header_bytes
-        self.tally = tally
-
-
 class ValueEncoding:
     """The one step both the serializer and the producers take: a value for a topic, encoded
     with its namespace's encoder now, counted in the producer's metrics.
 
     `encode` returns the value to send and the header to add to its record (None when the value
-    goes as it was). Each producing thread keeps a route per topic (the encoder, its compressor,
-    a tally of its own: no lock per record), made again when the namespace's encoder changes.
+    goes as it was). Each producing thread counts in tallies of its own (no lock per record).
     """
 
-    __slots__ = ("_encoder_for", "_fixed", "_live", "_local", "_metrics", "_rule", "header_key")
+    __slots__ = (
+        "_by_topic",
+        "_current",
+        "_encoder_for",
+        "_fixed",
+        "_local",
+        "_metrics",
+        "_rule",
+        "header_key",
+    )
 
     def __init__(
         self,
@@ -93,16 +82,16 @@ class ValueEncoding:
         if isinstance(encoders, Encoder):
             fixed = encoders
             self._encoder_for: Callable[[str], Encoder] = lambda _namespace: fixed
-            # One encoder for good: a route never goes stale.
-            self._live: Callable[[str], Encoder | None] | None = None
+            self._current: Callable[[str], Encoder | None] = self._encoder_for
             self.header_key = fixed.header_key
         else:
             self._encoder_for = encoders.encoder
-            # The live mapping's own get (no Python call per record).
-            self._live = encoders.encoders.get
+            # The live mapping's own get (no Python call per record); `encoder()` on a miss.
+            self._current = encoders.encoders.get
             self.header_key = encoders.header_key
         self._fixed = namespace if isinstance(namespace, str) else None
         self._rule = namespace if callable(namespace) else None
+        self._by_topic = self._fixed is None and self._rule is None
         self._metrics = metrics
         self._local = threading.local()
 
@@ -122,49 +111,40 @@ class ValueEncoding:
         Raises:
             CorruptFrame: the record carries our header but its value is no frame of it.
         """
-        # Once per record, so the common case is a dict lookup and one identity check.
-        try:
-            route: _Route = self._local.routes[topic]
-        except (AttributeError, KeyError):
-            route = self._route(topic)
-        else:
-            live = self._live
-            if live is not None and live(route.namespace) is not route.encoder:
-                route = self._route(topic)
-        tally = route.tally
-        started = _perf_counter() if tally is not None else 0.0  # timed for the metrics only
+        # Once per record: the common case (the topic is the namespace) without a call.
+        namespace = topic if self._by_topic else self.namespace(topic)
+        encoder = self._current(namespace) or self._encoder_for(namespace)
+        metrics = self._metrics
+        started = _perf_counter() if metrics is not None else 0.0  # timed for the metrics only
         if value is None or ours:  # a tombstone, or a header of ours already: every rule
-            encoded = route.encoder.encode_record(value, ours)
+            encoded = encoder.encode_record(value, ours)
             out, outcome, size, cost = encoded[0], encoded[2], encoded[3], encoded[4]
         else:  # the common case, in one call
-            out, outcome = route.step(value)
-            if tally is None:
-                return out, (route.header if outcome == _COMPRESSED else None)
+            out, outcome = encoder.encode_value(value)
             size = len(value)
-            cost = len(out) + route.header_bytes if outcome == _COMPRESSED else size
-        if tally is not None:
-            tally.encode_seconds += _perf_counter() - started
+            cost = len(out) + encoder.header_bytes if outcome == _COMPRESSED else size
+        if metrics is not None:
+            ended = _perf_counter()
+            try:
+                tally = self._local.tallies[topic]
+            except (AttributeError, KeyError):
+                tally = self._tally(topic)
             tally.outcomes[outcome] += 1
             tally.input_bytes += size
             tally.output_bytes += cost
-        return out, (route.header if outcome == _COMPRESSED else None)
+            tally.encode_seconds += ended - started
+            tally.dictionary = encoder.dictionary
+            tally.at = ended
+        return out, (encoder.header if outcome == _COMPRESSED else None)
 
-    def _route(self, topic: str) -> _Route:
-        """The calling thread's route for `topic` with its namespace's encoder now; its tally
-        (made on the thread's first record of the topic) takes the encoder's dictionary."""
-        routes: dict[str, _Route] | None = getattr(self._local, "routes", None)
-        if routes is None:
-            routes = self._local.routes = {}
-        namespace = self.namespace(topic)
-        previous = routes.get(topic)
-        tally = previous.tally if previous is not None else None
-        if tally is None and self._metrics is not None:
-            tally = self._metrics.tally(topic)
-        encoder = self._encoder_for(namespace)
-        if tally is not None:
-            tally.dictionary, tally.at = encoder.dictionary, _perf_counter()
-        route = routes[topic] = _Route(namespace, encoder, tally)
-        return route
+    def _tally(self, topic: str) -> ProducerTopicMetrics:
+        """The calling thread's tally of `topic`, made on its first record there."""
+        assert self._metrics is not None
+        tallies: dict[str, ProducerTopicMetrics] | None = getattr(self._local, "tallies", None)
+        if tallies is None:
+            tallies = self._local.tallies = {}
+        tally = tallies[topic] = self._metrics.tally(topic)
+        return tally
 
 
 def our_headers(headers: Any, key: str) -> list[tuple[str, bytes | None]] | None:
@@ -217,8 +197,7 @@ class ZdictSerializer(Serializer):
             `Encoder` (e.g. `Encoder.from_store`).
         inner: the application's value serializer, run before compression.
         namespace: the namespace whose dictionary compresses a topic's records: the topic's
-            name (default), one name, or a function of the topic (asked once per topic and
-            thread: the same answer for a topic every time).
+            name (default), one name, or a function of the topic.
         metrics: the producer's metrics (on the application's `CollectorRegistry`).
         """
         self._encoding = ValueEncoding(encoders, namespace, metrics)

@@ -22,7 +22,6 @@ from sidecar.codec import (
     Outcome,
     StaticResolver,
     Tag,
-    ValueStep,
     WireFormat,
     fingerprint,
     header_cost,
@@ -383,18 +382,6 @@ def test_an_encoder_and_a_decoder_can_be_shared_by_threads(
         t.join()
     assert failures == []
     assert encoder.stats.messages == 2000
-
-
-def test_each_thread_keeps_a_value_step_of_its_own(dictionary: Dictionary) -> None:
-    # python-zstandard's compressors are not thread-safe: the step a thread keeps compresses
-    # with that thread's compressor only.
-    encoder = Encoder(dictionary)
-    steps: list[ValueStep] = []
-    thread = threading.Thread(target=lambda: steps.append(encoder.value_step()))
-    thread.start()
-    thread.join()
-    assert encoder.value_step() is encoder.value_step()
-    assert steps[0] is not encoder.value_step()
 
 
 # -- hostile input -------------------------------------------------------------------------------

@@ -5,7 +5,7 @@ What is checked: the active dictionary is used from the first record when the re
 at start, an activation is picked up within the follow interval, `encoder()` never waits for the
 registry, an unreachable registry means compressing without a dictionary (said in a log line)
 until it answers, and threads encoding while encoders are swapped all write decodable records
-(the producers' serializer, which keeps an encoder per thread, taking up each activation).
+(through the producers' serializer too, its metrics naming the dictionary taken up).
 """
 
 from __future__ import annotations
@@ -291,9 +291,9 @@ def test_threads_encoding_while_encoders_are_swapped_write_only_decodable_record
     values = list(generate("product_viewed", 2000, seed=9))
     written: list[list[tuple[bytes | None, Any]]] = [[] for _ in range(4)]
     stop = threading.Event()
-    # Two threads ask for the encoder per record, two go through the producers' serializer,
-    # which keeps an encoder per thread until the active one changes. Each goes on (the same
-    # values again) until its records used both dictionaries, for 10 s at most.
+    # Two threads ask for the encoder per record, two go through the producers' serializer
+    # (its metrics tallied per thread). Each goes on (the same values again) until its records
+    # used both dictionaries, for 10 s at most.
     serializer = ZdictSerializer(encoders, metrics=ProducerMetrics(CollectorRegistry()))
 
     def produce(out: list[tuple[bytes | None, Any]], through_serializer: bool) -> None:
