@@ -8,10 +8,11 @@ import tracemalloc
 
 import pytest
 import zstandard
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from sidecar.codec import (
+    BATCH_API_MIN,
     DEFAULT_MAX_OUTPUT_SIZE,
     NO_DICTIONARY,
     ZSTD_MAGIC,
@@ -337,6 +338,54 @@ def test_a_record_already_encoded_is_passed_through_by_the_one_record_path(
         first.value,
         first.headers,
     )
+
+
+#: Records that take a batch off the plain path (or test its edges), put among plain events.
+unusual_records = st.sampled_from(
+    [
+        (None, None),  # tombstone
+        (b"", None),
+        (b"tiny", None),  # under most min_size draws
+        (b"[2026-12-03 21:00:01] INFO a log line, starting like a skippable frame", None),
+        (b"P\x2a\x4d\x18" + b"s" * 120, None),  # a zstd skippable frame's magic
+        (gzip.compress(b"already compressed " * 20), None),
+        (bytes(range(256)) * 2, None),  # does not shrink
+        (b'{"event": "with a header of the application"}' * 3, [("trace", b"1")]),
+    ]
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@example(unusual=[], min_size=0)  # plain
+@example(unusual=[(50, (bytes(range(256)) * 2, None))], min_size=0)  # plain, one without gain
+@example(unusual=[(7, (b"[2026-12-03] a log line" * 4, None))], min_size=0)  # plain, a suspect
+@given(
+    unusual=st.lists(st.tuples(st.integers(0, BATCH_API_MIN), unusual_records), max_size=4),
+    min_size=st.integers(0, 130),
+)
+def test_a_batch_is_encoded_as_its_records_one_by_one_would_be(
+    dictionary_for_hypothesis: Dictionary,
+    plain_events: list[bytes],
+    unusual: list[tuple[int, tuple[bytes | None, list[tuple[str, bytes | None]] | None]]],
+    min_size: int,
+) -> None:
+    # A batch of plain records takes a path of its own (no Python step per record); with any
+    # record it cannot decide that way, the record-by-record loop: both as one record alone.
+    records: list[tuple[bytes | None, list[tuple[str, bytes | None]] | None]] = [
+        (v, None) for v in plain_events[:BATCH_API_MIN]
+    ]
+    for position, record in unusual:
+        records.insert(position, record)
+    batched = Encoder(dictionary_for_hypothesis, min_size=min_size)
+    alone = Encoder(dictionary_for_hypothesis, min_size=min_size)
+    assert batched.encode_batch(records) == [alone.encode_batch([r])[0] for r in records]
+    assert batched.stats == alone.stats
+
+
+@pytest.fixture(scope="module")
+def plain_events(events: list[bytes]) -> list[bytes]:
+    """Held-out events, the plain records of the batch tests (module scope, for hypothesis)."""
+    return events[4000 : 4000 + BATCH_API_MIN]
 
 
 @pytest.fixture(scope="module")
