@@ -10,6 +10,7 @@ which shares no files with the sidecars. Figures are printed (run with ``-s``).
 from __future__ import annotations
 
 import json
+import random
 import threading
 import time
 import uuid
@@ -26,6 +27,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # public, but
     ConfigResource,
 )
 
+from sidecar.bench.events import generate
 from sidecar.codec import Decoder, header_cost, parse_tag
 from sidecar.dictionaries.model import build_dictionary
 from sidecar.dictionaries.registry import Registry, RegistryResolver
@@ -34,7 +36,7 @@ from .launch import RunCli, StartSidecar
 from .matching import match_output
 from .probe import KafkaProbe
 from .process import Sidecar
-from .records import ConsumeAll, ProduceEvents, Record
+from .records import ConsumeAll, Outgoing, ProduceEvents, ProduceRecords, Record
 from .topics import MakeTopic
 from .waiting import wait_until
 
@@ -153,32 +155,85 @@ def _ratio(records: Sequence[Record], raw: dict[tuple[int, int], int]) -> float:
 # -- 1. drift ------------------------------------------------------------------------------------
 
 
+class _Traffic:
+    """`product_viewed` events produced to a topic a second at a time (`rate` records), before
+    or after a schema drift; `records` as delivered, `drift_at` the index of the first drifted.
+
+    The test decides when to drift and when to stop from what the relay logs, so that a slow
+    training run (a loaded machine) lengthens the traffic instead of missing it.
+    """
+
+    def __init__(self, produce_records: ProduceRecords, topic: str, rate: int) -> None:
+        self._produce = produce_records
+        self._topic = topic
+        self._rate = rate
+        self._keys = random.Random(11)
+        self._before = generate("product_viewed", 10**7, seed=11)
+        self._after = generate("product_viewed", 10**7, seed=12, drift_at=0)
+        self.records: list[Record] = []
+        self.drift_at: int | None = None
+
+    def until(
+        self, *, drifted: bool, promotions: Callable[[], int], seconds: int, timeout: float
+    ) -> None:
+        """Produce for at least `seconds`, and until `promotions()` is non-zero and has not
+        changed for the last 3 seconds (the dictionary it promoted is in use); fails after
+        `timeout` seconds."""
+        if drifted and self.drift_at is None:
+            self.drift_at = len(self.records)
+        events = self._after if drifted else self._before
+        deadline = time.monotonic() + timeout
+        produced, seen, quiet = 0, 0, 0
+        while produced < seconds or not seen or quiet < 3:
+            assert time.monotonic() < deadline, f"{promotions()} promotion(s) in {timeout:.0f} s"
+            batch = [
+                Outgoing(key=b"user-%04d" % self._keys.randrange(200), value=next(events))
+                for _ in range(self._rate)
+            ]
+            self.records += self._produce(self._topic, batch, rate=self._rate)
+            produced += 1
+            now = promotions()
+            quiet = quiet + 1 if now == seen else 0
+            seen = now
+
+
 def test_a_schema_drift_triggers_an_early_retrain_that_restores_the_ratio_and_all_decodes(
     make_topic: MakeTopic,
     sidecar: StartSidecar,
-    produce_events: ProduceEvents,
+    produce_records: ProduceRecords,
     consume_all: ConsumeAll,
     kafka_probe: KafkaProbe,
     registry_decoder: Callable[[], Decoder],
     tmp_path: Path,
 ) -> None:
-    n, drift_at, rate = 100_000, 40_000, 4000
     topic = make_topic(partitions=3)
     proc = sidecar(
         *_run(topic, tmp_path / "store"), env={**FAST_TRAINING, **FAST_DRIFT}, name="relay"
     )
     proc.wait_for_event("partitions_assigned", timeout=60)
     started = time.monotonic()
-    inputs = produce_events(topic, n, drift_at=drift_at, rate=rate, seed=11)
+    traffic = _Traffic(produce_records, topic, rate=4000)
+    traffic.until(
+        drifted=False,
+        promotions=lambda: len(_finished(proc, trigger="first", decision="promoted")),
+        seconds=10,
+        timeout=120,
+    )
+    traffic.until(
+        drifted=True,
+        promotions=lambda: len(_finished(proc, trigger="drift", decision="promoted")),
+        seconds=15,
+        timeout=120,
+    )
+    inputs, drift_at = traffic.records, traffic.drift_at
+    assert drift_at is not None
     output = f"{topic}.zd"
-    wait_until(lambda: kafka_probe.count(output) >= n, 120, "the relay to catch up")
+    wait_until(lambda: kafka_probe.count(output) >= len(inputs), 120, "the relay to catch up")
     assert proc.stop() == 0, proc.tail()
 
-    first = _wait_finished(proc, 1, trigger="first", decision="promoted")
+    first = _finished(proc, trigger="first", decision="promoted")[0]
     drifts = _finished(proc, trigger="drift")
-    assert drifts, f"no drift-triggered training; runs: {_finished(proc)}"
     promoted = [e for e in drifts if e["decision"] == "promoted"]
-    assert promoted, f"no drift-triggered promotion: {drifts}"
     assert all(e["live_ratio"] < e["champion_heldout_ratio"] * 0.9 for e in drifts)
 
     outputs = _read_all(kafka_probe, consume_all, output)
@@ -192,7 +247,8 @@ def test_a_schema_drift_triggers_an_early_retrain_that_restores_the_ratio_and_al
     old = [r for r in after if _dict_id(r) == first["stored_id"]]
     last_id = promoted[-1]["stored_id"]
     new = [r for r in after if _dict_id(r) == last_id]
-    assert old and new
+    assert old, "no record after the drift was encoded with the first dictionary"
+    assert new, f"no record was encoded with dictionary {last_id}, the last one promoted"
     old_ratio, new_ratio = _ratio(old, raw), _ratio(new, raw)
     before = [
         r
@@ -205,7 +261,8 @@ def test_a_schema_drift_triggers_an_early_retrain_that_restores_the_ratio_and_al
         f"{new_ratio:.3f} with dictionary {last_id} (promoted by "
         f"{len(promoted)} drift-triggered run(s)); first promotion "
         f"{first['finished_at'] - first['started_at']:.1f} s after its start; drift runs took "
-        f"{', '.join(str(e['seconds']) for e in drifts)} s; produce took "
+        f"{', '.join(str(e['seconds']) for e in drifts)} s; {len(inputs)} records produced "
+        f"({drift_at} before the drift) in "
         f"{time.monotonic() - started:.0f} s"
     )
     assert new_ratio > old_ratio * 1.3
