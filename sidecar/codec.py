@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from itertools import repeat
@@ -152,7 +152,7 @@ _MAGIC_FIRST_BYTES: Final = frozenset(m[0] for m in _COMPRESSED_MAGICS) | frozen
 )
 
 
-# The same rules for a whole batch in C-level passes (`Encoder._plain_values`): the bytes that
+# The same rules for a whole batch in C-level passes (`_any_compressed`): the bytes that
 # are no magic's first byte (deleted from a batch's first bytes, nothing may be left), and every
 # prefix `looks_compressed` recognises, skippable zstd frames spelled out, for one `startswith`.
 _NOT_MAGIC_FIRST: Final = bytes(b for b in range(256) if b not in _MAGIC_FIRST_BYTES)
@@ -192,6 +192,24 @@ _new_encoded: Final = tuple.__new__
 #: `Encoded` from a 5-tuple, callable from `map` (no Python frame per record).
 _encoded_from: Final = partial(tuple.__new__, Encoded)
 _segment_bytes: Final = zstandard.BufferSegment.tobytes
+
+
+def _unheaded_values(
+    records: Sequence[tuple[bytes | None, Sequence[tuple[str, bytes | None]] | None]],
+) -> tuple[bytes, ...] | None:
+    """The values of `records` if none is a tombstone and none has headers, else None: the
+    batches whose rules can be decided on the values alone, without a Python step per record."""
+    values, headers = zip(*records, strict=True)
+    if any(headers) or None in values:
+        return None
+    return cast(tuple[bytes, ...], values)
+
+
+def _any_compressed(values: Sequence[bytes]) -> bool:
+    """Whether any of `values` is recognisably compressed (`looks_compressed`)."""
+    # Text and JSON rarely start with a magic's first byte: the exact test only if one does.
+    suspects = bytes(map(_first_byte, values)).translate(None, _NOT_MAGIC_FIRST)
+    return bool(suspects) and any(map(_starts_compressed, values))
 
 
 @dataclass(slots=True)
@@ -523,20 +541,26 @@ class Encoder:
         A batch of `BATCH_API_MIN` records or more has its values compressed in one C call
         (python-zstandard's `multi_compress_to_buffer`, whose frames are those of `compress`):
         the rules that need no compression are decided first, on lengths, headers and magic
-        bytes, and the last one on the frames. A batch of such records without headers whose
+        bytes, and the last one on the frames. A batch without tombstones or headers whose
         values all pass those rules (most batches of most streams) goes through
-        `_encode_plain`, without a Python step per record. A smaller batch compresses value by
-        value as it goes. At ~1 µs of zstd per 100-byte message, each Python call or attribute
-        lookup per record shows in the throughput (`bench codec` compares it with the bare
-        compress loop), so the loops keep everything in locals and tally outcomes in local ints,
-        added to the stats once per batch. A spoofed header raises before anything is counted.
+        `_encode_plain`, and one whose values are all under `min_size` (the pass-through
+        baseline's) through `_pass_below`: neither takes a Python step per record. Other
+        batches go record by record; one under `BATCH_API_MIN` compresses value by value as it
+        goes. At ~1 µs of zstd per 100-byte message, each Python call or attribute lookup per
+        record shows in the throughput (`bench codec` compares it with the bare compress loop),
+        so the loops keep everything in locals and tally outcomes in local ints, added to the
+        stats once per batch. A spoofed header raises before anything is counted.
         """
         if not isinstance(records, list | tuple):
             records = list(records)
         if len(records) >= BATCH_API_MIN:
-            plain = self._plain_values(records)
-            if plain is not None:
-                return self._encode_plain(plain)
+            values = _unheaded_values(records)
+            if values is not None:
+                sizes = list(map(len, values))
+                if max(sizes) < self.min_size:
+                    return self._pass_below(values, sizes)
+                if min(sizes) >= max(self.min_size, 1) and not _any_compressed(values):
+                    return self._encode_plain(values, sizes)
         key, min_size, magic_first = self.header_key, self.min_size, _MAGIC_FIRST_BYTES
         our_header, header_bytes = self.header, self.header_bytes
         compressor = self._compressor()
@@ -632,26 +656,24 @@ class Encoder:
         self.stats.excluded_bytes += excluded
         return results
 
-    def _plain_values(
-        self, records: Sequence[tuple[bytes | None, Sequence[tuple[str, bytes | None]] | None]]
-    ) -> tuple[bytes, ...] | None:
-        """The values of `records` if all but the last rule are decided for each without a
-        Python step per record: no tombstone, no headers, every value `min_size` bytes or more
-        (and not empty), none recognisably compressed. None if any record is otherwise."""
-        values, headers = zip(*records, strict=True)
-        if any(headers) or None in values:
-            return None
-        if min(map(len, values)) < max(self.min_size, 1):
-            return None
-        # Text and JSON rarely start with a magic's first byte: the exact test only if one does.
-        suspects = bytes(map(_first_byte, values)).translate(None, _NOT_MAGIC_FIRST)
-        if suspects and any(map(_starts_compressed, values)):
-            return None
-        return values
+    def _pass_below(self, values: Sequence[bytes], sizes: list[int]) -> list[Encoded]:
+        """`encode_batch` of values that are all under `min_size` (and carry no headers): each
+        passes through as it is, in C-level passes (the pass-through baseline's whole batch)."""
+        n = len(values)
+        total = sum(sizes)
+        stats = self.stats
+        stats.outcomes[_BELOW] += n
+        stats.input_bytes += total
+        stats.output_bytes += total
+        headers: Iterator[Headers] = map(list, repeat((), n))  # a list of its own per record
+        return list(
+            map(_encoded_from, zip(values, headers, repeat(_BELOW, n), sizes, sizes, strict=True))
+        )
 
-    def _encode_plain(self, values: Sequence[bytes]) -> list[Encoded]:
-        """`encode_batch` of the values `_plain_values` let through: compressed in one C call,
-        each sent as its frame if that is smaller with our header counted, else as it was.
+    def _encode_plain(self, values: Sequence[bytes], sizes: list[int]) -> list[Encoded]:
+        """`encode_batch` of values without headers, all `min_size` bytes or more (`sizes`),
+        none recognisably compressed: compressed in one C call, each sent as its frame if that
+        is smaller with our header counted, else as it was.
 
         When every frame is smaller (the common case with a trained dictionary), the results
         are built in C-level passes too: a relay at full speed pays no Python step per record
@@ -664,7 +686,6 @@ class Encoder:
             self._compressor().multi_compress_to_buffer(list(values)),
         )
         frames = list(map(_segment_bytes, segments))
-        sizes = list(map(len, values))
         costs = list(map(add, map(len, frames), repeat(self.header_bytes, n)))
         stats = self.stats
         stats.input_bytes += sum(sizes)

@@ -359,9 +359,12 @@ unusual_records = st.sampled_from(
 @example(unusual=[], min_size=0)  # plain
 @example(unusual=[(50, (bytes(range(256)) * 2, None))], min_size=0)  # plain, one without gain
 @example(unusual=[(7, (b"[2026-12-03] a log line" * 4, None))], min_size=0)  # plain, a suspect
+@example(unusual=[], min_size=2**62)  # all below min_size: the pass-through baseline
+@example(unusual=[(3, (b"", None))], min_size=1024)  # all below, one empty
 @given(
     unusual=st.lists(st.tuples(st.integers(0, BATCH_API_MIN), unusual_records), max_size=4),
-    min_size=st.integers(0, 130),
+    # Up to 130: plain events on both sides of it; from 600 on, every record is under it.
+    min_size=st.integers(0, 130) | st.integers(600, 2**62),
 )
 def test_a_batch_is_encoded_as_its_records_one_by_one_would_be(
     dictionary_for_hypothesis: Dictionary,
@@ -369,8 +372,9 @@ def test_a_batch_is_encoded_as_its_records_one_by_one_would_be(
     unusual: list[tuple[int, tuple[bytes | None, list[tuple[str, bytes | None]] | None]]],
     min_size: int,
 ) -> None:
-    # A batch of plain records takes a path of its own (no Python step per record); with any
-    # record it cannot decide that way, the record-by-record loop: both as one record alone.
+    # A batch of plain records takes a path of its own (no Python step per record), so does one
+    # all under min_size; with any record it cannot decide that way, the record-by-record loop:
+    # all as one record alone.
     records: list[tuple[bytes | None, list[tuple[str, bytes | None]] | None]] = [
         (v, None) for v in plain_events[:BATCH_API_MIN]
     ]
