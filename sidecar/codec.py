@@ -659,7 +659,7 @@ class Encoder:
         self.stats.excluded_bytes += excluded
         return results
 
-    def _pass_below(self, values: Sequence[bytes], sizes: list[int]) -> list[Encoded]:
+    def _pass_below(self, values: list[bytes], sizes: list[int]) -> list[Encoded]:
         """`encode_batch` of values that are all under `min_size` (and carry no headers): each
         passes through as it is, in C-level passes (the pass-through baseline's whole batch)."""
         n = len(values)
@@ -673,7 +673,7 @@ class Encoder:
             map(_encoded_from, zip(values, headers, repeat(_BELOW, n), sizes, sizes, strict=True))
         )
 
-    def _encode_plain(self, values: Sequence[bytes], sizes: list[int]) -> list[Encoded]:
+    def _encode_plain(self, values: list[bytes], sizes: list[int]) -> list[Encoded]:
         """`encode_batch` of values without headers, all `min_size` bytes or more (`sizes`),
         none recognisably compressed: compressed in one C call, each sent as its frame if that
         is smaller with our header counted, else as it was.
@@ -683,10 +683,12 @@ class Encoder:
         here.
         """
         n = len(values)
-        # A BufferWithSegmentsCollection iterates (sequence protocol); its stubs omit it.
+        # A BufferWithSegmentsCollection iterates (sequence protocol); its stubs omit it. The
+        # stubs ask for a list of any bytes-like type (lists are invariant): `values` is one.
+        bytes_like = cast("list[bytes | bytearray | memoryview[int]]", values)
         segments = cast(
             Iterable[zstandard.BufferSegment],
-            self._compressor().multi_compress_to_buffer(list(values)),
+            self._compressor().multi_compress_to_buffer(bytes_like),
         )
         frames = list(map(_segment_bytes, segments))
         costs = list(map(add, map(len, frames), repeat(self.header_bytes, n)))
@@ -695,7 +697,7 @@ class Encoder:
         if all(map(lt, costs, sizes)):
             stats.outcomes[_COMPRESSED] += n
             stats.output_bytes += sum(costs)
-            headers = map(list, repeat((self.header,), n))  # a list of its own for each record
+            headers = map(list, repeat((self.header,), n))  # a list of its own per record
             return list(
                 map(
                     _encoded_from,
