@@ -192,7 +192,8 @@ _new_encoded: Final = tuple.__new__
 #: `Encoded` from a 5-tuple, callable from `map` (no Python frame per record).
 _encoded_from: Final = partial(tuple.__new__, Encoded)
 _segment_bytes: Final = zstandard.BufferSegment.tobytes
-# A record's value and headers, callable from `map` (`zip(*records)` costs twice as much).
+# A record's value and headers, callable from `map` (`zip(*records)` would first build an
+# argument tuple as long as the batch).
 _value_of: Final = itemgetter(0)
 _headers_of: Final = itemgetter(1)
 
