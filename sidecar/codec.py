@@ -27,8 +27,8 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from itertools import repeat
-from operator import add, itemgetter, lt, methodcaller
+from itertools import compress, repeat
+from operator import add, ge, itemgetter, methodcaller
 from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple, Protocol, cast
 
 import zstandard
@@ -210,10 +210,15 @@ def _unheaded_values(
 
 
 def _any_compressed(values: Sequence[bytes]) -> bool:
-    """Whether any of `values` is recognisably compressed (`looks_compressed`)."""
-    # Text and JSON rarely start with a magic's first byte: the exact test only if one does.
-    suspects = bytes(map(_first_byte, values)).translate(None, _NOT_MAGIC_FIRST)
-    return bool(suspects) and any(map(_starts_compressed, values))
+    """Whether any of `values` (none empty) is recognisably compressed (`looks_compressed`)."""
+    # Text and JSON rarely start with a magic's first byte: the exact test only on those that
+    # do. Some streams do often (log lines opening with "[" or "_", names with "P" to "Z"), so
+    # the test is not run on every value once one suspect is seen.
+    firsts = bytes(map(_first_byte, values))
+    if not firsts.translate(None, _NOT_MAGIC_FIRST):
+        return False
+    suspects = compress(values, map(_MAGIC_FIRST_BYTES.__contains__, firsts))
+    return any(map(_starts_compressed, suspects))
 
 
 @dataclass(slots=True)
@@ -679,8 +684,9 @@ class Encoder:
         none recognisably compressed: compressed in one C call, each sent as its frame if that
         is smaller with our header counted, else as it was.
 
-        When every frame is smaller (the common case with a trained dictionary), the results
-        are built in C-level passes too: a relay at full speed pays no Python step per record
+        The results are built in C-level passes as if every frame were smaller (the common case
+        with a trained dictionary); only the values that did not shrink, found in a C-level pass
+        too, are then replaced one by one. A relay at full speed pays no Python step per record
         here.
         """
         n = len(values)
@@ -693,34 +699,27 @@ class Encoder:
         )
         frames = list(map(_segment_bytes, segments))
         costs = list(map(add, map(len, frames), repeat(self.header_bytes, n)))
+        headers = map(list, repeat((self.header,), n))  # a list of its own per record
+        results = list(
+            map(
+                _encoded_from,
+                zip(frames, headers, repeat(_COMPRESSED, n), sizes, costs, strict=True),
+            )
+        )
+        out_bytes = sum(costs)
+        no_gain = 0
+        for i in compress(range(n), map(ge, costs, sizes)):
+            size = sizes[i]
+            results[i] = _new_encoded(Encoded, (values[i], [], _NO_GAIN, size, size))
+            out_bytes += size - costs[i]
+            no_gain += 1
         stats = self.stats
         stats.input_bytes += sum(sizes)
-        if all(map(lt, costs, sizes)):
-            stats.outcomes[_COMPRESSED] += n
-            stats.output_bytes += sum(costs)
-            headers = map(list, repeat((self.header,), n))  # a list of its own per record
-            return list(
-                map(
-                    _encoded_from,
-                    zip(frames, headers, repeat(_COMPRESSED, n), sizes, costs, strict=True),
-                )
-            )
-        header = self.header
-        results: list[Encoded] = []
-        append = results.append
-        compressed = out_bytes = 0
-        for frame, value, size, cost in zip(frames, values, sizes, costs, strict=True):
-            if cost < size:
-                compressed += 1
-                out_bytes += cost
-                append(_new_encoded(Encoded, (frame, [header], _COMPRESSED, size, cost)))
-            else:
-                out_bytes += size
-                append(_new_encoded(Encoded, (value, [], _NO_GAIN, size, size)))
-        if compressed:
-            stats.outcomes[_COMPRESSED] += compressed
-        stats.outcomes[_NO_GAIN] += n - compressed
         stats.output_bytes += out_bytes
+        if no_gain < n:
+            stats.outcomes[_COMPRESSED] += n - no_gain
+        if no_gain:
+            stats.outcomes[_NO_GAIN] += no_gain
         return results
 
 
