@@ -43,7 +43,7 @@ from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, Messag
 
 from sidecar.errors import ClientHung, RelayFailed, TransactionHung
 from sidecar.logs import get_logger
-from sidecar.relay.loop import Relay, RelayStats, bounded
+from sidecar.relay.loop import UNREACHABLE_PROBE_TIMEOUT, Relay, RelayStats, bounded
 
 log = get_logger(__name__)
 
@@ -174,6 +174,7 @@ class TransactionalRelay(Relay):
         stop on the rest. True if it succeeded."""
         if self._hung:
             return False
+        started = self.clock()
         deadline = time.monotonic() + TXN_TIMEOUT
         while True:
             try:
@@ -182,7 +183,7 @@ class TransactionalRelay(Relay):
             except ClientHung as exc:
                 self._hung = True
                 self.metrics.commit(ok=False)
-                self.fail(str(exc))
+                self.fail(self._blamed(str(exc), started))
                 return False
             except KafkaException as exc:
                 error: KafkaError = exc.args[0]
@@ -196,13 +197,33 @@ class TransactionalRelay(Relay):
                     self._coordinator_silent = True
                     self.metrics.commit(ok=False)
                     self.fail(
-                        f"could not {what}: the transaction coordinator did not answer for "
-                        f"{TXN_TIMEOUT:.0f} s ({error.str()}); a restarted relay resumes from "
-                        "the last commit"
+                        self._blamed(
+                            f"could not {what}: the transaction coordinator did not answer for "
+                            f"{TXN_TIMEOUT:.0f} s ({error.str()}); a restarted relay resumes "
+                            "from the last commit",
+                            started,
+                        )
                     )
                     return False
                 log.warning("transaction_retry", step=what, error=error.str())
                 time.sleep(0.1)
+
+    def _blamed(self, reason: str, since: float) -> str:
+        """`reason` for a transactional call that got no answer since `since` (the clock's
+        time), led by the cause to act on when it is that no broker answers at all.
+
+        A call can block for its whole timeout while the brokers are down, before the loop's
+        own unreachable check has had a turn: the operator must read that the brokers are
+        gone, not only that one call of the transaction protocol did not return.
+        """
+        try:
+            self.consumer.list_topics(timeout=UNREACHABLE_PROBE_TIMEOUT)
+        except KafkaException:
+            self._unreachable = True
+            if self._down_since is not None:
+                since = min(since, self._down_since)
+            return f"no Kafka broker reachable for {self.clock() - since:.0f} s: {reason}"
+        return reason
 
     def _txn_error(self, exc: KafkaException, what: str) -> None:
         error: KafkaError = exc.args[0]
@@ -227,6 +248,7 @@ class TransactionalRelay(Relay):
             return False
         silent = self._down_since is not None or self._coordinator_silent
         timeout = ABORT_TIMEOUT_UNREACHABLE if silent else TXN_TIMEOUT
+        started = self.clock()
         try:
             bounded(
                 lambda: self.producer.abort_transaction(timeout),
@@ -235,7 +257,7 @@ class TransactionalRelay(Relay):
             )
         except ClientHung as exc:
             self._hung = True
-            self.fail(str(exc))
+            self.fail(self._blamed(str(exc), started))
             return False
         except KafkaException as exc:
             error: KafkaError = exc.args[0]

@@ -86,6 +86,8 @@ DEAD_LETTER_LOG_INTERVAL: Final = 10.0
 #: (their offsets are not committed either way: a restart relays them again).
 FLUSH_TIMEOUT: Final = 30.0
 UNREACHABLE_FLUSH_TIMEOUT: Final = 5.0
+#: Seconds a metadata request may wait to tell whether any broker answers at all.
+UNREACHABLE_PROBE_TIMEOUT: Final = 5.0
 #: Seconds closing the consumer (leaving the group) may take at the stop, in the normal case
 #: and when no broker answered: librdkafka's close can wait for good on a stuck coordinator
 #: (see `bounded`). The relay then exits without it; the group drops the member when its
@@ -631,7 +633,7 @@ class Relay:
         """Fail if the brokers are still down; an idle relay has seen no delivery to tell it."""
         assert self._down_since is not None
         try:
-            self.consumer.list_topics(timeout=5.0)
+            self.consumer.list_topics(timeout=UNREACHABLE_PROBE_TIMEOUT)
         except KafkaException:
             self._unreachable = True
             self.fail(

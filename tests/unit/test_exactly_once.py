@@ -229,3 +229,36 @@ def test_a_transactional_call_timing_out_while_no_broker_answers_names_the_unrea
     feed(relay, consumer, [record(3), record(4)])
     with pytest.raises(RelayFailed, match=r"could not add the input offsets .*no Kafka broker"):
         relay.run()
+
+
+def test_a_transactional_call_left_unanswered_while_no_broker_answers_names_the_brokers_first(
+    tmp_path: Path,
+) -> None:
+    # A call can block for its whole limit before the loop's unreachable check has a turn (the
+    # brokers went down during it): the cause to act on is that no broker answers.
+    relay, consumer, producer = make(tmp_path)
+    relay.call_limit = 0.2
+    never = threading.Event()
+    producer.send_offsets_to_transaction.side_effect = lambda *a: never.wait()
+    consumer.list_topics.side_effect = KafkaException(KafkaError(KafkaError._TRANSPORT))
+    feed(relay, consumer, [record(3), record(4)])
+    try:
+        with pytest.raises(TransactionHung, match=r"^no Kafka broker reachable for 0 s: .*blocks"):
+            relay.run()
+    finally:
+        never.set()
+    producer.abort_transaction.assert_not_called()
+
+
+def test_a_hung_transactional_call_while_brokers_answer_is_named_alone(tmp_path: Path) -> None:
+    relay, consumer, producer = make(tmp_path)
+    relay.call_limit = 0.2
+    never = threading.Event()
+    producer.send_offsets_to_transaction.side_effect = lambda *a: never.wait()
+    feed(relay, consumer, [record(3), record(4)])
+    try:
+        with pytest.raises(TransactionHung, match=r"^the Kafka client call .* still blocks"):
+            relay.run()
+    finally:
+        never.set()
+    consumer.list_topics.assert_called_once()  # the brokers were asked, and answered
