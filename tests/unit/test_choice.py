@@ -26,13 +26,20 @@ def corpora() -> list[Corpus]:
     return found
 
 
+def test_the_trained_choice_is_never_below_the_naive_one(corpora: list[Corpus]) -> None:
+    # The product as shipped: its CPU budget may rule out a level the baseline uses, and still
+    # the bytes must not lose (a near miss of the budget is timed again, see measure_grid).
+    for corpus in corpora:
+        row = compare(corpus)
+        assert row.decision == "promoted", (corpus.name, row)
+        assert row.versus_naive >= 1.0, (corpus.name, row.ours_ratio, row.naive_ratio)
+
+
 def test_at_the_naive_levels_and_without_a_cpu_budget_the_trained_choice_stores_no_more(
     corpora: list[Corpus],
 ) -> None:
-    # The naive baseline picks on bytes alone among levels 1 and 3; the product's default also
-    # weighs its CPU budget against encode timings, which a shared machine's load moves (a
-    # level over the budget on one run is within it on the next), so the product is held to
-    # the same terms here: its sizes, frames and break-even size against the baseline's oracle.
+    # The baseline's own terms (levels 1 and 3, bytes alone): a pick no timing can move, so
+    # the sizes, frames and break-even size are held to the baseline's oracle on every run.
     params = TrainingParams(levels=NAIVE_LEVELS, budget_us_per_message=0, budget_mb_per_s=0)
     for corpus in corpora:
         row = compare(corpus, params)

@@ -9,7 +9,7 @@ import pytest
 
 from sidecar.bench.events import generate
 from sidecar.codec import Encoder
-from sidecar.dictionaries import Dictionary, DictionaryStore
+from sidecar.dictionaries import Dictionary, DictionaryStore, training
 from sidecar.dictionaries.lifecycle import dictionary_from_report, promote
 from sidecar.dictionaries.model import MIN_DICT_ID
 from sidecar.dictionaries.training import (
@@ -162,6 +162,47 @@ def test_a_level_is_within_budget_only_if_the_lower_levels_of_its_dictionary_are
     ]
     verdicts = {(c.dict_size, c.level): c.meets_budget for c in with_monotone_budget(candidates)}
     assert verdicts == {(4096, 1): False, (4096, 3): False, (16384, 1): True}
+
+
+def test_a_level_slowed_by_a_burst_of_other_work_is_timed_again_and_the_pick_is_unchanged(
+    samples: TrainingSet, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Level 1 takes 1,000 ns and level 3 2,000 ns a message against a budget of 3,000 ns; a
+    # burst slows the first timing of level 1 of one dictionary to 5,000 ns (every run of it).
+    base = {1: 1000.0, 3: 2000.0}
+    calls: list[int] = []
+
+    def timings(encoder: Encoder, values: list[bytes], runs: int) -> list[float]:
+        calls.append(encoder.level)
+        burst = 5.0 if len(calls) == 1 else 1.0
+        return [base[encoder.level] * burst] * runs
+
+    monkeypatch.setattr(training, "_time_encode", timings)
+    params = replace(FAST, budget_us_per_message=3.0, budget_mb_per_s=0.0)
+    report = train(samples, params, namespace="orders")
+    grid = {(c.dict_size, c.level): c.encode_ns_per_message for c in report.candidates}
+    assert grid == {(size, level): base[level] for size in FAST.dict_sizes for level in (1, 3)}
+    assert all(c.meets_budget for c in report.candidates)
+    best = min(report.candidates, key=lambda c: c.output_bytes)
+    assert report.chosen is not None and report.chosen.meets_budget
+    assert (report.chosen.dict_size, report.chosen.level) == (best.dict_size, best.level)
+
+
+def test_a_level_far_over_the_budget_is_not_timed_again(
+    samples: TrainingSet, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def timings(encoder: Encoder, values: list[bytes], runs: int) -> list[float]:
+        return [1000.0 if encoder.level == 1 else 10_000.0] * runs  # level 3: over 2x
+
+    def never(*args: object) -> Measurement:
+        raise AssertionError(f"timed again: {args[0]}")
+
+    monkeypatch.setattr(training, "_time_encode", timings)
+    monkeypatch.setattr(training, "retimed", never)
+    params = replace(FAST, budget_us_per_message=3.0, budget_mb_per_s=0.0)
+    report = train(samples, params, namespace="orders")
+    verdicts = {(c.dict_size, c.level): c.meets_budget for c in report.candidates}
+    assert verdicts == {(s, level): level == 1 for s in FAST.dict_sizes for level in (1, 3)}
 
 
 def test_the_budget_grows_with_the_message_size() -> None:
