@@ -27,7 +27,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from itertools import compress, repeat
+from itertools import chain, compress, repeat
 from operator import add, ge, itemgetter, methodcaller
 from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple, Protocol, cast
 
@@ -86,7 +86,8 @@ _COMPRESSED_MAGICS: Final = (
 )
 _SKIPPABLE_FRAME_MAGIC_HIGH: Final = b"\x2a\x4d\x18"  # zstd skippable frames: 50..5F 2A 4D 18
 
-Headers = list[tuple[str, bytes | None]]
+Header = tuple[str, bytes | None]
+Headers = list[Header]
 
 
 class Outcome:
@@ -196,17 +197,24 @@ _segment_bytes: Final = zstandard.BufferSegment.tobytes
 # argument tuple as long as the batch).
 _value_of: Final = itemgetter(0)
 _headers_of: Final = itemgetter(1)
+_first_item: Final = itemgetter(0)  # a header's key
 
 
-def _unheaded_values(
-    records: Sequence[tuple[bytes | None, Sequence[tuple[str, bytes | None]] | None]],
-) -> list[bytes] | None:
-    """The values of `records` if none is a tombstone and none has headers, else None: the
-    batches whose rules can be decided on the values alone, without a Python step per record."""
-    if any(map(_headers_of, records)):
+def _plain_batch(
+    records: Sequence[tuple[bytes | None, Sequence[Header] | None]], key: str
+) -> tuple[list[bytes], list[Sequence[Header]] | None] | None:
+    """The values of `records` and their headers (None when no record has any), if no record is
+    a tombstone, either none or every one has headers, and none has our header `key`; else
+    None. These batches' rules can be decided without a Python step per record."""
+    headers = list(map(_headers_of, records))
+    if not any(headers):
+        headed = None
+    elif all(headers) and key not in map(_first_item, chain.from_iterable(headers)):
+        headed = cast(list[Sequence[Header]], headers)
+    else:
         return None
     values = list(map(_value_of, records))
-    return None if None in values else cast(list[bytes], values)
+    return None if None in values else (cast(list[bytes], values), headed)
 
 
 def _any_compressed(values: Sequence[bytes]) -> bool:
@@ -550,11 +558,12 @@ class Encoder:
         A batch of `BATCH_API_MIN` records or more has its values compressed in one C call
         (python-zstandard's `multi_compress_to_buffer`, whose frames are those of `compress`):
         the rules that need no compression are decided first, on lengths, headers and magic
-        bytes, and the last one on the frames. A batch without tombstones or headers whose
-        values all pass those rules (most batches of most streams) goes through
-        `_encode_plain`, and one whose values are all under `min_size` (the pass-through
-        baseline's) through `_pass_below`: neither takes a Python step per record. Other
-        batches go record by record; one under `BATCH_API_MIN` compresses value by value as it
+        bytes, and the last one on the frames. A batch without tombstones, whose records all
+        have headers or none has (`_plain_batch`: ours among none of them), and whose values
+        all pass those rules (most batches of most streams) goes through `_encode_plain`, and
+        one whose values are all under `min_size` (the pass-through baseline's) through
+        `_pass_below`: neither takes a Python step per record. Other batches go record by
+        record; one under `BATCH_API_MIN` compresses value by value as it
         goes. At ~1 µs of zstd per 100-byte message, each Python call or attribute lookup per
         record shows in the throughput (`bench codec` compares it with the bare compress loop),
         so the loops keep everything in locals and tally outcomes in local ints, added to the
@@ -562,14 +571,13 @@ class Encoder:
         """
         if not isinstance(records, list | tuple):
             records = list(records)
-        if len(records) >= BATCH_API_MIN:
-            values = _unheaded_values(records)
-            if values is not None:
-                sizes = list(map(len, values))
-                if max(sizes) < self.min_size:
-                    return self._pass_below(values, sizes)
-                if min(sizes) >= max(self.min_size, 1) and not _any_compressed(values):
-                    return self._encode_plain(values, sizes)
+        if len(records) >= BATCH_API_MIN and (plain := _plain_batch(records, self.header_key)):
+            values, headed = plain
+            sizes = list(map(len, values))
+            if max(sizes) < self.min_size:
+                return self._pass_below(values, sizes, headed)
+            if min(sizes) >= max(self.min_size, 1) and not _any_compressed(values):
+                return self._encode_plain(values, sizes, headed)
         key, min_size, magic_first = self.header_key, self.min_size, _MAGIC_FIRST_BYTES
         our_header, header_bytes = self.header, self.header_bytes
         compressor = self._compressor()
@@ -665,24 +673,30 @@ class Encoder:
         self.stats.excluded_bytes += excluded
         return results
 
-    def _pass_below(self, values: list[bytes], sizes: list[int]) -> list[Encoded]:
-        """`encode_batch` of values that are all under `min_size` (and carry no headers): each
-        passes through as it is, in C-level passes (the pass-through baseline's whole batch)."""
+    def _pass_below(
+        self, values: list[bytes], sizes: list[int], headed: list[Sequence[Header]] | None
+    ) -> list[Encoded]:
+        """`encode_batch` of values that are all under `min_size` (`headed`: their headers, see
+        `_plain_batch`): each passes through as it is, in C-level passes (the pass-through
+        baseline's whole batch)."""
         n = len(values)
         total = sum(sizes)
         stats = self.stats
         stats.outcomes[_BELOW] += n
         stats.input_bytes += total
         stats.output_bytes += total
-        headers: Iterator[Headers] = map(list, repeat((), n))  # a list of its own per record
+        # A list of its own per record, as the record-by-record path gives.
+        headers: Iterator[Headers] = map(list, headed if headed else repeat((), n))
         return list(
             map(_encoded_from, zip(values, headers, repeat(_BELOW, n), sizes, sizes, strict=True))
         )
 
-    def _encode_plain(self, values: list[bytes], sizes: list[int]) -> list[Encoded]:
-        """`encode_batch` of values without headers, all `min_size` bytes or more (`sizes`),
-        none recognisably compressed: compressed in one C call, each sent as its frame if that
-        is smaller with our header counted, else as it was.
+    def _encode_plain(
+        self, values: list[bytes], sizes: list[int], headed: list[Sequence[Header]] | None
+    ) -> list[Encoded]:
+        """`encode_batch` of values all `min_size` bytes or more (`sizes`), none recognisably
+        compressed (`headed`: their headers, see `_plain_batch`): compressed in one C call,
+        each sent as its frame if that is smaller with our header counted, else as it was.
 
         The results are built in C-level passes as if every frame were smaller (the common case
         with a trained dictionary); only the values that did not shrink, found in a C-level pass
@@ -699,7 +713,11 @@ class Encoder:
         )
         frames = list(map(_segment_bytes, segments))
         costs = list(map(add, map(len, frames), repeat(self.header_bytes, n)))
-        headers = map(list, repeat((self.header,), n))  # a list of its own per record
+        ours = (self.header,)
+        # A list of its own per record: the record's headers, then ours.
+        headers: Iterator[Headers] = (
+            map(list, map(chain, headed, repeat(ours, n))) if headed else map(list, repeat(ours, n))
+        )
         results = list(
             map(
                 _encoded_from,
@@ -710,7 +728,8 @@ class Encoder:
         no_gain = 0
         for i in compress(range(n), map(ge, costs, sizes)):
             size = sizes[i]
-            results[i] = _new_encoded(Encoded, (values[i], [], _NO_GAIN, size, size))
+            kept = list(headed[i]) if headed else []
+            results[i] = _new_encoded(Encoded, (values[i], kept, _NO_GAIN, size, size))
             out_bytes += size - costs[i]
             no_gain += 1
         stats = self.stats

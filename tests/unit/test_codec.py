@@ -356,33 +356,57 @@ unusual_records = st.sampled_from(
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@example(unusual=[], min_size=0)  # plain
-@example(unusual=[(50, (bytes(range(256)) * 2, None))], min_size=0)  # plain, one without gain
-@example(unusual=[(7, (b"[2026-12-03] a log line" * 4, None))], min_size=0)  # plain, a suspect
-@example(unusual=[], min_size=2**62)  # all below min_size: the pass-through baseline
-@example(unusual=[(3, (b"", None))], min_size=1024)  # all below, one empty
+# Plain: without headers, one that does not shrink, a suspect first byte; all below min_size
+# (the pass-through baseline), one of them empty; then every record with headers.
+@example(unusual=[], min_size=0, headed=False)
+@example(unusual=[(50, (bytes(range(256)) * 2, None))], min_size=0, headed=False)
+@example(unusual=[(7, (b"[2026-12-03] a log line" * 4, None))], min_size=0, headed=False)
+@example(unusual=[], min_size=2**62, headed=False)
+@example(unusual=[(3, (b"", None))], min_size=1024, headed=False)
+@example(unusual=[], min_size=0, headed=True)
+@example(unusual=[(9, (bytes(range(256)) * 2, None))], min_size=0, headed=True)
+@example(unusual=[], min_size=2**62, headed=True)
 @given(
     unusual=st.lists(st.tuples(st.integers(0, BATCH_API_MIN), unusual_records), max_size=4),
     # Up to 130: plain events on both sides of it; from 600 on, every record is under it.
     min_size=st.integers(0, 130) | st.integers(600, 2**62),
+    headed=st.booleans(),
 )
 def test_a_batch_is_encoded_as_its_records_one_by_one_would_be(
     dictionary_for_hypothesis: Dictionary,
     plain_events: list[bytes],
     unusual: list[tuple[int, tuple[bytes | None, list[tuple[str, bytes | None]] | None]]],
     min_size: int,
+    headed: bool,
 ) -> None:
-    # A batch of plain records takes a path of its own (no Python step per record), so does one
-    # all under min_size; with any record it cannot decide that way, the record-by-record loop:
-    # all as one record alone.
+    # A batch of plain records takes a path of its own (no Python step per record), with or
+    # without the application's headers on every record, so does one all under min_size; with
+    # any record it cannot decide that way, the record-by-record loop: all as one record alone.
     records: list[tuple[bytes | None, list[tuple[str, bytes | None]] | None]] = [
         (v, None) for v in plain_events[:BATCH_API_MIN]
     ]
     for position, record in unusual:
         records.insert(position, record)
+    if headed:
+        records = [(v, h or [("trace", b"%d" % i)]) for i, (v, h) in enumerate(records)]
     batched = Encoder(dictionary_for_hypothesis, min_size=min_size)
     alone = Encoder(dictionary_for_hypothesis, min_size=min_size)
     assert batched.encode_batch(records) == [alone.encode_batch([r])[0] for r in records]
+    assert batched.stats == alone.stats
+
+
+def test_a_headed_batch_with_a_record_already_encoded_is_encoded_as_one_by_one(
+    dictionary: Dictionary, events: list[bytes]
+) -> None:
+    first = Encoder(dictionary).encode_record(events[4000], [("trace", b"t")])
+    records: list[tuple[bytes | None, list[tuple[str, bytes | None]] | None]] = [
+        (v, [("trace", b"%d" % i)]) for i, v in enumerate(events[4001 : 4001 + BATCH_API_MIN])
+    ]
+    records.insert(17, (first.value, first.headers))
+    batched, alone = Encoder(dictionary), Encoder(dictionary)
+    encoded = batched.encode_batch(records)
+    assert encoded == [alone.encode_batch([r])[0] for r in records]
+    assert encoded[17].outcome == Outcome.ALREADY_ENCODED
     assert batched.stats == alone.stats
 
 
