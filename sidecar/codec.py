@@ -323,18 +323,26 @@ def parse_tag(raw: bytes | None, key: str = DEFAULT_HEADER_KEY) -> Tag:
     return Tag(int(raw), False, 0)
 
 
+def _our_header(headers: Sequence[tuple[str, bytes | None]] | None, key: str) -> list[bytes | None]:
+    """The values of our header: none when the record has no header of ours.
+
+    Raises:
+        CorruptFrame: the header appears more than once.
+    """
+    found = [v for k, v in headers or () if k == key]
+    if len(found) > 1:
+        raise CorruptFrame(f"record has {len(found)} {key!r} headers; exactly one is allowed")
+    return found
+
+
 def header_tag(headers: Sequence[tuple[str, bytes | None]] | None, key: str) -> Tag | None:
     """What our header says; None when the record has no header of ours.
 
     Raises:
         CorruptFrame: the header appears more than once, or does not parse.
     """
-    found: list[bytes | None] = [v for k, v in headers or () if k == key]
-    if not found:
-        return None
-    if len(found) > 1:
-        raise CorruptFrame(f"record has {len(found)} {key!r} headers; exactly one is allowed")
-    return parse_tag(found[0], key)
+    found = _our_header(headers, key)
+    return parse_tag(found[0], key) if found else None
 
 
 def header_dict_id(headers: Sequence[tuple[str, bytes | None]] | None, key: str) -> int | None:
@@ -783,6 +791,11 @@ def _power_of_two_at_least(n: int) -> int:
     return 1 << max(10, (n - 1).bit_length())
 
 
+#: Header values a decoder keeps worked out, per thread (`Decoder._route`); past this many (a
+#: stream of malformed or hostile headers) it starts again.
+_KNOWN_ROUTES: Final = 1024
+
+
 class Decoder:
     """Decodes record values produced by `Encoder` (or any zstd encoder using our header).
 
@@ -840,6 +853,27 @@ class Decoder:
         """The dictionary id our header names, None when the record is not ours to decode."""
         return header_dict_id(headers, self.header_key)
 
+    def _route(self, raw: bytes | None) -> tuple[Tag, zstandard.ZstdDecompressor]:
+        """The tag our header value `raw` names and this thread's decompressor for it, the
+        fingerprint checked: worked out once per header value and thread, then looked up (a
+        stream names a handful of dictionaries, and parsing and checking a tag took several
+        times as long as decompressing a 100-byte value)."""
+        known: dict[bytes | None, tuple[Tag, zstandard.ZstdDecompressor]] | None = getattr(
+            self._local, "routes", None
+        )
+        if known is None:
+            known = self._local.routes = {}
+        route = known.get(raw)
+        if route is None:
+            tag = parse_tag(raw, self.header_key)
+            dctx = self._decompressor(tag)
+            if tag.compact:
+                self._check_fingerprint(tag)
+            if len(known) >= _KNOWN_ROUTES:
+                known.clear()  # header values from a stream of garbage: bounded, not kept
+            route = known[raw] = (tag, dctx)
+        return route
+
     def _decompressor(self, tag: Tag) -> zstandard.ZstdDecompressor:
         cache: dict[tuple[int, bool], zstandard.ZstdDecompressor] | None = getattr(
             self._local, "dctx", None
@@ -894,13 +928,11 @@ class Decoder:
             CorruptFrame: the header is malformed, or the value is not one valid frame for it.
             OutputTooLarge: the frame would decode past `max_output_size`.
         """
-        tag = header_tag(headers, self.header_key)
-        if tag is None or value is None:
+        found = _our_header(headers, self.header_key)
+        if not found or value is None:
             return value  # a tombstone stays a tombstone, whatever its headers
+        tag, dctx = self._route(found[0])
         dict_id = tag.dict_id
-        dctx = self._decompressor(tag)
-        if tag.compact:
-            self._check_fingerprint(tag)
         try:
             params = _frame_parameters(value, tag)
         except zstandard.ZstdError as exc:

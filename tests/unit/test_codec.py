@@ -11,6 +11,7 @@ import zstandard
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from sidecar import codec
 from sidecar.codec import (
     BATCH_API_MIN,
     DEFAULT_MAX_OUTPUT_SIZE,
@@ -732,5 +733,18 @@ def test_another_dictionary_under_the_same_id_is_caught_by_the_fingerprint(
     if fingerprint(ours) == fingerprint(theirs):
         pytest.fail("the two test dictionaries share a fingerprint; pick other training bytes")
     value, headers = Encoder(ours).encode(events[4102])
-    with pytest.raises(CorruptFrame, match="fingerprint"):
-        Decoder(StaticResolver([theirs])).decode(value, headers)
+    decoder = Decoder(StaticResolver([theirs]))
+    for _ in range(2):  # a refused header value is not remembered as a good one
+        with pytest.raises(CorruptFrame, match="fingerprint"):
+            decoder.decode(value, headers)
+
+
+def test_a_decoder_past_the_header_values_it_keeps_still_decodes_each_record(
+    add_dictionary: AddDictionary, events: list[bytes], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(codec, "_KNOWN_ROUTES", 1)  # every new header value starts again
+    first, second = add_dictionary("orders"), add_dictionary("payments")
+    encoders = [Encoder(first), Encoder(second), Encoder(first, wire="standard"), Encoder(None)]
+    decoder = Decoder(StaticResolver([first, second]))
+    for i, raw in enumerate(events[4000:4080]):
+        assert decoder.decode(*encoders[i % len(encoders)].encode(raw)) == raw
