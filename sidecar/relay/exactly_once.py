@@ -75,6 +75,9 @@ class TransactionalRelay(Relay):
         #: Set once the coordinator left a call unanswered for TXN_TIMEOUT: an abort at the stop
         #: gets the short timeout (the restarted relay's init_transactions aborts anyway).
         self._coordinator_silent = False
+        #: When the first abort that timed out while the brokers answered started (the clock's
+        #: time); None when there is none.
+        self._abort_unanswered_since: float | None = None
         self.call_limit = TXN_TIMEOUT + TXN_GRACE
 
     # -- the loop's hooks ----------------------------------------------------------------------
@@ -266,16 +269,42 @@ class TransactionalRelay(Relay):
                 # called again. Until then nothing is produced (see _relay_batch); whether the
                 # broker is gone for good is the unreachable timeout's call.
                 self._abort_reason = self._abort_reason or reason
+                if not silent and self._abort_stays_unanswered(started):
+                    self._coordinator_silent = True
+                    self.fail(
+                        self._blamed(
+                            f"could not abort the transaction ({reason}): the transaction "
+                            f"coordinator did not answer for {TXN_TIMEOUT:.0f} s "
+                            f"({error.str()}); a restarted relay resumes from the last commit",
+                            started,
+                        )
+                    )
+                    return False
                 log.warning("transaction_abort_retry", reason=reason, error=error.str())
                 return False
             self.fail(f"could not abort the transaction ({reason}): {error.str()}")
             return False
         self._in_txn = False
         self._abort_reason = None
+        self._abort_unanswered_since = None
         self.aborted += 1
         self.metrics.transaction(committed=False)
         log.warning("transaction_aborted", reason=reason, records=self._txn_records)
         return True
+
+    def _abort_stays_unanswered(self, started: float) -> bool:
+        """Whether aborts timing out while the brokers answer have now gone unanswered for
+        TXN_TIMEOUT since the first of them (`started`: when this one began).
+
+        After a broker restart librdkafka's connection to the coordinator can stay stuck (its
+        requests time out in the out-queue, never sent) while every other connection is back:
+        the abort then times out again on each call, for good. Stopping, as a silent
+        coordinator does on a commit, lets a restarted relay fence the transaction and resume
+        from the last commit.
+        """
+        if self._abort_unanswered_since is None:
+            self._abort_unanswered_since = started
+        return self.clock() - self._abort_unanswered_since >= TXN_TIMEOUT
 
     def _abort_and_rewind(self) -> None:
         """Abort, then read again from the last committed offsets of every held partition."""

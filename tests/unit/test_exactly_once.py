@@ -216,6 +216,36 @@ def test_an_abort_that_times_out_is_retried_before_anything_else_is_produced(
     assert stats.commits == 1
 
 
+def test_an_abort_unanswered_for_the_transaction_timeout_while_brokers_answer_stops_the_relay(
+    tmp_path: Path,
+) -> None:
+    # After a broker restart the coordinator connection can stay stuck while the others are
+    # back: each abort times out after its whole timeout, for good (seen on a real broker).
+    relay, consumer, producer = make(tmp_path)
+    clock = relay.clock
+    assert isinstance(clock, Clock)
+    producer.commit_transaction.side_effect = txn_error(abort=True)
+
+    def unanswered(timeout: float) -> None:
+        clock.now += timeout
+        raise txn_error(retriable=True)
+
+    producer.abort_transaction.side_effect = unanswered
+    feed(relay, consumer, [record(3), record(4)], [record(5)], [record(6)])
+    with pytest.raises(
+        RelayFailed,
+        match=r"^could not abort the transaction .*: the transaction coordinator did not answer "
+        r"for 30 s",
+    ):
+        relay.run()
+    # The abort that failed, then the stop's, which no longer waits the whole timeout.
+    assert [c.args for c in producer.abort_transaction.call_args_list] == [
+        (exactly_once.TXN_TIMEOUT,),
+        (exactly_once.ABORT_TIMEOUT_UNREACHABLE,),
+    ]
+    assert producer.produce.call_count == 2  # nothing more while the abort was pending
+
+
 def test_a_transactional_call_timing_out_while_no_broker_answers_names_the_unreachable_brokers(
     tmp_path: Path,
 ) -> None:
