@@ -414,7 +414,8 @@ def measure_grid(
     budget_ns: float,
 ) -> list[Measurement]:
     """Every trained size x level on `values`, levels in ascending order up to the first one
-    over the budget (higher levels only cost more).
+    over the budget (higher levels only cost more); when none fits it, up to the first one over
+    the least relaxed budget something fits (`relaxed_budget`, as `choose` picks).
 
     A level over the budget by less than `_NEAR_MISS` is timed again once the rest of the grid is
     measured, and the size's higher levels are measured if it now fits: on a shared machine a
@@ -427,7 +428,8 @@ def measure_grid(
     def dictionary(size: int, level: int) -> Dictionary:
         return candidate_dictionary(trained[size], level, namespace)
 
-    def extend(size: int) -> None:
+    def extend(size: int, limit_ns: float) -> None:
+        """Measure the size's next levels up to the first one over `limit_ns` (0: none)."""
         done = grid[size]
         for level in levels[len(done) :]:
             label = f"dict {size // KIB} KiB"
@@ -435,11 +437,11 @@ def measure_grid(
                 label, dictionary(size, level), level, values, params, size, budget_ns=budget_ns
             )
             done.append(measured)
-            if not measured.meets_budget:
+            if limit_ns and measured.encode_ns_per_message > limit_ns:
                 return
 
     for size in trained:
-        extend(size)
+        extend(size, budget_ns)
     # Each pass re-times the near misses of the previous one, after the others' measurements.
     seen: set[tuple[int, int]] = set()
     while near := [
@@ -454,8 +456,19 @@ def measure_grid(
             again = retimed(missed, dictionary(size, missed.level), values, params, budget_ns)
             grid[size][-1] = again
             if again.meets_budget:
-                extend(size)
-    return [m for done in grid.values() for m in done]
+                extend(size, budget_ns)
+    measured = [m for done in grid.values() for m in done]
+    if budget_ns and not any(m.meets_budget for m in measured):
+        # Nothing fits (a slow machine, tiny values): `choose` picks within the least relaxed
+        # budget something fits, so the levels above each size's first miss are measured
+        # against that budget too. Else the pick is the lowest level by default, which can
+        # cost little less time than the next one and lose bytes to a naive dictionary.
+        limit = relaxed_budget(measured, budget_ns)
+        for size, done in grid.items():
+            if done[-1].encode_ns_per_message <= limit:
+                extend(size, limit)
+        measured = [m for done in grid.values() for m in done]
+    return measured
 
 
 def break_even_size(sizes: Sequence[int], costs: Sequence[int]) -> int:
@@ -510,14 +523,22 @@ def with_monotone_budget(candidates: list[Measurement]) -> list[Measurement]:
     return out
 
 
+def relaxed_budget(candidates: Sequence[Measurement], budget_ns: float) -> float:
+    """The least relaxed budget (`budget_ns` x2, x4, ...) that one of `candidates` (none within
+    `budget_ns`, at least one) fits, in ns per message."""
+    limit = budget_ns * _RELAX
+    while not any(c.encode_ns_per_message <= limit for c in candidates):
+        limit *= _RELAX
+    return limit
+
+
 def choose(candidates: list[Measurement], budget_ns: float) -> Measurement:
     """The smallest output within the budget; when nothing fits, within the least relaxed
     budget (x2, x4, ...) that something fits: the best ratio the relay can afford."""
     within = [c for c in candidates if c.meets_budget]
-    factor = _RELAX
-    while not within:
-        within = [c for c in candidates if c.encode_ns_per_message <= budget_ns * factor]
-        factor *= _RELAX
+    if not within:
+        limit = relaxed_budget(candidates, budget_ns)
+        within = [c for c in candidates if c.encode_ns_per_message <= limit]
     return min(within, key=lambda c: (c.output_bytes, c.encode_ns_per_message))
 
 

@@ -205,6 +205,41 @@ def test_a_level_far_over_the_budget_is_not_timed_again(
     assert verdicts == {(s, level): level == 1 for s in FAST.dict_sizes for level in (1, 3)}
 
 
+def test_when_no_level_fits_the_budget_the_higher_levels_within_the_relaxed_one_are_chosen_from(
+    samples: TrainingSet, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every level is over a 500 ns budget (a slow machine, tiny values) and within twice it: the
+    # pick is made within 1,000 ns, among every level, not among the lowest one alone.
+    def timings(encoder: Encoder, values: list[bytes], runs: int) -> list[float]:
+        return [900.0 + encoder.level] * runs
+
+    monkeypatch.setattr(training, "_time_encode", timings)
+    params = replace(FAST, budget_us_per_message=0.5, budget_mb_per_s=0.0)
+    report = train(samples, params, namespace="orders")
+    measured = {(c.dict_size, c.level) for c in report.candidates}
+    assert measured == {(size, level) for size in FAST.dict_sizes for level in (1, 3)}
+    assert not any(c.meets_budget for c in report.candidates)
+    best = min(report.candidates, key=lambda c: (c.output_bytes, c.encode_ns_per_message))
+    assert report.chosen is not None
+    assert (report.chosen.dict_size, report.chosen.level) == (best.dict_size, best.level)
+
+
+def test_when_no_level_fits_the_levels_over_the_relaxed_budget_are_not_measured(
+    samples: TrainingSet, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def timings(encoder: Encoder, values: list[bytes], runs: int) -> list[float]:
+        return [900.0 if encoder.level == 1 else 5000.0] * runs  # 3 and 6: over 2x the budget
+
+    monkeypatch.setattr(training, "_time_encode", timings)
+    params = replace(FAST, levels=(1, 3, 6), budget_us_per_message=0.5, budget_mb_per_s=0.0)
+    report = train(samples, params, namespace="orders")
+    # Level 3 is measured (the first over the relaxed budget), level 6 is not.
+    assert {(c.dict_size, c.level) for c in report.candidates} == {
+        (size, level) for size in FAST.dict_sizes for level in (1, 3)
+    }
+    assert report.chosen is not None and report.chosen.level == 1
+
+
 def test_the_budget_grows_with_the_message_size() -> None:
     params = TrainingParams(budget_us_per_message=2.5, budget_mb_per_s=100.0)
     assert params.budget_ns(100) == pytest.approx(3500.0)
