@@ -26,11 +26,16 @@ def corpora() -> list[Corpus]:
     return found
 
 
-def test_the_trained_choice_is_never_below_the_naive_one(corpora: list[Corpus]) -> None:
-    # The product as shipped: its CPU budget may rule out a level the baseline uses, and still
-    # the bytes must not lose (a near miss of the budget is timed again, see measure_grid).
+def test_over_the_whole_level_grid_and_without_a_cpu_budget_the_trained_choice_stores_no_more(
+    corpora: list[Corpus],
+) -> None:
+    # The product's own grid (every size and level it tries), bytes alone. Not under the CPU
+    # budget: that verdict rests on encode timings, which another process on a shared machine
+    # can slow past the budget; the choice then rightly trades bytes for CPU (`bench choice`
+    # shows it), and a test of it would fail by the load of the machine running it.
+    params = TrainingParams(budget_us_per_message=0, budget_mb_per_s=0)
     for corpus in corpora:
-        row = compare(corpus)
+        row = compare(corpus, params)
         assert row.decision == "promoted", (corpus.name, row)
         assert row.versus_naive >= 1.0, (corpus.name, row.ours_ratio, row.naive_ratio)
 
