@@ -4,7 +4,7 @@ Pure: no Kafka, no files, no threads of its own. Producers that compress in-proc
 import this module; the relay is a loop around `Encoder.encode_batch`, and the in-process
 producers call `Encoder.encode_value` once per record.
 
-Wire format (README, "Wire format"). A compressed record carries header `zd` (configurable); a
+Wire format (sidecar/README.md). A compressed record carries header `zd` (configurable); a
 record without it was not compressed by us. Its value says how the record value was framed, and
 decoders read both forms, so every record ever written stays decodable:
 

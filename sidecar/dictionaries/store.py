@@ -1,6 +1,6 @@
 """The local dictionary store: versioned files under one directory.
 
-Layout (README, "Dictionary store")::
+Layout (dictionaries/README.md, "The store")::
 
     <root>/<namespace>/<id>.zdict    raw zstd dictionary bytes (what `zstd -D` takes)
     <root>/<namespace>/<id>.json     DictionaryMeta
