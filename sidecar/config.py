@@ -519,6 +519,16 @@ class ProxySettings(BaseModel):
         le=3600.0,
         description="seconds the upstream topics' partition counts are cached",
     )
+    start_timeout: float = Field(
+        default=30.0,
+        gt=0.0,
+        le=3600.0,
+        description="seconds the start waits for the upstream cluster to answer before the "
+        "proxy exits non-zero",
+    )
+    compress: bool = Field(
+        default=True, description="false: pass every record through, a cost baseline"
+    )
 
     @model_validator(mode="after")
     def _request_fits_buffer(self) -> ProxySettings:

@@ -241,11 +241,13 @@ def consumer_config(
     error_cb: ErrorCallback | None = None,
     stats_cb: StatsCallback | None = None,
     commit_cb: CommitCallback | None = None,
+    group_id: str | None = None,
 ) -> dict[str, Any]:
-    """librdkafka consumer properties: the user's, our defaults below them, the fixed above."""
+    """librdkafka consumer properties: the user's, our defaults below them, the fixed above.
+    The group is the user's group.id, else `group_id`, else the relay's group."""
     user = _checked("consumer", settings.kafka.client_config(settings.consumer), _CONSUMER_FIXED)
     config: dict[str, Any] = {**_CONSUMER_DEFAULTS, **user, **_CONSUMER_FIXED}
-    config["group.id"] = user.get("group.id", settings.relay.group_id)
+    config["group.id"] = user.get("group.id", group_id or settings.relay.group_id)
     config["logger"] = logging.getLogger("librdkafka.consumer")
     if error_cb is not None:
         config["error_cb"] = error_cb
@@ -324,9 +326,11 @@ def make_consumer(
     error_cb: ErrorCallback | None = None,
     stats_cb: StatsCallback | None = None,
     commit_cb: CommitCallback | None = None,
+    group_id: str | None = None,
 ) -> Consumer:
+    """A consumer (see `consumer_config`; a property librdkafka refuses: `ConfigError`)."""
     try:
-        return Consumer(consumer_config(settings, error_cb, stats_cb, commit_cb))
+        return Consumer(consumer_config(settings, error_cb, stats_cb, commit_cb, group_id))
     except KafkaException as exc:
         raise _refused(settings, "consumer", exc) from None
 

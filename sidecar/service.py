@@ -24,7 +24,7 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from prometheus_client import CollectorRegistry
 
-from sidecar.codec import Decoder, DictionaryResolver, Encoder
+from sidecar.codec import Decoder, DictionaryResolver
 from sidecar.config import Settings
 from sidecar.dictionaries.lifecycle import adopt_local, sync_store
 from sidecar.dictionaries.registry import Registry, RegistryResolver
@@ -45,36 +45,15 @@ from sidecar.kafka import (
 )
 from sidecar.logs import get_logger
 from sidecar.metrics import Metrics
+from sidecar.namespaces import Namespaces, encoder_factory
 from sidecar.relay.exactly_once import TransactionalRelay
 from sidecar.relay.loop import Relay
-from sidecar.sampling import Reservoir
 from sidecar.trainer import Trainer
 
 log = get_logger("sidecar.service")
 
 #: Seconds the start may spend reading a topic's offsets to size its backlog.
 BACKLOG_TIMEOUT: Final = 10.0
-#: `min_size` that makes every value pass through: the pass-through baseline runs the same path.
-_NEVER: int = 2**62
-
-
-def encoder_factory(settings: Settings) -> Callable[[DictionaryStore, str], Encoder]:
-    """How the relay builds an encoder for a namespace from the current settings."""
-    codec = settings.codec
-    min_size = codec.min_size if settings.relay.compress else _NEVER
-
-    def build(store: DictionaryStore, namespace: str) -> Encoder:
-        return Encoder.from_store(
-            store,
-            namespace,
-            level=codec.level,
-            min_size=min_size,
-            header_key=codec.header_key,
-            frame=codec.frame,
-            wire=codec.wire_format,
-        )
-
-    return build
 
 
 def _commit_limit(settings: Settings) -> float:
@@ -146,23 +125,6 @@ def _open_registry(
     return dictionaries
 
 
-def _reservoirs(settings: Settings) -> dict[str, Reservoir]:
-    """Per input topic, the training sample's reservoir (none when nothing is trained)."""
-    if not (settings.training.enabled and settings.relay.compress):
-        return {}
-    sampling = settings.sampling
-    return {
-        topic: Reservoir(
-            topic,
-            max_bytes=sampling.max_bytes,
-            every=sampling.every,
-            min_messages=sampling.min_messages,
-            max_value_bytes=sampling.max_value_bytes,
-        )
-        for topic in settings.relay.input_topics
-    }
-
-
 @dataclass(frozen=True, slots=True)
 class _Clients:
     """The relay's Kafka clients, and the topics they were checked against."""
@@ -211,7 +173,7 @@ def _connect(settings: Settings, callbacks: _ClientCallbacks, decode: bool) -> _
 
 
 def _relay_arguments(
-    settings: Settings, clients: _Clients, store: DictionaryStore, metrics: Metrics, health: Health
+    settings: Settings, clients: _Clients, metrics: Metrics, health: Health
 ) -> dict[str, Any]:
     """What the relay takes in either direction: its clients, topics, store, metrics, tuning."""
     relay = settings.relay
@@ -219,7 +181,6 @@ def _relay_arguments(
     return {
         "consumer": clients.consumer,
         "producer": clients.producer,
-        "store": store,
         "outputs": found.outputs,
         "partitions": found.partitions,
         "metrics": metrics,
@@ -297,27 +258,35 @@ def _encoding_relay(
     backlogs: dict[str, int],
 ) -> tuple[Relay, Trainer]:
     """A relay that encodes, and the trainer beside it (not started yet) that keeps its
-    dictionaries fresh, sharing its store and metrics. Topics with a `backlog` are held back
-    until their first dictionary, trained from the backlog, is active."""
-    reservoirs = _reservoirs(settings)
-    relay = _relay_class(settings)(
-        encoder_factory=encoder_factory(settings),
-        reservoirs=reservoirs,
-        hold={topic: settings.relay.backlog_wait for topic in backlogs},
-        **arguments,
+    dictionaries fresh, sharing its store, namespaces and metrics. Topics with a `backlog` are
+    held back until their first dictionary, trained from the backlog, is active."""
+    relay_settings = settings.relay
+    training = settings.training.enabled and relay_settings.compress
+    namespaces = Namespaces(
+        store,
+        encoder_factory(settings.codec, compress=relay_settings.compress),
+        arguments["metrics"],
+        settings.sampling if training else None,
     )
+    for topic in relay_settings.input_topics:
+        namespaces.add(topic)
     trainer = Trainer(
         settings=settings,
         store=store,
         registry=dictionaries,
-        metrics=relay.metrics,
-        reservoirs=reservoirs,
-        topics=list(settings.relay.input_topics),
-        encoder_stats=relay.encoder_stats,
-        dictionaries_changed=relay.request_refresh,
+        metrics=arguments["metrics"],
+        reservoirs=namespaces.reservoirs(),
+        topics=list(relay_settings.input_topics),
+        encoder_stats=namespaces.encoder_stats,
+        dictionaries_changed=namespaces.request_refresh,
         backlogs=backlogs,
     )
-    relay.on_assignment = trainer.on_assignment
+    relay = _relay_class(settings)(
+        namespaces=namespaces,
+        hold={topic: relay_settings.backlog_wait for topic in backlogs},
+        on_assignment=trainer.on_assignment,
+        **arguments,
+    )
     return relay, trainer
 
 
@@ -350,7 +319,7 @@ def run_relay(settings: Settings) -> int:
         dictionaries = _open_registry(
             settings, store, list(relay_settings.input_topics), decode, metrics
         )
-        arguments = _relay_arguments(settings, clients, store, metrics, health)
+        arguments = _relay_arguments(settings, clients, metrics, health)
         if decode:
             relay = _decoding_relay(settings, store, dictionaries, arguments)
         else:

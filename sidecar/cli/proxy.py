@@ -30,6 +30,8 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
         proxy["upstream_topic"] = args.upstream_topic
     if args.topic:
         proxy["topics"] = tuple(args.topic)
+    if args.pass_through:
+        proxy["compress"] = False
     overrides: dict[str, Any] = {"proxy": proxy} if proxy else {}
     if args.no_training:
         overrides["training"] = {"enabled": False}
@@ -37,8 +39,6 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
         overrides["registry"] = {"enabled": False}
     if args.metrics_port is not None:
         overrides["metrics"] = {"port": args.metrics_port}
-    if args.pass_through:
-        overrides["relay"] = {"compress": False}
     return overrides
 
 

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Protocol, TypeVar, cast
@@ -35,17 +34,17 @@ from typing import Any, Final, Protocol, TypeVar, cast
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from kio.schema.errors import ErrorCode
 
-from sidecar.codec import Encoded, Encoder
+from sidecar.codec import Encoded
 from sidecar.errors import CodecError, MalformedBatch
 from sidecar.kafka import protocol_error_code
 from sidecar.logs import get_logger
-from sidecar.metrics import Metrics, NamespaceMetrics
+from sidecar.metrics import Metrics
+from sidecar.namespaces import Namespace
 from sidecar.proxy.metadata import UpstreamTopics
 from sidecar.proxy.protocol import NO_THROTTLE, PRODUCE, Request, build, nested, response_class
 from sidecar.proxy.sequences import Sequences, Verdict
 from sidecar.record_batch import DecodedBatch, DecodedRecord, decode_batches
 from sidecar.relay.dead_letters import record_size
-from sidecar.sampling import Reservoir
 
 log = get_logger(__name__)
 
@@ -65,16 +64,17 @@ _MALFORMED_CODES: Final = {
 }
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Route:
     """Where records produced to one topic go, and how they are encoded."""
 
-    #: The topic as the client names it: the namespace of its dictionaries.
-    topic: str
+    #: The topic as the client names it: its namespace (encoder, sample, metrics).
+    namespace: Namespace
     upstream: str
-    encoder: Encoder
-    reservoir: Reservoir | None
-    metrics: NamespaceMetrics
+
+    @property
+    def topic(self) -> str:
+        return self.namespace.topic
 
 
 class Routes(Protocol):
@@ -363,24 +363,10 @@ class ProduceHandler:
             ]
         except UnicodeDecodeError:
             return Written(ErrorCode.invalid_record, message="a record header key is not UTF-8")
-        encoder = route.encoder
-        stats = encoder.stats
-        outcomes, input_bytes, output_bytes = (
-            Counter(stats.outcomes),
-            stats.input_bytes,
-            stats.output_bytes,
-        )
-        started = time.perf_counter()
         try:
-            encoded = encoder.encode_batch(inputs)
+            encoded = route.namespace.encode(inputs)
         except CodecError as exc:
             return Written(ErrorCode.invalid_record, message=f"a record cannot be encoded: {exc}")
-        seconds = time.perf_counter() - started
-        delta = stats.outcomes.copy()
-        delta.subtract(outcomes)
-        route.metrics.observe_counts(
-            delta, stats.input_bytes - input_bytes, stats.output_bytes - output_bytes, seconds
-        )
         limit = self.max_record_bytes
         for record, enc in zip(batch.records, encoded, strict=True):
             if enc.output_bytes + len(record.key or b"") + 64 > limit:
@@ -444,10 +430,11 @@ class ProduceHandler:
             self.metrics.produce_error(ErrorCode(written.error).name.upper())
             return
         first = batch.records[0]
+        namespace = route.namespace
         if first.timestamp > 0:
-            route.metrics.observe_delivery_latency(time.time() - first.timestamp / 1000.0)
-        if route.reservoir is not None and len(written.offsets) == len(batch.records):
-            route.reservoir.offer(
+            namespace.metrics.observe_delivery_latency(time.time() - first.timestamp / 1000.0)
+        if namespace.reservoir is not None and len(written.offsets) == len(batch.records):
+            namespace.reservoir.offer(
                 [
                     _Sampled(partition, offset, record.value)
                     for offset, record in zip(written.offsets, batch.records, strict=True)

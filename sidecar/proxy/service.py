@@ -26,7 +26,6 @@ from typing import Final
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from prometheus_client import CollectorRegistry
 
-from sidecar.codec import CodecStats, Encoder
 from sidecar.config import KafkaSettings, Settings
 from sidecar.dictionaries.lifecycle import adopt_local, sync_store
 from sidecar.dictionaries.registry import Registry
@@ -43,18 +42,15 @@ from sidecar.kafka import (
 )
 from sidecar.logs import get_logger
 from sidecar.metrics import Metrics
+from sidecar.namespaces import Namespaces, encoder_factory
 from sidecar.proxy.metadata import UpstreamTopics
 from sidecar.proxy.produce import ProduceHandler, Route, Written
 from sidecar.proxy.sequences import ProducerIds, Sequences
 from sidecar.proxy.server import Dispatcher, ProxyServer
-from sidecar.sampling import Reservoir
-from sidecar.service import encoder_factory
 from sidecar.trainer import Trainer
 
 log = get_logger("sidecar.proxy")
 
-#: Seconds between two looks at the store for a newly activated dictionary.
-DICTIONARY_CHECK_INTERVAL: Final = 5.0
 #: Seconds between two heartbeats of the event loop (/healthz).
 BEAT_INTERVAL: Final = 1.0
 #: Seconds the upstream producer may take to deliver what is queued when the proxy stops.
@@ -63,8 +59,6 @@ FLUSH_TIMEOUT: Final = 30.0
 #: under way, and while none is.
 BUSY_POLL: Final = 0.001
 IDLE_POLL: Final = 0.05
-#: Seconds the start waits at most for the upstream cluster to answer.
-START_TIMEOUT: Final = 30.0
 
 
 class Elector:
@@ -78,8 +72,7 @@ class Elector:
         namespace_of: Callable[[str], str | None],
         on_assignment: Callable[[set[tuple[str, int]]], None],
     ) -> None:
-        group = settings.relay.model_copy(update={"group_id": settings.proxy.group_id})
-        self._consumer: Consumer = make_consumer(settings.model_copy(update={"relay": group}))
+        self._consumer: Consumer = make_consumer(settings, group_id=settings.proxy.group_id)
         self._namespace_of = namespace_of
         self._on_assignment = on_assignment
         self._held: set[tuple[str, int]] = set()
@@ -140,8 +133,9 @@ class Elector:
         return pairs
 
 
-class Namespaces:
-    """Every namespace the proxy serves: routes (encoders), reservoirs, the trainer."""
+class ProxyRoutes:
+    """Every namespace the proxy serves: its route (the per-topic core, `Namespaces`, and the
+    upstream topic), and the trainer of them all."""
 
     def __init__(
         self,
@@ -154,15 +148,18 @@ class Namespaces:
         self.store = store
         self.registry = registry
         self.metrics = metrics
-        self._build = encoder_factory(settings)
+        self._training = settings.training.enabled and settings.proxy.compress
+        self.namespaces = Namespaces(
+            store,
+            encoder_factory(settings.codec, compress=settings.proxy.compress),
+            metrics,
+            settings.sampling if self._training else None,
+        )
         self._routes: dict[str, Route] = {}
-        self._active: dict[str, int | None] = {}
         self._trainer: Trainer | None = None
         self._trained: set[str] = set()
         self._elector: Elector | None = None
-        self._refresh = threading.Event()
         self._setup = threading.Lock()
-        self._checked = time.monotonic()
         self._closed = False
 
     # -- routes (the event loop) ---------------------------------------------------------------
@@ -187,83 +184,13 @@ class Namespaces:
         return route
 
     def _add(self, topic: str) -> Route:
-        encoder = self._encoder(topic)
-        training = self.settings.training.enabled and self.settings.relay.compress
-        sampling = self.settings.sampling
-        route = Route(
-            topic=topic,
-            upstream=self.upstream_for(topic),
-            encoder=encoder,
-            reservoir=Reservoir(
-                topic,
-                max_bytes=sampling.max_bytes,
-                every=sampling.every,
-                min_messages=sampling.min_messages,
-                max_value_bytes=sampling.max_value_bytes,
-            )
-            if training
-            else None,
-            metrics=self.metrics.namespace(topic),
-        )
+        route = Route(self.namespaces.add(topic), self.upstream_for(topic))
         self._routes[topic] = route
-        self._announce(topic, encoder)
         return route
 
-    def _encoder(self, topic: str) -> Encoder:
-        encoder = self._build(self.store, topic)
-        self._active[topic] = encoder.dict_id or None
-        return encoder
-
-    def _announce(self, topic: str, encoder: Encoder) -> None:
-        dictionary = encoder.dictionary
-        self.metrics.set_dictionary(topic, dictionary)
-        if dictionary is None:
-            log.warning(
-                "no_dictionary",
-                namespace=topic,
-                detail="compressing without a dictionary (zd=0) where that still shrinks",
-            )
-        else:
-            log.info(
-                "dictionary_loaded",
-                namespace=topic,
-                dict_id=dictionary.id,
-                version=dictionary.meta.version,
-                heldout_ratio=dictionary.meta.heldout_ratio,
-                level=encoder.level,
-            )
-
     def tick(self) -> None:
-        """Switch encoders whose active dictionary changed (told by the trainer, or found in
-        the store every `DICTIONARY_CHECK_INTERVAL` seconds)."""
-        now = time.monotonic()
-        if not self._refresh.is_set() and now - self._checked < DICTIONARY_CHECK_INTERVAL:
-            return
-        self._refresh.clear()
-        self._checked = now
-        for topic, route in list(self._routes.items()):
-            try:
-                active = self.store.active_id(topic)
-            except ZdictError as exc:
-                log.error("dictionary_check_failed", namespace=topic, error=str(exc))
-                continue
-            if active == self._active.get(topic):
-                continue
-            try:
-                route.encoder = self._encoder(topic)
-            except ZdictError as exc:  # keep the current encoder rather than stop
-                log.error("dictionary_load_failed", namespace=topic, error=str(exc))
-                self._active[topic] = active
-                continue
-            self._announce(topic, route.encoder)
-
-    def request_refresh(self) -> None:
-        """The trainer changed the store (thread-safe)."""
-        self._refresh.set()
-
-    def encoder_stats(self, topic: str) -> CodecStats:
-        route = self._routes.get(topic)
-        return route.encoder.stats if route is not None else CodecStats()
+        """Switch encoders whose active dictionary changed (see `Namespaces.refresh_if_due`)."""
+        self.namespaces.refresh_if_due()
 
     # -- training (worker threads) -------------------------------------------------------------
 
@@ -296,25 +223,23 @@ class Namespaces:
                 store=self.store,
                 registry=self.registry,
                 metrics=self.metrics,
-                reservoirs={
-                    t: r.reservoir for t, r in self._routes.items() if r.reservoir is not None
-                },
+                reservoirs=self.namespaces.reservoirs(),
                 topics=topics,
-                encoder_stats=self.encoder_stats,
-                dictionaries_changed=self.request_refresh,
+                encoder_stats=self.namespaces.encoder_stats,
+                dictionaries_changed=self.namespaces.request_refresh,
             )
             self._trained = set(topics)
             if self._elector is not None:
                 self._trainer.on_assignment(self._elector.held)
             self._trainer.start()
-            self.request_refresh()
+            self.namespaces.request_refresh()
             if self._elector is not None:
                 self._elector.subscribe(self._routes[t].upstream for t in topics)
             log.info("namespaces_set_up", namespaces=topics)
 
     def elect(self) -> None:
         """Join the proxies' group so that one proxy per topic trains it."""
-        if not (self.settings.training.enabled and self.settings.relay.compress):
+        if not self._training:
             return
         self._elector = Elector(self.settings, self.namespace_of, self._assigned)
         self._elector.subscribe(r.upstream for r in self._routes.values())
@@ -406,7 +331,7 @@ class _Upstream:
 
 async def _serve(
     settings: Settings,
-    namespaces: Namespaces,
+    routes: ProxyRoutes,
     upstream: _Upstream,
     health: Health,
     ready: Callable[[str, int], None] | None,
@@ -415,9 +340,9 @@ async def _serve(
     await topics.refresh(None)
     handler = ProduceHandler(
         producer=upstream.producer,
-        routes=namespaces,
+        routes=routes,
         topics=topics,
-        metrics=namespaces.metrics,
+        metrics=routes.metrics,
         sequences=Sequences[asyncio.Future[Written]](),
         max_batch_bytes=settings.proxy.max_request_bytes,
         max_record_bytes=upstream.max_record_bytes,
@@ -427,7 +352,7 @@ async def _serve(
         produce=handler,
         topics=topics,
         producer_ids=ProducerIds(),
-        upstream_for=namespaces.upstream_for,
+        upstream_for=routes.upstream_for,
         cluster_id=lambda: upstream.cluster_id,
     )
     server = ProxyServer(settings.proxy, dispatcher)
@@ -443,7 +368,7 @@ async def _serve(
         upstream=settings.kafka.client_config()["bootstrap.servers"],
         upstream_topic=settings.proxy.upstream_topic,
         kafka=settings.kafka.redacted(),
-        registry=settings.registry.topic if namespaces.registry else None,
+        registry=settings.registry.topic if routes.registry else None,
         training=settings.training.enabled,
     )
     if ready is not None:
@@ -452,7 +377,7 @@ async def _serve(
     code = 0
     while not stopping.is_set():
         health.beat()
-        namespaces.tick()
+        routes.tick()
         if upstream.fatal is not None:
             log.error("proxy_failed", error=upstream.fatal)
             code = 1
@@ -478,21 +403,20 @@ def run_proxy(settings: Settings, ready: Callable[[str, int], None] | None = Non
     server = ObservabilityServer(registry, health)
     server.start_if_enabled(settings.metrics)
     dictionaries: Registry | None = None
-    namespaces: Namespaces | None = None
+    routes: ProxyRoutes | None = None
     upstream: _Upstream | None = None
     try:
         bootstrap = settings.kafka.client_config()["bootstrap.servers"]
-        # Reachable at all? As for `run`, ZDICT_RELAY__UNREACHABLE_TIMEOUT bounds the wait.
-        wait = min(START_TIMEOUT, settings.relay.unreachable_timeout)
-        partition_counts(make_admin(settings), [], wait, bootstrap)
+        # Reachable at all? ZDICT_PROXY__START_TIMEOUT bounds the wait.
+        partition_counts(make_admin(settings), [], settings.proxy.start_timeout, bootstrap)
         upstream = _Upstream(settings)
         store = DictionaryStore(settings.dictionaries)
         if settings.registry.enabled:
             dictionaries = Registry.open(settings, "proxy", metrics)
-        namespaces = Namespaces(settings, store, dictionaries, metrics)
-        namespaces.set_up(settings.proxy.topics)
-        namespaces.elect()
-        return asyncio.run(_serve(settings, namespaces, upstream, health, ready))
+        routes = ProxyRoutes(settings, store, dictionaries, metrics)
+        routes.set_up(settings.proxy.topics)
+        routes.elect()
+        return asyncio.run(_serve(settings, routes, upstream, health, ready))
     except ZdictError as exc:
         if isinstance(exc, ConfigError):
             raise
@@ -504,8 +428,8 @@ def run_proxy(settings: Settings, ready: Callable[[str, int], None] | None = Non
             f"{exc.strerror or exc}"
         ) from None
     finally:
-        if namespaces is not None:
-            namespaces.close()
+        if routes is not None:
+            routes.close()
         if upstream is not None:
             undelivered = upstream.stop()
             if undelivered:

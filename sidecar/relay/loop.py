@@ -28,7 +28,6 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, cast
@@ -43,9 +42,8 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from sidecar.codec import CodecStats, Decoder, Encoded, Encoder, Outcome
-from sidecar.dictionaries.store import DictionaryStore
-from sidecar.errors import ClientHung, CodecError, RecordTooLarge, RelayFailed, ZdictError
+from sidecar.codec import Decoder, Encoded, Outcome
+from sidecar.errors import ClientHung, CodecError, RecordTooLarge, RelayFailed
 from sidecar.health import Health
 from sidecar.kafka import (
     LIBRDKAFKA_MESSAGE_TIMEOUT_MS,
@@ -56,17 +54,13 @@ from sidecar.kafka import (
     is_partition_eof,
 )
 from sidecar.metrics import Metrics, NamespaceMetrics
+from sidecar.namespaces import Namespace, Namespaces, Records
 from sidecar.relay.dead_letters import error_headers, record_size
 from sidecar.relay.offsets import OffsetTracker, Unit
 from sidecar.runtime import tune_gc
-from sidecar.sampling import Reservoir
 
 log = structlog.get_logger("sidecar.relay.loop")
 
-Records = list[tuple[bytes | None, list[tuple[str, bytes | None]] | None]]
-
-#: Seconds between checks of the store for a newly activated dictionary.
-DICTIONARY_CHECK_INTERVAL: Final = 5.0
 #: `partition` for librdkafka's partitioner to choose (RD_KAFKA_PARTITION_UA).
 PARTITION_ANY: Final = -1
 #: At most one record in this many feeds the latency histogram (an observation costs ~1 µs);
@@ -140,6 +134,20 @@ def bounded(operation: Callable[[], object], what: str, limit: float) -> None:
         raise raised[0]
 
 
+def _counted(
+    decode: Callable[[Records], list[Encoded]], metrics: NamespaceMetrics
+) -> Callable[[Records], list[Encoded]]:
+    """`decode`, each batch counted in `metrics` (outcomes, bytes, the mean time)."""
+
+    def transform(records: Records) -> list[Encoded]:
+        started = time.perf_counter()
+        decoded = decode(records)
+        metrics.observe_batch(decoded, time.perf_counter() - started)
+        return decoded
+
+    return transform
+
+
 @dataclass(slots=True)
 class _Route:
     """Per input topic: where its records go and how they are encoded (or decoded)."""
@@ -147,12 +155,12 @@ class _Route:
     topic: str
     output: str
     same_partitions: bool
-    #: The batch transform: `encoder.encode_batch`, or `Decoder.decode_batch` in decode mode.
+    #: The batch transform, counted in the metrics: the namespace's `encode`, or the decoder's
+    #: `decode_batch` in decode mode.
     transform: Callable[[Records], list[Encoded]]
-    encoder: Encoder | None
+    #: The namespace (encoder, training sample) of an encoding relay; None when decoding.
+    namespace: Namespace | None
     metrics: NamespaceMetrics
-    active_id: int | None
-    reservoir: Reservoir | None
     #: Where records that cannot be processed go (None: the relay stops at them).
     dead_letter: str | None = None
     #: Bytes the output topic and the producer accept for one record.
@@ -181,14 +189,12 @@ class Relay:
         *,
         consumer: Consumer,
         producer: Producer,
-        store: DictionaryStore,
         outputs: dict[str, str],
         partitions: dict[str, int],
         metrics: Metrics,
         health: Health,
-        encoder_factory: Callable[[DictionaryStore, str], Encoder] | None = None,
+        namespaces: Namespaces | None = None,
         decoder: Decoder | None = None,
-        reservoirs: Mapping[str, Reservoir] | None = None,
         dead_letters: Mapping[str, str] | None = None,
         max_record_bytes: Mapping[str, int] | None = None,
         hold: Mapping[str, float] | None = None,
@@ -198,24 +204,26 @@ class Relay:
         unreachable_timeout: float = 60.0,
         commit_limit: float = COMMIT_LIMIT,
         delivery_timeout: float = DEFAULT_DELIVERY_TIMEOUT,
+        on_assignment: Callable[[set[tuple[str, int]]], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        """Encode with `encoder_factory`'s encoders (following the store), or decode with
-        `decoder` (exactly one of the two). `reservoirs` (per input topic) get a tap of the
-        raw input for training; `dead_letters` (per input topic) take the records that cannot
+        """Encode with the encoders of `namespaces` (one per input topic, following the store;
+        their reservoirs get a tap of the raw input for training), or decode with `decoder`
+        (exactly one of the two). `dead_letters` (per input topic) take the records that cannot
         be processed; `max_record_bytes` (per output topic) is what a record may weigh; `hold`
         (per input topic, seconds) holds a topic's partitions back until its first dictionary
         is active, at most that long: a backlog is then compressed with a dictionary trained
         from it, not relayed before one exists. `delivery_timeout` is the producer's
         message.timeout.ms in seconds (`sidecar.kafka.delivery_timeout`): a report that comes
-        later may stand for a record that timed out unseen."""
-        if (encoder_factory is None) == (decoder is None):
-            raise ValueError("give the relay an encoder_factory or a decoder, not both")
+        later may stand for a record that timed out unseen. `on_assignment` is called with the
+        held partitions after every change (the trainer's role follows them)."""
+        if (namespaces is None) == (decoder is None):
+            raise ValueError("give the relay namespaces to encode or a decoder, not both")
         self.consumer = consumer
         self.producer = producer
-        self.store = store
         self.metrics = metrics
         self.health = health
+        self.namespaces = namespaces
         self.batch_size = batch_size
         self.poll_timeout = poll_timeout
         self.commit_interval = commit_interval
@@ -226,7 +234,6 @@ class Relay:
         #: Topics held back now, with the monotonic time they are let go at the latest.
         self._held: dict[str, float] = {}
         self.clock = clock
-        self._encoder_factory = encoder_factory
         self.offsets = OffsetTracker()
         self.stats = RelayStats()
         self._stop = threading.Event()
@@ -244,54 +251,29 @@ class Relay:
         self._releases = 0
         #: Records acknowledged since the last latency observation.
         self._unobserved = 0
-        self._refresh_requested = False
-        #: Called with the held partitions after every change (the trainer's role follows).
-        self.on_assignment: Callable[[set[tuple[str, int]]], None] | None = None
+        self._on_assignment = on_assignment
         self.routes: dict[str, _Route] = {}
         for topic, output in outputs.items():
-            same = partitions.get(topic) == partitions.get(output)
-            reservoir = (reservoirs or {}).get(topic)
-            dead_letter = (dead_letters or {}).get(topic)
-            limit = (max_record_bytes or {}).get(output, DEFAULT_MAX_RECORD_BYTES)
-            if decoder is not None:
-                self.routes[topic] = _Route(
-                    topic=topic,
-                    output=output,
-                    same_partitions=same,
-                    transform=decoder.decode_batch,
-                    encoder=None,
-                    metrics=metrics.namespace(topic, Outcome.DECODE_ALL),
-                    active_id=None,
-                    reservoir=reservoir,
-                    dead_letter=dead_letter,
-                    max_record_bytes=limit,
-                )
-                continue
-            assert encoder_factory is not None
-            encoder = encoder_factory(store, topic)
+            namespace: Namespace | None = None
+            transform: Callable[[Records], list[Encoded]]
+            if namespaces is not None:
+                namespace = namespaces.add(topic)
+                topic_metrics, transform = namespace.metrics, namespace.encode
+            else:
+                assert decoder is not None
+                topic_metrics = metrics.namespace(topic, Outcome.DECODE_ALL)
+                transform = _counted(decoder.decode_batch, topic_metrics)
             self.routes[topic] = _Route(
                 topic=topic,
                 output=output,
-                same_partitions=same,
-                transform=encoder.encode_batch,
-                encoder=encoder,
-                metrics=metrics.namespace(topic),
-                active_id=encoder.dict_id or None,
-                reservoir=reservoir,
-                dead_letter=dead_letter,
-                max_record_bytes=limit,
+                same_partitions=partitions.get(topic) == partitions.get(output),
+                transform=transform,
+                namespace=namespace,
+                metrics=topic_metrics,
+                dead_letter=(dead_letters or {}).get(topic),
+                max_record_bytes=(max_record_bytes or {}).get(output, DEFAULT_MAX_RECORD_BYTES),
             )
-            self._announce_encoder(self.routes[topic])
         health.set_encoder_ready(True)
-
-    def encoder_stats(self, topic: str) -> CodecStats:
-        """The current encoder's counts for `topic` (empty in decode mode)."""
-        encoder = self.routes[topic].encoder
-        return encoder.stats if encoder is not None else CodecStats()
-
-    def request_refresh(self) -> None:
-        """Re-read the store's active dictionaries at the next loop turn (thread-safe)."""
-        self._refresh_requested = True
 
     # -- callbacks (run inside consume/poll/flush on this thread) ------------------------------
 
@@ -436,8 +418,8 @@ class Relay:
 
     def _set_assigned(self) -> None:
         self.metrics.set_assigned_partitions(len(self._assigned))
-        if self.on_assignment is not None:
-            self.on_assignment(set(self._assigned))
+        if self._on_assignment is not None:
+            self._on_assignment(set(self._assigned))
 
     # -- control -------------------------------------------------------------------------------
 
@@ -534,11 +516,11 @@ class Relay:
 
     def run(self) -> RelayStats:
         """Relay until stopped; raises `RelayFailed` if it had to stop to avoid loss."""
-        last_commit = last_dict_check = self.clock()
+        last_commit = self.clock()
         self._held = {
             topic: last_commit + seconds
             for topic, seconds in self._hold.items()
-            if seconds > 0 and topic in self.routes and self.routes[topic].active_id is None
+            if seconds > 0 and topic in self.routes and self._active_id(topic) is None
         }
         for topic, until in self._held.items():
             log.info("backlog_held", topic=topic, wait_seconds=round(until - last_commit, 1))
@@ -565,10 +547,8 @@ class Relay:
                     elif self._commit_sent_at is not None:
                         self._commit_sent_at = now  # the limit counts while brokers answer
                     last_commit = now
-                if self._refresh_requested or now - last_dict_check >= DICTIONARY_CHECK_INTERVAL:
-                    self._refresh_requested = False
-                    self._refresh_encoders()
-                    last_dict_check = now
+                if self.namespaces is not None:
+                    self.namespaces.refresh_if_due()
                 if self._held:
                     self._release_held(now)
                 if (
@@ -581,10 +561,15 @@ class Relay:
             raise RelayFailed(self._failure)
         return self.stats
 
+    def _active_id(self, topic: str) -> int | None:
+        """The id of `topic`'s active dictionary (None: none, or decoding)."""
+        namespace = self.routes[topic].namespace
+        return namespace.active_id if namespace is not None else None
+
     def _release_held(self, now: float) -> None:
         """Let a held topic go once its first dictionary is active, or its wait is over."""
         for topic, until in list(self._held.items()):
-            active = self.routes[topic].active_id
+            active = self._active_id(topic)
             if active is None and now < until:
                 continue
             del self._held[topic]
@@ -649,35 +634,16 @@ class Relay:
             if self._failure is not None:
                 return
             route = self.routes[topic]
-            if route.reservoir is not None:
-                route.reservoir.offer(batch)
-            started = time.perf_counter()
+            if route.namespace is not None and route.namespace.reservoir is not None:
+                route.namespace.reservoir.offer(batch)
             # A consumed record's headers are always a list of (str, bytes | None) pairs.
             records = cast(Records, [(m.value(), m.headers()) for m in batch])
-            stats = route.encoder.stats if route.encoder is not None else None
-            before = (
-                (Counter(stats.outcomes), stats.input_bytes, stats.output_bytes) if stats else None
-            )
+            self.stats.consumed += len(batch)
             try:
                 encoded = route.transform(records)
             except CodecError:
-                self.stats.consumed += len(batch)
-                self._relay_one_by_one(route, batch, records, started)
+                self._relay_one_by_one(route, batch, records)
                 continue
-            seconds = time.perf_counter() - started
-            if stats is not None and before is not None:
-                # The encoder tallied the batch already: its deltas cost nothing per record.
-                outcomes = stats.outcomes.copy()
-                outcomes.subtract(before[0])
-                route.metrics.observe_counts(
-                    outcomes,
-                    stats.input_bytes - before[1],
-                    stats.output_bytes - before[2],
-                    seconds,
-                )
-            else:
-                route.metrics.observe_batch(encoded, seconds)
-            self.stats.consumed += len(batch)
             if route.same_partitions:
                 self._produce_batch(route, topic, batch, encoded)
             else:
@@ -847,17 +813,14 @@ class Relay:
         else:
             self._send(route, msg, route.output, enc.value, enc.headers, unit, report)
 
-    def _relay_one_by_one(
-        self, route: _Route, batch: list[Message], records: Records, started: float
-    ) -> None:
+    def _relay_one_by_one(self, route: _Route, batch: list[Message], records: Records) -> None:
         """The batch failed to transform: do it record by record, setting the bad ones aside.
 
         Without a dead-letter topic the relay stops at the first bad record: the ones before it
         are still produced (and committed once acknowledged), nothing from it on is, so a restart
         after the cause is fixed resumes exactly there.
         """
-        stage = "encode" if route.encoder is not None else "decode"
-        done: list[Encoded] = []
+        stage = "encode" if route.namespace is not None else "decode"
         for msg, record in zip(batch, records, strict=True):
             if self._failure is not None:
                 break
@@ -866,10 +829,7 @@ class Relay:
             except CodecError as exc:
                 self._set_aside(route, msg, stage, exc)
                 continue
-            done.append(enc)
             self._produce_if_it_fits(route, msg, enc)
-        if done:
-            route.metrics.observe_batch(done, time.perf_counter() - started)
 
     def _set_aside(self, route: _Route, msg: Message, stage: str, error: Exception) -> None:
         """A record that cannot be processed: to the dead-letter topic, or stop before it."""
@@ -972,48 +932,6 @@ class Relay:
                 self.producer.poll(0.1)
                 self.health.beat()
         self.stats.produced += 1
-
-    def _refresh_encoders(self) -> None:
-        for route in self.routes.values():
-            if route.encoder is None:
-                continue  # decoding: every id resolves through the decoder, nothing to switch
-            try:
-                active = self.store.active_id(route.topic)
-            except ZdictError as exc:
-                log.error("dictionary_check_failed", namespace=route.topic, error=str(exc))
-                continue
-            if active != route.active_id:
-                try:
-                    assert self._encoder_factory is not None
-                    route.encoder = self._encoder_factory(self.store, route.topic)
-                    route.transform = route.encoder.encode_batch
-                except ZdictError as exc:  # keep the current encoder rather than stop
-                    log.error("dictionary_load_failed", namespace=route.topic, error=str(exc))
-                    route.active_id = active
-                    continue
-                route.active_id = active
-                self._announce_encoder(route)
-
-    def _announce_encoder(self, route: _Route) -> None:
-        assert route.encoder is not None
-        dictionary = route.encoder.dictionary
-        self.metrics.set_dictionary(route.topic, dictionary)
-        if dictionary is None:
-            log.warning(
-                "no_dictionary",
-                namespace=route.topic,
-                detail="compressing without a dictionary (zd=0) where that still shrinks; "
-                "train one with `zdict-sidecar train`",
-            )
-        else:
-            log.info(
-                "dictionary_loaded",
-                namespace=route.topic,
-                dict_id=dictionary.id,
-                version=dictionary.meta.version,
-                heldout_ratio=dictionary.meta.heldout_ratio,
-                level=route.encoder.level,
-            )
 
     def close_consumer(self) -> None:
         """Close the consumer (leave the group), within `CLOSE_LIMIT` seconds; one that still

@@ -19,7 +19,7 @@ from sidecar.errors import ConfigError, RelayFailed, TransactionHung
 from sidecar.kafka import producer_config
 from sidecar.relay import exactly_once
 from sidecar.relay.exactly_once import TransactionalRelay
-from tests.unit.test_relay_failures import Clock, deliveries, make_relay, record
+from tests.unit.relay_fakes import Clock, deliveries, make_relay, record
 
 
 def txn_error(*, retriable: bool = False, abort: bool = False, fatal: bool = False) -> Any:

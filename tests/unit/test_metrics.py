@@ -12,16 +12,13 @@ from collections import Counter as Tally
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from unittest.mock import MagicMock
 
 import pytest
-from confluent_kafka import Consumer, Producer
 from prometheus_client import CollectorRegistry, Counter, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from sidecar.bench.events import generate
 from sidecar.codec import DEFAULT_HEADER_KEY, Encoded, Encoder, Outcome
-from sidecar.dictionaries import DictionaryStore
 from sidecar.dictionaries.model import Dictionary
 from sidecar.dictionaries.training import Decision
 from sidecar.health import Health, ObservabilityServer
@@ -34,7 +31,7 @@ from sidecar.metrics import (
     Metrics,
     build_info,
 )
-from sidecar.relay.loop import Relay
+from tests.unit.relay_fakes import Clock, make_relay
 
 AddDictionary = Callable[..., Dictionary]  # the conftest fixture
 
@@ -354,15 +351,12 @@ def test_the_relays_producer_statistics_count_each_output_under_its_input_topic(
     tmp_path: Path,
 ) -> None:
     registry = CollectorRegistry()
-    relay = Relay(
-        consumer=MagicMock(spec_set=Consumer),
-        producer=MagicMock(spec_set=Producer),
-        store=DictionaryStore(tmp_path),
+    relay, _, _ = make_relay(
+        tmp_path,
+        Clock(),
         outputs={"orders": "orders.zd", "a": "shared.zd", "b": "shared.zd"},
         partitions={},
         metrics=Metrics(registry),
-        health=Health(),
-        encoder_factory=lambda store, ns: Encoder.from_store(store, ns),
         dead_letters={"orders": "orders.dlq"},
     )
     stats = {"orders.zd": (4, 400, 30_000), "shared.zd": (1, 10, 900), "orders.dlq": (1, 1, 99)}

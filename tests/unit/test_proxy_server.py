@@ -21,6 +21,7 @@ from prometheus_client import CollectorRegistry
 from sidecar.codec import Decoder, Encoder, StaticResolver
 from sidecar.config import ProxySettings
 from sidecar.metrics import Metrics
+from sidecar.namespaces import Namespace
 from sidecar.proxy.metadata import UpstreamTopics
 from sidecar.proxy.produce import ProduceHandler, Route
 from sidecar.proxy.protocol import INIT_PRODUCER_ID, METADATA, PRODUCE
@@ -79,9 +80,8 @@ class FakeRoutes:
     def route(self, topic: str) -> Route:
         if topic not in self.routes:
             reservoir = Reservoir(topic, max_bytes=1 << 20, min_messages=100)
-            self.routes[topic] = Route(
-                topic, self.upstream_for(topic), Encoder(), reservoir, self.metrics.namespace(topic)
-            )
+            namespace = Namespace(topic, Encoder(), reservoir, self.metrics.namespace(topic))
+            self.routes[topic] = Route(namespace, self.upstream_for(topic))
         return self.routes[topic]
 
 
@@ -236,7 +236,7 @@ async def test_produce_forwards_each_record_encoded_and_answers_with_the_offset(
     ]
     assert proxy.producer.records[0][4][0] == ("trace", b"1")  # the client's headers come first
     # The training sample holds the raw values, at the offsets upstream gave them.
-    sample = proxy.routes.routes["orders"].reservoir
+    sample = proxy.routes.routes["orders"].namespace.reservoir
     assert sample is not None
     assert sample.snapshot() == [(2, 0, VALUE), (2, 1, VALUE)]  # the tombstone is not sampled
 

@@ -6,35 +6,19 @@ from pathlib import Path
 from typing import cast
 from unittest.mock import MagicMock
 
-from confluent_kafka import Consumer, Message, Producer
+from confluent_kafka import Message
 from prometheus_client import CollectorRegistry
 
 from sidecar.bench.relay import percentile
-from sidecar.codec import Encoder
-from sidecar.dictionaries import DictionaryStore
-from sidecar.health import Health
 from sidecar.metrics import Metrics
 from sidecar.relay.loop import ACK_WAIT, Relay
-from tests.unit.test_relay_failures import Clock, record
+from tests.unit.relay_fakes import Clock, make_relay, record
 
 
 def make(tmp_path: Path) -> tuple[Relay, MagicMock, MagicMock, CollectorRegistry]:
-    consumer = MagicMock(spec_set=Consumer)
-    producer = MagicMock(spec_set=Producer)
-    producer.flush.return_value = 0
     registry = CollectorRegistry()
-    relay = Relay(
-        consumer=consumer,
-        producer=producer,
-        store=DictionaryStore(tmp_path),
-        outputs={"in": "in.zd"},
-        partitions={"in": 1, "in.zd": 1},
-        metrics=Metrics(registry),
-        health=Health(),
-        encoder_factory=lambda store, ns: Encoder.from_store(store, ns),
-        batch_size=100,
-        poll_timeout=0.5,
-        clock=Clock(),
+    relay, consumer, producer = make_relay(
+        tmp_path, Clock(), metrics=Metrics(registry), batch_size=100, poll_timeout=0.5
     )
     return relay, consumer, producer, registry
 

@@ -10,102 +10,17 @@ import random
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 from unittest.mock import MagicMock
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
-from prometheus_client import CollectorRegistry
+from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 from structlog.testing import capture_logs
 
-from sidecar.codec import Encoder
-from sidecar.dictionaries import DictionaryStore
 from sidecar.errors import RelayFailed
-from sidecar.health import Health
-from sidecar.metrics import Metrics
 from sidecar.relay import loop
 from sidecar.relay.loop import Relay
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def record(
-    offset: int, value: bytes | None = b'{"event":"x","n":1}' * 8, partition: int = 0
-) -> MagicMock:
-    msg = MagicMock(spec_set=Message)
-    msg.error.return_value = None
-    msg.topic.return_value = "in"
-    msg.partition.return_value = partition
-    msg.offset.return_value = offset
-    msg.value.return_value = value
-    msg.key.return_value = None
-    msg.headers.return_value = None
-    msg.timestamp.return_value = (1, 1_700_000_000_000)
-    return msg
-
-
-def make_relay(
-    tmp_path: Path,
-    clock: Clock,
-    relay_class: Callable[..., Relay] = Relay,
-    commit_interval: float = 0.0,
-    partitions: dict[str, int] | None = None,
-    **extra: Any,
-) -> tuple[Any, MagicMock, MagicMock]:
-    """A relay (of `relay_class`) on spec'd client fakes, one input topic "in" → "in.zd"."""
-    consumer = MagicMock(spec_set=Consumer)
-    producer = MagicMock(spec_set=Producer)
-    producer.flush.return_value = 0
-    relay = relay_class(
-        consumer=consumer,
-        producer=producer,
-        store=DictionaryStore(tmp_path),
-        outputs={"in": "in.zd"},
-        partitions=partitions or {"in": 1, "in.zd": 1},
-        metrics=Metrics(CollectorRegistry()),
-        health=Health(),
-        encoder_factory=lambda store, ns: Encoder.from_store(store, ns),
-        commit_interval=commit_interval,
-        unreachable_timeout=60.0,
-        clock=clock,
-        **extra,
-    )
-    inputs = (partitions or {"in": 1})["in"]
-
-    def subscribe(topics: list[str], on_assign: Callable[..., None], **_: object) -> None:
-        # As a consumer joining its group: every input partition assigned.
-        on_assign(consumer, [TopicPartition("in", p) for p in range(inputs)])
-
-    consumer.subscribe.side_effect = subscribe
-    return relay, consumer, producer
-
-
-def report(call: Any) -> Callable[[KafkaError | None, Any], None] | None:
-    """The delivery report one produce() call carries (None: a report later stands for it).
-
-    The relay's batch path passes produce()'s arguments by position (the callback is the
-    fifth, as in confluent-kafka's C signature); its slow path by keyword.
-    """
-    callback = call.kwargs.get("on_delivery") if call.kwargs else call.args[4]
-    return cast(Callable[[KafkaError | None, Any], None] | None, callback)
-
-
-def deliveries(producer: MagicMock) -> list[Callable[[KafkaError | None, Any], None]]:
-    """The delivery reports of everything produced so far, in produce order."""
-    found = (report(c) for c in producer.produce.call_args_list)
-    return [r for r in found if r is not None]
-
-
-def delivered_message() -> MagicMock:
-    msg = MagicMock(spec_set=Message)
-    msg.timestamp.return_value = (1, 1_700_000_000_000)
-    return msg
+from tests.unit.relay_fakes import Clock, delivered_message, deliveries, make_relay, record, report
 
 
 def test_a_failed_delivery_stops_the_relay_and_commits_only_what_came_before(

@@ -11,7 +11,7 @@ from confluent_kafka import TopicPartition
 
 from sidecar.dictionaries import DictionaryStore
 from tests.unit.conftest import add_to_store
-from tests.unit.test_relay_failures import Clock, make_relay
+from tests.unit.relay_fakes import Clock, make_relay
 
 
 def partitions(call: Any) -> list[tuple[str, int]]:
@@ -45,14 +45,14 @@ def test_a_held_topic_is_paused_until_its_first_dictionary_is_active(
         if n == 3:  # the trainer activated a dictionary trained from the backlog
             store = DictionaryStore(tmp_path)
             store.activate("in", add_to_store(store, "in", trained_bytes).id)
-            relay.request_refresh()
+            relay.namespaces.request_refresh()
         if n == 5:
             relay.stop()
 
     run_with_assignment(relay, consumer, clock, turn)
     assert [partitions(c) for c in consumer.pause.call_args_list] == [[("in", 0)]]
     assert [partitions(c) for c in consumer.resume.call_args_list] == [[("in", 0)]]
-    assert relay.routes["in"].active_id is not None
+    assert relay.namespaces["in"].active_id is not None
 
 
 def test_a_held_topic_goes_on_without_a_dictionary_once_the_wait_is_over(tmp_path: Path) -> None:

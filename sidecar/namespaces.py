@@ -1,0 +1,228 @@
+"""The per-topic core that the relay and the proxy share.
+
+A namespace is a topic as the producers name it: its dictionaries are trained on its values and
+stored under its name. Per namespace, a process holds the encoder of its active dictionary, the
+reservoir that samples its raw values for training, and its metrics. `Namespaces` builds them,
+encodes and counts a batch (`Namespace.encode`), and switches a namespace to a new encoder when
+the store's active dictionary changes (told by the trainer, or found in the store every
+`DICTIONARY_CHECK_INTERVAL` seconds), announcing each encoder it takes up in the log and in the
+`zdict_dictionary_*` metrics.
+
+Not thread-safe but for `request_refresh`: the relay's loop or the proxy's event loop owns it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from typing import Final
+
+from sidecar.codec import CodecStats, Encoded, Encoder
+from sidecar.config import CodecSettings, SamplingSettings
+from sidecar.dictionaries.store import DictionaryStore
+from sidecar.errors import ZdictError
+from sidecar.logs import get_logger
+from sidecar.metrics import Metrics, NamespaceMetrics
+from sidecar.sampling import Reservoir
+
+log = get_logger(__name__)
+
+#: A batch of record values with their headers, as the codec takes it.
+Records = Sequence[tuple[bytes | None, Sequence[tuple[str, bytes | None]] | None]]
+#: How a namespace's encoder is built: from the store, for the namespace's active dictionary.
+EncoderFactory = Callable[[DictionaryStore, str], Encoder]
+
+#: Seconds between two looks at the store for a newly activated dictionary.
+DICTIONARY_CHECK_INTERVAL: Final = 5.0
+#: `min_size` that makes every value pass through: the pass-through baseline runs the same path.
+NEVER_COMPRESS: Final = 2**62
+
+
+def encoder_factory(codec: CodecSettings, *, compress: bool = True) -> EncoderFactory:
+    """Encoders as the codec settings say; with `compress` false, encoders that pass every value
+    through (the cost baseline)."""
+    min_size = codec.min_size if compress else NEVER_COMPRESS
+
+    def build(store: DictionaryStore, namespace: str) -> Encoder:
+        return Encoder.from_store(
+            store,
+            namespace,
+            level=codec.level,
+            min_size=min_size,
+            header_key=codec.header_key,
+            frame=codec.frame,
+            wire=codec.wire_format,
+        )
+
+    return build
+
+
+def new_reservoir(topic: str, sampling: SamplingSettings) -> Reservoir:
+    """The training sample's reservoir of `topic`, bounded as the sampling settings say."""
+    return Reservoir(
+        topic,
+        max_bytes=sampling.max_bytes,
+        every=sampling.every,
+        min_messages=sampling.min_messages,
+        max_value_bytes=sampling.max_value_bytes,
+    )
+
+
+class Namespace:
+    """One namespace: its current encoder, its training sample (None: nothing trains) and its
+    metrics."""
+
+    __slots__ = ("active_id", "encoder", "metrics", "reservoir", "topic")
+
+    def __init__(
+        self, topic: str, encoder: Encoder, reservoir: Reservoir | None, metrics: NamespaceMetrics
+    ) -> None:
+        self.topic = topic
+        self.encoder = encoder
+        #: The id of the store's active dictionary the encoder was built for (None: none).
+        self.active_id: int | None = encoder.dict_id or None
+        self.reservoir = reservoir
+        self.metrics = metrics
+
+    def encode(self, records: Records) -> list[Encoded]:
+        """Encode a batch with the current encoder and count it in the metrics (outcomes, bytes
+        in and out, the mean encode time). Raises `CodecError` for a batch with a record that
+        cannot be encoded; nothing of it is counted then."""
+        encoder = self.encoder
+        stats = encoder.stats
+        outcomes, input_bytes, output_bytes = (
+            Counter(stats.outcomes),
+            stats.input_bytes,
+            stats.output_bytes,
+        )
+        started = time.perf_counter()
+        encoded = encoder.encode_batch(records)
+        seconds = time.perf_counter() - started
+        # The encoder tallied the batch already: its deltas cost nothing per record.
+        delta = stats.outcomes.copy()
+        delta.subtract(outcomes)
+        self.metrics.observe_counts(
+            delta, stats.input_bytes - input_bytes, stats.output_bytes - output_bytes, seconds
+        )
+        return encoded
+
+
+class Namespaces:
+    """Every namespace a process encodes, by topic, following the store's active dictionaries."""
+
+    def __init__(
+        self,
+        store: DictionaryStore,
+        build: EncoderFactory,
+        metrics: Metrics,
+        sampling: SamplingSettings | None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """`build` makes a namespace's encoder; `sampling` bounds each namespace's training
+        sample (None: nothing is sampled, nothing trains)."""
+        self.store = store
+        self.metrics = metrics
+        self._build = build
+        self._sampling = sampling
+        self._clock = clock
+        self._namespaces: dict[str, Namespace] = {}
+        self._refresh = threading.Event()
+        self._checked = clock()
+
+    def add(self, topic: str) -> Namespace:
+        """Set up `topic`'s namespace (once): its encoder, announced, and its reservoir."""
+        namespace = self._namespaces.get(topic)
+        if namespace is not None:
+            return namespace
+        encoder = self._build(self.store, topic)
+        sampling = self._sampling
+        namespace = Namespace(
+            topic,
+            encoder,
+            new_reservoir(topic, sampling) if sampling is not None else None,
+            self.metrics.namespace(topic),
+        )
+        self._namespaces[topic] = namespace
+        self._announce(namespace)
+        return namespace
+
+    def get(self, topic: str) -> Namespace | None:
+        return self._namespaces.get(topic)
+
+    def __getitem__(self, topic: str) -> Namespace:
+        return self._namespaces[topic]
+
+    def __iter__(self) -> Iterator[Namespace]:
+        return iter(list(self._namespaces.values()))
+
+    def topics(self) -> list[str]:
+        """Every namespace's topic, sorted."""
+        return sorted(self._namespaces)
+
+    def reservoirs(self) -> dict[str, Reservoir]:
+        """Per topic, the training sample's reservoir (the namespaces that sample)."""
+        namespaces = list(self._namespaces.items())  # the proxy adds namespaces meanwhile
+        return {t: n.reservoir for t, n in namespaces if n.reservoir is not None}
+
+    def encoder_stats(self, topic: str) -> CodecStats:
+        """The current encoder's counts for `topic` (empty for a topic not set up)."""
+        namespace = self._namespaces.get(topic)
+        return namespace.encoder.stats if namespace is not None else CodecStats()
+
+    def request_refresh(self) -> None:
+        """The store's active dictionaries changed: look at them at the next `refresh_if_due`
+        (thread-safe)."""
+        self._refresh.set()
+
+    def refresh_if_due(self) -> None:
+        """`refresh` when asked to, or `DICTIONARY_CHECK_INTERVAL` seconds after the last look."""
+        now = self._clock()
+        if not self._refresh.is_set() and now - self._checked < DICTIONARY_CHECK_INTERVAL:
+            return
+        self._refresh.clear()
+        self._checked = now
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Switch every namespace whose active dictionary changed to an encoder for it. A store
+        that cannot be read, or a dictionary that cannot be loaded, keeps the current encoder."""
+        for namespace in self:
+            topic = namespace.topic
+            try:
+                active = self.store.active_id(topic)
+            except ZdictError as exc:
+                log.error("dictionary_check_failed", namespace=topic, error=str(exc))
+                continue
+            if active == namespace.active_id:
+                continue
+            try:
+                namespace.encoder = self._build(self.store, topic)
+            except ZdictError as exc:  # keep the current encoder rather than stop
+                log.error("dictionary_load_failed", namespace=topic, error=str(exc))
+                namespace.active_id = active
+                continue
+            namespace.active_id = active
+            self._announce(namespace)
+
+    def _announce(self, namespace: Namespace) -> None:
+        """The encoder a namespace takes up, in the log and the dictionary metrics."""
+        dictionary = namespace.encoder.dictionary
+        self.metrics.set_dictionary(namespace.topic, dictionary)
+        if dictionary is None:
+            log.warning(
+                "no_dictionary",
+                namespace=namespace.topic,
+                detail="compressing without a dictionary (zd=0) where that still shrinks; "
+                "train one with `zdict-sidecar train`",
+            )
+        else:
+            log.info(
+                "dictionary_loaded",
+                namespace=namespace.topic,
+                dict_id=dictionary.id,
+                version=dictionary.meta.version,
+                heldout_ratio=dictionary.meta.heldout_ratio,
+                level=namespace.encoder.level,
+            )

@@ -1,0 +1,107 @@
+"""Spec'd fakes of the relay's Kafka clients, shared by the relay's unit tests: consumed records,
+a relay on fake clients, and the delivery reports it handed the producer."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, cast
+from unittest.mock import MagicMock
+
+from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
+from prometheus_client import CollectorRegistry
+
+from sidecar.codec import Encoder
+from sidecar.dictionaries.store import DictionaryStore
+from sidecar.health import Health
+from sidecar.metrics import Metrics
+from sidecar.namespaces import Namespaces
+from sidecar.relay.loop import Relay
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def record(
+    offset: int, value: bytes | None = b'{"event":"x","n":1}' * 8, partition: int = 0
+) -> MagicMock:
+    msg = MagicMock(spec_set=Message)
+    msg.error.return_value = None
+    msg.topic.return_value = "in"
+    msg.partition.return_value = partition
+    msg.offset.return_value = offset
+    msg.value.return_value = value
+    msg.key.return_value = None
+    msg.headers.return_value = None
+    msg.timestamp.return_value = (1, 1_700_000_000_000)
+    return msg
+
+
+def make_relay(
+    tmp_path: Path,
+    clock: Clock,
+    relay_class: Callable[..., Relay] = Relay,
+    commit_interval: float = 0.0,
+    partitions: dict[str, int] | None = None,
+    outputs: dict[str, str] | None = None,
+    metrics: Metrics | None = None,
+    **extra: Any,
+) -> tuple[Any, MagicMock, MagicMock]:
+    """A relay (of `relay_class`) on spec'd client fakes, encoding with the dictionaries stored in
+    `tmp_path`: by default one input topic "in" → "in.zd", every input partition assigned when it
+    subscribes."""
+    consumer = MagicMock(spec_set=Consumer)
+    producer = MagicMock(spec_set=Producer)
+    producer.flush.return_value = 0
+    metrics = metrics if metrics is not None else Metrics(CollectorRegistry())
+    namespaces = Namespaces(
+        DictionaryStore(tmp_path), lambda s, ns: Encoder.from_store(s, ns), metrics, None, clock
+    )
+    relay = relay_class(
+        consumer=consumer,
+        producer=producer,
+        outputs=outputs or {"in": "in.zd"},
+        partitions=partitions if partitions is not None else {"in": 1, "in.zd": 1},
+        metrics=metrics,
+        health=Health(),
+        namespaces=namespaces,
+        commit_interval=commit_interval,
+        unreachable_timeout=60.0,
+        clock=clock,
+        **extra,
+    )
+    inputs = (partitions or {"in": 1}).get("in", 1)
+
+    def subscribe(topics: list[str], on_assign: Callable[..., None], **_: object) -> None:
+        # As a consumer joining its group: every input partition assigned.
+        on_assign(consumer, [TopicPartition("in", p) for p in range(inputs)])
+
+    consumer.subscribe.side_effect = subscribe
+    return relay, consumer, producer
+
+
+def report(call: Any) -> Callable[[KafkaError | None, Any], None] | None:
+    """The delivery report one produce() call carries (None: a report later stands for it).
+
+    The relay's batch path passes produce()'s arguments by position (the callback is the
+    fifth, as in confluent-kafka's C signature); its slow path by keyword.
+    """
+    callback = call.kwargs.get("on_delivery") if call.kwargs else call.args[4]
+    return cast(Callable[[KafkaError | None, Any], None] | None, callback)
+
+
+def deliveries(producer: MagicMock) -> list[Callable[[KafkaError | None, Any], None]]:
+    """The delivery reports of everything produced so far, in produce order."""
+    found = (report(c) for c in producer.produce.call_args_list)
+    return [r for r in found if r is not None]
+
+
+def delivered_message() -> MagicMock:
+    msg = MagicMock(spec_set=Message)
+    msg.timestamp.return_value = (1, 1_700_000_000_000)
+    return msg
