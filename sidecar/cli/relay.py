@@ -63,7 +63,7 @@ def _relay_overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from sidecar import service
+    from sidecar.relay import service
 
     settings = configured_settings(args, **_relay_overrides(args))
     if settings.relay.workers > 1:

@@ -3,8 +3,8 @@
 Kafka's exactly-once semantics (KIP-98, with KIP-447's consumer-group fencing): the output
 records of a batch and the input offsets that produced them are committed together, or not at
 all. A consumer of the output topic that reads with `isolation.level=read_committed` sees every
-input record exactly once. The loop (`TransactionalRelay`, the at-least-once `Relay` with its
-commit replaced):
+input record exactly once. The loop's commit strategy (`Transactions`, given to the `Relay` in
+place of `commits.OffsetCommits`):
 
 1. `init_transactions()` once: a predecessor with the same `transactional.id` (this worker,
    restarted) is fenced and its open transaction aborted at once;
@@ -37,13 +37,21 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Final
 
-from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
 
 from sidecar.errors import ClientHung, RelayFailed, TransactionHung
+from sidecar.kafka import bounded
 from sidecar.logs import get_logger
-from sidecar.relay.loop import UNREACHABLE_PROBE_TIMEOUT, Relay, RelayStats, bounded
+from sidecar.relay.state import RelayState
 
 log = get_logger(__name__)
 
@@ -59,15 +67,27 @@ ABORT_TIMEOUT_UNREACHABLE: Final = 1.0
 MAX_ABORTS_IN_A_ROW: Final = 5
 
 
-class TransactionalRelay(Relay):
-    """`Relay` with transactions instead of acknowledged-offset commits (see the module)."""
+class Transactions:
+    """Exactly once: each batch's records and the input positions in one transaction (a
+    `commits.CommitStrategy`, see the module)."""
 
-    def __init__(self, *, transaction_records: int = 10_000, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+    def __init__(
+        self,
+        consumer: Consumer,
+        producer: Producer,
+        state: RelayState,
+        transaction_records: int = 10_000,
+    ) -> None:
+        """`transaction_records`: records after which the open transaction commits (it also
+        commits every `commit_interval` seconds)."""
+        self._consumer = consumer
+        self._producer = producer
+        self._state = state
         self.transaction_records = transaction_records
         self._in_txn = False
         self._txn_records = 0
         self._abort_reason: str | None = None
+        #: Transactions aborted so far.
         self.aborted = 0
         self._aborts_in_a_row = 0
         #: Set once a transactional call hung: the producer must not be called again.
@@ -78,97 +98,103 @@ class TransactionalRelay(Relay):
         #: When the first abort that timed out while the brokers answered started (the clock's
         #: time); None when there is none.
         self._abort_unanswered_since: float | None = None
+        #: Seconds a transactional call may block before it counts as hung.
         self.call_limit = TXN_TIMEOUT + TXN_GRACE
+
+    @property
+    def hung(self) -> bool:
+        return self._hung
+
+    @property
+    def stuck(self) -> bool:
+        return False
+
+    @property
+    def pending(self) -> int:
+        return self._txn_records
+
+    @property
+    def in_transaction(self) -> bool:
+        """Whether a transaction is open."""
+        return self._in_txn
+
+    def error(self, reason: str) -> RelayFailed:
+        return TransactionHung(reason) if self._hung else RelayFailed(reason)
 
     # -- the loop's hooks ----------------------------------------------------------------------
 
-    def run(self) -> RelayStats:
-        if not self._call(self.producer.init_transactions, "initialise transactions"):
-            self._shutdown()
-            reason = self._failure or "could not initialise transactions"
-            raise TransactionHung(reason) if self._hung else RelayFailed(reason)
-        try:
-            return super().run()
-        except RelayFailed as exc:
-            if self._hung:
-                raise TransactionHung(str(exc)) from None
-            raise
+    def start(self) -> bool:
+        """`init_transactions()`: a predecessor with the same transactional.id is fenced."""
+        return self._call(self._producer.init_transactions, "initialise transactions")
 
-    def _shutdown(self) -> None:
-        if not self._hung:
-            super()._shutdown()
-            return
-        # The producer is stuck inside librdkafka: flushing or aborting would block as well.
-        # Leave the group at once, so the partitions move on without a session timeout.
-        self.health.set_stopping()
-        log.error("transaction_call_hung", reason=self._failure, records=self._txn_records)
-        self.close_consumer()
-
-    def _relay_batch(self, messages: list[Message]) -> None:
+    def begin(self) -> bool:
         if self._in_txn and self._abort_reason is not None:
             # An abort that timed out is finished first. These records are not relayed now: the
             # rewind after the abort reads them again (or a restart does, from the last commit).
             self._abort_and_rewind()
-            return
+            return False
         if not self._in_txn:
-            if not self._call(self.producer.begin_transaction, "begin a transaction"):
-                return
+            if not self._call(self._producer.begin_transaction, "begin a transaction"):
+                return False
             self._in_txn = True
             self._txn_records = 0
-        super()._relay_batch(messages)
-        self._txn_records += len(messages)
+        return True
+
+    def end(self, records: int) -> None:
+        self._txn_records += records
         if self._abort_reason is not None:
             self._abort_and_rewind()
         elif self._txn_records >= self.transaction_records:
             self.commit()
 
-    def _delivery_failed(self, what: str) -> None:
+    def delivery_failed(self, what: str) -> None:
         # Inside a transaction a failed record aborts the transaction: nothing of it is visible,
         # the input is read again from the last commit.
         if self._abort_reason is None:
             self._abort_reason = what
 
+    def periodic(self, now: float) -> None:
+        # The loop's periodic commit is the transaction's: its calls have bounds of their own.
+        if self._state.reachability.down_since is None:
+            self.commit()
+
     def commit(self) -> None:
         """Commit the open transaction with the input positions (no-op outside one)."""
         if not self._in_txn:
             return
-        if self._failure is not None:
+        state = self._state
+        if state.control.failure is not None:
             # Without a broker the abort cannot finish; the restarted relay's
             # init_transactions aborts the transaction anyway.
-            if not self._unreachable:
+            if not state.reachability.unreachable:
                 self._abort("the relay is stopping after a failure")
             return
-        self.producer.flush(TXN_TIMEOUT)
+        self._producer.flush(TXN_TIMEOUT)
         if self._abort_reason is not None:
             self._abort_and_rewind()
             return
-        assigned = [TopicPartition(t, p) for t, p in sorted(self._assigned)]
         try:
-            positions = [tp for tp in self.consumer.position(assigned) if tp.offset >= 0]
-            metadata = self.consumer.consumer_group_metadata()
+            assigned = state.assignment.partitions()
+            positions = [tp for tp in self._consumer.position(assigned) if tp.offset >= 0]
+            metadata = self._consumer.consumer_group_metadata()
         except KafkaException as exc:
             self._txn_error(exc, "read the input positions")
             return
         if not self._call(
-            lambda: self.producer.send_offsets_to_transaction(positions, metadata, TXN_TIMEOUT),
+            lambda: self._producer.send_offsets_to_transaction(positions, metadata, TXN_TIMEOUT),
             "add the input offsets to the transaction",
         ) or not self._call(
-            lambda: self.producer.commit_transaction(TXN_TIMEOUT), "commit the transaction"
+            lambda: self._producer.commit_transaction(TXN_TIMEOUT), "commit the transaction"
         ):
             return
         self._in_txn = False
         self._aborts_in_a_row = 0
-        self.metrics.commit(ok=True)
-        self.metrics.transaction(committed=True)
-        self.stats.commits += 1
+        state.metrics.commit(ok=True)
+        state.metrics.transaction(committed=True)
+        state.stats.commits += 1
 
-    def commit_in_background(self) -> None:
-        # The loop's periodic commit is the transaction's: its calls have bounds of their own.
-        self.commit()
-
-    def on_lost(self, consumer: Any, partitions: list[TopicPartition]) -> None:
+    def lost(self) -> None:
         self._abort("partitions lost")
-        super().on_lost(consumer, partitions)
 
     # -- transactions --------------------------------------------------------------------------
 
@@ -177,7 +203,7 @@ class TransactionalRelay(Relay):
         stop on the rest. True if it succeeded."""
         if self._hung:
             return False
-        started = self.clock()
+        started = self._state.clock()
         deadline = time.monotonic() + TXN_TIMEOUT
         while True:
             try:
@@ -185,8 +211,8 @@ class TransactionalRelay(Relay):
                 return True
             except ClientHung as exc:
                 self._hung = True
-                self.metrics.commit(ok=False)
-                self.fail(self._blamed(str(exc), started))
+                self._state.metrics.commit(ok=False)
+                self._state.control.fail(self._blamed(str(exc), started))
                 return False
             except KafkaException as exc:
                 error: KafkaError = exc.args[0]
@@ -198,8 +224,8 @@ class TransactionalRelay(Relay):
                     # broker paused or fenced, or librdkafka's stale coordinator handle, see the
                     # module). Nothing of the open transaction is visible; a restart resumes.
                     self._coordinator_silent = True
-                    self.metrics.commit(ok=False)
-                    self.fail(
+                    self._state.metrics.commit(ok=False)
+                    self._state.control.fail(
                         self._blamed(
                             f"could not {what}: the transaction coordinator did not answer for "
                             f"{TXN_TIMEOUT:.0f} s ({error.str()}); a restarted relay resumes "
@@ -212,21 +238,8 @@ class TransactionalRelay(Relay):
                 time.sleep(0.1)
 
     def _blamed(self, reason: str, since: float) -> str:
-        """`reason` for a transactional call that got no answer since `since` (the clock's
-        time), led by the cause to act on when it is that no broker answers at all.
-
-        A call can block for its whole timeout while the brokers are down, before the loop's
-        own unreachable check has had a turn: the operator must read that the brokers are
-        gone, not only that one call of the transaction protocol did not return.
-        """
-        try:
-            self.consumer.list_topics(timeout=UNREACHABLE_PROBE_TIMEOUT)
-        except KafkaException:
-            self._unreachable = True
-            if self._down_since is not None:
-                since = min(since, self._down_since)
-            return f"no Kafka broker reachable for {self.clock() - since:.0f} s: {reason}"
-        return reason
+        """`reason`, led by the brokers being unreachable when they are (`Reachability.blamed`)."""
+        return self._state.reachability.blamed(self._consumer, reason, since)
 
     def _txn_error(self, exc: KafkaException, what: str) -> None:
         error: KafkaError = exc.args[0]
@@ -234,14 +247,15 @@ class TransactionalRelay(Relay):
             self._abort_reason = self._abort_reason or f"could not {what}: {error.str()}"
             self._abort_and_rewind()
         else:
-            self.metrics.commit(ok=False)
+            self._state.metrics.commit(ok=False)
             # A call that timed out while no broker answered: that is the cause to name.
+            down_since = self._state.reachability.down_since
             cause = (
                 "fatal: the transaction is lost"
-                if self._down_since is None
-                else f"no Kafka broker reachable for {self.clock() - self._down_since:.0f} s"
+                if down_since is None
+                else f"no Kafka broker reachable for {self._state.clock() - down_since:.0f} s"
             )
-            self.fail(f"could not {what}: {error.str()} ({cause})")
+            self._state.control.fail(f"could not {what}: {error.str()} ({cause})")
 
     def _abort(self, reason: str) -> bool:
         """Abort the open transaction (nothing of it becomes visible); True if it was aborted."""
@@ -249,29 +263,29 @@ class TransactionalRelay(Relay):
             return True
         if self._hung:
             return False
-        silent = self._down_since is not None or self._coordinator_silent
+        silent = self._state.reachability.down_since is not None or self._coordinator_silent
         timeout = ABORT_TIMEOUT_UNREACHABLE if silent else TXN_TIMEOUT
-        started = self.clock()
+        started = self._state.clock()
         try:
             bounded(
-                lambda: self.producer.abort_transaction(timeout),
+                lambda: self._producer.abort_transaction(timeout),
                 "abort the transaction",
                 self.call_limit,
             )
         except ClientHung as exc:
             self._hung = True
-            self.fail(self._blamed(str(exc), started))
+            self._state.control.fail(self._blamed(str(exc), started))
             return False
         except KafkaException as exc:
             error: KafkaError = exc.args[0]
             if error.retriable():
                 # Timed out (the coordinator is away): librdkafka resumes the abort when it is
-                # called again. Until then nothing is produced (see _relay_batch); whether the
+                # called again. Until then nothing is produced (see `begin`); whether the
                 # broker is gone for good is the unreachable timeout's call.
                 self._abort_reason = self._abort_reason or reason
                 if not silent and self._abort_stays_unanswered(started):
                     self._coordinator_silent = True
-                    self.fail(
+                    self._state.control.fail(
                         self._blamed(
                             f"could not abort the transaction ({reason}): the transaction "
                             f"coordinator did not answer for {TXN_TIMEOUT:.0f} s "
@@ -282,13 +296,13 @@ class TransactionalRelay(Relay):
                     return False
                 log.warning("transaction_abort_retry", reason=reason, error=error.str())
                 return False
-            self.fail(f"could not abort the transaction ({reason}): {error.str()}")
+            self._state.control.fail(f"could not abort the transaction ({reason}): {error.str()}")
             return False
         self._in_txn = False
         self._abort_reason = None
         self._abort_unanswered_since = None
         self.aborted += 1
-        self.metrics.transaction(committed=False)
+        self._state.metrics.transaction(committed=False)
         log.warning("transaction_aborted", reason=reason, records=self._txn_records)
         return True
 
@@ -304,7 +318,7 @@ class TransactionalRelay(Relay):
         """
         if self._abort_unanswered_since is None:
             self._abort_unanswered_since = started
-        return self.clock() - self._abort_unanswered_since >= TXN_TIMEOUT
+        return self._state.clock() - self._abort_unanswered_since >= TXN_TIMEOUT
 
     def _abort_and_rewind(self) -> None:
         """Abort, then read again from the last committed offsets of every held partition."""
@@ -313,26 +327,27 @@ class TransactionalRelay(Relay):
             return
         self._aborts_in_a_row += 1
         if self._aborts_in_a_row >= MAX_ABORTS_IN_A_ROW:
-            self.fail(
+            self._state.control.fail(
                 f"{self._aborts_in_a_row} transactions in a row aborted, the last because "
                 f"{reason}; the same records keep failing (a dead-letter topic sets them aside)"
             )
             return
-        assigned = [TopicPartition(t, p) for t, p in sorted(self._assigned)]
+        assigned = self._state.assignment.partitions()
         if not assigned:
             return
         try:
-            committed = self.consumer.committed(assigned, timeout=TXN_TIMEOUT)
+            committed = self._consumer.committed(assigned, timeout=TXN_TIMEOUT)
             for tp in committed:
                 # Nothing committed yet: the start, as auto.offset.reset=earliest had it.
                 offset = tp.offset if tp.offset >= 0 else OFFSET_BEGINNING
-                self.consumer.seek(TopicPartition(tp.topic, tp.partition, offset))
+                self._consumer.seek(TopicPartition(tp.topic, tp.partition, offset))
         except KafkaException as exc:
-            self.fail(f"could not rewind after an aborted transaction: {exc.args[0].str()}")
+            error = exc.args[0].str()
+            self._state.control.fail(f"could not rewind after an aborted transaction: {error}")
             return
         for tp in assigned:
             # The aborted records are read again; reports still due for them are ignored.
-            self.offsets.forget(tp.topic, tp.partition)
+            self._state.offsets.forget(tp.topic, tp.partition)
         log.info(
             "consumer_rewound",
             partitions=[f"{t.topic}[{t.partition}]@{t.offset}" for t in committed],

@@ -3,9 +3,9 @@ a relay on fake clients, and the delivery reports it handed the producer."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 from unittest.mock import MagicMock
 
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
@@ -14,9 +14,15 @@ from prometheus_client import CollectorRegistry
 from sidecar.codec import Encoder
 from sidecar.dictionaries.store import DictionaryStore
 from sidecar.health import Health
+from sidecar.kafka import Reachability
 from sidecar.metrics import Metrics
 from sidecar.namespaces import Namespaces
+from sidecar.relay.commits import COMMIT_LIMIT, CommitLedger, CommitStrategy, OffsetCommits
+from sidecar.relay.events import ClientEvents
+from sidecar.relay.exactly_once import Transactions
 from sidecar.relay.loop import Relay
+from sidecar.relay.output import DEFAULT_DELIVERY_TIMEOUT
+from sidecar.relay.state import RelayState
 
 
 class Clock:
@@ -42,38 +48,65 @@ def record(
     return msg
 
 
+class Rig(NamedTuple):
+    """A relay on fake clients, with the callbacks its clients would call."""
+
+    relay: Relay
+    consumer: MagicMock
+    producer: MagicMock
+    events: ClientEvents
+
+
 def make_relay(
     tmp_path: Path,
     clock: Clock,
-    relay_class: Callable[..., Relay] = Relay,
+    *,
     commit_interval: float = 0.0,
+    commit_limit: float = COMMIT_LIMIT,
+    transaction_records: int | None = None,
     partitions: dict[str, int] | None = None,
     outputs: dict[str, str] | None = None,
     metrics: Metrics | None = None,
-    **extra: Any,
-) -> tuple[Any, MagicMock, MagicMock]:
-    """A relay (of `relay_class`) on spec'd client fakes, encoding with the dictionaries stored in
-    `tmp_path`: by default one input topic "in" → "in.zd", every input partition assigned when it
-    subscribes."""
+    hold: Mapping[str, float] | None = None,
+    dead_letters: Mapping[str, str] | None = None,
+    max_record_bytes: Mapping[str, int] | None = None,
+    delivery_timeout: float = DEFAULT_DELIVERY_TIMEOUT,
+    batch_size: int = 1000,
+    poll_timeout: float = 0.5,
+) -> Rig:
+    """A relay on spec'd client fakes, encoding with the dictionaries stored in `tmp_path`: by
+    default one input topic "in" → "in.zd", every input partition assigned when it subscribes.
+    At least once, or exactly once with `transaction_records`."""
     consumer = MagicMock(spec_set=Consumer)
     producer = MagicMock(spec_set=Producer)
     producer.flush.return_value = 0
     metrics = metrics if metrics is not None else Metrics(CollectorRegistry())
+    outputs = outputs or {"in": "in.zd"}
+    state = RelayState(metrics, Health(), Reachability(60.0, clock), clock)
+    ledger = CommitLedger(state)
+    commits: CommitStrategy = (
+        OffsetCommits(consumer, state, ledger, commit_limit)
+        if transaction_records is None
+        else Transactions(consumer, producer, state, transaction_records)
+    )
     namespaces = Namespaces(
         DictionaryStore(tmp_path), lambda s, ns: Encoder.from_store(s, ns), metrics, None, clock
     )
-    relay = relay_class(
+    relay = Relay(
         consumer=consumer,
         producer=producer,
-        outputs=outputs or {"in": "in.zd"},
+        state=state,
+        commits=commits,
+        outputs=outputs,
         partitions=partitions if partitions is not None else {"in": 1, "in.zd": 1},
-        metrics=metrics,
-        health=Health(),
         namespaces=namespaces,
+        dead_letters=dead_letters,
+        max_record_bytes=max_record_bytes,
+        hold=hold,
+        batch_size=batch_size,
+        poll_timeout=poll_timeout,
         commit_interval=commit_interval,
-        unreachable_timeout=60.0,
-        clock=clock,
-        **extra,
+        delivery_timeout=delivery_timeout,
     )
     inputs = (partitions or {"in": 1}).get("in", 1)
 
@@ -82,7 +115,13 @@ def make_relay(
         on_assign(consumer, [TopicPartition("in", p) for p in range(inputs)])
 
     consumer.subscribe.side_effect = subscribe
-    return relay, consumer, producer
+    return Rig(relay, consumer, producer, ClientEvents(state, outputs, ledger.answered))
+
+
+def transactions(relay: Relay) -> Transactions:
+    """The exactly-once relay's commit strategy."""
+    assert isinstance(relay.commits, Transactions)
+    return relay.commits
 
 
 def report(call: Any) -> Callable[[KafkaError | None, Any], None] | None:

@@ -39,7 +39,7 @@ PURE = (
 KAFKA_SIDE = (
     "sidecar.kafka",
     "sidecar.relay",
-    "sidecar.service",
+    "sidecar.relay.service",
     "sidecar.dictionaries.registry",
 )
 
@@ -240,7 +240,7 @@ KAFKA_CLIENTS = frozenset({"Producer", "Consumer", "AdminClient"})
 
 def _outside_kafka_module() -> Iterator[tuple[str, ast.AST]]:
     for module, path in modules_of(PACKAGE_DIR).items():
-        if module != "sidecar.kafka":
+        if module != "sidecar.kafka" and not module.startswith("sidecar.kafka."):
             for node in ast.walk(ast.parse(path.read_text(), str(path))):
                 yield module, node
 

@@ -18,8 +18,8 @@ from sidecar.config import load_settings
 from sidecar.errors import ConfigError, RelayFailed, TransactionHung
 from sidecar.kafka import producer_config
 from sidecar.relay import exactly_once
-from sidecar.relay.exactly_once import TransactionalRelay
-from tests.unit.relay_fakes import Clock, deliveries, make_relay, record
+from sidecar.relay.loop import Relay
+from tests.unit.relay_fakes import Clock, Rig, deliveries, make_relay, record, transactions
 
 
 def txn_error(*, retriable: bool = False, abort: bool = False, fatal: bool = False) -> Any:
@@ -32,10 +32,9 @@ def txn_error(*, retriable: bool = False, abort: bool = False, fatal: bool = Fal
     return KafkaException(error)
 
 
-def make(tmp_path: Path, records: int = 2) -> tuple[TransactionalRelay, MagicMock, MagicMock]:
-    relay, consumer, producer = make_relay(
-        tmp_path, Clock(), TransactionalRelay, commit_interval=60.0, transaction_records=records
-    )
+def make(tmp_path: Path, records: int = 2) -> Rig:
+    rig = make_relay(tmp_path, Clock(), commit_interval=60.0, transaction_records=records)
+    relay, consumer = rig.relay, rig.consumer
     consumer.position.side_effect = lambda tps: [
         TopicPartition(tp.topic, tp.partition, 5) for tp in tps
     ]
@@ -43,10 +42,10 @@ def make(tmp_path: Path, records: int = 2) -> tuple[TransactionalRelay, MagicMoc
         TopicPartition(tp.topic, tp.partition, 3) for tp in tps
     ]
     relay.on_assign(consumer, [TopicPartition("in", 0)])
-    return relay, consumer, producer
+    return rig
 
 
-def feed(relay: TransactionalRelay, consumer: MagicMock, *batches: list[Any]) -> None:
+def feed(relay: Relay, consumer: MagicMock, *batches: list[Any]) -> None:
     remaining = iter(batches)
 
     def consume(*_: object) -> list[Any]:
@@ -62,7 +61,7 @@ def feed(relay: TransactionalRelay, consumer: MagicMock, *batches: list[Any]) ->
 def test_a_batch_is_produced_inside_a_transaction_committed_with_the_input_positions(
     tmp_path: Path,
 ) -> None:
-    relay, consumer, producer = make(tmp_path)
+    relay, consumer, producer, _events = make(tmp_path)
     feed(relay, consumer, [record(3), record(4)])
     relay.run()
     names = [c[0] for c in producer.method_calls if c[0] != "poll"]
@@ -75,20 +74,20 @@ def test_a_batch_is_produced_inside_a_transaction_committed_with_the_input_posit
 
 
 def test_a_retriable_commit_error_is_retried(tmp_path: Path) -> None:
-    relay, consumer, producer = make(tmp_path)
+    relay, consumer, producer, _events = make(tmp_path)
     producer.commit_transaction.side_effect = [txn_error(retriable=True), None]
     feed(relay, consumer, [record(3), record(4)])
     stats = relay.run()
     assert producer.commit_transaction.call_count == 2
-    assert stats.commits == 1 and relay.aborted == 0
+    assert stats.commits == 1 and transactions(relay).aborted == 0
 
 
 def test_an_abortable_error_aborts_and_rewinds_to_the_committed_offsets(tmp_path: Path) -> None:
-    relay, consumer, producer = make(tmp_path)
+    relay, consumer, producer, _events = make(tmp_path)
     producer.commit_transaction.side_effect = [txn_error(abort=True), None]
     feed(relay, consumer, [record(3), record(4)], [record(3), record(4)])
     stats = relay.run()
-    assert relay.aborted == 1
+    assert transactions(relay).aborted == 1
     producer.abort_transaction.assert_called_once()
     (seek,) = consumer.seek.call_args_list
     assert (seek.args[0].topic, seek.args[0].partition, seek.args[0].offset) == ("in", 0, 3)
@@ -97,7 +96,7 @@ def test_an_abortable_error_aborts_and_rewinds_to_the_committed_offsets(tmp_path
 
 
 def test_a_failed_delivery_aborts_the_transaction_instead_of_stopping(tmp_path: Path) -> None:
-    relay, consumer, producer = make(tmp_path, records=10)
+    relay, consumer, producer, _events = make(tmp_path, records=10)
 
     failed: list[bool] = []
 
@@ -111,13 +110,13 @@ def test_a_failed_delivery_aborts_the_transaction_instead_of_stopping(tmp_path: 
     producer.poll.side_effect = poll
     feed(relay, consumer, [record(3)], [record(4)])
     stats = relay.run()
-    assert relay.aborted >= 1
+    assert transactions(relay).aborted >= 1
     assert stats.errors == []
     consumer.seek.assert_called()
 
 
 def test_a_fatal_error_stops_the_relay_without_committing(tmp_path: Path) -> None:
-    relay, consumer, producer = make(tmp_path)
+    relay, consumer, producer, _events = make(tmp_path)
     producer.send_offsets_to_transaction.side_effect = txn_error(fatal=True)
     feed(relay, consumer, [record(3), record(4)])
     with pytest.raises(RelayFailed, match="could not add the input offsets"):
@@ -129,7 +128,7 @@ def test_a_coordinator_silent_past_the_timeout_stops_the_relay_naming_it_and_abo
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(exactly_once, "TXN_TIMEOUT", 0.3)
-    relay, consumer, producer = make(tmp_path)
+    relay, consumer, producer, _events = make(tmp_path)
     producer.send_offsets_to_transaction.side_effect = txn_error(retriable=True)
     feed(relay, consumer, [record(3), record(4)])
     with pytest.raises(RelayFailed, match="the transaction coordinator did not answer for 0 s"):
@@ -141,7 +140,7 @@ def test_a_coordinator_silent_past_the_timeout_stops_the_relay_naming_it_and_abo
 
 
 def test_fenced_at_start_is_fatal(tmp_path: Path) -> None:
-    relay, _, producer = make(tmp_path)
+    relay, _, producer, _events = make(tmp_path)
     producer.init_transactions.side_effect = txn_error(fatal=True)
     with pytest.raises(RelayFailed, match="could not initialise transactions"):
         relay.run()
@@ -149,9 +148,8 @@ def test_fenced_at_start_is_fatal(tmp_path: Path) -> None:
 
 
 def test_lost_partitions_abort_the_open_transaction(tmp_path: Path) -> None:
-    relay, consumer, producer = make(tmp_path, records=100)
-    relay.producer.begin_transaction()
-    relay._in_txn = True  # as after a consumed batch
+    relay, consumer, producer, _events = make(tmp_path, records=100)
+    assert transactions(relay).begin()  # as before a consumed batch
     relay.on_lost(consumer, [TopicPartition("in", 0)])
     producer.abort_transaction.assert_called_once()
     producer.commit_transaction.assert_not_called()
@@ -183,8 +181,8 @@ def test_each_worker_gets_its_own_stable_transactional_id() -> None:
 def test_a_transactional_call_that_never_returns_stops_the_relay_without_touching_the_producer(
     tmp_path: Path,
 ) -> None:
-    relay, consumer, producer = make(tmp_path)
-    relay.call_limit = 0.2
+    relay, consumer, producer, _events = make(tmp_path)
+    transactions(relay).call_limit = 0.2
     never = threading.Event()
     # As librdkafka's send_offsets_to_transaction after a coordinator restart: blocked for good.
     producer.send_offsets_to_transaction.side_effect = lambda *a: never.wait()
@@ -203,14 +201,14 @@ def test_a_transactional_call_that_never_returns_stops_the_relay_without_touchin
 def test_an_abort_that_times_out_is_retried_before_anything_else_is_produced(
     tmp_path: Path,
 ) -> None:
-    relay, consumer, producer = make(tmp_path)
+    relay, consumer, producer, _events = make(tmp_path)
     producer.commit_transaction.side_effect = [txn_error(abort=True), None]
     # The first abort times out (the coordinator is away); librdkafka resumes it on the next call.
     producer.abort_transaction.side_effect = [txn_error(retriable=True), None]
     feed(relay, consumer, [record(3), record(4)], [record(5)], [record(3), record(4)])
     stats = relay.run()
     assert producer.abort_transaction.call_count == 2
-    assert relay.aborted == 1 and stats.errors == []
+    assert transactions(relay).aborted == 1 and stats.errors == []
     assert producer.produce.call_count == 4  # record 5 came while the abort was pending
     consumer.seek.assert_called()
     assert stats.commits == 1
@@ -221,8 +219,8 @@ def test_an_abort_unanswered_for_the_transaction_timeout_while_brokers_answer_st
 ) -> None:
     # After a broker restart the coordinator connection can stay stuck while the others are
     # back: each abort times out after its whole timeout, for good (seen on a real broker).
-    relay, consumer, producer = make(tmp_path)
-    clock = relay.clock
+    relay, consumer, producer, _events = make(tmp_path)
+    clock = relay.state.clock
     assert isinstance(clock, Clock)
     producer.commit_transaction.side_effect = txn_error(abort=True)
 
@@ -249,10 +247,10 @@ def test_an_abort_unanswered_for_the_transaction_timeout_while_brokers_answer_st
 def test_a_transactional_call_timing_out_while_no_broker_answers_names_the_unreachable_brokers(
     tmp_path: Path,
 ) -> None:
-    relay, consumer, producer = make(tmp_path)
+    relay, consumer, producer, events = make(tmp_path)
 
     def away(*args: object) -> None:
-        relay.on_error(KafkaError(KafkaError._ALL_BROKERS_DOWN))
+        events.on_error(KafkaError(KafkaError._ALL_BROKERS_DOWN))
         raise txn_error()
 
     producer.send_offsets_to_transaction.side_effect = away
@@ -266,8 +264,8 @@ def test_a_transactional_call_left_unanswered_while_no_broker_answers_names_the_
 ) -> None:
     # A call can block for its whole limit before the loop's unreachable check has a turn (the
     # brokers went down during it): the cause to act on is that no broker answers.
-    relay, consumer, producer = make(tmp_path)
-    relay.call_limit = 0.2
+    relay, consumer, producer, _events = make(tmp_path)
+    transactions(relay).call_limit = 0.2
     never = threading.Event()
     producer.send_offsets_to_transaction.side_effect = lambda *a: never.wait()
     consumer.list_topics.side_effect = KafkaException(KafkaError(KafkaError._TRANSPORT))
@@ -281,8 +279,8 @@ def test_a_transactional_call_left_unanswered_while_no_broker_answers_names_the_
 
 
 def test_a_hung_transactional_call_while_brokers_answer_is_named_alone(tmp_path: Path) -> None:
-    relay, consumer, producer = make(tmp_path)
-    relay.call_limit = 0.2
+    relay, consumer, producer, _events = make(tmp_path)
+    transactions(relay).call_limit = 0.2
     never = threading.Event()
     producer.send_offsets_to_transaction.side_effect = lambda *a: never.wait()
     feed(relay, consumer, [record(3), record(4)])

@@ -100,7 +100,7 @@ def test_the_at_least_once_relay_producer_fails_fatally_rather_than_leave_a_gap(
     # One delivery report stands for the records before it in its partition
     # (sidecar/relay/offsets.py): no record may fail alone.
     built: list[dict[str, Any]] = []
-    monkeypatch.setattr("sidecar.kafka.Producer", lambda config: built.append(config))
+    monkeypatch.setattr("sidecar.kafka.clients.Producer", lambda config: built.append(config))
     settings = load_settings()
     make_producer(settings, gapless=True)
     # A failed record aborts the transaction.

@@ -351,7 +351,7 @@ def test_the_relays_producer_statistics_count_each_output_under_its_input_topic(
     tmp_path: Path,
 ) -> None:
     registry = CollectorRegistry()
-    relay, _, _ = make_relay(
+    _relay, _, _, events = make_relay(
         tmp_path,
         Clock(),
         outputs={"orders": "orders.zd", "a": "shared.zd", "b": "shared.zd"},
@@ -360,8 +360,8 @@ def test_the_relays_producer_statistics_count_each_output_under_its_input_topic(
         dead_letters={"orders": "orders.dlq"},
     )
     stats = {"orders.zd": (4, 400, 30_000), "shared.zd": (1, 10, 900), "orders.dlq": (1, 1, 99)}
-    relay.on_stats(_producer_stats(stats))
-    relay.on_stats(_producer_stats({"orders.zd": (1, 50, 4000)}))
+    events.on_stats(_producer_stats(stats))
+    events.on_stats(_producer_stats({"orders.zd": (1, 50, 4000)}))
     assert value(registry, "zdict_output_stored_bytes_total", topic="orders") == 34_000
     assert value(registry, "zdict_output_stored_records_total", topic="orders") == 450
     assert value(registry, "zdict_output_batches_total", topic="orders") == 5
@@ -370,7 +370,7 @@ def test_the_relays_producer_statistics_count_each_output_under_its_input_topic(
     # Dead letters are not the output; the consumer's statistics are not batches produced.
     assert value(registry, "zdict_output_stored_bytes_total", topic="orders.dlq") is None
     consumer_stats = json.loads(_producer_stats({"orders.zd": (9, 9, 9)})) | {"type": "consumer"}
-    relay.on_stats(json.dumps(consumer_stats))
+    events.on_stats(json.dumps(consumer_stats))
     assert value(registry, "zdict_output_batches_total", topic="orders") == 5
 
 

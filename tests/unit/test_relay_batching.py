@@ -17,7 +17,7 @@ from tests.unit.relay_fakes import Clock, make_relay, record
 
 def make(tmp_path: Path) -> tuple[Relay, MagicMock, MagicMock, CollectorRegistry]:
     registry = CollectorRegistry()
-    relay, consumer, producer = make_relay(
+    relay, consumer, producer, _events = make_relay(
         tmp_path, Clock(), metrics=Metrics(registry), batch_size=100, poll_timeout=0.5
     )
     return relay, consumer, producer, registry
@@ -42,7 +42,7 @@ def test_an_idle_relay_waits_for_the_first_record_only_then_takes_what_came_with
 
 def test_with_reports_due_the_wait_is_short_so_they_are_served(tmp_path: Path) -> None:
     relay, consumer, _, _ = make(tmp_path)
-    relay.offsets.single("in", 0, 7, 0.0, 0)
+    relay.state.offsets.single("in", 0, 7, 0.0, 0)
     consumer.consume.side_effect = [[], []]
     assert relay._consume() == []
     assert consumer.consume.call_args_list[1].args == (1, ACK_WAIT)
@@ -59,7 +59,7 @@ def test_a_batch_is_produced_in_order_and_counted_from_the_encoders_tallies(
     assert [c.args[3] for c in produced] == [0, 0, 0]  # same partition as the input
     assert produced[0].args[7] == [("zd", b"\x80\x00")] and produced[1].args[7] is None
     assert produced[2].args[1] is None  # the tombstone stays one
-    assert relay.offsets.in_flight() == 3
+    assert relay.state.offsets.in_flight() == 3
 
     def count(outcome: str) -> float | None:
         return registry.get_sample_value(

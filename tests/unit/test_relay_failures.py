@@ -26,7 +26,7 @@ from tests.unit.relay_fakes import Clock, delivered_message, deliveries, make_re
 def test_a_failed_delivery_stops_the_relay_and_commits_only_what_came_before(
     tmp_path: Path,
 ) -> None:
-    relay, consumer, producer = make_relay(tmp_path, Clock())
+    relay, consumer, producer, _events = make_relay(tmp_path, Clock())
     batches = iter([[record(0), record(1)], [record(2), record(3), record(4)]])
     consumer.consume.side_effect = lambda *a: next(batches, [])
 
@@ -47,16 +47,16 @@ def test_a_failed_delivery_stops_the_relay_and_commits_only_what_came_before(
 
 
 def test_a_batch_gets_one_report_per_partition_on_its_last_record(tmp_path: Path) -> None:
-    relay, _, producer = make_relay(tmp_path, Clock(), partitions={"in": 2, "in.zd": 2})
+    relay, _, producer, _events = make_relay(tmp_path, Clock(), partitions={"in": 2, "in.zd": 2})
     one = [record(o, partition=1) for o in (7, 8)]
     relay._relay_batch([record(0), one[0], record(1), one[1], record(2)])
     calls = producer.produce.call_args_list
     assert [c.args[3] for c in calls] == [0, 1, 0, 1, 0]  # each to its input's partition
     carriers = [i for i, c in enumerate(calls) if report(c) is not None]
     assert carriers == [3, 4]  # the last record of partition 1, then of partition 0
-    assert relay.offsets.awaiting() == 2 and relay.offsets.in_flight() == 5
+    assert relay.state.offsets.awaiting() == 2 and relay.state.offsets.in_flight() == 5
     report(calls[4])(None, delivered_message())  # type: ignore[misc]
-    assert {(tp.partition, tp.offset) for tp in relay.offsets.to_commit()} == {(0, 3)}
+    assert {(tp.partition, tp.offset) for tp in relay.state.offsets.to_commit()} == {(0, 3)}
     assert relay.stats.delivered == 3
 
 
@@ -66,7 +66,7 @@ def test_a_report_later_than_the_message_timeout_stops_the_relay_committing_noth
     # Past message.timeout.ms a record before the reported one may have timed out, and
     # enable.gapless.guarantee does not cover timeouts: the report cannot stand for it.
     clock = Clock()
-    relay, consumer, producer = make_relay(tmp_path, clock, delivery_timeout=30.0)
+    relay, consumer, producer, _events = make_relay(tmp_path, clock, delivery_timeout=30.0)
     batches = iter([[record(0), record(1)], [record(2), record(3)]])
     consumer.consume.side_effect = lambda *a: next(batches, [])
     served = [0]
@@ -89,11 +89,11 @@ def test_a_report_later_than_the_message_timeout_stops_the_relay_committing_noth
 
 def test_brokers_unreachable_past_the_timeout_stop_the_relay(tmp_path: Path) -> None:
     clock = Clock()
-    relay, consumer, _ = make_relay(tmp_path, clock)
+    relay, consumer, _, events = make_relay(tmp_path, clock)
     consumer.list_topics.side_effect = KafkaException(KafkaError(KafkaError._TRANSPORT))
 
     def consume(*args: object) -> list[MagicMock]:
-        relay.on_error(KafkaError(KafkaError._ALL_BROKERS_DOWN))
+        events.on_error(KafkaError(KafkaError._ALL_BROKERS_DOWN))
         clock.now += 30
         return []
 
@@ -106,7 +106,7 @@ def test_a_relay_stopping_for_unreachable_brokers_commits_without_waiting_for_an
     tmp_path: Path,
 ) -> None:
     clock = Clock()
-    relay, consumer, producer = make_relay(tmp_path, clock, commit_interval=1e9)
+    relay, consumer, producer, events = make_relay(tmp_path, clock, commit_interval=1e9)
     consumer.list_topics.side_effect = KafkaException(KafkaError(KafkaError._TRANSPORT))
     batches = iter([[record(0), record(1)]])
 
@@ -114,7 +114,7 @@ def test_a_relay_stopping_for_unreachable_brokers_commits_without_waiting_for_an
         batch = next(batches, None)
         if batch is not None:
             return batch
-        relay.on_error(KafkaError(KafkaError._ALL_BROKERS_DOWN))
+        events.on_error(KafkaError(KafkaError._ALL_BROKERS_DOWN))
         clock.now += 30
         return []
 
@@ -138,14 +138,14 @@ def test_a_consumer_close_that_never_returns_does_not_keep_the_stopping_relay(
 ) -> None:
     monkeypatch.setattr(loop, "UNREACHABLE_CLOSE_LIMIT", 0.2)
     clock = Clock()
-    relay, consumer, _ = make_relay(tmp_path, clock)
+    relay, consumer, _, events = make_relay(tmp_path, clock)
     consumer.list_topics.side_effect = KafkaException(KafkaError(KafkaError._TRANSPORT))
     released = threading.Event()
     # librdkafka's close waiting for good on a stuck group coordinator (seen on a real broker).
     consumer.close.side_effect = lambda: released.wait(60)
 
     def consume(*args: object) -> list[MagicMock]:
-        relay.on_error(KafkaError(KafkaError._ALL_BROKERS_DOWN))
+        events.on_error(KafkaError(KafkaError._ALL_BROKERS_DOWN))
         clock.now += 30
         return []
 
@@ -162,13 +162,13 @@ def test_a_consumer_close_that_never_returns_does_not_keep_the_stopping_relay(
 
 def test_an_idle_relay_whose_brokers_came_back_keeps_running(tmp_path: Path) -> None:
     clock = Clock()
-    relay, consumer, _ = make_relay(tmp_path, clock)
+    relay, consumer, _, events = make_relay(tmp_path, clock)
     calls = {"n": 0}
 
     def consume(*args: object) -> list[MagicMock]:
         calls["n"] += 1
         if calls["n"] == 1:
-            relay.on_error(KafkaError(KafkaError._ALL_BROKERS_DOWN))
+            events.on_error(KafkaError(KafkaError._ALL_BROKERS_DOWN))
         clock.now += 30
         if calls["n"] == 10:
             relay.stop()
@@ -181,17 +181,17 @@ def test_an_idle_relay_whose_brokers_came_back_keeps_running(tmp_path: Path) -> 
 
 
 def test_a_fatal_client_error_stops_the_relay(tmp_path: Path) -> None:
-    relay, consumer, _ = make_relay(tmp_path, Clock())
+    relay, consumer, _, events = make_relay(tmp_path, Clock())
     fatal = MagicMock(spec_set=KafkaError)
     fatal.fatal.return_value = True
     fatal.str.return_value = "producer fenced"
-    consumer.consume.side_effect = lambda *a: relay.on_error(fatal) or []
+    consumer.consume.side_effect = lambda *a: events.on_error(fatal) or []
     with pytest.raises(RelayFailed, match="fatal Kafka client error: producer fenced"):
         relay.run()
 
 
 def test_a_full_producer_queue_is_drained_and_the_record_retried(tmp_path: Path) -> None:
-    relay, consumer, producer = make_relay(tmp_path, Clock())
+    relay, consumer, producer, _events = make_relay(tmp_path, Clock())
     batches = iter([[record(0)]])
     consumer.consume.side_effect = lambda *a: next(batches, None) or relay.stop() or []
     attempts = iter([BufferError("queue full"), BufferError("queue full"), None])
@@ -211,12 +211,12 @@ def test_records_from_the_prefetch_queue_do_not_stop_the_unreachable_clock(
     tmp_path: Path,
 ) -> None:
     clock = Clock()
-    relay, consumer, producer = make_relay(tmp_path, clock)
+    relay, consumer, producer, events = make_relay(tmp_path, clock)
     consumer.list_topics.side_effect = KafkaException(KafkaError(KafkaError._TRANSPORT))
     offsets = iter(range(1000))
 
     def consume(*args: object) -> list[MagicMock]:
-        relay.on_error(KafkaError(KafkaError._ALL_BROKERS_DOWN))
+        events.on_error(KafkaError(KafkaError._ALL_BROKERS_DOWN))
         clock.now += 30
         return [record(next(offsets))]  # consumed before the broker went away
 
@@ -228,7 +228,7 @@ def test_records_from_the_prefetch_queue_do_not_stop_the_unreachable_clock(
 
 def test_no_commit_is_attempted_while_no_broker_answers(tmp_path: Path) -> None:
     clock = Clock()
-    relay, consumer, producer = make_relay(tmp_path, clock)
+    relay, consumer, producer, events = make_relay(tmp_path, clock)
     consumer.list_topics.side_effect = KafkaException(KafkaError(KafkaError._TRANSPORT))
     batches = iter([[record(0)]])
     consumer.consume.side_effect = lambda *a: next(batches, [])
@@ -237,7 +237,7 @@ def test_no_commit_is_attempted_while_no_broker_answers(tmp_path: Path) -> None:
         for callback in deliveries(producer)[relay.stats.delivered :]:
             callback(None, delivered_message())
             # The broker goes away right after acknowledging the record.
-            relay.on_error(KafkaError(KafkaError._ALL_BROKERS_DOWN))
+            events.on_error(KafkaError(KafkaError._ALL_BROKERS_DOWN))
         clock.now += 30
         return 0
 
@@ -253,14 +253,14 @@ def test_a_recurring_client_error_is_logged_once_per_interval_with_its_count(
     tmp_path: Path,
 ) -> None:
     clock = Clock()
-    relay, _, _ = make_relay(tmp_path, clock)
+    _relay, _, _, events = make_relay(tmp_path, clock)
     refused = KafkaError(KafkaError._TRANSPORT, "Connect to ipv4#127.0.0.1:9092 failed")
     with capture_logs() as logs:
         for _ in range(100):  # a broker away: librdkafka reports each reconnection attempt
-            relay.on_error(refused)
+            events.on_error(refused)
             clock.now += 0.05
         clock.now += 10
-        relay.on_error(refused)
+        events.on_error(refused)
     lines = [line for line in logs if line["event"] == "kafka_error"]
     assert [line["repeated"] for line in lines] == [0, 99]
     assert lines[0]["code"] == "_TRANSPORT"
@@ -285,7 +285,7 @@ def test_the_loop_commits_in_the_background_and_counts_a_commit_once_it_is_answe
     tmp_path: Path,
 ) -> None:
     clock = Clock()
-    relay, consumer, producer = make_relay(tmp_path, clock)
+    relay, consumer, producer, events = make_relay(tmp_path, clock)
     relay.on_assign(consumer, [TopicPartition("in", 0)])
     batches = iter([[record(0), record(1)]])
     consumer.consume.side_effect = lambda *a: next(batches, [])
@@ -293,7 +293,7 @@ def test_the_loop_commits_in_the_background_and_counts_a_commit_once_it_is_answe
 
     def commit(offsets: list[TopicPartition], asynchronous: bool) -> None:
         assert asynchronous, "the loop must not wait for a commit"
-        relay.on_commit(None, offsets)  # librdkafka answers inside a later consume
+        events.on_commit(None, offsets)  # librdkafka answers inside a later consume
         relay.stop()
 
     consumer.commit.side_effect = commit
@@ -308,7 +308,7 @@ def test_an_offset_commit_unanswered_past_the_limit_stops_the_relay_without_wait
     tmp_path: Path,
 ) -> None:
     clock = Clock()
-    relay, consumer, producer = make_relay(tmp_path, clock, commit_limit=40.0)
+    relay, consumer, producer, _events = make_relay(tmp_path, clock, commit_limit=40.0)
     relay.on_assign(consumer, [TopicPartition("in", 0)])
     batches = iter([[record(0), record(1)]])
     consumer.consume.side_effect = lambda *a: next(batches, [])
@@ -331,7 +331,7 @@ def big(offset: int) -> MagicMock:
 
 
 def dead_letter_relay(tmp_path: Path) -> tuple[Any, MagicMock, MagicMock]:
-    relay, consumer, producer = make_relay(
+    relay, consumer, producer, _events = make_relay(
         tmp_path,
         Clock(),
         dead_letters={"in": "in.dlq"},
@@ -355,9 +355,9 @@ def test_a_dead_letter_inside_a_batch_has_its_own_report_and_holds_back_the_comm
     dead_letter_report, output_report = deliveries(producer)
     assert output_report is not None and dead_letter_report is not None
     output_report(None, delivered_message())  # stands for offsets 0 and 2, not 1
-    assert [tp.offset for tp in relay.offsets.to_commit()] == [1]
+    assert [tp.offset for tp in relay.state.offsets.to_commit()] == [1]
     dead_letter_report(None, delivered_message())
-    assert [tp.offset for tp in relay.offsets.to_commit()] == [3]
+    assert [tp.offset for tp in relay.state.offsets.to_commit()] == [3]
     assert relay.stats.delivered == 3 and relay.stats.dead_letters == 1
 
 
@@ -370,12 +370,12 @@ def test_when_the_last_record_of_a_batch_is_set_aside_the_next_report_stands_for
     assert targets(producer) == [("in.zd", False), ("in.zd", False), ("in.dlq", True)]
     (dead_letter_report,) = deliveries(producer)
     dead_letter_report(None, delivered_message())
-    assert relay.offsets.to_commit() == []  # 0 and 1 are not known to be delivered yet
-    assert relay.offsets.in_flight() == 2 and relay.offsets.awaiting() == 0
+    assert relay.state.offsets.to_commit() == []  # 0 and 1 are not known to be delivered yet
+    assert relay.state.offsets.in_flight() == 2 and relay.state.offsets.awaiting() == 0
     relay._relay_batch([record(3)])
     assert targets(producer)[-1] == ("in.zd", True)
     deliveries(producer)[-1](None, delivered_message())  # same output partition, in order
-    assert [tp.offset for tp in relay.offsets.to_commit()] == [4]
+    assert [tp.offset for tp in relay.state.offsets.to_commit()] == [4]
     assert relay.stats.delivered == 4
 
 
@@ -400,16 +400,16 @@ def test_a_record_the_producer_refuses_goes_to_the_dead_letter_topic_and_nothing
         ("in.dlq", True),
     ]
     deliveries(producer)[-1](None, delivered_message())
-    assert relay.offsets.to_commit() == []  # offset 0 went without a report
+    assert relay.state.offsets.to_commit() == []  # offset 0 went without a report
     relay._relay_batch([record(2)])
     deliveries(producer)[-1](None, delivered_message())
-    assert [tp.offset for tp in relay.offsets.to_commit()] == [3]
+    assert [tp.offset for tp in relay.state.offsets.to_commit()] == [3]
 
 
 def test_records_partitioned_by_key_each_carry_their_own_report(tmp_path: Path) -> None:
     # The output has another partition count: records of one input partition go to several
     # output partitions, whose order says nothing about each other.
-    relay, _, producer = make_relay(tmp_path, Clock(), partitions={"in": 1, "in.zd": 3})
+    relay, _, producer, _events = make_relay(tmp_path, Clock(), partitions={"in": 1, "in.zd": 3})
     relay._relay_batch([record(0), record(1), record(2)])
     calls = producer.produce.call_args_list
     assert [c.args[3] for c in calls] == [-1, -1, -1]  # the partitioner chooses
@@ -417,9 +417,9 @@ def test_records_partitioned_by_key_each_carry_their_own_report(tmp_path: Path) 
     assert len(callbacks) == 3
     callbacks[1](None, delivered_message())
     callbacks[2](None, delivered_message())
-    assert relay.offsets.to_commit() == []
+    assert relay.state.offsets.to_commit() == []
     callbacks[0](None, delivered_message())
-    assert [tp.offset for tp in relay.offsets.to_commit()] == [3]
+    assert [tp.offset for tp in relay.state.offsets.to_commit()] == [3]
 
 
 def scripted(relay: Relay, calls: Iterator[Callable[[], list[Any]]]) -> Callable[..., list[Any]]:
@@ -442,7 +442,9 @@ def test_records_of_a_partition_lost_while_consuming_are_neither_produced_nor_co
     # The loop's second consume call serves the rebalance: partition 0 is lost (a stall past
     # max.poll.interval.ms) after the first call took a record from it. Its new owner reads
     # the record again; committing it here would overwrite the new owner's offset.
-    relay, consumer, producer = make_relay(tmp_path, Clock(), partitions={"in": 2, "in.zd": 2})
+    relay, consumer, producer, _events = make_relay(
+        tmp_path, Clock(), partitions={"in": 2, "in.zd": 2}
+    )
     # The consumer's event that says why: it is logged, not dropped with the records.
     max_poll_exceeded = MagicMock(spec_set=Message)
     max_poll_exceeded.error.return_value = KafkaError(KafkaError._MAX_POLL_EXCEEDED)
@@ -482,7 +484,9 @@ def test_records_of_a_partition_lost_while_another_is_assigned_in_the_same_call_
 ) -> None:
     # As many partitions held after the second consume call as before it: the drop must not
     # depend on the count.
-    relay, consumer, producer = make_relay(tmp_path, Clock(), partitions={"in": 3, "in.zd": 3})
+    relay, consumer, producer, _events = make_relay(
+        tmp_path, Clock(), partitions={"in": 3, "in.zd": 3}
+    )
     calls: Iterator[Callable[[], list[Any]]] = iter(
         [
             # consume(batch_size, 0): nothing there; partition 2 went earlier.
@@ -501,11 +505,11 @@ def test_records_of_a_partition_lost_while_another_is_assigned_in_the_same_call_
 
 
 def test_a_lost_partition_leaves_no_lag_series_behind(tmp_path: Path) -> None:
-    relay, consumer, _ = make_relay(tmp_path, Clock(), partitions={"in": 2, "in.zd": 2})
+    relay, consumer, _, events = make_relay(tmp_path, Clock(), partitions={"in": 2, "in.zd": 2})
     consumer.subscribe("in", on_assign=relay.on_assign)
     stats = {"topics": {"in": {"partitions": {"0": {"consumer_lag": 7}, "1": {"consumer_lag": 3}}}}}
-    relay.on_stats(json.dumps(stats))
-    lag = relay.metrics.registry.get_sample_value
+    events.on_stats(json.dumps(stats))
+    lag = relay.state.metrics.registry.get_sample_value
     assert lag("zdict_consumer_lag_messages", {"topic": "in", "partition": "0"}) == 7
     relay.on_lost(consumer, [TopicPartition("in", 0)])
     assert lag("zdict_consumer_lag_messages", {"topic": "in", "partition": "0"}) is None

@@ -39,12 +39,13 @@ def test_a_held_topic_is_paused_until_its_first_dictionary_is_active(
     tmp_path: Path, trained_bytes: bytes
 ) -> None:
     clock = Clock()
-    relay, consumer, _ = make_relay(tmp_path, clock, hold={"in": 60.0})
+    relay, consumer, _, _events = make_relay(tmp_path, clock, hold={"in": 60.0})
 
     def turn(n: int) -> None:
         if n == 3:  # the trainer activated a dictionary trained from the backlog
             store = DictionaryStore(tmp_path)
             store.activate("in", add_to_store(store, "in", trained_bytes).id)
+            assert relay.namespaces is not None
             relay.namespaces.request_refresh()
         if n == 5:
             relay.stop()
@@ -52,12 +53,13 @@ def test_a_held_topic_is_paused_until_its_first_dictionary_is_active(
     run_with_assignment(relay, consumer, clock, turn)
     assert [partitions(c) for c in consumer.pause.call_args_list] == [[("in", 0)]]
     assert [partitions(c) for c in consumer.resume.call_args_list] == [[("in", 0)]]
+    assert relay.namespaces is not None
     assert relay.namespaces["in"].active_id is not None
 
 
 def test_a_held_topic_goes_on_without_a_dictionary_once_the_wait_is_over(tmp_path: Path) -> None:
     clock = Clock()
-    relay, consumer, _ = make_relay(tmp_path, clock, hold={"in": 30.0})
+    relay, consumer, _, _events = make_relay(tmp_path, clock, hold={"in": 30.0})
     resumed_at: list[float] = []
     consumer.resume.side_effect = lambda tps: resumed_at.append(clock.now)
 
@@ -76,6 +78,6 @@ def test_a_topic_with_a_dictionary_already_is_not_held(
     store = DictionaryStore(tmp_path)
     store.activate("in", add_to_store(store, "in", trained_bytes).id)
     clock = Clock()
-    relay, consumer, _ = make_relay(tmp_path, clock, hold={"in": 60.0})
+    relay, consumer, _, _events = make_relay(tmp_path, clock, hold={"in": 60.0})
     run_with_assignment(relay, consumer, clock, lambda n: n == 2 and relay.stop())
     consumer.pause.assert_not_called()

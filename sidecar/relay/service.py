@@ -1,9 +1,10 @@
 """`zdict-sidecar run`: wiring one relay process (or N worker processes) from the settings.
 
-The relay loop itself is in `sidecar.relay`; this module builds its parts — metrics endpoint,
-Kafka clients, topic checks, the registry, encoders (or the decoder), reservoirs and the
-trainer — handles signals, and maps failures to exit codes: 0 after a graceful stop, 1 when the
-relay had to stop (the log line says why), 2 for configuration errors.
+The loop itself is `sidecar.relay.loop`; this module builds its parts — metrics endpoint, the
+relay's shared state and the Kafka clients that report into it, topic checks, the registry, the
+per-topic namespaces (or the decoder), the commit strategy and the trainer — handles signals,
+and maps failures to exit codes: 0 after a graceful stop, 1 when the relay had to stop (the log
+line says why), 2 for configuration errors.
 """
 
 from __future__ import annotations
@@ -16,11 +17,10 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import partial
 from types import FrameType
-from typing import Any, Final
+from typing import Final
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 from prometheus_client import CollectorRegistry
 
@@ -33,6 +33,7 @@ from sidecar.errors import ConfigError, ZdictError
 from sidecar.health import Health, ObservabilityServer
 from sidecar.kafka import (
     LIBRDKAFKA_SOCKET_TIMEOUT_MS,
+    Reachability,
     backlog,
     delivery_timeout,
     ensure_output_topics,
@@ -46,11 +47,14 @@ from sidecar.kafka import (
 from sidecar.logs import get_logger
 from sidecar.metrics import Metrics
 from sidecar.namespaces import Namespaces, encoder_factory
-from sidecar.relay.exactly_once import TransactionalRelay
+from sidecar.relay.commits import CommitLedger, CommitStrategy, OffsetCommits
+from sidecar.relay.events import ClientEvents
+from sidecar.relay.exactly_once import Transactions
 from sidecar.relay.loop import Relay
+from sidecar.relay.state import RelayState
 from sidecar.trainer import Trainer
 
-log = get_logger("sidecar.service")
+log = get_logger("sidecar.relay.service")
 
 #: Seconds the start may spend reading a topic's offsets to size its backlog.
 BACKLOG_TIMEOUT: Final = 10.0
@@ -60,25 +64,6 @@ def _commit_limit(settings: Settings) -> float:
     """Seconds a commit may stay unanswered: librdkafka's own request timeout, plus 30 s."""
     consumer = settings.kafka.client_config(settings.consumer)
     return int(consumer.get("socket.timeout.ms", LIBRDKAFKA_SOCKET_TIMEOUT_MS)) / 1000 + 30.0
-
-
-class _ClientCallbacks:
-    """librdkafka's callbacks, given to the clients before the relay they report to exists."""
-
-    def __init__(self) -> None:
-        self.relay: Relay | None = None
-
-    def error(self, error: KafkaError) -> None:
-        if self.relay is not None:
-            self.relay.on_error(error)
-
-    def stats(self, stats_json: str) -> None:
-        if self.relay is not None:
-            self.relay.on_stats(stats_json)
-
-    def commit(self, error: KafkaError | None, partitions: list[TopicPartition]) -> None:
-        if self.relay is not None:
-            self.relay.on_commit(error, partitions)
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,11 +80,17 @@ class _Topics:
     limits: dict[str, int]
 
 
-def _prepare_topics(settings: Settings, admin: AdminClient, decode: bool) -> _Topics:
+def _outputs(settings: Settings) -> dict[str, str]:
+    """Input topic -> output topic."""
+    relay = settings.relay
+    return {t: relay.output_for(t, decode=relay.mode == "decode") for t in relay.input_topics}
+
+
+def _prepare_topics(settings: Settings, admin: AdminClient) -> _Topics:
     """Check (or create) the output and dead-letter topics and read their size limits."""
     relay = settings.relay
     bootstrap = settings.kafka.client_config()["bootstrap.servers"]
-    outputs = {t: relay.output_for(t, decode=decode) for t in relay.input_topics}
+    outputs = _outputs(settings)
     timeout = min(relay.unreachable_timeout, 30.0)
     partitions = ensure_output_topics(admin, outputs, relay.create_topics, timeout, bootstrap)
     dead_letters = {t: d for t in relay.input_topics if (d := relay.dead_letter_for(t)) is not None}
@@ -140,12 +131,13 @@ class _Clients:
     delivery_timeout: float
 
 
-def _connect(settings: Settings, callbacks: _ClientCallbacks, decode: bool) -> _Clients:
-    """The Kafka clients (a setting they refuse: a configuration error, exit 2), and the topics:
-    outputs and dead letters checked or created, their size limits read."""
+def _connect(settings: Settings, events: ClientEvents) -> _Clients:
+    """The Kafka clients, reporting to `events` (a setting they refuse: a configuration error,
+    exit 2), and the topics: outputs and dead letters checked or created, their size limits
+    read."""
     relay = settings.relay
     admin = make_admin(settings)
-    consumer = make_consumer(settings, callbacks.error, callbacks.stats, callbacks.commit)
+    consumer = make_consumer(settings, events.on_error, events.on_stats, events.on_commit)
     transactional_id = (
         relay.transactional_id_for(socket.gethostname())
         if relay.guarantee == "exactly-once"
@@ -153,16 +145,16 @@ def _connect(settings: Settings, callbacks: _ClientCallbacks, decode: bool) -> _
     )
     gapless = transactional_id is None
     # Refused settings: exit 2, before any topic is touched.
-    make_producer(settings, callbacks.error, transactional_id, gapless=gapless)
-    found = _prepare_topics(settings, admin, decode)
+    make_producer(settings, events.on_error, transactional_id, gapless=gapless)
+    found = _prepare_topics(settings, admin)
     # A record batch must fit every topic it may go to: the broker refuses a whole batch of
     # small records that together exceed a topic's max.message.bytes.
     producer = make_producer(
         settings,
-        callbacks.error,
+        events.on_error,
         transactional_id,
         batch_bytes=min(found.limits.values()),
-        stats_cb=callbacks.stats,
+        stats_cb=events.on_stats,
         gapless=gapless,
     )
     config = producer_config(settings, transactional_id=transactional_id)
@@ -172,55 +164,67 @@ def _connect(settings: Settings, callbacks: _ClientCallbacks, decode: bool) -> _
     )
 
 
-def _relay_arguments(
-    settings: Settings, clients: _Clients, metrics: Metrics, health: Health
-) -> dict[str, Any]:
-    """What the relay takes in either direction: its clients, topics, store, metrics, tuning."""
+def _commits(
+    settings: Settings, clients: _Clients, state: RelayState, ledger: CommitLedger
+) -> CommitStrategy:
+    """Offsets committed through the group (at-least-once), or transactions (exactly-once)."""
+    if settings.relay.guarantee == "exactly-once":
+        return Transactions(
+            clients.consumer,
+            clients.producer,
+            state,
+            transaction_records=settings.relay.transaction_records,
+        )
+    return OffsetCommits(clients.consumer, state, ledger, commit_limit=_commit_limit(settings))
+
+
+def _relay(
+    settings: Settings,
+    clients: _Clients,
+    state: RelayState,
+    commits: CommitStrategy,
+    *,
+    namespaces: Namespaces | None = None,
+    decoder: Decoder | None = None,
+    hold: dict[str, float] | None = None,
+    on_assignment: Callable[[set[tuple[str, int]]], None] | None = None,
+) -> Relay:
+    """The relay, encoding with `namespaces` or decoding with `decoder`, on its clients and
+    topics, tuned by the settings."""
     relay = settings.relay
     found = clients.topics
-    return {
-        "consumer": clients.consumer,
-        "producer": clients.producer,
-        "outputs": found.outputs,
-        "partitions": found.partitions,
-        "metrics": metrics,
-        "health": health,
-        "batch_size": relay.batch_size,
-        "poll_timeout": relay.poll_timeout,
-        "commit_interval": relay.commit_interval,
-        "unreachable_timeout": relay.unreachable_timeout,
-        "commit_limit": _commit_limit(settings),
-        "delivery_timeout": clients.delivery_timeout,
-        "dead_letters": found.dead_letters,
-        "max_record_bytes": {
+    return Relay(
+        consumer=clients.consumer,
+        producer=clients.producer,
+        state=state,
+        commits=commits,
+        outputs=found.outputs,
+        partitions=found.partitions,
+        namespaces=namespaces,
+        decoder=decoder,
+        dead_letters=found.dead_letters,
+        max_record_bytes={
             t: min(found.limits[t], clients.producer_limit) for t in found.outputs.values()
         },
-    }
+        hold=hold,
+        batch_size=relay.batch_size,
+        poll_timeout=relay.poll_timeout,
+        commit_interval=relay.commit_interval,
+        delivery_timeout=clients.delivery_timeout,
+        on_assignment=on_assignment,
+    )
 
 
-def _relay_class(settings: Settings) -> Callable[..., Relay]:
-    """The at-least-once relay, or the transactional one (exactly-once)."""
-    if settings.relay.guarantee == "exactly-once":
-        return partial(TransactionalRelay, transaction_records=settings.relay.transaction_records)
-    return Relay
-
-
-def _decoding_relay(
-    settings: Settings,
-    store: DictionaryStore,
-    dictionaries: Registry | None,
-    arguments: dict[str, Any],
-) -> Relay:
-    """A relay that decodes with the registry's dictionaries (else the store's)."""
+def _decoder(settings: Settings, store: DictionaryStore, dictionaries: Registry | None) -> Decoder:
+    """A decoder resolving ids in the registry (else in the store)."""
     resolver: DictionaryResolver = store
     if dictionaries is not None:
         resolver = RegistryResolver(dictionaries, settings.registry.follow_interval)
-    decoder = Decoder(
+    return Decoder(
         resolver,
         max_output_size=settings.codec.max_output_size,
         header_key=settings.codec.header_key,
     )
-    return _relay_class(settings)(decoder=decoder, **arguments)
 
 
 def _backlogs(settings: Settings, clients: _Clients, store: DictionaryStore) -> dict[str, int]:
@@ -254,38 +258,43 @@ def _encoding_relay(
     settings: Settings,
     store: DictionaryStore,
     dictionaries: Registry | None,
-    arguments: dict[str, Any],
-    backlogs: dict[str, int],
+    clients: _Clients,
+    state: RelayState,
+    commits: CommitStrategy,
 ) -> tuple[Relay, Trainer]:
     """A relay that encodes, and the trainer beside it (not started yet) that keeps its
-    dictionaries fresh, sharing its store, namespaces and metrics. Topics with a `backlog` are
+    dictionaries fresh, sharing its store, namespaces and metrics. Topics with a backlog are
     held back until their first dictionary, trained from the backlog, is active."""
     relay_settings = settings.relay
     training = settings.training.enabled and relay_settings.compress
     namespaces = Namespaces(
         store,
         encoder_factory(settings.codec, compress=relay_settings.compress),
-        arguments["metrics"],
+        state.metrics,
         settings.sampling if training else None,
     )
     for topic in relay_settings.input_topics:
         namespaces.add(topic)
+    backlogs = _backlogs(settings, clients, store)
     trainer = Trainer(
         settings=settings,
         store=store,
         registry=dictionaries,
-        metrics=arguments["metrics"],
+        metrics=state.metrics,
         reservoirs=namespaces.reservoirs(),
         topics=list(relay_settings.input_topics),
         encoder_stats=namespaces.encoder_stats,
         dictionaries_changed=namespaces.request_refresh,
         backlogs=backlogs,
     )
-    relay = _relay_class(settings)(
+    relay = _relay(
+        settings,
+        clients,
+        state,
+        commits,
         namespaces=namespaces,
         hold={topic: relay_settings.backlog_wait for topic in backlogs},
         on_assignment=trainer.on_assignment,
-        **arguments,
     )
     return relay, trainer
 
@@ -313,19 +322,19 @@ def run_relay(settings: Settings) -> int:
     dictionaries: Registry | None = None
     trainer: Trainer | None = None
     try:
-        callbacks = _ClientCallbacks()
-        clients = _connect(settings, callbacks, decode)
+        state = RelayState(metrics, health, Reachability(relay_settings.unreachable_timeout))
+        ledger = CommitLedger(state)
+        clients = _connect(settings, ClientEvents(state, _outputs(settings), ledger.answered))
+        commits = _commits(settings, clients, state, ledger)
         store = DictionaryStore(settings.dictionaries)
         dictionaries = _open_registry(
             settings, store, list(relay_settings.input_topics), decode, metrics
         )
-        arguments = _relay_arguments(settings, clients, metrics, health)
         if decode:
-            relay = _decoding_relay(settings, store, dictionaries, arguments)
+            decoder = _decoder(settings, store, dictionaries)
+            relay = _relay(settings, clients, state, commits, decoder=decoder)
         else:
-            backlogs = _backlogs(settings, clients, store)
-            relay, trainer = _encoding_relay(settings, store, dictionaries, arguments, backlogs)
-        callbacks.relay = relay
+            relay, trainer = _encoding_relay(settings, store, dictionaries, clients, state, commits)
         if trainer is not None:
             trainer.start()
         _stop_on_signals(relay)

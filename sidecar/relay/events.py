@@ -1,0 +1,96 @@
+"""What librdkafka reports to the relay through its clients' callbacks (run inside `consume`,
+`poll` and `flush`, on the relay's thread): errors, statistics, commit answers.
+
+Made before the clients it is given to, from the parts it reports into.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from confluent_kafka import KafkaError, TopicPartition
+
+from sidecar.kafka import ErrorLog, is_all_brokers_down, is_authentication
+from sidecar.logs import get_logger
+from sidecar.relay.state import RelayState
+
+log = get_logger("sidecar.relay.events")
+
+CommitAnswer = Callable[[KafkaError | None, list[TopicPartition]], None]
+
+
+class ClientEvents:
+    """librdkafka's callbacks for the relay's consumer and producer."""
+
+    def __init__(
+        self,
+        state: RelayState,
+        outputs: Mapping[str, str],
+        commit_answered: CommitAnswer,
+        error_log: ErrorLog | None = None,
+    ) -> None:
+        """`outputs`: input topic -> output topic (the producer's statistics are counted
+        under the input); `commit_answered` takes the answers to asynchronous commits."""
+        self._state = state
+        self._commit_answered = commit_answered
+        self._error_log = error_log if error_log is not None else ErrorLog(state.clock)
+        #: Output topic -> the input topics whose output it is.
+        self._owners: dict[str, list[str]] = {}
+        for topic, output in outputs.items():
+            self._owners.setdefault(output, []).append(topic)
+
+    def on_error(self, error: KafkaError) -> None:
+        """error_cb: fatal errors stop the relay; 'all brokers down' starts a clock."""
+        control = self._state.control
+        if error.fatal():
+            control.fail(f"fatal Kafka client error: {error.str()}")
+        elif is_all_brokers_down(error):
+            self._state.reachability.down()
+            log.warning("brokers_unreachable", error=error.str())
+        elif is_authentication(error):
+            control.fail(f"Kafka authentication failed: {error.str()}")
+        else:
+            self._error_log.log(error)
+
+    def on_commit(self, error: KafkaError | None, partitions: list[TopicPartition]) -> None:
+        """on_commit: the answer to an asynchronous offset commit."""
+        self._commit_answered(error, partitions)
+
+    def on_stats(self, stats_json: str) -> None:
+        """stats_cb (every statistics.interval.ms): the consumer's lag per partition, the
+        producer's record batches per output topic."""
+        try:
+            stats = json.loads(stats_json)
+        except ValueError:
+            return
+        topics = stats.get("topics", {})
+        if stats.get("type") == "producer":
+            self._on_producer_stats(topics)
+            return
+        metrics, assignment = self._state.metrics, self._state.assignment
+        for topic, data in topics.items():
+            for part, pdata in data.get("partitions", {}).items():
+                partition = int(part)
+                lag = pdata.get("consumer_lag", -1)
+                if partition >= 0 and lag >= 0 and (topic, partition) in assignment:
+                    metrics.set_lag(topic, partition, lag)
+
+    def _on_producer_stats(self, topics: dict[str, Any]) -> None:
+        """The record batches of the last statistics window, per output topic, counted under
+        the input topic whose output it is (under its own name when inputs share it); the
+        dead-letter topics are left out. librdkafka's `batchsize` window holds each batch's
+        size as sent, header and batch compression included (checked against the broker's log
+        segments): what the broker stores. `batchcnt` holds its record count."""
+        for output, data in topics.items():
+            inputs = self._owners.get(output)
+            if inputs is None:
+                continue
+            size, count = data.get("batchsize", {}), data.get("batchcnt", {})
+            self._state.metrics.observe_output_batches(
+                inputs[0] if len(inputs) == 1 else output,
+                int(size.get("cnt", 0)),
+                int(count.get("sum", 0)),
+                int(size.get("sum", 0)),
+            )
