@@ -24,14 +24,13 @@ from collections.abc import Callable, Iterable
 from typing import Final
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from prometheus_client import CollectorRegistry
 
 from sidecar.config import KafkaSettings, Settings
 from sidecar.dictionaries.lifecycle import adopt_local, sync_store
 from sidecar.dictionaries.registry import Registry
 from sidecar.dictionaries.store import DictionaryStore
 from sidecar.errors import ConfigError, KafkaUnavailable, ZdictError
-from sidecar.health import Health, ObservabilityServer
+from sidecar.health import Health
 from sidecar.kafka import (
     is_all_brokers_down,
     make_admin,
@@ -43,6 +42,7 @@ from sidecar.kafka import (
 from sidecar.logs import get_logger
 from sidecar.metrics import Metrics
 from sidecar.namespaces import Namespaces, encoder_factory
+from sidecar.observability import Observability
 from sidecar.proxy.metadata import UpstreamTopics
 from sidecar.proxy.produce import ProduceHandler, Route, Written
 from sidecar.proxy.sequences import ProducerIds, Sequences
@@ -397,44 +397,39 @@ async def _serve(
 def run_proxy(settings: Settings, ready: Callable[[str, int], None] | None = None) -> int:
     """Run the proxy until SIGTERM/SIGINT (exit 0) or a failure (exit 1); `ready` is called
     with the address it listens on."""
-    registry = CollectorRegistry()
-    metrics = Metrics(registry, group=settings.proxy.group_id)
-    health = Health()
-    server = ObservabilityServer(registry, health)
-    server.start_if_enabled(settings.metrics)
-    dictionaries: Registry | None = None
-    routes: ProxyRoutes | None = None
-    upstream: _Upstream | None = None
-    try:
-        bootstrap = settings.kafka.client_config()["bootstrap.servers"]
-        # Reachable at all? ZDICT_PROXY__START_TIMEOUT bounds the wait.
-        partition_counts(make_admin(settings), [], settings.proxy.start_timeout, bootstrap)
-        upstream = _Upstream(settings)
-        store = DictionaryStore(settings.dictionaries)
-        if settings.registry.enabled:
-            dictionaries = Registry.open(settings, "proxy", metrics)
-        routes = ProxyRoutes(settings, store, dictionaries, metrics)
-        routes.set_up(settings.proxy.topics)
-        routes.elect()
-        return asyncio.run(_serve(settings, routes, upstream, health, ready))
-    except ZdictError as exc:
-        if isinstance(exc, ConfigError):
-            raise
-        log.error("proxy_failed", error=str(exc))
-        return 1
-    except OSError as exc:  # the listen address is taken or not ours
-        raise ConfigError(
-            f"cannot listen on {settings.proxy.listen} (ZDICT_PROXY__LISTEN, --listen): "
-            f"{exc.strerror or exc}"
-        ) from None
-    finally:
-        if routes is not None:
-            routes.close()
-        if upstream is not None:
-            undelivered = upstream.stop()
-            if undelivered:
-                log.error("flush_incomplete", undelivered=undelivered)
-        if dictionaries is not None:
-            dictionaries.close()
-        server.stop()
-        log.info("proxy_stopped")
+    with Observability(settings.metrics, settings.proxy.group_id) as observed:
+        registry: Registry | None = None
+        routes: ProxyRoutes | None = None
+        upstream: _Upstream | None = None
+        try:
+            bootstrap = settings.kafka.client_config()["bootstrap.servers"]
+            # Reachable at all? ZDICT_PROXY__START_TIMEOUT bounds the wait.
+            partition_counts(make_admin(settings), [], settings.proxy.start_timeout, bootstrap)
+            upstream = _Upstream(settings)
+            store = DictionaryStore(settings.dictionaries)
+            if settings.registry.enabled:
+                registry = Registry.open(settings, "proxy", observed.metrics)
+            routes = ProxyRoutes(settings, store, registry, observed.metrics)
+            routes.set_up(settings.proxy.topics)
+            routes.elect()
+            return asyncio.run(_serve(settings, routes, upstream, observed.health, ready))
+        except ZdictError as exc:
+            if isinstance(exc, ConfigError):
+                raise
+            log.error("proxy_failed", error=str(exc))
+            return 1
+        except OSError as exc:  # the listen address is taken or not ours
+            raise ConfigError(
+                f"cannot listen on {settings.proxy.listen} (ZDICT_PROXY__LISTEN, --listen): "
+                f"{exc.strerror or exc}"
+            ) from None
+        finally:
+            if routes is not None:
+                routes.close()
+            if upstream is not None:
+                undelivered = upstream.stop()
+                if undelivered:
+                    log.error("flush_incomplete", undelivered=undelivered)
+            if registry is not None:
+                registry.close()
+            log.info("proxy_stopped")

@@ -22,7 +22,6 @@ from typing import Final
 
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
-from prometheus_client import CollectorRegistry
 
 from sidecar.codec import Decoder, DictionaryResolver
 from sidecar.config import Settings
@@ -30,7 +29,6 @@ from sidecar.dictionaries.lifecycle import adopt_local, sync_store
 from sidecar.dictionaries.registry import Registry, RegistryResolver
 from sidecar.dictionaries.store import DictionaryStore
 from sidecar.errors import ConfigError, ZdictError
-from sidecar.health import Health, ObservabilityServer
 from sidecar.kafka import (
     LIBRDKAFKA_SOCKET_TIMEOUT_MS,
     Reachability,
@@ -47,6 +45,7 @@ from sidecar.kafka import (
 from sidecar.logs import get_logger
 from sidecar.metrics import Metrics
 from sidecar.namespaces import Namespaces, encoder_factory
+from sidecar.observability import Observability
 from sidecar.relay.commits import CommitLedger, CommitStrategy, OffsetCommits
 from sidecar.relay.events import ClientEvents
 from sidecar.relay.exactly_once import Transactions
@@ -108,12 +107,12 @@ def _open_registry(
     """The dictionary registry, if enabled; an encoding relay's store synced with it first."""
     if not settings.registry.enabled:
         return None
-    dictionaries = Registry.open(settings, "sidecar", metrics)
+    registry = Registry.open(settings, "sidecar", metrics)
     if not decode:
         for topic in topics:
-            adopt_local(dictionaries, store, topic)
-        sync_store(dictionaries, store, topics)
-    return dictionaries
+            adopt_local(registry, store, topic)
+        sync_store(registry, store, topics)
+    return registry
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,11 +214,11 @@ def _relay(
     )
 
 
-def _decoder(settings: Settings, store: DictionaryStore, dictionaries: Registry | None) -> Decoder:
+def _decoder(settings: Settings, store: DictionaryStore, registry: Registry | None) -> Decoder:
     """A decoder resolving ids in the registry (else in the store)."""
     resolver: DictionaryResolver = store
-    if dictionaries is not None:
-        resolver = RegistryResolver(dictionaries, settings.registry.follow_interval)
+    if registry is not None:
+        resolver = RegistryResolver(registry, settings.registry.follow_interval)
     return Decoder(
         resolver,
         max_output_size=settings.codec.max_output_size,
@@ -257,7 +256,7 @@ def _backlogs(settings: Settings, clients: _Clients, store: DictionaryStore) -> 
 def _encoding_relay(
     settings: Settings,
     store: DictionaryStore,
-    dictionaries: Registry | None,
+    registry: Registry | None,
     clients: _Clients,
     state: RelayState,
     commits: CommitStrategy,
@@ -279,7 +278,7 @@ def _encoding_relay(
     trainer = Trainer(
         settings=settings,
         store=store,
-        registry=dictionaries,
+        registry=registry,
         metrics=state.metrics,
         reservoirs=namespaces.reservoirs(),
         topics=list(relay_settings.input_topics),
@@ -314,55 +313,53 @@ def run_relay(settings: Settings) -> int:
             "no input topic: give --input-topic TOPIC (repeatable) or ZDICT_RELAY__INPUT_TOPICS"
         )
     decode = relay_settings.mode == "decode"
-    registry = CollectorRegistry()
-    metrics = Metrics(registry, group=relay_settings.group_id)
-    health = Health()
-    server = ObservabilityServer(registry, health)
-    server.start_if_enabled(settings.metrics)
-    dictionaries: Registry | None = None
-    trainer: Trainer | None = None
-    try:
-        state = RelayState(metrics, health, Reachability(relay_settings.unreachable_timeout))
-        ledger = CommitLedger(state)
-        clients = _connect(settings, ClientEvents(state, _outputs(settings), ledger.answered))
-        commits = _commits(settings, clients, state, ledger)
-        store = DictionaryStore(settings.dictionaries)
-        dictionaries = _open_registry(
-            settings, store, list(relay_settings.input_topics), decode, metrics
-        )
-        if decode:
-            decoder = _decoder(settings, store, dictionaries)
-            relay = _relay(settings, clients, state, commits, decoder=decoder)
-        else:
-            relay, trainer = _encoding_relay(settings, store, dictionaries, clients, state, commits)
-        if trainer is not None:
-            trainer.start()
-        _stop_on_signals(relay)
-        log.info(
-            "relay_configured",
-            mode=relay_settings.mode,
-            guarantee=relay_settings.guarantee,
-            dead_letters=clients.topics.dead_letters or None,
-            transactional_id=clients.transactional_id,
-            outputs=clients.topics.outputs,
-            kafka=settings.kafka.redacted(),
-            bootstrap=settings.kafka.client_config()["bootstrap.servers"],
-            registry=settings.registry.topic if dictionaries else None,
-            training=bool(trainer and settings.training.enabled),
-        )
-        relay.run()
-        return 0
-    except ZdictError as exc:
-        if isinstance(exc, ConfigError):
-            raise
-        log.error("relay_failed", error=str(exc))
-        return 1
-    finally:
-        if trainer is not None:
-            trainer.stop()
-        if dictionaries is not None:
-            dictionaries.close()
-        server.stop()
+    with Observability(settings.metrics, relay_settings.group_id) as observed:
+        metrics = observed.metrics
+        registry: Registry | None = None
+        trainer: Trainer | None = None
+        try:
+            state = RelayState(
+                metrics, observed.health, Reachability(relay_settings.unreachable_timeout)
+            )
+            ledger = CommitLedger(state)
+            clients = _connect(settings, ClientEvents(state, _outputs(settings), ledger.answered))
+            commits = _commits(settings, clients, state, ledger)
+            store = DictionaryStore(settings.dictionaries)
+            registry = _open_registry(
+                settings, store, list(relay_settings.input_topics), decode, metrics
+            )
+            if decode:
+                decoder = _decoder(settings, store, registry)
+                relay = _relay(settings, clients, state, commits, decoder=decoder)
+            else:
+                relay, trainer = _encoding_relay(settings, store, registry, clients, state, commits)
+            if trainer is not None:
+                trainer.start()
+            _stop_on_signals(relay)
+            log.info(
+                "relay_configured",
+                mode=relay_settings.mode,
+                guarantee=relay_settings.guarantee,
+                dead_letters=clients.topics.dead_letters or None,
+                transactional_id=clients.transactional_id,
+                outputs=clients.topics.outputs,
+                kafka=settings.kafka.redacted(),
+                bootstrap=settings.kafka.client_config()["bootstrap.servers"],
+                registry=settings.registry.topic if registry else None,
+                training=bool(trainer and settings.training.enabled),
+            )
+            relay.run()
+            return 0
+        except ZdictError as exc:
+            if isinstance(exc, ConfigError):
+                raise
+            log.error("relay_failed", error=str(exc))
+            return 1
+        finally:
+            if trainer is not None:
+                trainer.stop()
+            if registry is not None:
+                registry.close()
 
 
 def _stop_on_signals(relay: Relay) -> None:
