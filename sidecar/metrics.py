@@ -101,10 +101,10 @@ from prometheus_client.registry import Collector
 from sidecar import __version__
 from sidecar.codec import Encoded, Outcome
 from sidecar.dictionaries.registry import IGNORED_REASONS
-from sidecar.dictionaries.schedule import Trigger
-from sidecar.dictionaries.training import Decision
 from sidecar.logs import get_logger
 from sidecar.relay.dead_letters import STAGES
+from sidecar.training.choice import Decision
+from sidecar.training.schedule import Trigger
 
 if TYPE_CHECKING:
     from sidecar.dictionaries.model import Dictionary

@@ -47,8 +47,8 @@ from sidecar.logs import get_logger
 from sidecar.metrics import Metrics
 from sidecar.relay.exactly_once import TransactionalRelay
 from sidecar.relay.loop import Relay
-from sidecar.sampling import Reservoir
-from sidecar.trainer import Trainer
+from sidecar.training.sampling import Reservoir
+from sidecar.training.trainer import Trainer
 
 log = get_logger("sidecar.service")
 

@@ -45,7 +45,7 @@ from sidecar.proxy.protocol import NO_THROTTLE, PRODUCE, Request, build, nested,
 from sidecar.proxy.sequences import Sequences, Verdict
 from sidecar.record_batch import DecodedBatch, DecodedRecord, decode_batches
 from sidecar.relay.dead_letters import record_size
-from sidecar.sampling import Reservoir
+from sidecar.training.sampling import Reservoir
 
 log = get_logger(__name__)
 

@@ -59,7 +59,7 @@ from sidecar.metrics import Metrics, NamespaceMetrics
 from sidecar.relay.dead_letters import error_headers, record_size
 from sidecar.relay.offsets import OffsetTracker, Unit
 from sidecar.runtime import tune_gc
-from sidecar.sampling import Reservoir
+from sidecar.training.sampling import Reservoir
 
 log = structlog.get_logger("sidecar.relay.loop")
 

@@ -43,7 +43,6 @@ from sidecar.dictionaries.lifecycle import promote
 from sidecar.dictionaries.model import Dictionary
 from sidecar.dictionaries.registry import Registry, RegistryResolver
 from sidecar.dictionaries.store import DictionaryStore
-from sidecar.dictionaries.training import TrainingParams, split_ordered, train
 from sidecar.kafka import is_deserialization_error
 from sidecar.serde import (
     ProducerMetrics,
@@ -52,6 +51,7 @@ from sidecar.serde import (
     ZdictProducer,
     ZdictSerializer,
 )
+from sidecar.training.choice import TrainingParams, split_ordered, train
 
 from .launch import RunCli
 from .private_broker import PrivateBroker, StartPrivateBroker

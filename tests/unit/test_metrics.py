@@ -23,7 +23,6 @@ from sidecar.bench.events import generate
 from sidecar.codec import DEFAULT_HEADER_KEY, Encoded, Encoder, Outcome
 from sidecar.dictionaries import DictionaryStore
 from sidecar.dictionaries.model import Dictionary
-from sidecar.dictionaries.training import Decision
 from sidecar.health import Health, ObservabilityServer
 from sidecar.metrics import (
     COMPRESS_BUCKETS,
@@ -35,6 +34,7 @@ from sidecar.metrics import (
     build_info,
 )
 from sidecar.relay.loop import Relay
+from sidecar.training.choice import Decision
 
 AddDictionary = Callable[..., Dictionary]  # the conftest fixture
 
