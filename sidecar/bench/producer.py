@@ -39,7 +39,6 @@ from prometheus_client import CollectorRegistry
 from sidecar.bench.events import generate
 from sidecar.codec import Encoder
 from sidecar.config import KafkaSettings, RegistrySettings, Settings
-from sidecar.dictionaries.following import FollowingEncoder
 from sidecar.dictionaries.lifecycle import promote
 from sidecar.dictionaries.registry import Registry
 from sidecar.dictionaries.store import DictionaryStore
@@ -48,6 +47,7 @@ from sidecar.kafka import plain_admin, plain_producer
 from sidecar.metrics import ProducerMetrics
 from sidecar.record_batch import Record, producer_codecs, stored_bytes
 from sidecar.serde import ZdictProducer
+from sidecar.serde.following import FollowingEncoder
 from sidecar.tools.tables import render
 from sidecar.training.choice import TrainingParams, split_ordered, train
 
