@@ -29,7 +29,6 @@ from prometheus_client import CollectorRegistry
 from sidecar import __version__
 from sidecar.codec import Decoder, Encoder, StaticResolver
 from sidecar.errors import InputError
-from sidecar.metrics import ProducerMetrics
 from sidecar.record_batch import (
     BATCH_HEADER_BYTES,
     Record,
@@ -37,6 +36,7 @@ from sidecar.record_batch import (
     records_section,
 )
 from sidecar.runtime import tune_gc
+from sidecar.serde.metrics import ProducerMetrics
 from sidecar.serde.serializer import ValueEncoding
 from sidecar.training.choice import TrainingParams, candidate_dictionary, split_ordered, train
 

@@ -44,10 +44,10 @@ from sidecar.dictionaries.registry import Registry
 from sidecar.dictionaries.store import DictionaryStore
 from sidecar.errors import RegistryUnavailable, TrainingError
 from sidecar.kafka import plain_admin, plain_producer
-from sidecar.metrics import ProducerMetrics
 from sidecar.record_batch import Record, producer_codecs, stored_bytes
 from sidecar.serde import ZdictProducer
 from sidecar.serde.following import FollowingEncoder
+from sidecar.serde.metrics import ProducerMetrics
 from sidecar.tools.tables import render
 from sidecar.training.choice import TrainingParams, split_ordered, train
 

@@ -20,6 +20,7 @@ from prometheus_client import CollectorRegistry, Counter, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from sidecar.bench.events import generate
+from sidecar.cgroup_memory import CgroupMemory
 from sidecar.codec import DEFAULT_HEADER_KEY, Encoded, Encoder, Outcome
 from sidecar.dictionaries import DictionaryStore
 from sidecar.dictionaries.model import Dictionary
@@ -29,7 +30,6 @@ from sidecar.metrics import (
     MAX_PRODUCE_ERROR_REASONS,
     OTHER_REASON,
     TRAINING_RESULTS,
-    CgroupMemory,
     Metrics,
     build_info,
 )

@@ -27,9 +27,9 @@ from sidecar.config import KafkaSettings, RegistrySettings, Settings
 from sidecar.dictionaries.model import Dictionary, TrainingSample, build_dictionary
 from sidecar.dictionaries.registry import Ignored, Registry, RegistryState
 from sidecar.errors import RegistryError, RegistryUnavailable
-from sidecar.metrics import ProducerMetrics
 from sidecar.serde import ZdictSerializer
 from sidecar.serde.following import FAILURE_LOG_INTERVAL, FollowingEncoder
+from sidecar.serde.metrics import ProducerMetrics
 
 NAMESPACE = "orders"
 #: Fast enough for tests, slow enough not to spin.
