@@ -37,7 +37,6 @@ from sidecar import __version__
 from sidecar.cgroup_memory import CgroupMemory
 from sidecar.codec import Encoded, Outcome
 from sidecar.dictionaries.registry import IGNORED_REASONS
-from sidecar.logs import get_logger
 from sidecar.relay.dead_letters import STAGES
 from sidecar.training.choice import Decision
 from sidecar.training.schedule import Trigger
@@ -121,8 +120,6 @@ OTHER_REASON: Final = "other"
 _OUTCOME: Final = itemgetter(2)  # Encoded.outcome
 _INPUT_BYTES: Final = itemgetter(3)  # Encoded.input_bytes
 _OUTPUT_BYTES: Final = itemgetter(4)  # Encoded.output_bytes
-
-_log = get_logger(__name__)
 
 
 def build_info() -> dict[str, str]:
