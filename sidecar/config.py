@@ -41,7 +41,8 @@ from sidecar.codec import (
     FrameOptions,
     WireFormat,
 )
-from sidecar.dictionaries.training import (
+from sidecar.errors import ConfigError
+from sidecar.training.choice import (
     DEFAULT_BUDGET_MB_PER_S,
     DEFAULT_BUDGET_US_PER_MESSAGE,
     DEFAULT_DICT_SIZES,
@@ -49,7 +50,6 @@ from sidecar.dictionaries.training import (
     DEFAULT_MIN_SAMPLES,
     TrainingParams,
 )
-from sidecar.errors import ConfigError
 
 ENV_PREFIX = "ZDICT_"
 #: Output topic of `run --mode decode` unless one is given.

@@ -1,84 +1,27 @@
-"""Every Prometheus metric of the process, defined once.
+"""The Prometheus metrics of a relay or proxy process (`Metrics`, `NamespaceMetrics`).
 
-All metrics are defined once, in `Metrics`, against a `CollectorRegistry` the caller passes in
-(the process makes one; each test makes a fresh one). Conventions (DESIGN.md §6): base units,
-`_total` counters, `_seconds` / `_bytes` suffixes, and only bounded labels (topic, mode, outcome,
-result, partition, reason, stage, trigger), never anything per message.
-
-**Labels survive any scrape config.** No metric label is one that the Prometheus Operator (or a
-Kubernetes service discovery relabelling) adds to every target: `namespace`, `pod`, `service`,
-`container`, `endpoint`, `job`, `instance`. The input topic is `topic`; a topic's dictionaries
-belong to the namespace of the same name, so no label of its own is needed for it. `mode` tells
-an encoding relay (`encode`) from a decoding one (`decode`): their bytes are not to be summed.
+All of them are defined once, in `Metrics`, against a `CollectorRegistry` the caller passes in
+(the process makes one; each test makes a fresh one). Conventions: base units, `_total`
+counters, `_seconds` / `_bytes` suffixes, and only bounded labels (topic, mode, outcome, result,
+partition, reason, stage, trigger), never anything per message.
 
 The relay's hot path is `NamespaceMetrics.observe_batch`: one call per consumed batch, one
 `inc(n)` per distinct label set, on children resolved once when the topic was registered.
 
-Metrics (counters are exposed with `_total`; counters and histograms also get `_created`):
-
-* `zdict_messages_total{topic,mode,outcome}` counter: records by what the codec did (Outcome)
-* `zdict_input_bytes_total{topic,mode}` counter: value bytes in (raw when encoding)
-* `zdict_output_bytes_total{topic,mode}` counter: value bytes out plus the header bytes we add
-* `zdict_compress_seconds{topic,mode}` histogram: per-message encode (decode) time, batch mean
-* `zdict_relay_latency_seconds{topic}` histogram: input record timestamp → output acked
-* `zdict_output_stored_bytes_total{topic}`, `zdict_output_stored_records_total{topic}`,
-  `zdict_output_batches_total{topic}` counters: the record batches the producer sent to the
-  topic's output topic (librdkafka's batch statistics): what the broker stores
-* `zdict_produce_errors_total{reason}` counter: failed deliveries by error name
-* `zdict_commits_total{result}` counter: offset commits, ok / failed
-* `zdict_consumer_lag_messages{topic,partition}` gauge: high watermark - position
-* `zdict_assigned_partitions{group}` gauge: input partitions assigned to this process, and the
-  consumer group it belongs to
-* `zdict_dictionary_info{topic,dict_id,version}` gauge (info): 1 for the active dictionary
-  of each topic, exactly one series per topic (dict_id 0: no dictionary)
-* `zdict_dictionary_heldout_ratio{topic}` gauge: the active dictionary's held-out ratio
-* `zdict_dictionary_created_timestamp_seconds{topic}` gauge: when it was trained
-* `zdict_training_runs_total{topic,result}` counter: promoted / rejected / failed
-* `zdict_training_seconds{topic}` histogram: wall time of one training run
-* `zdict_training_cpu_seconds_total{topic}` counter: CPU time of the training process
-* `zdict_training_triggers_total{topic,trigger}` counter: first / scheduled / drift
-* `zdict_last_training_timestamp_seconds{topic,trigger,result}` gauge: when the topic's latest
-  training run recorded in the registry ended (this process's, another's or the CronJob's)
-* `zdict_trainer{topic}` gauge: 1 where this process is the topic's trainer
-* `zdict_live_ratio{topic}` gauge: the ratio over the drift window (what drift is judged by)
-* `zdict_sample_bytes{topic}`, `zdict_sample_messages{topic}` gauges: the reservoir
-* `zdict_registry_publish_total{result}` counter: registry publications, ok / failed
-* `zdict_registry_records_ignored_total{reason}` counter: registry records no reader uses, by
-  class of reason (`IGNORED_REASONS`: format, unknown_key, too_large, malformed, invalid,
-  integrity, conflict, tombstone)
-* `zdict_transactions_total{result}` counter: exactly-once mode, committed / aborted
-* `zdict_dead_letters_total{topic,stage}` counter: records set aside (encode, decode, produce)
-* `zdict_memory_limit_bytes`, `zdict_memory_working_set_bytes` gauges: the container's memory
-  limit (+Inf without one) and working set, from its cgroup (the relay and its training
-  processes together: what the kernel's OOM killer judges)
-* `zdict_build_info{version,python,zstandard,libzstd,confluent_kafka,librdkafka}` gauge (info)
-* `process_*` (prometheus_client's standard process collector, Linux): CPU seconds, resident
-  memory bytes, open fds, start time — for restart alerts and resource panels
-
-The producer side (`ProducerMetrics`: an application compressing in-process with
-`sidecar.serde`, on the application's own registry; `topic` is the topic produced to):
-
-* `zdict_producer_records_total{topic,outcome}` counter: records by what the codec did
-* `zdict_producer_input_bytes_total{topic}` counter: value bytes before compression
-* `zdict_producer_output_bytes_total{topic}` counter: value bytes after, plus our header's
-* `zdict_producer_encode_seconds{topic}` summary (`_sum`, `_count`): time spent compressing
-  inside `produce()` (or the serializer), per record
-* `zdict_producer_dictionary_info{topic,dict_id,version}` gauge (info): the dictionary the
-  topic's last record was compressed with (dict_id 0: none known, compressing without one)
-* `zdict_producer_registry_reads_total{result}` counter: reads of the registry topic, ok / failed
+Each metric, its type, labels and meaning: deploy/README.md, "Metrics". The container's memory
+is collected by `sidecar.cgroup_memory`; an application's in-process producer has metrics of its
+own, `sidecar.serde.metrics`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import math
 import platform
 import threading
 from collections import Counter as _Tally
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from operator import itemgetter
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from prometheus_client import (
@@ -89,22 +32,14 @@ from prometheus_client import (
     Info,
     ProcessCollector,
 )
-from prometheus_client.core import (
-    CounterMetricFamily,
-    GaugeMetricFamily,
-    InfoMetricFamily,
-    Metric,
-    SummaryMetricFamily,
-)
-from prometheus_client.registry import Collector
 
 from sidecar import __version__
+from sidecar.cgroup_memory import CgroupMemory
 from sidecar.codec import Encoded, Outcome
 from sidecar.dictionaries.registry import IGNORED_REASONS
-from sidecar.dictionaries.schedule import Trigger
-from sidecar.dictionaries.training import Decision
-from sidecar.logs import get_logger
 from sidecar.relay.dead_letters import STAGES
+from sidecar.training.choice import Decision
+from sidecar.training.schedule import Trigger
 
 if TYPE_CHECKING:
     from sidecar.dictionaries.model import Dictionary
@@ -119,11 +54,8 @@ __all__ = [
     "TRAINING_BUCKETS",
     "TRAINING_RESULTS",
     "TRAINING_TRIGGERS",
-    "CgroupMemory",
     "Metrics",
     "NamespaceMetrics",
-    "ProducerMetrics",
-    "ProducerTopicMetrics",
     "build_info",
 ]
 
@@ -184,15 +116,10 @@ COMMIT_FAILED: Final = "failed"
 #: broker returning unexpected error names cannot grow the series without bound.
 MAX_PRODUCE_ERROR_REASONS: Final = 64
 OTHER_REASON: Final = "other"
-#: A cgroup v1 memory limit at or above this is "no limit" (the kernel reports its maximum page
-#: counter, about 2**63, rounded to pages).
-_CGROUP_V1_UNLIMITED: Final = 2**62
 
 _OUTCOME: Final = itemgetter(2)  # Encoded.outcome
 _INPUT_BYTES: Final = itemgetter(3)  # Encoded.input_bytes
 _OUTPUT_BYTES: Final = itemgetter(4)  # Encoded.output_bytes
-
-_log = get_logger(__name__)
 
 
 def build_info() -> dict[str, str]:
@@ -392,93 +319,6 @@ class NamespaceMetrics:
         """What the topic's reservoir holds: bytes (with bookkeeping) and values."""
         self._sample_bytes.set(size_bytes)
         self._sample_messages.set(messages)
-
-
-class CgroupMemory(Collector):
-    """`zdict_memory_limit_bytes` and `zdict_memory_working_set_bytes`, read from the process's
-    memory cgroup at each scrape (v2, else v1); nothing where there is none.
-
-    The working set is what the kubelet and the OOM killer judge: the cgroup's usage minus its
-    inactive file pages (page cache the kernel reclaims first). It includes the training
-    processes, which `process_resident_memory_bytes` does not. A container sees its own cgroup
-    at the root of the mount (a private cgroup namespace) or at its path from /proc/self/cgroup.
-    """
-
-    def __init__(
-        self,
-        root: Path = Path("/sys/fs/cgroup"),
-        proc_cgroup: Path = Path("/proc/self/cgroup"),
-    ) -> None:
-        self.root = root
-        self.proc_cgroup = proc_cgroup
-
-    def read(self) -> tuple[float, float] | None:
-        """(limit in bytes, +Inf without one; working set in bytes), or None (no cgroup)."""
-        try:
-            lines = self.proc_cgroup.read_text().splitlines()
-        except OSError:
-            return None
-        paths: dict[str, str] = {}
-        for line in lines:
-            _, controllers, path = line.split(":", 2)
-            for controller in controllers.split(",") if controllers else ["unified"]:
-                paths[controller] = path.lstrip("/")
-        try:
-            if "unified" in paths and (
-                found := self._directory("", paths["unified"], "memory.max")
-            ):
-                limit = found.joinpath("memory.max").read_text().strip()
-                usage = int(found.joinpath("memory.current").read_text())
-                inactive = _stat(found / "memory.stat", "inactive_file")
-                return (math.inf if limit == "max" else float(limit)), max(0, usage - inactive)
-            if "memory" in paths and (
-                found := self._directory("memory", paths["memory"], "memory.limit_in_bytes")
-            ):
-                limit_bytes = int(found.joinpath("memory.limit_in_bytes").read_text())
-                usage = int(found.joinpath("memory.usage_in_bytes").read_text())
-                inactive = _stat(found / "memory.stat", "total_inactive_file")
-                unlimited = limit_bytes >= _CGROUP_V1_UNLIMITED
-                return (math.inf if unlimited else float(limit_bytes)), max(0, usage - inactive)
-        except (OSError, ValueError):
-            return None
-        return None
-
-    def _directory(self, mount: str, path: str, probe: str) -> Path | None:
-        for candidate in (self.root / mount / path, self.root / mount):
-            if (candidate / probe).is_file():
-                return candidate
-        return None
-
-    def collect(self) -> Iterator[GaugeMetricFamily]:
-        read = self.read()
-        if read is None:
-            return
-        limit, working_set = read
-        yield GaugeMetricFamily(
-            "zdict_memory_limit_bytes",
-            "Memory limit of the process's cgroup (the container's), +Inf without one.",
-            value=limit,
-        )
-        yield GaugeMetricFamily(
-            "zdict_memory_working_set_bytes",
-            "Memory in use in the process's cgroup minus inactive file pages (relay and "
-            "training processes together), as the kubelet and the OOM killer count it.",
-            value=float(working_set),
-        )
-
-    def describe(self) -> Iterator[GaugeMetricFamily]:
-        # Without describe(), registering would call collect() to learn the names; the names do
-        # not depend on the cgroup.
-        return iter(())
-
-
-def _stat(path: Path, key: str) -> int:
-    """One field of a cgroup memory.stat file (0 when absent)."""
-    for line in path.read_text().splitlines():
-        name, _, number = line.partition(" ")
-        if name == key:
-            return int(number)
-    return 0
 
 
 class Metrics:
@@ -851,176 +691,6 @@ class Metrics:
     def commit(self, ok: bool) -> None:
         """One offset commit finished, successfully or not."""
         self._commits[COMMIT_OK if ok else COMMIT_FAILED].inc()
-
-
-class ProducerTopicMetrics:
-    """The tallies of one topic in one producing thread, added up by `ProducerMetrics` at each
-    scrape.
-
-    One update per record, so no lock and no prometheus_client child (each `inc` takes a lock of
-    its own): only the thread that owns a tally writes it (`ProducerMetrics.tally`), and a scrape
-    reads it as it is, at most one record behind.
-    """
-
-    __slots__ = ("at", "dictionary", "encode_seconds", "input_bytes", "outcomes", "output_bytes")
-
-    def __init__(self) -> None:
-        self.outcomes: dict[str, int] = dict.fromkeys(Outcome.ALL, 0)
-        self.input_bytes = 0
-        self.output_bytes = 0
-        self.encode_seconds = 0.0
-        #: The dictionary of this thread's last record (None: none), and when it ended
-        #: (`time.perf_counter`; 0.0: no record yet).
-        self.dictionary: Dictionary | None = None
-        self.at = 0.0
-
-
-#: A producing thread and its tally of one topic.
-_ThreadTally = tuple[threading.Thread, ProducerTopicMetrics]
-
-
-class ProducerMetrics(Collector):
-    """Metrics of an application compressing in-process (`sidecar.serde`), registered on the
-    `CollectorRegistry` the application passes in (its own, or prometheus_client's `REGISTRY`).
-
-    A custom collector: each producing thread tallies its records in `ProducerTopicMetrics` of its
-    own (cheap, exact), and the metric families are built from the tallies when the registry is
-    scraped. Every outcome of a topic exists from its first record on, so rate() has a zero to
-    start from. Names start with `zdict_producer_`, apart from the relay's, so one process may
-    export both.
-    """
-
-    def __init__(self, registry: CollectorRegistry) -> None:
-        """Register on `registry`; a second `ProducerMetrics` on one registry is refused
-        (`ValueError`, duplicated timeseries) by prometheus_client."""
-        self._lock = threading.Lock()
-        #: Per topic: the live threads' tallies, and what the ended threads' added up to.
-        self._topics: dict[str, tuple[list[_ThreadTally], ProducerTopicMetrics]] = {}
-        self._reads = {COMMIT_OK: 0, COMMIT_FAILED: 0}
-        registry.register(self)
-
-    def tally(self, topic: str) -> ProducerTopicMetrics:
-        """A new tally of `topic` for the calling thread, which alone may write it (keep it: the
-        per-record path). Once a thread has ended, its counts are folded into the topic's
-        totals (at the next scrape or new tally), so threads that come and go leave no tally
-        behind."""
-        tally = ProducerTopicMetrics()
-        with self._lock:
-            live, ended = self._topics.setdefault(topic, ([], ProducerTopicMetrics()))
-            _fold_ended(live, ended)
-            live.append((threading.current_thread(), tally))
-        return tally
-
-    def registry_read(self, ok: bool) -> None:
-        """One read of the registry topic ended (`FollowingEncoder`'s `on_read`)."""
-        with self._lock:
-            self._reads[COMMIT_OK if ok else COMMIT_FAILED] += 1
-
-    def _families(
-        self,
-    ) -> tuple[
-        CounterMetricFamily,
-        CounterMetricFamily,
-        CounterMetricFamily,
-        SummaryMetricFamily,
-        InfoMetricFamily,
-        CounterMetricFamily,
-    ]:
-        return (
-            CounterMetricFamily(
-                "zdict_producer_records",
-                "Records the application produced through zdict, by what the codec did.",
-                labels=("topic", "outcome"),
-            ),
-            CounterMetricFamily(
-                "zdict_producer_input_bytes",
-                "Record value bytes before compression (tombstones count 0).",
-                labels=("topic",),
-            ),
-            CounterMetricFamily(
-                "zdict_producer_output_bytes",
-                "Record value bytes after compression, plus the bytes of the header we add.",
-                labels=("topic",),
-            ),
-            SummaryMetricFamily(
-                "zdict_producer_encode_seconds",
-                "Time spent compressing record values in produce() (or the serializer).",
-                labels=("topic",),
-            ),
-            InfoMetricFamily(
-                "zdict_producer_dictionary",
-                "The dictionary the topic's last record was compressed with (dict_id 0: none "
-                "known yet, compressing without one).",
-                labels=("topic",),
-            ),
-            CounterMetricFamily(
-                "zdict_producer_registry_reads",
-                "Reads of the registry topic by the producer's dictionary follower, by result.",
-                labels=("result",),
-            ),
-        )
-
-    def describe(self) -> Iterator[Metric]:
-        # The names, for the registry's duplicate check, without taking a snapshot.
-        return iter(self._families())
-
-    def collect(self) -> Iterator[Metric]:
-        records, inputs, outputs, seconds, info, reads = self._families()
-        with self._lock:
-            totals = [(name, self._sum(name)) for name in sorted(self._topics)]
-            read_counts = dict(self._reads)
-        for name, total in totals:
-            for outcome, n in total.outcomes.items():
-                records.add_metric((name, outcome), n)
-            inputs.add_metric((name,), total.input_bytes)
-            outputs.add_metric((name,), total.output_bytes)
-            count = sum(total.outcomes.values())
-            seconds.add_metric((name,), count_value=count, sum_value=total.encode_seconds)
-            if total.at:
-                dictionary = total.dictionary
-                info.add_metric(
-                    (name,),
-                    {
-                        "dict_id": str(dictionary.id if dictionary else 0),
-                        "version": str(dictionary.meta.version if dictionary else 0),
-                    },
-                )
-        for result, n in read_counts.items():
-            reads.add_metric((result,), n)
-        yield from (records, inputs, outputs, seconds, info, reads)
-
-    def _sum(self, topic: str) -> ProducerTopicMetrics:
-        """`topic`'s counts over every thread (under `_lock`), the dictionary the last record's."""
-        live, ended = self._topics[topic]
-        _fold_ended(live, ended)
-        total = ProducerTopicMetrics()
-        _add(total, ended)
-        for _, tally in live:
-            _add(total, tally)
-        return total
-
-
-def _fold_ended(live: list[_ThreadTally], ended: ProducerTopicMetrics) -> None:
-    """Move the tallies of threads that have ended (they write no more) into `ended`."""
-    alive = []
-    for thread, tally in live:
-        if thread.is_alive():
-            alive.append((thread, tally))
-        else:
-            _add(ended, tally)
-    if len(alive) != len(live):
-        live[:] = alive
-
-
-def _add(into: ProducerTopicMetrics, tally: ProducerTopicMetrics) -> None:
-    """Add `tally`'s counts to `into`'s, and keep the later of their last records' dictionaries."""
-    for outcome, n in tally.outcomes.items():
-        into.outcomes[outcome] = into.outcomes.get(outcome, 0) + n
-    into.input_bytes += tally.input_bytes
-    into.output_bytes += tally.output_bytes
-    into.encode_seconds += tally.encode_seconds
-    if tally.at > into.at:
-        into.at, into.dictionary = tally.at, tally.dictionary
 
 
 def _remove(metric: Gauge | Counter, *labelvalues: str) -> None:

@@ -25,7 +25,7 @@ from sidecar.dictionaries.store import DictionaryStore
 from sidecar.errors import ZdictError
 from sidecar.logs import get_logger
 from sidecar.metrics import Metrics, NamespaceMetrics
-from sidecar.sampling import Reservoir
+from sidecar.training.sampling import Reservoir
 
 log = get_logger(__name__)
 

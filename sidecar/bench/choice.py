@@ -22,7 +22,7 @@ from sidecar.bench.corpora import Corpus
 from sidecar.codec import DEFAULT_HEADER_KEY, Encoder, header_cost
 from sidecar.dictionaries.lifecycle import dictionary_from_report
 from sidecar.dictionaries.model import MIN_DICT_ID
-from sidecar.dictionaries.training import (
+from sidecar.training.choice import (
     Decision,
     TrainingParams,
     split_ordered,

@@ -28,9 +28,7 @@ from prometheus_client import CollectorRegistry
 
 from sidecar import __version__
 from sidecar.codec import Decoder, Encoder, StaticResolver
-from sidecar.dictionaries.training import TrainingParams, candidate_dictionary, split_ordered, train
 from sidecar.errors import InputError
-from sidecar.metrics import ProducerMetrics
 from sidecar.record_batch import (
     BATCH_HEADER_BYTES,
     Record,
@@ -38,7 +36,9 @@ from sidecar.record_batch import (
     records_section,
 )
 from sidecar.runtime import tune_gc
+from sidecar.serde.metrics import ProducerMetrics
 from sidecar.serde.serializer import ValueEncoding
+from sidecar.training.choice import TrainingParams, candidate_dictionary, split_ordered, train
 
 # zstd -b prints e.g. "3#10000 files : 1132741 -> 569876 (x1.988), 94.1 MB/s, 367.4 MB/s"
 _ZSTD_BENCH_LINE = re.compile(

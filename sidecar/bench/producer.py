@@ -39,17 +39,17 @@ from prometheus_client import CollectorRegistry
 from sidecar.bench.events import generate
 from sidecar.codec import Encoder
 from sidecar.config import KafkaSettings, RegistrySettings, Settings
-from sidecar.dictionaries.following import FollowingEncoder
 from sidecar.dictionaries.lifecycle import promote
 from sidecar.dictionaries.registry import Registry
 from sidecar.dictionaries.store import DictionaryStore
-from sidecar.dictionaries.training import TrainingParams, split_ordered, train
 from sidecar.errors import RegistryUnavailable, TrainingError
 from sidecar.kafka import plain_admin, plain_producer
-from sidecar.metrics import ProducerMetrics
 from sidecar.record_batch import Record, producer_codecs, stored_bytes
 from sidecar.serde import ZdictProducer
+from sidecar.serde.following import FollowingEncoder
+from sidecar.serde.metrics import ProducerMetrics
 from sidecar.tools.tables import render
+from sidecar.training.choice import TrainingParams, split_ordered, train
 
 #: The record sizes measured: (label, event kind).
 KINDS: Final = (("~100 B", "product_viewed"), ("~500 B", "order"))

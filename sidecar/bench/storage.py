@@ -312,7 +312,7 @@ def bench_storage(
     from sidecar.bench.events import generate
     from sidecar.dictionaries.lifecycle import promote
     from sidecar.dictionaries.store import DictionaryStore
-    from sidecar.dictionaries.training import TrainingParams, split_ordered, train
+    from sidecar.training.choice import TrainingParams, split_ordered, train
 
     storage = Storage(bootstrap, data_dir, pid, partitions)
     # The sidecar trains on its topic's own recent traffic: here the events just before the

@@ -32,7 +32,10 @@ from sidecar.dictionaries.model import (
 )
 from sidecar.dictionaries.registry import Registry, RegistryResolver
 from sidecar.dictionaries.store import DictionaryStore
-from sidecar.dictionaries.training import (
+from sidecar.errors import ConfigError, DictionaryNotFound, UnknownDictionary
+from sidecar.tools.evaluation import Evaluation, evaluate
+from sidecar.tools.tables import render
+from sidecar.training.choice import (
     Decision,
     Measurement,
     TrainingReport,
@@ -40,9 +43,6 @@ from sidecar.dictionaries.training import (
     split_ordered,
     train,
 )
-from sidecar.errors import ConfigError, DictionaryNotFound, UnknownDictionary
-from sidecar.tools.evaluation import Evaluation, evaluate
-from sidecar.tools.tables import render
 
 if TYPE_CHECKING:
     from sidecar.cli.common import Commands

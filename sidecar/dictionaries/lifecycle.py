@@ -13,9 +13,9 @@ from collections.abc import Iterable
 from sidecar.dictionaries.model import Dictionary, TrainingSample, build_dictionary
 from sidecar.dictionaries.registry import Activation, Registry
 from sidecar.dictionaries.store import DictionaryStore
-from sidecar.dictionaries.training import Decision, TrainingReport
 from sidecar.errors import TrainingError, ZdictError
 from sidecar.logs import get_logger
+from sidecar.training.choice import Decision, TrainingReport
 
 log = get_logger(__name__)
 

@@ -21,7 +21,7 @@ from sidecar.codec import Decoder
 from sidecar.config import Settings
 from sidecar.errors import CodecError, InputError, KafkaUnavailable
 from sidecar.kafka import make_admin, make_reader, partition_counts
-from sidecar.sampling import Entry, keyed
+from sidecar.training.sampling import Entry, keyed
 
 
 @dataclass(frozen=True, slots=True)

@@ -47,7 +47,7 @@ from sidecar.proxy.metadata import UpstreamTopics
 from sidecar.proxy.produce import ProduceHandler, Route, Written
 from sidecar.proxy.sequences import ProducerIds, Sequences
 from sidecar.proxy.server import Dispatcher, ProxyServer
-from sidecar.trainer import Trainer
+from sidecar.training.trainer import Trainer
 
 log = get_logger("sidecar.proxy")
 

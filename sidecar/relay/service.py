@@ -51,7 +51,7 @@ from sidecar.relay.events import ClientEvents
 from sidecar.relay.exactly_once import Transactions
 from sidecar.relay.loop import Relay
 from sidecar.relay.state import RelayState
-from sidecar.trainer import Trainer
+from sidecar.training.trainer import Trainer
 
 log = get_logger("sidecar.relay.service")
 

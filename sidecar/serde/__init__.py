@@ -12,9 +12,9 @@ clients that follow the registry.
 README, "In-process: serializer and producer", says when to use this rather than the relay.
 """
 
-from sidecar.dictionaries.following import FollowingEncoder
-from sidecar.metrics import ProducerMetrics
 from sidecar.serde.consumer import ZdictConsumer
+from sidecar.serde.following import FollowingEncoder
+from sidecar.serde.metrics import ProducerMetrics
 from sidecar.serde.producer import ZdictProducer, ZdictSerializingProducer
 from sidecar.serde.serializer import ZdictDeserializer, ZdictSerializer
 

@@ -23,10 +23,10 @@ from confluent_kafka import Consumer, Message
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 from sidecar.codec import DEFAULT_HEADER_KEY, DEFAULT_MAX_OUTPUT_SIZE, Decoder
-from sidecar.dictionaries.following import registry_client
 from sidecar.dictionaries.registry import DEFAULT_TOPIC, RegistryResolver
 from sidecar.kafka import application_consumer, deserialization_error
 from sidecar.serde.conf import registry_properties, take_serdes
+from sidecar.serde.following import registry_client
 
 
 class ZdictConsumer:

@@ -26,16 +26,16 @@ from confluent_kafka.error import (
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 from sidecar.codec import Encoder
-from sidecar.dictionaries.following import (
+from sidecar.dictionaries.registry import DEFAULT_TOPIC
+from sidecar.errors import CodecError
+from sidecar.kafka import application_producer
+from sidecar.serde.conf import registry_properties, take_serdes
+from sidecar.serde.following import (
     DEFAULT_READY_TIMEOUT,
     FollowingEncoder,
     registry_client,
 )
-from sidecar.dictionaries.registry import DEFAULT_TOPIC
-from sidecar.errors import CodecError
-from sidecar.kafka import application_producer
-from sidecar.metrics import ProducerMetrics
-from sidecar.serde.conf import registry_properties, take_serdes
+from sidecar.serde.metrics import ProducerMetrics
 from sidecar.serde.serializer import NamespaceRule, ValueEncoding, as_bytes, our_headers
 
 DeliveryCallback = Callable[[Any, Any], None]

@@ -24,8 +24,8 @@ from confluent_kafka.serialization import (
 )
 
 from sidecar.codec import Decoder, Encoder, Outcome
-from sidecar.dictionaries.following import FollowingEncoder
-from sidecar.metrics import ProducerMetrics, ProducerTopicMetrics
+from sidecar.serde.following import FollowingEncoder
+from sidecar.serde.metrics import ProducerMetrics, ProducerTopicMetrics
 
 #: What the application hands in: confluent-kafka accepts str, bytes and None as values.
 Value = bytes | str | bytearray | memoryview | None

@@ -17,15 +17,15 @@ from typing import Any, Final
 import zstandard
 
 from sidecar.codec import Decoder, Encoded, Encoder, StaticResolver, WireFormat
-from sidecar.dictionaries.training import (
+from sidecar.record_batch import Record, crossover, producer_codecs, stored_bytes
+from sidecar.runtime import tune_gc
+from sidecar.training.choice import (
     TrainingParams,
     TrainingReport,
     TrainingSet,
     candidate_dictionary,
     train,
 )
-from sidecar.record_batch import Record, crossover, producer_codecs, stored_bytes
-from sidecar.runtime import tune_gc
 
 #: Records per producer batch compared (1: a low-latency producer; 128: a saturated one).
 FILLS: Final = (1, 2, 4, 8, 16, 32, 64, 128)

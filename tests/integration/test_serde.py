@@ -38,12 +38,10 @@ from prometheus_client import CollectorRegistry
 from sidecar.bench.events import generate
 from sidecar.codec import NO_DICTIONARY, Decoder, header_tag, tag_value
 from sidecar.config import KafkaSettings, RegistrySettings, Settings
-from sidecar.dictionaries.following import FollowingEncoder
 from sidecar.dictionaries.lifecycle import promote
 from sidecar.dictionaries.model import Dictionary
 from sidecar.dictionaries.registry import Registry, RegistryResolver
 from sidecar.dictionaries.store import DictionaryStore
-from sidecar.dictionaries.training import TrainingParams, split_ordered, train
 from sidecar.kafka import is_deserialization_error
 from sidecar.serde import (
     ProducerMetrics,
@@ -52,6 +50,8 @@ from sidecar.serde import (
     ZdictProducer,
     ZdictSerializer,
 )
+from sidecar.serde.following import FollowingEncoder
+from sidecar.training.choice import TrainingParams, split_ordered, train
 
 from .launch import RunCli
 from .private_broker import PrivateBroker, StartPrivateBroker

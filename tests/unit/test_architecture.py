@@ -28,12 +28,14 @@ Graph = dict[str, set[str]]
 
 PACKAGE_DIR = Path(sidecar.__file__).parent
 
-#: The pure logic: the wire format, training and its decision, the dictionary model, the schedule.
+#: The pure logic: the wire format, training and its decision, the dictionary model, the schedule,
+#: the sampling reservoir.
 PURE = (
     "sidecar.codec",
-    "sidecar.dictionaries.training",
+    "sidecar.training.choice",
     "sidecar.dictionaries.model",
-    "sidecar.dictionaries.schedule",
+    "sidecar.training.schedule",
+    "sidecar.training.sampling",
 )
 #: What the pure logic must not reach, directly or through other modules of the package.
 KAFKA_SIDE = (
@@ -41,6 +43,7 @@ KAFKA_SIDE = (
     "sidecar.relay",
     "sidecar.relay.service",
     "sidecar.dictionaries.registry",
+    "sidecar.training.trainer",
 )
 
 

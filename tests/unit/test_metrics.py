@@ -18,19 +18,19 @@ from prometheus_client import CollectorRegistry, Counter, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from sidecar.bench.events import generate
+from sidecar.cgroup_memory import CgroupMemory
 from sidecar.codec import DEFAULT_HEADER_KEY, Encoded, Encoder, Outcome
 from sidecar.dictionaries.model import Dictionary
-from sidecar.dictionaries.training import Decision
 from sidecar.health import Health, ObservabilityServer
 from sidecar.metrics import (
     COMPRESS_BUCKETS,
     MAX_PRODUCE_ERROR_REASONS,
     OTHER_REASON,
     TRAINING_RESULTS,
-    CgroupMemory,
     Metrics,
     build_info,
 )
+from sidecar.training.choice import Decision
 from tests.unit.relay_fakes import Clock, make_relay
 
 AddDictionary = Callable[..., Dictionary]  # the conftest fixture

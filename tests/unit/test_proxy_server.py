@@ -28,7 +28,7 @@ from sidecar.proxy.protocol import INIT_PRODUCER_ID, METADATA, PRODUCE
 from sidecar.proxy.sequences import ProducerIds, Sequences
 from sidecar.proxy.server import Dispatcher, ProxyServer
 from sidecar.record_batch import NewRecord, encode_batch
-from sidecar.sampling import Reservoir
+from sidecar.training.sampling import Reservoir
 from tests.unit.proxy_wire import nested, read_response, request_frame
 
 VALUE = b'{"event": "viewed", "product": "a fairly long product name", "price": 12.5}' * 3

@@ -53,7 +53,7 @@ from sidecar.dictionaries.registry import (
 )
 from sidecar.errors import ConfigError, DictionaryIntegrityError, RegistryUnavailable
 from sidecar.metrics import Metrics
-from sidecar.trainer import Trainer
+from sidecar.training.trainer import Trainer
 from tests.unit.test_registry_state import activation, consumed, make
 
 Record = tuple[bytes | None, bytes | None, list[tuple[str, Any]]]

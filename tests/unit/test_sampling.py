@@ -12,8 +12,8 @@ import pytest
 import zstandard
 
 from sidecar.bench.events import generate
-from sidecar.dictionaries.training import split_by_key
-from sidecar.sampling import ENTRY_OVERHEAD, Reservoir, keyed
+from sidecar.training.choice import split_by_key
+from sidecar.training.sampling import ENTRY_OVERHEAD, Reservoir, keyed
 
 
 @dataclass(frozen=True, slots=True)

@@ -40,7 +40,6 @@ from sidecar.codec import (
 from sidecar.dictionaries.model import Dictionary, TrainingSample, build_dictionary
 from sidecar.errors import CorruptFrame
 from sidecar.kafka import is_deserialization_error
-from sidecar.metrics import ProducerMetrics
 from sidecar.serde import (
     ZdictConsumer,
     ZdictDeserializer,
@@ -51,6 +50,7 @@ from sidecar.serde import (
 from sidecar.serde import consumer as consumer_module
 from sidecar.serde import producer as producer_module
 from sidecar.serde.conf import registry_properties, take_serdes
+from sidecar.serde.metrics import ProducerMetrics
 
 TOPIC = "orders"
 

@@ -24,12 +24,12 @@ from structlog.testing import capture_logs
 from sidecar.bench.events import generate
 from sidecar.codec import NO_DICTIONARY, Decoder, Outcome, StaticResolver, header_dict_id
 from sidecar.config import KafkaSettings, RegistrySettings, Settings
-from sidecar.dictionaries.following import FAILURE_LOG_INTERVAL, FollowingEncoder
 from sidecar.dictionaries.model import Dictionary, TrainingSample, build_dictionary
 from sidecar.dictionaries.registry import Ignored, Registry, RegistryState
 from sidecar.errors import RegistryError, RegistryUnavailable
-from sidecar.metrics import ProducerMetrics
 from sidecar.serde import ZdictSerializer
+from sidecar.serde.following import FAILURE_LOG_INTERVAL, FollowingEncoder
+from sidecar.serde.metrics import ProducerMetrics
 
 NAMESPACE = "orders"
 #: Fast enough for tests, slow enough not to spin.

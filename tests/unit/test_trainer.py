@@ -22,8 +22,8 @@ from sidecar.dictionaries import DictionaryStore
 from sidecar.dictionaries.registry import Ignored, Registry
 from sidecar.errors import RegistryUnavailable
 from sidecar.metrics import Metrics
-from sidecar.sampling import Reservoir
-from sidecar.trainer import Job, JobResult, Trainer, TrainingProcess, run_job
+from sidecar.training.sampling import Reservoir
+from sidecar.training.trainer import Job, JobResult, Trainer, TrainingProcess, run_job
 
 TOPIC = "orders"
 

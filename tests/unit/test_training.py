@@ -9,10 +9,11 @@ import pytest
 
 from sidecar.bench.events import generate
 from sidecar.codec import Encoder
-from sidecar.dictionaries import Dictionary, DictionaryStore, training
+from sidecar.dictionaries import Dictionary, DictionaryStore
 from sidecar.dictionaries.lifecycle import dictionary_from_report, promote
 from sidecar.dictionaries.model import MIN_DICT_ID
-from sidecar.dictionaries.training import (
+from sidecar.training import choice
+from sidecar.training.choice import (
     BREAK_EVEN_BYTE_LOSS,
     Decision,
     Measurement,
@@ -177,7 +178,7 @@ def test_a_level_slowed_by_a_burst_of_other_work_is_timed_again_and_the_pick_is_
         burst = 5.0 if len(calls) == 1 else 1.0
         return [base[encoder.level] * burst] * runs
 
-    monkeypatch.setattr(training, "_time_encode", timings)
+    monkeypatch.setattr(choice, "_time_encode", timings)
     params = replace(FAST, budget_us_per_message=3.0, budget_mb_per_s=0.0)
     report = train(samples, params, namespace="orders")
     grid = {(c.dict_size, c.level): c.encode_ns_per_message for c in report.candidates}
@@ -197,8 +198,8 @@ def test_a_level_far_over_the_budget_is_not_timed_again(
     def never(*args: object) -> Measurement:
         raise AssertionError(f"timed again: {args[0]}")
 
-    monkeypatch.setattr(training, "_time_encode", timings)
-    monkeypatch.setattr(training, "retimed", never)
+    monkeypatch.setattr(choice, "_time_encode", timings)
+    monkeypatch.setattr(choice, "retimed", never)
     params = replace(FAST, budget_us_per_message=3.0, budget_mb_per_s=0.0)
     report = train(samples, params, namespace="orders")
     verdicts = {(c.dict_size, c.level): c.meets_budget for c in report.candidates}
@@ -213,7 +214,7 @@ def test_when_no_level_fits_the_budget_the_higher_levels_within_the_relaxed_one_
     def timings(encoder: Encoder, values: list[bytes], runs: int) -> list[float]:
         return [900.0 + encoder.level] * runs
 
-    monkeypatch.setattr(training, "_time_encode", timings)
+    monkeypatch.setattr(choice, "_time_encode", timings)
     params = replace(FAST, budget_us_per_message=0.5, budget_mb_per_s=0.0)
     report = train(samples, params, namespace="orders")
     measured = {(c.dict_size, c.level) for c in report.candidates}
@@ -230,7 +231,7 @@ def test_when_no_level_fits_the_levels_over_the_relaxed_budget_are_not_measured(
     def timings(encoder: Encoder, values: list[bytes], runs: int) -> list[float]:
         return [900.0 if encoder.level == 1 else 5000.0] * runs  # 3 and 6: over 2x the budget
 
-    monkeypatch.setattr(training, "_time_encode", timings)
+    monkeypatch.setattr(choice, "_time_encode", timings)
     params = replace(FAST, levels=(1, 3, 6), budget_us_per_message=0.5, budget_mb_per_s=0.0)
     report = train(samples, params, namespace="orders")
     # Level 3 is measured (the first over the relaxed budget), level 6 is not.

@@ -50,20 +50,20 @@ from sidecar.config import Settings
 from sidecar.dictionaries.lifecycle import promote, sync_store
 from sidecar.dictionaries.model import Dictionary
 from sidecar.dictionaries.registry import Activation, Registry
-from sidecar.dictionaries.schedule import LiveRatio, Policy, Schedule, Trigger
 from sidecar.dictionaries.store import DictionaryStore
 from sidecar.dictionaries.topic_sample import read_sample
-from sidecar.dictionaries.training import (
+from sidecar.errors import ZdictError
+from sidecar.logs import get_logger
+from sidecar.metrics import Metrics, NamespaceMetrics
+from sidecar.training.choice import (
     Decision,
     TrainingParams,
     TrainingReport,
     split_by_key,
     train,
 )
-from sidecar.errors import ZdictError
-from sidecar.logs import get_logger
-from sidecar.metrics import Metrics, NamespaceMetrics
-from sidecar.sampling import Entry, Reservoir, keyed
+from sidecar.training.sampling import Entry, Reservoir, keyed
+from sidecar.training.schedule import LiveRatio, Policy, Schedule, Trigger
 
 log = get_logger(__name__)
 

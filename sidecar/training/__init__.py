@@ -1,0 +1,10 @@
+"""Training: how a namespace's dictionary is chosen, and when and where it is retrained.
+
+* `choice`: sample → candidates → held-out evaluation → promote or reject (pure).
+* `schedule`: when a namespace's trainer trains: first, on schedule, on growth or on drift (pure).
+* `sampling`: the bounded reservoir of raw values the relay and the proxy tap for training (pure).
+* `trainer`: training beside the relay or the proxy, each run in a child process (Kafka side).
+
+Nothing is imported here: importing a pure module runs this package first, and must not load
+the Kafka side with it.
+"""
