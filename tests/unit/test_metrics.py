@@ -21,8 +21,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from sidecar.bench.events import generate
 from sidecar.codec import DEFAULT_HEADER_KEY, Encoded, Encoder, Outcome
-from sidecar.dictionaries import DictionaryStore
 from sidecar.dictionaries.model import Dictionary
+from sidecar.dictionaries.store import DictionaryStore
 from sidecar.dictionaries.training import Decision
 from sidecar.health import Health, ObservabilityServer
 from sidecar.metrics import (

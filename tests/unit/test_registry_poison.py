@@ -25,7 +25,7 @@ from prometheus_client import CollectorRegistry
 
 from sidecar.codec import CodecStats, Decoder, Encoder
 from sidecar.config import load_settings
-from sidecar.dictionaries import Dictionary, DictionaryMeta, DictionaryStore
+from sidecar.dictionaries import Dictionary, DictionaryMeta
 from sidecar.dictionaries.model import (
     DICT_MAGIC,
     MAX_DICT_ID,
@@ -51,6 +51,7 @@ from sidecar.dictionaries.registry import (
     dictionary_record,
     training_record,
 )
+from sidecar.dictionaries.store import DictionaryStore
 from sidecar.errors import ConfigError, DictionaryIntegrityError, RegistryUnavailable
 from sidecar.metrics import Metrics
 from sidecar.trainer import Trainer

@@ -11,7 +11,7 @@ from prometheus_client import CollectorRegistry
 
 from sidecar.bench.relay import percentile
 from sidecar.codec import Encoder
-from sidecar.dictionaries import DictionaryStore
+from sidecar.dictionaries.store import DictionaryStore
 from sidecar.health import Health
 from sidecar.metrics import Metrics
 from sidecar.relay.loop import ACK_WAIT, Relay

@@ -19,7 +19,7 @@ from prometheus_client import CollectorRegistry
 from structlog.testing import capture_logs
 
 from sidecar.codec import Encoder
-from sidecar.dictionaries import DictionaryStore
+from sidecar.dictionaries.store import DictionaryStore
 from sidecar.errors import RelayFailed
 from sidecar.health import Health
 from sidecar.metrics import Metrics

@@ -9,7 +9,7 @@ from unittest.mock import MagicMock
 
 from confluent_kafka import TopicPartition
 
-from sidecar.dictionaries import DictionaryStore
+from sidecar.dictionaries.store import DictionaryStore
 from tests.unit.conftest import add_to_store
 from tests.unit.test_relay_failures import Clock, make_relay
 

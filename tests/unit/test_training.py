@@ -9,9 +9,10 @@ import pytest
 
 from sidecar.bench.events import generate
 from sidecar.codec import Encoder
-from sidecar.dictionaries import Dictionary, DictionaryStore, training
+from sidecar.dictionaries import Dictionary, training
 from sidecar.dictionaries.lifecycle import dictionary_from_report, promote
 from sidecar.dictionaries.model import MIN_DICT_ID
+from sidecar.dictionaries.store import DictionaryStore
 from sidecar.dictionaries.training import (
     BREAK_EVEN_BYTE_LOSS,
     Decision,
