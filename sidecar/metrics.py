@@ -100,7 +100,7 @@ from prometheus_client.registry import Collector
 
 from sidecar import __version__
 from sidecar.codec import Encoded, Outcome
-from sidecar.dictionaries.registry import IGNORED_REASONS
+from sidecar.dictionaries.registry_state import IGNORED_REASONS
 from sidecar.dictionaries.schedule import Trigger
 from sidecar.dictionaries.training import Decision
 from sidecar.logs import get_logger

@@ -33,7 +33,8 @@ from sidecar.dictionaries.model import (
     sha256_hex,
     with_dict_id,
 )
-from sidecar.dictionaries.registry import (
+from sidecar.dictionaries.registry import Registry, RegistryResolver
+from sidecar.dictionaries.registry_state import (
     FORMAT,
     FORMAT_HEADER,
     IGNORED_REASONS,
@@ -43,8 +44,6 @@ from sidecar.dictionaries.registry import (
     DictionaryAdded,
     Event,
     Ignored,
-    Registry,
-    RegistryResolver,
     RegistryState,
     TrainingRecorded,
     activation_record,

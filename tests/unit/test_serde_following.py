@@ -26,7 +26,8 @@ from sidecar.codec import NO_DICTIONARY, Decoder, Outcome, StaticResolver, heade
 from sidecar.config import KafkaSettings, RegistrySettings, Settings
 from sidecar.dictionaries.following import FAILURE_LOG_INTERVAL, FollowingEncoder
 from sidecar.dictionaries.model import Dictionary, TrainingSample, build_dictionary
-from sidecar.dictionaries.registry import Ignored, Registry, RegistryState
+from sidecar.dictionaries.registry import Registry
+from sidecar.dictionaries.registry_state import Ignored, RegistryState
 from sidecar.errors import RegistryError, RegistryUnavailable
 from sidecar.metrics import ProducerMetrics
 from sidecar.serde import ZdictSerializer

@@ -8,7 +8,7 @@ import pytest
 
 from sidecar.cli.dicts import SampleResolver
 from sidecar.config import RegistrySettings, Settings
-from sidecar.dictionaries.registry import RegistryState
+from sidecar.dictionaries.registry_state import RegistryState
 from sidecar.dictionaries.store import DictionaryStore
 from sidecar.errors import UnknownDictionary
 
