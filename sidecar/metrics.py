@@ -1,7 +1,7 @@
 """Every Prometheus metric of the process, defined once.
 
 All metrics are defined once, in `Metrics`, against a `CollectorRegistry` the caller passes in
-(the process makes one; each test makes a fresh one). Conventions (DESIGN.md §6): base units,
+(the process makes one; each test makes a fresh one). Prometheus's naming practices: base units,
 `_total` counters, `_seconds` / `_bytes` suffixes, and only bounded labels (topic, mode, outcome,
 result, partition, reason, stage, trigger), never anything per message.
 
