@@ -36,7 +36,7 @@ from prometheus_client import (
 from sidecar import __version__
 from sidecar.cgroup_memory import CgroupMemory
 from sidecar.codec import Encoded, Outcome
-from sidecar.dictionaries.registry import IGNORED_REASONS
+from sidecar.dictionaries.registry_state import IGNORED_REASONS
 from sidecar.relay.dead_letters import STAGES
 from sidecar.training.choice import Decision
 from sidecar.training.schedule import Trigger

@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from sidecar.dictionaries.model import Dictionary, TrainingSample, build_dictionary
-from sidecar.dictionaries.registry import Activation, Registry
+from sidecar.dictionaries.registry import Registry
+from sidecar.dictionaries.registry_state import Activation
 from sidecar.dictionaries.store import DictionaryStore
 from sidecar.errors import TrainingError, ZdictError
 from sidecar.logs import get_logger

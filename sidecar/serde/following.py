@@ -38,7 +38,8 @@ from sidecar.codec import (
 )
 from sidecar.config import KafkaSettings, RegistrySettings, Settings
 from sidecar.dictionaries.model import Dictionary
-from sidecar.dictionaries.registry import DEFAULT_TOPIC, Registry, RegistryState, default_actor
+from sidecar.dictionaries.registry import DEFAULT_TOPIC, Registry, default_actor
+from sidecar.dictionaries.registry_state import RegistryState
 from sidecar.errors import ZdictError
 from sidecar.logs import get_logger
 

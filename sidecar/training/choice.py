@@ -36,7 +36,7 @@ from sidecar.runtime import tune_gc
 
 KIB: Final = 1024
 #: CPU budget of one message's encoding, the part every message gets whatever its size (µs):
-#: about what the relay's own Kafka path costs per record from Python (DESIGN.md §10), and
+#: about what the relay's own Kafka path costs per record from Python (`bench relay`), and
 #: enough that level 3 on ~100-byte events (2-3 µs here) stays in budget on a busy machine.
 DEFAULT_BUDGET_US_PER_MESSAGE: Final = 4.0
 #: ... plus this much time per byte, as a throughput (MB/s of input on one core). Together:

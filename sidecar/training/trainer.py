@@ -49,7 +49,8 @@ from sidecar.codec import CodecStats
 from sidecar.config import Settings
 from sidecar.dictionaries.lifecycle import promote, sync_store
 from sidecar.dictionaries.model import Dictionary
-from sidecar.dictionaries.registry import Activation, Registry
+from sidecar.dictionaries.registry import Registry
+from sidecar.dictionaries.registry_state import Activation
 from sidecar.dictionaries.store import DictionaryStore
 from sidecar.dictionaries.topic_sample import read_sample
 from sidecar.errors import ZdictError

@@ -27,12 +27,8 @@ import zstandard
 from sidecar.bench.events import generate
 from sidecar.codec import Decoder, header_dict_id
 from sidecar.dictionaries.model import Dictionary, TrainingSample, sha256_hex, with_dict_id
-from sidecar.dictionaries.registry import (
-    FORMAT,
-    FORMAT_HEADER,
-    META_HEADER,
-    RegistryResolver,
-)
+from sidecar.dictionaries.registry import RegistryResolver
+from sidecar.dictionaries.registry_state import FORMAT, FORMAT_HEADER, META_HEADER
 from sidecar.dictionaries.store import DictionaryStore
 from sidecar.kafka import plain_producer
 

@@ -9,7 +9,8 @@ import pytest
 import zstandard
 
 from sidecar.bench.events import generate
-from sidecar.dictionaries import Dictionary, DictionaryStore, TrainingSample
+from sidecar.dictionaries import Dictionary, TrainingSample
+from sidecar.dictionaries.store import DictionaryStore
 
 AddDictionary = Callable[..., Dictionary]
 

@@ -28,12 +28,19 @@ Graph = dict[str, set[str]]
 
 PACKAGE_DIR = Path(sidecar.__file__).parent
 
-#: The pure logic: the wire format, training and its decision, the dictionary model, the schedule,
-#: the sampling reservoir.
+#: The pure logic: the codec and its wire format, training and its decision, the dictionary model
+#: (and the package that re-exports it), the registry's state, the schedule, the sampling reservoir.
 PURE = (
     "sidecar.codec",
-    "sidecar.training.choice",
+    "sidecar.codec.wire",
+    "sidecar.codec.encoder",
+    "sidecar.codec.decoder",
+    "sidecar.codec.results",
+    "sidecar.codec.precompressed",
+    "sidecar.dictionaries",
     "sidecar.dictionaries.model",
+    "sidecar.dictionaries.registry_state",
+    "sidecar.training.choice",
     "sidecar.training.schedule",
     "sidecar.training.sampling",
 )
@@ -44,6 +51,23 @@ KAFKA_SIDE = (
     "sidecar.relay.service",
     "sidecar.dictionaries.registry",
     "sidecar.training.trainer",
+)
+#: The modules that read and write files, which the pure logic must not reach either.
+FILE_IO = ("sidecar.dictionaries.store",)
+#: All that `import sidecar.codec` may load of the package besides the codec itself.
+CODEC_BUILDS_ON = frozenset(
+    {"sidecar", "sidecar.errors", "sidecar.dictionaries", "sidecar.dictionaries.model"}
+)
+#: The project's dependencies for Kafka, the proxy, metrics, logs and settings: nothing a consumer
+#: that only decodes needs (import names).
+NOT_FOR_THE_CODEC = (
+    "confluent_kafka",
+    "kio",
+    "crc32c",
+    "lz4",
+    "prometheus_client",
+    "structlog",
+    "pydantic_settings",
 )
 
 
@@ -209,14 +233,27 @@ def test_the_pure_logic_reaches_neither_kafka_nor_the_relay(module: str) -> None
     assert not kafka, f"{module} reaches confluent_kafka:\n" + "\n".join(kafka)
 
 
-def test_importing_the_codec_loads_no_kafka_client() -> None:
-    """What a consumer that only decodes pays: no Kafka client (checked in a fresh interpreter)."""
-    probe = "import sys, sidecar.codec; print(sorted(m for m in sys.modules if 'kafka' in m))"
+@pytest.mark.parametrize("module", PURE)
+def test_the_pure_logic_reaches_no_file_io(module: str) -> None:
+    paths = reach(import_graph(PACKAGE_DIR), module)
+    bad = [" -> ".join(path) for m, path in paths.items() if any(_in(m, a) for a in FILE_IO)]
+    assert not bad, f"{module} reaches file I/O:\n" + "\n".join(bad)
+
+
+def test_importing_the_codec_loads_only_the_codec_the_model_and_the_errors() -> None:
+    """What a consumer that only decodes pays: no store, no Kafka client, none of the relay's
+    dependencies (checked in a fresh interpreter, so that what runs is what counts)."""
+    probe = "import sys, sidecar.codec; print(*sorted(sys.modules))"
     result = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
     )
-    loaded = result.stdout.strip()
-    assert loaded == "[]", f"import sidecar.codec loaded {loaded}"
+    loaded = result.stdout.split()
+    ours = [m for m in loaded if _in(m, "sidecar")]
+    outside = [m for m in ours if not _in(m, "sidecar.codec") and m not in CODEC_BUILDS_ON]
+    assert not outside, f"import sidecar.codec loaded {outside}"
+    assert "sidecar.codec.wire" in ours  # the probe saw the codec itself
+    deps = [m for m in loaded if m.split(".")[0] in NOT_FOR_THE_CODEC]
+    assert not deps, f"import sidecar.codec loaded {deps}"
 
 
 def test_every_exception_of_the_package_is_defined_in_errors() -> None:

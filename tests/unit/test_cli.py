@@ -11,7 +11,7 @@ import pytest
 
 from sidecar.cli.main import main
 from sidecar.cli.relay import parse_delimiter
-from sidecar.dictionaries import DictionaryStore
+from sidecar.dictionaries.store import DictionaryStore
 
 FAST = ["--budget-us", "0", "--budget-mb-per-s", "0"]
 

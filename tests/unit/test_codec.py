@@ -11,7 +11,6 @@ import zstandard
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from sidecar import codec
 from sidecar.codec import (
     BATCH_API_MIN,
     DEFAULT_MAX_OUTPUT_SIZE,
@@ -31,7 +30,9 @@ from sidecar.codec import (
     parse_tag,
     tag_value,
 )
-from sidecar.dictionaries import Dictionary, DictionaryStore
+from sidecar.codec import decoder as decoder_module
+from sidecar.dictionaries import Dictionary
+from sidecar.dictionaries.store import DictionaryStore
 from sidecar.errors import CorruptFrame, OutputTooLarge, UnknownDictionary
 from tests.unit.conftest import AddDictionary, add_to_store
 
@@ -742,7 +743,7 @@ def test_another_dictionary_under_the_same_id_is_caught_by_the_fingerprint(
 def test_a_decoder_past_the_header_values_it_keeps_still_decodes_each_record(
     add_dictionary: AddDictionary, events: list[bytes], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(codec, "_KNOWN_ROUTES", 1)  # every new header value starts again
+    monkeypatch.setattr(decoder_module, "_KNOWN_ROUTES", 1)  # every new header value starts again
     first, second = add_dictionary("orders"), add_dictionary("payments")
     encoders = [Encoder(first), Encoder(second), Encoder(first, wire="standard"), Encoder(None)]
     decoder = Decoder(StaticResolver([first, second]))

@@ -17,7 +17,7 @@ from sidecar.codec import (
     header_tag,
     standard_frame,
 )
-from sidecar.dictionaries import DictionaryStore
+from sidecar.dictionaries.store import DictionaryStore
 from tests.unit.conftest import AddDictionary
 
 

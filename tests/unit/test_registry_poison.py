@@ -25,7 +25,7 @@ from prometheus_client import CollectorRegistry
 
 from sidecar.codec import CodecStats, Decoder, Encoder
 from sidecar.config import load_settings
-from sidecar.dictionaries import Dictionary, DictionaryMeta, DictionaryStore
+from sidecar.dictionaries import Dictionary, DictionaryMeta
 from sidecar.dictionaries.model import (
     DICT_MAGIC,
     MAX_DICT_ID,
@@ -33,7 +33,8 @@ from sidecar.dictionaries.model import (
     sha256_hex,
     with_dict_id,
 )
-from sidecar.dictionaries.registry import (
+from sidecar.dictionaries.registry import Registry, RegistryResolver
+from sidecar.dictionaries.registry_state import (
     FORMAT,
     FORMAT_HEADER,
     IGNORED_REASONS,
@@ -43,14 +44,13 @@ from sidecar.dictionaries.registry import (
     DictionaryAdded,
     Event,
     Ignored,
-    Registry,
-    RegistryResolver,
     RegistryState,
     TrainingRecorded,
     activation_record,
     dictionary_record,
     training_record,
 )
+from sidecar.dictionaries.store import DictionaryStore
 from sidecar.errors import ConfigError, DictionaryIntegrityError, RegistryUnavailable
 from sidecar.metrics import Metrics
 from sidecar.training.trainer import Trainer

@@ -10,7 +10,8 @@ import pytest
 from sidecar.codec import Decoder, Encoder
 from sidecar.dictionaries import Dictionary
 from sidecar.dictionaries.model import MIN_DICT_ID, TrainingSample, build_dictionary, with_new_id
-from sidecar.dictionaries.registry import (
+from sidecar.dictionaries.registry import Registry, RegistryResolver
+from sidecar.dictionaries.registry_state import (
     FORMAT_HEADER,
     Activated,
     Activation,
@@ -18,8 +19,6 @@ from sidecar.dictionaries.registry import (
     Headers,
     Ignored,
     Outgoing,
-    Registry,
-    RegistryResolver,
     RegistryState,
     TrainingRecorded,
     activation_record,

@@ -25,7 +25,8 @@ from sidecar.bench.events import generate
 from sidecar.codec import NO_DICTIONARY, Decoder, Outcome, StaticResolver, header_dict_id
 from sidecar.config import KafkaSettings, RegistrySettings, Settings
 from sidecar.dictionaries.model import Dictionary, TrainingSample, build_dictionary
-from sidecar.dictionaries.registry import Ignored, Registry, RegistryState
+from sidecar.dictionaries.registry import Registry
+from sidecar.dictionaries.registry_state import Ignored, RegistryState
 from sidecar.errors import RegistryError, RegistryUnavailable
 from sidecar.serde import ZdictSerializer
 from sidecar.serde.following import FAILURE_LOG_INTERVAL, FollowingEncoder

@@ -8,8 +8,8 @@ import pytest
 
 from sidecar.cli.dicts import SampleResolver
 from sidecar.config import RegistrySettings, Settings
-from sidecar.dictionaries import DictionaryStore
-from sidecar.dictionaries.registry import RegistryState
+from sidecar.dictionaries.registry_state import RegistryState
+from sidecar.dictionaries.store import DictionaryStore
 from sidecar.errors import UnknownDictionary
 
 from .conftest import AddDictionary

@@ -10,13 +10,14 @@ import pytest
 import zstandard
 
 from sidecar.codec import Decoder, Encoder
-from sidecar.dictionaries import Dictionary, DictionaryStore
+from sidecar.dictionaries import Dictionary
 from sidecar.dictionaries.model import (
     MIN_DICT_ID,
     build_dictionary,
     embedded_dict_id,
     with_new_id,
 )
+from sidecar.dictionaries.store import DictionaryStore
 from sidecar.errors import (
     ConfigError,
     DictionaryIntegrityError,

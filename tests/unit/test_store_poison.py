@@ -23,8 +23,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sidecar.cli.main import main
-from sidecar.dictionaries import Dictionary, DictionaryStore
+from sidecar.dictionaries import Dictionary
 from sidecar.dictionaries.model import MAX_DICT_ID, MIN_DICT_ID, validate_namespace, with_new_id
+from sidecar.dictionaries.store import DictionaryStore
 from sidecar.errors import (
     ConfigError,
     DictionaryIntegrityError,

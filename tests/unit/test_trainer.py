@@ -18,8 +18,9 @@ from prometheus_client import CollectorRegistry
 from sidecar.bench.events import generate
 from sidecar.codec import NO_DICTIONARY, CodecStats
 from sidecar.config import Settings, load_settings
-from sidecar.dictionaries import DictionaryStore
-from sidecar.dictionaries.registry import Ignored, Registry
+from sidecar.dictionaries.registry import Registry
+from sidecar.dictionaries.registry_state import Ignored
+from sidecar.dictionaries.store import DictionaryStore
 from sidecar.errors import RegistryUnavailable
 from sidecar.metrics import Metrics
 from sidecar.training.sampling import Reservoir

@@ -9,9 +9,10 @@ import pytest
 
 from sidecar.bench.events import generate
 from sidecar.codec import Encoder
-from sidecar.dictionaries import Dictionary, DictionaryStore
+from sidecar.dictionaries import Dictionary
 from sidecar.dictionaries.lifecycle import dictionary_from_report, promote
 from sidecar.dictionaries.model import MIN_DICT_ID
+from sidecar.dictionaries.store import DictionaryStore
 from sidecar.training import choice
 from sidecar.training.choice import (
     BREAK_EVEN_BYTE_LOSS,

@@ -1,0 +1,384 @@
+"""The registry topic's records, and the rules every reader applies to them: pure state.
+
+The registry is the source of truth across hosts; a local store is a cache of it (and the
+offline option). It is one Kafka topic with one partition, compacted, holding three kinds of
+records, each with the header `zdict.format: 1`:
+
+==============================  ===================================  =========================
+key                             value                                headers
+==============================  ===================================  =========================
+``dictionary/<id>/<sha256>``    the raw dictionary (``zstd -D``)     ``zdict.meta``: metadata
+``active/<namespace>``          `Activation` as JSON                 -
+``training/<namespace>``        the namespace's last training run    -
+==============================  ===================================  =========================
+
+Rules every reader applies (`RegistryState.apply`), so all hosts agree:
+
+* **Ids are claimed in log order.** A writer takes the next free id, publishes, reads the log
+  back to its own record, and keeps the id only if no earlier record claimed it; otherwise it
+  tombstones its record and takes another id. The sha256 in the key keeps two claims of one id
+  from compacting into each other, so the first claim stays the winner forever. Ids are never
+  reused: a claim reserves its id even when its content is refused.
+* A dictionary record is used only when its bytes match its metadata (sha256, size, embedded
+  id, the zstd dictionary magic, tables zstd loads) and the key; anything else is ignored and
+  reported.
+* No record can stop a reader: one that is malformed, too large, out of range or contradicts
+  the log is ignored (`Ignored`: one `registry_record_ignored` log line and one count of
+  `zdict_registry_records_ignored_total{reason}`), and reading goes on with the next.
+* The latest ``active/<namespace>`` record is the namespace's active dictionary; it carries the
+  stack of earlier active ids, so a rollback needs no history beyond it (compaction keeps only
+  the latest record per key).
+* Dictionary records are never deleted: records that reference an id may be read for as long
+  as they exist.
+
+Pure: no Kafka, no files. `sidecar.dictionaries.registry` reads and publishes these records
+through Kafka clients.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Final, Literal, cast, get_args
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from sidecar.dictionaries.model import (
+    MAX_DICT_ID,
+    MAX_DICT_SIZE,
+    MAX_META_SIZE,
+    MIN_DICT_ID,
+    DictId,
+    Dictionary,
+    DictionaryMeta,
+    Namespace,
+    describe_invalid,
+    parse_dict_id,
+    validate_namespace,
+)
+from sidecar.errors import DictionaryIntegrityError, RecordIgnored, RegistryError, ZdictError
+
+FORMAT_HEADER: Final = "zdict.format"
+FORMAT: Final = b"1"
+META_HEADER: Final = "zdict.meta"
+
+#: The largest activation or training value we read, bytes. Ours are under 2 KiB (an
+#: activation's stack holds at most `registry.STACK_DEPTH` ids); the topic takes records of up
+#: to `registry.TOPIC_CONFIG`'s 2 MiB, and a topic created by hand may take more: a larger value
+#: is not ours, and is refused before it is parsed, so that no record can cost a reader more
+#: than that.
+MAX_JSON_VALUE: Final = 64 * 1024
+#: A dictionary record: the dictionary (MAX_DICT_SIZE) as value, its metadata (MAX_META_SIZE) as
+#: a header; the same limits as the store's files.
+MAX_DICTIONARY_VALUE: Final = MAX_DICT_SIZE
+
+_DICTIONARY: Final = b"dictionary/"
+_ACTIVE: Final = b"active/"
+_TRAINING: Final = b"training/"
+#: How much of a record's key an `Ignored` shows (escaped).
+_SHOWN_KEY: Final = 120
+
+Action = Literal["promote", "activate", "rollback", "adopt"]
+Headers = Sequence[tuple[str, bytes | None]]
+#: (key, value, headers) of a record to publish, typed as confluent-kafka takes it.
+Outgoing = tuple[bytes, bytes, list[tuple[str, str | bytes | None]]]
+
+
+#: Why a record was ignored: the `reason` label of `zdict_registry_records_ignored_total`.
+IgnoredReason = Literal[
+    "format",  # no key, or a format header this version does not read
+    "unknown_key",  # a key of no kind this version knows
+    "too_large",  # a value or header past its limit (MAX_JSON_VALUE, MAX_DICTIONARY_VALUE...)
+    "malformed",  # does not parse: key, JSON, metadata, UTF-8, nesting
+    "invalid",  # parses, but a field is out of range or names something that is not there
+    "integrity",  # a dictionary whose bytes do not match its metadata, or zstd refuses
+    "conflict",  # a dictionary id claimed first by another record
+    "tombstone",  # deletes what must stay: an activation, a dictionary in use
+]
+IGNORED_REASONS: Final[tuple[str, ...]] = get_args(IgnoredReason)
+
+
+class Activation(BaseModel):
+    """Which dictionary a namespace uses from now on, who said so, and what came before."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+    namespace: Namespace
+    dict_id: DictId
+    action: Action
+    by: str = Field(description="the process that published it: host:pid and role")
+    at: datetime
+    stack: tuple[DictId, ...] = Field(default=(), description="earlier active ids, latest last")
+
+
+# -- what a read of the registry reports ---------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class DictionaryAdded:
+    dictionary: Dictionary
+    offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class Activated:
+    activation: Activation
+    offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class TrainingRecorded:
+    namespace: str
+    entry: dict[str, Any]
+    offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class Ignored:
+    """A record no reader uses (logged as `registry_record_ignored`).
+
+    `key` is shown escaped and cut; `reason` says why in words, `kind` classes it (the `reason`
+    label of `zdict_registry_records_ignored_total`).
+    """
+
+    offset: int
+    key: str
+    kind: IgnoredReason
+    reason: str
+
+
+Event = DictionaryAdded | Activated | TrainingRecorded | Ignored
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """The first record in the log that claimed an id: the only one that counts."""
+
+    offset: int
+    sha256: str
+
+
+# -- record encoding -----------------------------------------------------------------------------
+
+
+def dictionary_key(dictionary: Dictionary) -> bytes:
+    return b"%s%d/%s" % (_DICTIONARY, dictionary.id, dictionary.meta.sha256.encode())
+
+
+def dictionary_record(dictionary: Dictionary) -> Outgoing:
+    """(key, value, headers) of a dictionary's registry record."""
+    meta = dictionary.meta.model_dump_json().encode()
+    return (
+        dictionary_key(dictionary),
+        dictionary.data,
+        [(FORMAT_HEADER, FORMAT), (META_HEADER, meta)],
+    )
+
+
+def activation_record(activation: Activation) -> Outgoing:
+    key = _ACTIVE + activation.namespace.encode()
+    return key, activation.model_dump_json().encode(), [(FORMAT_HEADER, FORMAT)]
+
+
+def training_record(namespace: str, entry: dict[str, Any]) -> Outgoing:
+    value = json.dumps(entry, default=str, separators=(",", ":")).encode()
+    return _TRAINING + namespace.encode(), value, [(FORMAT_HEADER, FORMAT)]
+
+
+class RegistryState:
+    """What the registry says, built by applying its records in log order. Pure; thread-safe."""
+
+    def __init__(self) -> None:
+        self.claims: dict[int, Claim] = {}
+        self.dictionaries: dict[int, Dictionary] = {}
+        self.activations: dict[str, Activation] = {}
+        self.trainings: dict[str, dict[str, Any]] = {}
+        self.position = 0  # the next offset to read
+        self._lock = threading.Lock()
+
+    def apply(
+        self, offset: int, key: bytes | None, value: bytes | None, headers: Headers | None
+    ) -> Event | None:
+        """Apply one record; returns what changed (None: nothing new, e.g. a re-publish).
+
+        Never raises: a record that cannot be applied is returned as `Ignored`, and the state
+        is as if it had never been read (but for the claim of a well-formed dictionary key).
+        """
+        with self._lock:
+            self.position = max(self.position, offset + 1)
+            shown = _shown_key(key)
+            try:
+                return self._apply(offset, key, value, headers or ())
+            except RecordIgnored as exc:
+                return Ignored(offset, shown, cast(IgnoredReason, exc.kind), str(exc))
+            except DictionaryIntegrityError as exc:
+                return Ignored(offset, shown, "integrity", _one_line(exc))
+            except ValidationError as exc:
+                return Ignored(offset, shown, _validation_kind(exc), describe_invalid(exc))
+            except ZdictError as exc:
+                return Ignored(offset, shown, "invalid", _one_line(exc))
+            except (ValueError, RecursionError) as exc:  # bad UTF-8 or JSON, nesting too deep
+                return Ignored(offset, shown, "malformed", _one_line(exc))
+            except Exception as exc:  # one record must never stop every reader of the registry
+                return Ignored(
+                    offset, shown, "malformed", f"{type(exc).__name__}: {_one_line(exc)}"
+                )
+
+    def _apply(
+        self, offset: int, key: bytes | None, value: bytes | None, headers: Headers
+    ) -> Event | None:
+        if key is None:
+            raise _refused("format", "a record without key")
+        fmt = [v for k, v in headers if k == FORMAT_HEADER]
+        if value is not None and fmt != [FORMAT]:
+            raise _refused(
+                "format", f"format {_shown_values(fmt)} is not {FORMAT!r}; a newer zdict-sidecar?"
+            )
+        if key.startswith(_DICTIONARY):
+            return self._apply_dictionary(offset, key, value, headers)
+        if key.startswith(_ACTIVE):
+            return self._apply_activation(offset, key, value)
+        if key.startswith(_TRAINING):
+            return self._apply_training(offset, key, value)
+        raise _refused("unknown_key", "unknown key")
+
+    def _apply_dictionary(
+        self, offset: int, key: bytes, value: bytes | None, headers: Headers
+    ) -> Event | None:
+        dict_id, sha = _dictionary_key(key)
+        claim = self.claims.get(dict_id)
+        if value is None:  # a tombstone: only a losing claim is ever withdrawn
+            if claim is not None and claim.sha256 == sha:
+                raise _refused("tombstone", "tombstone of a dictionary in use; ignored")
+            return None
+        if claim is not None:
+            if claim.sha256 == sha:
+                return None  # the same dictionary published again
+            raise _refused("conflict", f"id {dict_id} was claimed first at offset {claim.offset}")
+        # The key is well formed: the id is claimed even if the content is refused below, so
+        # that every reader agrees on which ids are taken, whatever it makes of the content.
+        self.claims[dict_id] = Claim(offset, sha)
+        raw_meta = [v for k, v in headers if k == META_HEADER]
+        if len(raw_meta) != 1 or raw_meta[0] is None:
+            raise _refused("malformed", f"expected one {META_HEADER} header")
+        _within("too_large", len(value), MAX_DICTIONARY_VALUE, "dictionary")
+        _within("too_large", len(raw_meta[0]), MAX_META_SIZE, f"{META_HEADER} header")
+        meta = DictionaryMeta.model_validate_json(raw_meta[0])
+        if meta.id != dict_id or meta.sha256 != sha:
+            raise _refused(
+                "invalid", f"key names {dict_id}/{sha[:12]}…, metadata {meta.id}/{meta.sha256}"
+            )
+        dictionary = Dictionary.verified(meta, value, f"registry offset {offset}")
+        self.dictionaries[dict_id] = dictionary
+        return DictionaryAdded(dictionary, offset)
+
+    def _apply_activation(self, offset: int, key: bytes, value: bytes | None) -> Event | None:
+        namespace = validate_namespace(key[len(_ACTIVE) :].decode("ascii"))
+        if value is None:
+            raise _refused("tombstone", "activation tombstone; the last one stays")
+        _within("too_large", len(value), MAX_JSON_VALUE, "activation")
+        activation = Activation.model_validate_json(value)
+        if activation.namespace != namespace:
+            raise _refused("invalid", f"activation for {activation.namespace} under key {key!r}")
+        target = self.dictionaries.get(activation.dict_id)
+        if target is None or target.namespace != namespace:
+            raise _refused(
+                "invalid",
+                f"activates {activation.dict_id}, which is not a dictionary of {namespace}",
+            )
+        self.activations[namespace] = activation
+        return Activated(activation, offset)
+
+    def _apply_training(self, offset: int, key: bytes, value: bytes | None) -> Event | None:
+        namespace = validate_namespace(key[len(_TRAINING) :].decode("ascii"))
+        if value is None:
+            return None
+        _within("too_large", len(value), MAX_JSON_VALUE, "training entry")
+        entry = json.loads(value)
+        if not isinstance(entry, dict):
+            raise _refused(
+                "malformed", f"a training entry is a JSON object, not {type(entry).__name__}"
+            )
+        finished_at = entry.get("finished_at")
+        if finished_at is not None and not _is_time(finished_at):
+            raise _refused("invalid", f"finished_at {finished_at!r:.40} is not a Unix time")
+        self.trainings[namespace] = entry
+        return TrainingRecorded(namespace, entry, offset)
+
+    # -- questions -----------------------------------------------------------------------------
+
+    def active(self, namespace: str) -> Dictionary | None:
+        activation = self.activations.get(namespace)
+        return None if activation is None else self.dictionaries.get(activation.dict_id)
+
+    def versions(self, namespace: str | None = None) -> list[Dictionary]:
+        """Dictionaries of `namespace` (all if None), by namespace and version."""
+        with self._lock:
+            found = [d for d in self.dictionaries.values() if namespace in (None, d.namespace)]
+        return sorted(found, key=lambda d: (d.namespace, d.meta.version))
+
+    def next_id(self, avoid: Iterable[int] = ()) -> int:
+        """The lowest id above every claimed one and every id in `avoid`."""
+        with self._lock:
+            highest = max([MIN_DICT_ID - 1, *self.claims, *avoid])
+        if highest >= MAX_DICT_ID:
+            raise RegistryError(f"dictionary ids {MIN_DICT_ID}..{MAX_DICT_ID} are used up")
+        return highest + 1
+
+    def next_version(self, namespace: str, at_least: int = 1) -> int:
+        versions = [d.meta.version + 1 for d in self.versions(namespace)]
+        return max([at_least, *versions])
+
+
+def _refused(kind: IgnoredReason, reason: str) -> RecordIgnored:
+    """Why `RegistryState` does not apply a record, to raise: `kind` and words."""
+    return RecordIgnored(kind, reason)
+
+
+def _within(kind: IgnoredReason, size: int, limit: int, what: str) -> None:
+    if size > limit:
+        raise _refused(kind, f"{what} of {size} bytes; at most {limit} bytes are read")
+
+
+def _dictionary_key(key: bytes) -> tuple[int, str]:
+    """(id, sha256) of a `dictionary/<id>/<sha256>` key; `RecordIgnored` unless well formed."""
+    id_text, slash, sha = key[len(_DICTIONARY) :].decode("ascii").partition("/")
+    dict_id = parse_dict_id(id_text)
+    if dict_id is None:
+        # Decimal as we write it, only out of range; else not an id at all.
+        decimal = (id_text.isascii() and id_text.isdigit() and id_text[0] != "0") or id_text == "0"
+        raise _refused(
+            "invalid" if decimal else "malformed",
+            f"{id_text[:20]!r} is not a dictionary id ({MIN_DICT_ID}..{MAX_DICT_ID}, decimal)",
+        )
+    if not slash or len(sha) != 64 or sha.strip("0123456789abcdef"):
+        raise _refused("malformed", "the key does not end with /<sha256> (64 hex digits)")
+    return dict_id, sha
+
+
+def _is_time(value: object) -> bool:
+    """A Unix time (seconds) as JSON carries it: a finite, non-negative number."""
+    return type(value) in (int, float) and 0 <= value < 2**53  # type: ignore[operator]
+
+
+def _validation_kind(exc: ValidationError) -> IgnoredReason:
+    """JSON that does not parse is malformed; JSON with a bad field is invalid."""
+    return "malformed" if any(e["type"] == "json_invalid" for e in exc.errors()) else "invalid"
+
+
+def _shown_key(key: bytes | None) -> str:
+    """A record's key for a log line: escaped (it may hold any bytes) and cut."""
+    if key is None:
+        return ""
+    return repr(key[:_SHOWN_KEY])[2:-1] + ("…" if len(key) > _SHOWN_KEY else "")
+
+
+def _shown_values(values: list[bytes | None]) -> str:
+    return repr([v if v is None else v[:20] for v in values[:3]])
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:400]
