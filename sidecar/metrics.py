@@ -35,7 +35,7 @@ from prometheus_client import (
 
 from sidecar import __version__
 from sidecar.cgroup_memory import CgroupMemory
-from sidecar.codec import Encoded, Outcome
+from sidecar.codec import Outcome, Transformed
 from sidecar.dictionaries.registry_state import IGNORED_REASONS
 from sidecar.relay.dead_letters import STAGES
 from sidecar.training.choice import Decision
@@ -117,9 +117,9 @@ COMMIT_FAILED: Final = "failed"
 MAX_PRODUCE_ERROR_REASONS: Final = 64
 OTHER_REASON: Final = "other"
 
-_OUTCOME: Final = itemgetter(2)  # Encoded.outcome
-_INPUT_BYTES: Final = itemgetter(3)  # Encoded.input_bytes
-_OUTPUT_BYTES: Final = itemgetter(4)  # Encoded.output_bytes
+_OUTCOME: Final = itemgetter(2)  # Transformed.outcome
+_INPUT_BYTES: Final = itemgetter(3)  # Transformed.input_bytes
+_OUTPUT_BYTES: Final = itemgetter(4)  # Transformed.output_bytes
 
 
 def build_info() -> dict[str, str]:
@@ -213,7 +213,7 @@ class NamespaceMetrics:
             stage: metrics.dead_letters.labels(namespace, stage) for stage in DEAD_LETTER_STAGES
         }
 
-    def observe_batch(self, encoded: Sequence[Encoded], encode_seconds: float) -> None:
+    def observe_batch(self, encoded: Sequence[Transformed], encode_seconds: float) -> None:
         """Count one encoded batch: outcomes, bytes in and out, and the mean encode time.
 
         `encode_seconds` is the wall time of encoding the whole batch; `zdict_compress_seconds`
@@ -589,7 +589,7 @@ class Metrics:
         self.registry_records_ignored.labels(reason).inc()
 
     def observe_batch(
-        self, namespace: str, encoded: Sequence[Encoded], encode_seconds: float
+        self, namespace: str, encoded: Sequence[Transformed], encode_seconds: float
     ) -> None:
         """`NamespaceMetrics.observe_batch` for `namespace` (one dict lookup more)."""
         self.namespace(namespace).observe_batch(encoded, encode_seconds)

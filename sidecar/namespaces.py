@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from typing import Final
 
-from sidecar.codec import CodecStats, Encoded, Encoder
+from sidecar.codec import CodecStats, Encoder, Transformed
 from sidecar.config import CodecSettings, SamplingSettings
 from sidecar.dictionaries.store import DictionaryStore
 from sidecar.errors import ZdictError
@@ -86,7 +86,7 @@ class Namespace:
         self.reservoir = reservoir
         self.metrics = metrics
 
-    def encode(self, records: Records) -> list[Encoded]:
+    def encode(self, records: Records) -> list[Transformed]:
         """Encode a batch with the current encoder and count it in the metrics (outcomes, bytes
         in and out, the mean encode time). Raises `CodecError` for a batch with a record that
         cannot be encoded; nothing of it is counted then."""

@@ -1,6 +1,6 @@
 """`zdict-sidecar bench codec`: per-message speed and ratio of the codec, next to native zstd.
 
-Method (DESIGN §8): one warm-up run discarded, then `runs` measured runs; each figure
+Method: one warm-up run discarded, then `runs` measured runs; each figure
 is the median with [min-max]; every alternative is measured in the same process on the same
 messages, so ratios between them are meaningful even on a noisy machine. The native reference is
 the `zstd` CLI's own benchmark (`zstd -b -D`) on the same messages, one file per message.

@@ -12,7 +12,7 @@ idle periods within one run. Messages/s while a training run is under way are co
 messages/s while none is, in the same run; the training process's share of the sidecar's CPU
 (relay process + training process) comes from the sidecar's own counters.
 
-Method (DESIGN §8): part 2 discards a warm-up round and reports the median [min-max] of the
+Method: part 2 discards a warm-up round and reports the median [min-max] of the
 measured rounds; part 1 reports every run and the median of its milestones.
 """
 

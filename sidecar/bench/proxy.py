@@ -16,7 +16,7 @@ On a real broker, with `kind` events (~100 B `product_viewed` by default), one p
   the batch fill the client's own settings give.
 
 Each measured part runs `runs` times after a warm-up round, direct and proxy interleaved;
-medians and [min-max] are reported (DESIGN §8).
+medians and [min-max] are reported.
 """
 
 from __future__ import annotations

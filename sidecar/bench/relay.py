@@ -14,7 +14,7 @@ Per event kind (by default ~100 B `product_viewed` and ~500 B `order`), on a rea
   and reads the output topic: end-to-end latency of each record, from its producer timestamp
   (set at `produce()`) to its arrival at an output consumer, p50/p99/max after a warm-up.
 
-Method (DESIGN §8): every variant once per round, variants interleaved; a warm-up round
+Method: every variant once per round, variants interleaved; a warm-up round
 discarded; median and [min-max] of the measured rounds; ratios against pass-through and the C
 relay within the run. With a `baseline` (another checkout of the package, e.g. the main branch),
 every sidecar variant also runs from it, right after its own run: before/after in one run.

@@ -16,7 +16,7 @@ Bytes are what the broker wrote: the record batches in the topic's log segments,
 data directory (`--data-dir`; the local broker's for `make bench`), which also gives the
 achieved fill (records per batch). The broker's CPU time per variant comes from
 `/proc/<pid>/stat` when its pid is known. Sizes do not vary between runs; the broker's CPU is
-the median of the measured runs after a warm-up run (DESIGN §8).
+the median of the measured runs after a warm-up run.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ producers call `Encoder.encode_value` once per record.
 * `wire`: the wire format itself (header, tags, frames), readable on its own.
 * `encoder`: `Encoder`, the skip rules and compression.
 * `decoder`: `Decoder`, bounded on untrusted input, and where it finds dictionaries.
-* `results`: what both report per record (`Encoded`, `Outcome`) and an encoder in total
+* `results`: what both report per record (`Transformed`, `Outcome`) and an encoder in total
   (`CodecStats`).
 * `precompressed`: values compressed already, told by their magic number.
 """
@@ -20,7 +20,7 @@ from sidecar.codec.decoder import (
 )
 from sidecar.codec.encoder import BATCH_API_MIN, Encoder, FrameOptions
 from sidecar.codec.precompressed import looks_compressed
-from sidecar.codec.results import CodecStats, Encoded, Outcome
+from sidecar.codec.results import CodecStats, Outcome, Transformed
 from sidecar.codec.wire import (
     DEFAULT_HEADER_KEY,
     DEFAULT_WIRE_FORMAT,
@@ -47,12 +47,12 @@ __all__ = [
     "CodecStats",
     "Decoder",
     "DictionaryResolver",
-    "Encoded",
     "Encoder",
     "FrameOptions",
     "Outcome",
     "StaticResolver",
     "Tag",
+    "Transformed",
     "WireFormat",
     "fingerprint",
     "header_cost",

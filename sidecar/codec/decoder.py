@@ -12,7 +12,7 @@ from typing import Final, Protocol
 
 import zstandard
 
-from sidecar.codec.results import Encoded, Outcome
+from sidecar.codec.results import Outcome, Transformed
 from sidecar.codec.wire import (
     DEFAULT_HEADER_KEY,
     NO_DICTIONARY,
@@ -30,7 +30,7 @@ from sidecar.errors import CorruptFrame, OutputTooLarge, UnknownDictionary
 
 #: Largest value a Decoder produces unless told otherwise (bytes).
 DEFAULT_MAX_OUTPUT_SIZE: Final = 8 * 1024 * 1024
-# Encoded's own __new__ is Python code (see the encoder); tuple.__new__ builds the same object.
+# Transformed's own __new__ is Python code (see the encoder); tuple.__new__ builds the same object.
 _new_encoded: Final = tuple.__new__
 
 
@@ -247,28 +247,28 @@ class Decoder:
 
     def decode_batch(
         self, records: Iterable[tuple[bytes | None, Sequence[tuple[str, bytes | None]] | None]]
-    ) -> list[Encoded]:
+    ) -> list[Transformed]:
         """Decode many records, in order: the decode relay's path (the mirror of `encode_batch`).
 
         Headers out = headers in without ours. `input_bytes` counts the value and our header,
         `output_bytes` the decoded value. Raises like `decode` at the first bad record.
         """
         key = self.header_key
-        results: list[Encoded] = []
+        results: list[Transformed] = []
         append = results.append
         for value, headers in records:
             hdrs = list(headers) if headers else []
             if value is None or not any(k == key for k, _ in hdrs):
                 size = 0 if value is None else len(value)
                 outcome = Outcome.TOMBSTONE if value is None else Outcome.NOT_ENCODED
-                append(_new_encoded(Encoded, (value, hdrs, outcome, size, size)))
+                append(_new_encoded(Transformed, (value, hdrs, outcome, size, size)))
                 continue
             decoded = self.decode(value, hdrs)
             assert decoded is not None
             rest = [(k, v) for k, v in hdrs if k != key]
             ours = next(v for k, v in hdrs if k == key) or b""
             size = len(value) + header_cost(key, ours)
-            append(_new_encoded(Encoded, (decoded, rest, Outcome.DECODED, size, len(decoded))))
+            append(_new_encoded(Transformed, (decoded, rest, Outcome.DECODED, size, len(decoded))))
         return results
 
     def _bounded_probe(self, dctx: zstandard.ZstdDecompressor, value: bytes, dict_id: int) -> None:

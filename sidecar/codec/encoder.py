@@ -17,7 +17,7 @@ from typing import Any, Final, Protocol, cast
 import zstandard
 
 from sidecar.codec.precompressed import MAGIC_FIRST_BYTES, any_compressed, looks_compressed
-from sidecar.codec.results import CodecStats, Encoded, Outcome
+from sidecar.codec.results import CodecStats, Outcome, Transformed
 from sidecar.codec.wire import (
     DEFAULT_HEADER_KEY,
     DEFAULT_WIRE_FORMAT,
@@ -67,8 +67,8 @@ class FrameOptions:
 # NamedTuple's generated __new__ is Python code (~300 ns); tuple.__new__ on the class builds the
 # same object in a quarter of the time.
 _new_encoded: Final = tuple.__new__
-#: `Encoded` from a 5-tuple, callable from `map` (no Python frame per record).
-_encoded_from: Final = partial(tuple.__new__, Encoded)
+#: `Transformed` from a 5-tuple, callable from `map` (no Python frame per record).
+_encoded_from: Final = partial(tuple.__new__, Transformed)
 _segment_bytes: Final = zstandard.BufferSegment.tobytes
 # A record's value and headers, callable from `map` (`zip(*records)` would first build an
 # argument tuple as long as the batch).
@@ -237,7 +237,7 @@ class Encoder:
 
     def encode_record(
         self, value: bytes | None, headers: Sequence[tuple[str, bytes | None]] | None = None
-    ) -> Encoded:
+    ) -> Transformed:
         """Encode one record value; headers out = headers in, plus ours if compressed.
 
         A record with no header under our key goes through `encode_value` (one call, no batch
@@ -255,11 +255,11 @@ class Encoder:
             cost = len(out) + self.header_bytes
             stats.output_bytes += cost
             hdrs = [*headers, self.header] if headers else [self.header]
-            return _new_encoded(Encoded, (out, hdrs, outcome, size, cost))
+            return _new_encoded(Transformed, (out, hdrs, outcome, size, cost))
         stats.output_bytes += size
         if outcome == _PRECOMPRESSED:
             stats.excluded_bytes += size
-        return _new_encoded(Encoded, (value, list(headers or ()), outcome, size, size))
+        return _new_encoded(Transformed, (value, list(headers or ()), outcome, size, size))
 
     def encode(
         self, value: bytes | None, headers: Sequence[tuple[str, bytes | None]] | None = None
@@ -270,7 +270,7 @@ class Encoder:
 
     def encode_batch(
         self, records: Iterable[tuple[bytes | None, Sequence[tuple[str, bytes | None]] | None]]
-    ) -> list[Encoded]:
+    ) -> list[Transformed]:
         """Encode many records, in order; the relay's path and the one place the rules live.
 
         Skip rules, in order: tombstone; our header already present; shorter than `min_size`;
@@ -315,7 +315,7 @@ class Encoder:
         for value, headers in records:
             if value is None:
                 tombstones += 1
-                append(_new_encoded(Encoded, (None, list(headers or ()), _TOMBSTONE, 0, 0)))
+                append(_new_encoded(Transformed, (None, list(headers or ()), _TOMBSTONE, 0, 0)))
                 continue
             size = len(value)
             in_bytes += size
@@ -324,17 +324,19 @@ class Encoder:
                 ours += 1
                 excluded += size
                 out_bytes += size
-                append(_new_encoded(Encoded, (value, list(headers), _OURS, size, size)))
+                append(_new_encoded(Transformed, (value, list(headers), _OURS, size, size)))
             elif size < min_size:
                 below += 1
                 out_bytes += size
-                append(_new_encoded(Encoded, (value, list(headers or ()), _BELOW, size, size)))
+                append(_new_encoded(Transformed, (value, list(headers or ()), _BELOW, size, size)))
             elif value and value[0] in magic_first and looks_compressed(value):
                 precompressed += 1
                 excluded += size
                 out_bytes += size
                 append(
-                    _new_encoded(Encoded, (value, list(headers or ()), _PRECOMPRESSED, size, size))
+                    _new_encoded(
+                        Transformed, (value, list(headers or ()), _PRECOMPRESSED, size, size)
+                    )
                 )
             elif batch_api and value:  # the batch API refuses empty values (which never shrink)
                 slots.append((len(results), headers))
@@ -347,12 +349,14 @@ class Encoder:
                     compressed += 1
                     out_bytes += cost
                     hdrs = [*headers, our_header] if headers else [our_header]
-                    append(_new_encoded(Encoded, (frame, hdrs, _COMPRESSED, size, cost)))
+                    append(_new_encoded(Transformed, (frame, hdrs, _COMPRESSED, size, cost)))
                 else:
                     no_gain += 1
                     out_bytes += size
                     append(
-                        _new_encoded(Encoded, (value, list(headers or ()), _NO_GAIN, size, size))
+                        _new_encoded(
+                            Transformed, (value, list(headers or ()), _NO_GAIN, size, size)
+                        )
                     )
         if todo:
             # A BufferWithSegmentsCollection iterates (sequence protocol); its stubs omit it.
@@ -368,13 +372,13 @@ class Encoder:
                     out_bytes += cost
                     hdrs = [*headers, our_header] if headers else [our_header]
                     results[i] = _new_encoded(
-                        Encoded, (segment.tobytes(), hdrs, _COMPRESSED, size, cost)
+                        Transformed, (segment.tobytes(), hdrs, _COMPRESSED, size, cost)
                     )
                 else:
                     no_gain += 1
                     out_bytes += size
                     results[i] = _new_encoded(
-                        Encoded, (raw, list(headers or ()), _NO_GAIN, size, size)
+                        Transformed, (raw, list(headers or ()), _NO_GAIN, size, size)
                     )
         outcomes = self.stats.outcomes
         if compressed:
@@ -396,7 +400,7 @@ class Encoder:
 
     def _pass_below(
         self, values: list[bytes], sizes: list[int], headed: list[Sequence[Header]] | None
-    ) -> list[Encoded]:
+    ) -> list[Transformed]:
         """`encode_batch` of values that are all under `min_size` (`headed`: their headers, see
         `_plain_batch`): each passes through as it is, in C-level passes (the pass-through
         baseline's whole batch)."""
@@ -414,7 +418,7 @@ class Encoder:
 
     def _encode_plain(
         self, values: list[bytes], sizes: list[int], headed: list[Sequence[Header]] | None
-    ) -> list[Encoded]:
+    ) -> list[Transformed]:
         """`encode_batch` of values all `min_size` bytes or more (`sizes`), none recognisably
         compressed (`headed`: their headers, see `_plain_batch`): compressed in one C call,
         each sent as its frame if that is smaller with our header counted, else as it was.
@@ -451,7 +455,7 @@ class Encoder:
         for i in compress(range(n), map(ge, costs, sizes)):
             size = sizes[i]
             kept = list(headed[i]) if headed else []
-            results[i] = _new_encoded(Encoded, (values[i], kept, _NO_GAIN, size, size))
+            results[i] = _new_encoded(Transformed, (values[i], kept, _NO_GAIN, size, size))
             out_bytes += size - costs[i]
             no_gain += 1
         stats = self.stats

@@ -1,4 +1,4 @@
-"""What the codec reports: per record (`Encoded`, its `Outcome`), per encoder (`CodecStats`)."""
+"""What the codec reports: per record (`Transformed`, its `Outcome`), per encoder (`CodecStats`)."""
 
 from __future__ import annotations
 
@@ -30,10 +30,11 @@ class Outcome:
     DECODE_ALL: Final = (DECODED, NOT_ENCODED, TOMBSTONE)
 
 
-class Encoded(NamedTuple):
-    """One encoded record value (a NamedTuple: built once per message, so it must be cheap).
+class Transformed(NamedTuple):
+    """One record value as the codec made it: encoded, decoded or passed through, with its
+    headers (a NamedTuple: built once per message, so it must be cheap).
 
-    `output_bytes` is what the record costs after encoding: the value plus the header we added.
+    `output_bytes` is what the record costs afterwards: the value plus the header we added.
     """
 
     value: bytes | None

@@ -87,8 +87,10 @@ class Registry:
         *,
         actor: str | None = None,
         metrics: IgnoredCounter | None = None,
+        reader: Consumer | None = None,
     ) -> None:
-        """`settings`: the Kafka properties and `registry.*`; `metrics` counts ignored records."""
+        """`settings`: the Kafka properties and `registry.*`; `metrics` counts ignored records;
+        `reader` reads the topic (None: one is made on the first read)."""
         self.settings = settings
         self.topic: str = settings.registry.topic
         self.timeout: float = settings.registry.timeout
@@ -96,7 +98,7 @@ class Registry:
         self.metrics = metrics
         self.state = RegistryState()
         self._lock = threading.RLock()
-        self._reader: Consumer | None = None
+        self._reader = reader
         self._producer: Producer | None = None
 
     @classmethod
@@ -445,6 +447,11 @@ class RegistryResolver:
                 target=self._follow, args=(follow_interval,), name="zdict-registry", daemon=True
             )
             self._thread.start()
+
+    @property
+    def following(self) -> bool:
+        """Whether the thread re-reading the registry runs."""
+        return self._thread is not None and self._thread.is_alive()
 
     @classmethod
     def connect(

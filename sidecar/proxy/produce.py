@@ -34,7 +34,7 @@ from typing import Any, Final, Protocol, TypeVar, cast
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from kio.schema.errors import ErrorCode
 
-from sidecar.codec import Encoded
+from sidecar.codec import Transformed
 from sidecar.errors import CodecError, MalformedBatch
 from sidecar.kafka import protocol_error_code
 from sidecar.logs import get_logger
@@ -353,7 +353,7 @@ class ProduceHandler:
         self.records += len(batch.records)
         return delivery.future
 
-    def _encode(self, route: Route, batch: DecodedBatch) -> list[Encoded] | Written:
+    def _encode(self, route: Route, batch: DecodedBatch) -> list[Transformed] | Written:
         """The batch's values encoded, or the refusal of the whole batch (nothing is written of
         a batch that is refused)."""
         try:
@@ -384,7 +384,7 @@ class ProduceHandler:
         route: Route,
         partition: int,
         records: Sequence[DecodedRecord],
-        encoded: Sequence[Encoded],
+        encoded: Sequence[Transformed],
         delivery: _Delivery,
     ) -> None:
         # Positional arguments, as in the relay: topic, value, key, partition, callback,

@@ -24,7 +24,7 @@ from typing import Final, cast
 
 from confluent_kafka import Consumer, Message, Producer, TopicPartition
 
-from sidecar.codec import Decoder, Encoded, Outcome
+from sidecar.codec import Decoder, Outcome, Transformed
 from sidecar.errors import ClientHung, CodecError
 from sidecar.kafka import bounded, is_max_poll_exceeded, is_partition_eof
 from sidecar.logs import get_logger
@@ -109,7 +109,7 @@ class Relay:
         self.routes: dict[str, TopicRoute] = {}
         for topic, output in outputs.items():
             namespace: Namespace | None = None
-            transform: Callable[[Records], list[Encoded]]
+            transform: Callable[[Records], list[Transformed]]
             if namespaces is not None:
                 namespace = namespaces.add(topic)
                 topic_metrics, transform = namespace.metrics, namespace.encode
@@ -163,9 +163,9 @@ class Relay:
         with tune_gc():
             while not control.stopping:
                 state.health.beat()
-                messages = self._consume()
+                messages = self.consume_batch()
                 if messages:
-                    self._relay_batch(messages)
+                    self.relay_batch(messages)
                 self.producer.poll(0)
                 now = state.clock()
                 if now - last_commit >= self.commit_interval:
@@ -184,7 +184,7 @@ class Relay:
             raise self.commits.error(control.failure)
         return state.stats
 
-    def _consume(self) -> list[Message]:
+    def consume_batch(self) -> list[Message]:
         """The records that have arrived, up to `batch_size`, without waiting for a full batch.
 
         `consume(n, timeout)` waits until it has `n` records or the timeout passes: at 20,000
@@ -215,7 +215,7 @@ class Relay:
                 ]
         return messages
 
-    def _relay_batch(self, messages: list[Message]) -> None:
+    def relay_batch(self, messages: list[Message]) -> None:
         """Transform the records of each input topic in one call, and hand them to the output."""
         if not self.commits.begin():
             return

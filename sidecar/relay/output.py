@@ -25,7 +25,7 @@ from typing import Any, Final, cast
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
-from sidecar.codec import Encoded
+from sidecar.codec import Transformed
 from sidecar.errors import CodecError, RecordTooLarge
 from sidecar.kafka import LIBRDKAFKA_MESSAGE_TIMEOUT_MS
 from sidecar.logs import get_logger
@@ -55,11 +55,11 @@ DEFAULT_DELIVERY_TIMEOUT: Final = LIBRDKAFKA_MESSAGE_TIMEOUT_MS / 1000
 
 
 def counted(
-    decode: Callable[[Records], list[Encoded]], metrics: NamespaceMetrics
-) -> Callable[[Records], list[Encoded]]:
+    decode: Callable[[Records], list[Transformed]], metrics: NamespaceMetrics
+) -> Callable[[Records], list[Transformed]]:
     """`decode`, each batch counted in `metrics` (outcomes, bytes, the mean time)."""
 
-    def transform(records: Records) -> list[Encoded]:
+    def transform(records: Records) -> list[Transformed]:
         started = time.perf_counter()
         decoded = decode(records)
         metrics.observe_batch(decoded, time.perf_counter() - started)
@@ -77,7 +77,7 @@ class TopicRoute:
     same_partitions: bool
     #: The batch transform, counted in the metrics: the namespace's `encode`, or the decoder's
     #: `decode_batch` in decode mode.
-    transform: Callable[[Records], list[Encoded]]
+    transform: Callable[[Records], list[Transformed]]
     #: The namespace (encoder, training sample) of an encoding relay; None when decoding.
     namespace: Namespace | None
     metrics: NamespaceMetrics
@@ -110,7 +110,7 @@ class Output:
         self._unobserved = 0
 
     def produce(
-        self, route: TopicRoute, topic: str, batch: list[Message], encoded: list[Encoded]
+        self, route: TopicRoute, topic: str, batch: list[Message], encoded: list[Transformed]
     ) -> None:
         """Produce a transformed batch of input `topic`, in order."""
         if route.same_partitions:
@@ -154,7 +154,7 @@ class Output:
         return delivered
 
     def _produce_batch(
-        self, route: TopicRoute, topic: str, batch: list[Message], encoded: list[Encoded]
+        self, route: TopicRoute, topic: str, batch: list[Message], encoded: list[Transformed]
     ) -> None:
         """Produce a transformed batch in order, each record to its input's partition number;
         one delivery report per input partition, on its last record (see `offsets`).
@@ -223,7 +223,7 @@ class Output:
         self._state.stats.produced += produced
 
     def _produce_keyed(
-        self, route: TopicRoute, topic: str, batch: list[Message], encoded: list[Encoded]
+        self, route: TopicRoute, topic: str, batch: list[Message], encoded: list[Transformed]
     ) -> None:
         """Produce a transformed batch in order to an output topic with another partition count,
         partitioned by key: a record's report stands for itself only."""
@@ -269,7 +269,7 @@ class Output:
         self,
         route: TopicRoute,
         msg: Message,
-        enc: Encoded,
+        enc: Transformed,
         unit: Unit | None = None,
         report: Callable[[KafkaError | None, Message], None] | None = None,
     ) -> None:

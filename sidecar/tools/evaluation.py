@@ -16,7 +16,7 @@ from typing import Any, Final
 
 import zstandard
 
-from sidecar.codec import Decoder, Encoded, Encoder, StaticResolver, WireFormat
+from sidecar.codec import Decoder, Encoder, StaticResolver, Transformed, WireFormat
 from sidecar.record_batch import Record, crossover, producer_codecs, stored_bytes
 from sidecar.runtime import tune_gc
 from sidecar.training.choice import (
@@ -137,12 +137,12 @@ def _timed(fn: Callable[[], object], runs: int, count: int) -> tuple[float, floa
     return statistics.median(timings), min(timings), max(timings)
 
 
-def _records(encoded: Sequence[Encoded]) -> list[Record]:
+def _records(encoded: Sequence[Transformed]) -> list[Record]:
     return [(e.value, e.headers) for e in encoded]
 
 
 def stored_rows(
-    heldout: Sequence[bytes], encoded: Sequence[Encoded], fills: Sequence[int] = FILLS
+    heldout: Sequence[bytes], encoded: Sequence[Transformed], fills: Sequence[int] = FILLS
 ) -> tuple[list[StoredRow], dict[str, float | None]]:
     """Bytes per record stored at each fill, and the crossovers against the encoder's records."""
     codecs = producer_codecs()

@@ -19,7 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from sidecar.bench.events import generate
 from sidecar.cgroup_memory import CgroupMemory
-from sidecar.codec import DEFAULT_HEADER_KEY, Encoded, Encoder, Outcome
+from sidecar.codec import DEFAULT_HEADER_KEY, Encoder, Outcome, Transformed
 from sidecar.dictionaries.model import Dictionary
 from sidecar.health import Health, ObservabilityServer
 from sidecar.metrics import (
@@ -49,7 +49,7 @@ def metrics(registry: CollectorRegistry) -> Metrics:
 
 
 @pytest.fixture(scope="module")
-def encoded() -> list[Encoded]:
+def encoded() -> list[Transformed]:
     """A batch hitting every outcome, encoded by a real no-dictionary Encoder."""
     records: list[tuple[bytes | None, list[tuple[str, bytes | None]] | None]] = [
         (v, None) for v in generate("product_viewed", 400, seed=3)
@@ -115,7 +115,7 @@ EXPECTED_FAMILIES = {
 
 
 def test_every_metric_is_exposed_with_its_name_type_and_bounded_labels(
-    metrics: Metrics, registry: CollectorRegistry, encoded: list[Encoded]
+    metrics: Metrics, registry: CollectorRegistry, encoded: list[Transformed]
 ) -> None:
     metrics.observe_batch("orders", encoded, 0.001)
     metrics.observe_delivery_latency("orders", 0.02)
@@ -200,7 +200,7 @@ def test_each_registry_is_independent_and_a_second_metrics_on_one_registry_is_re
 
 
 def test_observe_batch_counts_add_up_to_the_encoded_outcomes_and_bytes(
-    metrics: Metrics, registry: CollectorRegistry, encoded: list[Encoded]
+    metrics: Metrics, registry: CollectorRegistry, encoded: list[Transformed]
 ) -> None:
     metrics.observe_batch("orders", encoded, 0.002)
     metrics.observe_batch("orders", encoded[:10], 0.0001)
@@ -241,7 +241,7 @@ def test_observe_batch_matches_the_encoders_own_stats(
 
 
 def test_observe_batch_increments_once_per_distinct_label_set_not_per_message(
-    metrics: Metrics, encoded: list[Encoded], monkeypatch: pytest.MonkeyPatch
+    metrics: Metrics, encoded: list[Transformed], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     children = metrics.namespace("orders")
     calls: list[float] = []
@@ -259,7 +259,7 @@ def test_observe_batch_increments_once_per_distinct_label_set_not_per_message(
 
 
 def test_compress_seconds_is_observed_once_per_batch_as_the_per_message_mean(
-    metrics: Metrics, registry: CollectorRegistry, encoded: list[Encoded]
+    metrics: Metrics, registry: CollectorRegistry, encoded: list[Transformed]
 ) -> None:
     metrics.observe_batch("orders", encoded, 0.003)
     assert value(registry, "zdict_compress_seconds_count", topic="orders", mode="encode") == 1
@@ -703,7 +703,7 @@ def server(registry: CollectorRegistry, metrics: Metrics, health: Health) -> Ite
 
 
 def test_metrics_endpoint_serves_the_registry_in_prometheus_text_format(
-    server: str, metrics: Metrics, encoded: list[Encoded]
+    server: str, metrics: Metrics, encoded: list[Transformed]
 ) -> None:
     metrics.observe_batch("orders", encoded, 0.001)
     status, body, headers = get(server + "/metrics")

@@ -14,11 +14,11 @@ import json
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import structlog
-from confluent_kafka import TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
@@ -559,10 +559,13 @@ class _Reader:
         pass
 
 
-def _registry(records: list[Record], metrics: Metrics | None = None) -> Registry:
-    registry = Registry(load_settings(registry={"topic": "_reg"}), metrics=metrics)
-    registry._reader = _Reader(records)  # type: ignore[assignment]  # Kafka's part, replaced
-    return registry
+def _registry(
+    records: list[Record], metrics: Metrics | None = None, reader: _Reader | None = None
+) -> Registry:
+    """A registry reading `records` (or with `reader`) instead of a Kafka topic."""
+    settings = load_settings(registry={"topic": "_reg"})
+    scripted = reader if reader is not None else _Reader(records)
+    return Registry(settings, metrics=metrics, reader=cast(Consumer, scripted))
 
 
 def test_refresh_logs_and_counts_each_ignored_record_and_applies_the_rest_of_the_batch(
@@ -622,8 +625,7 @@ def test_a_read_error_in_a_batch_still_applies_the_records_around_it(champion: D
         def get_watermark_offsets(self, tp: Any, timeout: float, cached: bool) -> tuple[int, int]:
             return 0, 2
 
-    registry = _registry([])
-    registry._reader = Failing([])  # type: ignore[assignment]
+    registry = _registry([], reader=Failing([]))
     with pytest.raises(RegistryUnavailable, match="broker said no"):
         registry.refresh()
     assert champion.id in registry.state.dictionaries
@@ -658,7 +660,7 @@ def test_the_resolver_keeps_following_after_any_exception() -> None:
         while registry.reads < 5 and time.monotonic() < deadline:
             time.sleep(0.01)
         assert registry.reads >= 5
-        assert resolver._thread is not None and resolver._thread.is_alive()
+        assert resolver.following
     finally:
         resolver.close()
 

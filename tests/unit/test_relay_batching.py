@@ -26,7 +26,7 @@ def make(tmp_path: Path) -> tuple[Relay, MagicMock, MagicMock, CollectorRegistry
 def test_records_already_there_are_taken_without_waiting_for_a_full_batch(tmp_path: Path) -> None:
     relay, consumer, _, _ = make(tmp_path)
     consumer.consume.side_effect = [[record(0), record(1)]]
-    assert len(relay._consume()) == 2
+    assert len(relay.consume_batch()) == 2
     consumer.consume.assert_called_once_with(100, 0)
 
 
@@ -35,7 +35,7 @@ def test_an_idle_relay_waits_for_the_first_record_only_then_takes_what_came_with
 ) -> None:
     relay, consumer, _, _ = make(tmp_path)
     consumer.consume.side_effect = [[], [record(0)], [record(1), record(2)]]
-    assert [m.offset() for m in relay._consume()] == [0, 1, 2]
+    assert [m.offset() for m in relay.consume_batch()] == [0, 1, 2]
     calls = [c.args for c in consumer.consume.call_args_list]
     assert calls == [(100, 0), (1, 0.5), (99, 0)]
 
@@ -44,7 +44,7 @@ def test_with_reports_due_the_wait_is_short_so_they_are_served(tmp_path: Path) -
     relay, consumer, _, _ = make(tmp_path)
     relay.state.offsets.single("in", 0, 7, 0.0, 0)
     consumer.consume.side_effect = [[], []]
-    assert relay._consume() == []
+    assert relay.consume_batch() == []
     assert consumer.consume.call_args_list[1].args == (1, ACK_WAIT)
 
 
@@ -53,7 +53,7 @@ def test_a_batch_is_produced_in_order_and_counted_from_the_encoders_tallies(
 ) -> None:
     relay, _, producer, registry = make(tmp_path)
     batch = [record(0), record(1, b"tiny"), record(2, None)]
-    relay._relay_batch(cast("list[Message]", batch))  # mocks standing for consumed messages
+    relay.relay_batch(cast("list[Message]", batch))  # mocks standing for consumed messages
     produced = producer.produce.call_args_list
     assert [c.args[0] for c in produced] == ["in.zd"] * 3
     assert [c.args[3] for c in produced] == [0, 0, 0]  # same partition as the input

@@ -49,7 +49,7 @@ def test_a_failed_delivery_stops_the_relay_and_commits_only_what_came_before(
 def test_a_batch_gets_one_report_per_partition_on_its_last_record(tmp_path: Path) -> None:
     relay, _, producer, _events = make_relay(tmp_path, Clock(), partitions={"in": 2, "in.zd": 2})
     one = [record(o, partition=1) for o in (7, 8)]
-    relay._relay_batch([record(0), one[0], record(1), one[1], record(2)])
+    relay.relay_batch([record(0), one[0], record(1), one[1], record(2)])
     calls = producer.produce.call_args_list
     assert [c.args[3] for c in calls] == [0, 1, 0, 1, 0]  # each to its input's partition
     carriers = [i for i, c in enumerate(calls) if report(c) is not None]
@@ -350,7 +350,7 @@ def test_a_dead_letter_inside_a_batch_has_its_own_report_and_holds_back_the_comm
     tmp_path: Path,
 ) -> None:
     relay, _, producer = dead_letter_relay(tmp_path)
-    relay._relay_batch([record(0), big(1), record(2)])
+    relay.relay_batch([record(0), big(1), record(2)])
     assert targets(producer) == [("in.zd", False), ("in.dlq", True), ("in.zd", True)]
     dead_letter_report, output_report = deliveries(producer)
     assert output_report is not None and dead_letter_report is not None
@@ -365,14 +365,14 @@ def test_when_the_last_record_of_a_batch_is_set_aside_the_next_report_stands_for
     tmp_path: Path,
 ) -> None:
     relay, _, producer = dead_letter_relay(tmp_path)
-    relay._relay_batch([record(0), record(1), big(2)])
+    relay.relay_batch([record(0), record(1), big(2)])
     # The report was to ride on offset 2, which went to the dead-letter topic instead.
     assert targets(producer) == [("in.zd", False), ("in.zd", False), ("in.dlq", True)]
     (dead_letter_report,) = deliveries(producer)
     dead_letter_report(None, delivered_message())
     assert relay.state.offsets.to_commit() == []  # 0 and 1 are not known to be delivered yet
     assert relay.state.offsets.in_flight() == 2 and relay.state.offsets.awaiting() == 0
-    relay._relay_batch([record(3)])
+    relay.relay_batch([record(3)])
     assert targets(producer)[-1] == ("in.zd", True)
     deliveries(producer)[-1](None, delivered_message())  # same output partition, in order
     assert [tp.offset for tp in relay.state.offsets.to_commit()] == [4]
@@ -391,7 +391,7 @@ def test_a_record_the_producer_refuses_goes_to_the_dead_letter_topic_and_nothing
             raise refused
 
     producer.produce.side_effect = produce
-    relay._relay_batch([record(0), record(1, b"refused")])
+    relay.relay_batch([record(0), record(1, b"refused")])
     # Tried on the fast path, once more on the general path, then set aside.
     assert targets(producer) == [
         ("in.zd", False),
@@ -401,7 +401,7 @@ def test_a_record_the_producer_refuses_goes_to_the_dead_letter_topic_and_nothing
     ]
     deliveries(producer)[-1](None, delivered_message())
     assert relay.state.offsets.to_commit() == []  # offset 0 went without a report
-    relay._relay_batch([record(2)])
+    relay.relay_batch([record(2)])
     deliveries(producer)[-1](None, delivered_message())
     assert [tp.offset for tp in relay.state.offsets.to_commit()] == [3]
 
@@ -410,7 +410,7 @@ def test_records_partitioned_by_key_each_carry_their_own_report(tmp_path: Path) 
     # The output has another partition count: records of one input partition go to several
     # output partitions, whose order says nothing about each other.
     relay, _, producer, _events = make_relay(tmp_path, Clock(), partitions={"in": 1, "in.zd": 3})
-    relay._relay_batch([record(0), record(1), record(2)])
+    relay.relay_batch([record(0), record(1), record(2)])
     calls = producer.produce.call_args_list
     assert [c.args[3] for c in calls] == [-1, -1, -1]  # the partitioner chooses
     callbacks = deliveries(producer)
