@@ -95,6 +95,13 @@ bench-clients: $(STAMP)
 bench-lifecycle: $(STAMP)
 	deploy/kafka/kafka-local exec -- $(BIN)/zdict-sidecar bench lifecycle
 
+## figures: sidecar/bench/FIGURES.md, every measured figure, from the benchmarks' JSON in out/: run
+## it after the benchmarks in the checkout that ran them (the page names the commit it was rendered at)
+.PHONY: figures
+figures: $(STAMP)
+	$(BIN)/python -m sidecar.bench.figures --out sidecar/bench/FIGURES.md \
+		--commit "$$(git describe --always --dirty 2>/dev/null || echo unknown)" $(wildcard $(OUT)/bench-*.json)
+
 unit: $(STAMP) tools
 	$(BIN)/pytest -q tests/unit
 

@@ -1,0 +1,203 @@
+"""The figures page, `sidecar/bench/FIGURES.md`, rendered from the benchmarks' JSON files.
+
+Every `zdict-sidecar bench NAME` writes a JSON file (`--json-out`, by default
+`out/bench-NAME.json`): `{"benchmark", "environment", "settings", "results"}`. This module turns
+each into Markdown tables, medians with [min–max] as the benchmarks print them, under a section
+`## bench NAME` per benchmark (one part per file, e.g. `bench-relay.json` and
+`bench-relay-order.json`), each part headed by its provenance: the command (rebuilt from the
+file's settings), when the file was written, the commit the page was rendered at (the files
+record none), and the machine and versions the file records.
+
+The page's other sections are kept as they are: figures no benchmark writes as JSON (`make
+evaluate`, the integration tests', the targets), and a benchmark's hand-kept section until a
+JSON file of it is rendered. Rendering is pure (`render_page`); `main` reads and writes the
+files: `python -m sidecar.bench.figures --commit REV --out FILE JSON...` (`make figures`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Final
+
+from sidecar.bench import figure_tables as tables
+from sidecar.bench.figure_tables import Document
+from sidecar.errors import InputError, ZdictError
+
+TITLE: Final = "# Figures: what zdict-sidecar was measured to save and cost"
+PREAMBLE: Final = f"""{TITLE}
+
+Every measured figure of the project is on this page, and only here: the other documents link
+to its sections. `make figures` (`python -m sidecar.bench.figures`) renders each `bench` section
+from the benchmarks' JSON in `out/` (`zdict-sidecar bench NAME --json-out FILE`), naming the
+command, the date and the commit each file came from, medians with [min–max] as the benchmarks
+print them. A section no JSON file replaces is kept as it was: those marked *hand-kept* hold the
+last figures typed by hand, each with the command and the date or commit its text names. What
+each benchmark does and how to read it: [README.md](README.md)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """One benchmark JSON file: its name, when it was written (UTC), and its document."""
+
+    name: str
+    written: datetime
+    document: Document
+
+    @property
+    def benchmark(self) -> str:
+        return str(self.document["benchmark"])
+
+
+# -- the page ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Bench:
+    """How one benchmark's JSON becomes Markdown: its command's flags and its tables."""
+
+    flags: Callable[[Document], list[str]]
+    tables: Callable[[Document], list[str]]
+
+
+#: Every benchmark that writes JSON, in the order of the page.
+BENCHES: Final[Mapping[str, Bench]] = {
+    "codec": Bench(tables.codec_flags, tables.codec_tables),
+    "wire": Bench(tables.wire_flags, tables.wire_tables),
+    "choice": Bench(tables.choice_flags, tables.choice_tables),
+    "storage": Bench(tables.storage_flags, tables.storage_tables),
+    "relay": Bench(tables.relay_flags, tables.relay_tables),
+    "producer": Bench(tables.producer_flags, tables.producer_tables),
+    "proxy": Bench(tables.proxy_flags, tables.proxy_tables),
+    "lifecycle": Bench(tables.lifecycle_flags, tables.lifecycle_tables),
+}
+
+
+def section_title(benchmark: str) -> str:
+    """The heading of a benchmark's section (its anchor: `#bench-NAME`)."""
+    return f"bench {benchmark}"
+
+
+def command(source: Source) -> str:
+    """The command that wrote `source`, rebuilt from its benchmark's name and settings."""
+    flags = BENCHES[source.benchmark].flags(source.document)
+    return " ".join(["zdict-sidecar", "bench", source.benchmark, *flags])
+
+
+def provenance(source: Source, commit: str) -> str:
+    """Where `source`'s figures come from: command, date, commit, machine and versions."""
+    env = source.document.get("environment", {})
+    machine = ", ".join(
+        f"{label} {env[key]}"
+        for key, label in (
+            ("zdict_sidecar", "zdict-sidecar"),
+            ("python", "Python"),
+            ("zstandard", "zstandard"),
+            ("libzstd", "libzstd"),
+            ("cpus", "CPUs:"),
+            ("platform", "on"),
+        )
+        if env.get(key) is not None
+    )
+    return (
+        f"From `{source.name}`, written by `{command(source)}` on "
+        f"{source.written:%Y-%m-%d %H:%M} UTC; rendered at commit {commit} (the JSON records no "
+        f"commit); {machine}."
+    )
+
+
+def render_bench(benchmark: str, sources: Sequence[Source], commit: str) -> str:
+    """A benchmark's section: each of its files' provenance and tables."""
+    lines = [f"## {section_title(benchmark)}"]
+    for source in sources:
+        lines += ["", f"### `{source.name}`", "", provenance(source, commit), ""]
+        lines += BENCHES[benchmark].tables(source.document)
+    return "\n".join(lines)
+
+
+def split_sections(page: str) -> list[tuple[str, str]]:
+    """The page's `## ` sections as (title, text with its heading), the preamble left out."""
+    sections: list[tuple[str, str]] = []
+    for chunk in ("\n" + page).split("\n## ")[1:]:
+        title = chunk.split("\n", 1)[0].strip()
+        sections.append((title, f"## {chunk}".rstrip("\n")))
+    return sections
+
+
+def render_page(sources: Sequence[Source], existing: str, commit: str) -> str:
+    """The figures page: the preamble, then the sections of `existing` in their order, each
+    benchmark's replaced by the rendering of its `sources`, and the benchmarks it lacked after.
+
+    Raises:
+        InputError: a file names no benchmark this module renders.
+    """
+    unknown = sorted({s.name for s in sources if s.benchmark not in BENCHES})
+    if unknown:
+        raise InputError(
+            f"{', '.join(unknown)}: not the JSON of a known benchmark "
+            f"({', '.join(BENCHES)}); see sidecar/bench/figures.py"
+        )
+    rendered = {
+        section_title(name): render_bench(
+            name, sorted((s for s in sources if s.benchmark == name), key=lambda s: s.name), commit
+        )
+        for name in BENCHES
+        if any(s.benchmark == name for s in sources)
+    }
+    kept = split_sections(existing)
+    body = [rendered.pop(title, text) for title, text in kept]
+    body += rendered.values()
+    return "\n\n".join([PREAMBLE, *body]) + "\n"
+
+
+# -- the command ---------------------------------------------------------------------------------
+
+
+def load(path: Path) -> Source:
+    """A benchmark JSON file, with its modification time as when it was written.
+
+    Raises:
+        InputError: the file cannot be read or is not a benchmark's JSON.
+    """
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+        written = datetime.fromtimestamp(path.stat().st_mtime, UTC)
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{path}: cannot read a benchmark's JSON: {exc}") from exc
+    if not isinstance(document, dict) or "benchmark" not in document:
+        raise InputError(f"{path}: not a benchmark's JSON (no 'benchmark' key)")
+    return Source(path.name, written, document)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Render the figures page from benchmark JSON files; returns the exit code."""
+    parser = argparse.ArgumentParser(
+        prog="python -m sidecar.bench.figures",
+        description="Render sidecar/bench/FIGURES.md from the benchmarks' JSON (out/bench-*.json).",
+    )
+    parser.add_argument("json", nargs="*", type=Path, help="benchmark JSON files")
+    parser.add_argument(
+        "--out", type=Path, default=Path(__file__).with_name("FIGURES.md"), help="the page"
+    )
+    parser.add_argument("--commit", default="unknown", help="the checkout's commit (git describe)")
+    args = parser.parse_args(argv)
+    try:
+        if not args.json:
+            raise InputError("no benchmark JSON given: run the benchmarks first (make bench)")
+        sources = [load(path) for path in args.json]
+        existing = args.out.read_text(encoding="utf-8") if args.out.exists() else ""
+        args.out.write_text(render_page(sources, existing, args.commit), encoding="utf-8")
+    except (ZdictError, OSError) as exc:
+        print(f"figures: error: {exc}", file=sys.stderr)
+        return 1
+    print(f"wrote {args.out} from {len(sources)} file(s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

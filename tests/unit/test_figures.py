@@ -1,0 +1,498 @@
+"""The figures page generator (`python -m sidecar.bench.figures`, `make figures`): every
+benchmark's JSON, in the shape its own writer gives it, becomes Markdown tables with medians and
+[min–max] as the benchmark prints them, under a section naming the command, the date and the
+commit; the page's other sections are kept.
+
+The documents are built here with the benchmarks' own result types and `to_dict`s, and written
+by `write_bench_results`, the one writer every `zdict-sidecar bench` command uses.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sidecar.bench import figures
+from sidecar.bench.choice import ChoiceRow
+from sidecar.bench.codec import BatchRow, CodecResult, RelayRun, Speed, result_dict
+from sidecar.bench.figure_tables import spread
+from sidecar.bench.lifecycle import COST_SCHEDULE, CostRound, LifecycleResults, results_dict
+from sidecar.bench.producer import ProducerResults, SizeResult
+from sidecar.bench.proxy import CLIENT, PARTS, RATE, WARMUP, Part, ProxyResults
+from sidecar.bench.relay import C_RELAY, PASS_THROUGH, KindResults, LatencyRun
+from sidecar.bench.storage import StorageResults, Variant
+from sidecar.bench.wire import SAMPLE_IDS, WrongDictionary, header_options
+from sidecar.bench.workload import DEMO_SETTINGS, DriftRun
+from sidecar.cli.common import write_bench_results
+from sidecar.cli.main import build_parser
+from sidecar.errors import InputError
+
+ROOT = Path(__file__).resolve().parents[2]
+WRITTEN = datetime(2026, 12, 6, 14, 3, tzinfo=UTC)
+
+#: (benchmark, its settings, its JSON-ready results), as each `cmd_bench_*` passes them.
+Written = tuple[str, Any, Any]
+
+
+def codec() -> Written:
+    result = CodecResult(
+        label="product_viewed",
+        messages=80_000,
+        mean_size=112.6,
+        dict_bytes=65_536,
+        level=3,
+        ratio_with_header=2.0951,
+        ratio_frames_only=2.36,
+        nodict_ratio=1.0342,
+        speeds={
+            "encoder.encode_batch (relay path)": Speed(215_775, 207_754, 216_348),
+            "decoder.decode": Speed(165_195, 156_302, 166_800),
+        },
+        native={
+            "compress_msg_per_s": 217_325.0,
+            "decompress_msg_per_s": 900_000.0,
+            "ratio_frames_only": 2.3,
+            "zstd_cli": "zstd 1.5.7",
+        },
+        batches=[
+            BatchRow(
+                fill,
+                {"raw none": raw, "raw zstd": zstd, "sidecar none": ours},
+                {"zstd": Speed(62_345, 60_000, 63_000)},
+            )
+            for fill, raw, zstd, ours in ((1, 182.6, 185.1, 121.9), (8, 129.2, 67.2, 68.5))
+        ],
+        oracle={3: 25.3, 19: 18.7},
+        encode_vs_batch_api=0.56,
+    )
+    return "codec", {"runs": 3, "count": 100_000, "seed": 1}, [result_dict(result)]
+
+
+def relay() -> Written:
+    def run(name: str, seconds: float, cpu: float) -> RelayRun:
+        return RelayRun(name, 400_000, seconds, 9.0, 150 * 2**20, 0, cpu, 400_000)
+
+    results = KindResults("product_viewed", 400_000, 112.6, 4)
+    results.saturation[C_RELAY] = [run(C_RELAY, 2.0, 1.0), run(C_RELAY, 1.6, 0.94)]
+    results.saturation[PASS_THROUGH] = [run(PASS_THROUGH, 4.0, 1.8), run(PASS_THROUGH, 3.2, 1.4)]
+    results.saturation["compress, 1 worker"] = [run("c", 5.0, 2.4), run("c", 4.0, 2.0)]
+    results.latency["compress, 1 worker @ 20,000/s"] = [
+        LatencyRun("c", 20_000.0, 6.0, achieved_rate=19_978, p50_ms=9.2, p99_ms=17.4, max_ms=37),
+        LatencyRun("c", 20_000.0, 6.0, achieved_rate=19_990, p50_ms=9.6, p99_ms=18.9, max_ms=41),
+    ]
+    args = build_parser().parse_args(
+        ["bench", "relay", "--kind", "product_viewed", "-n", "400000", "--latency-rate", "20000"]
+    )
+    return "relay", vars(args) | {"func": None, "argv": None}, [results.to_dict()]
+
+
+def storage() -> Written:
+    fills = (1, 8)
+    sizes = {
+        ("raw", "none"): (182.4, 129.0),
+        ("raw", "zstd"): (180.7, 67.8),
+        ("sidecar", "none"): (122.5, 69.1),
+        ("sidecar", "zstd"): (122.5, 66.9),
+        ("raw", "lz4"): (182.4, 87.9),
+        ("sidecar", "lz4"): (122.5, 68.4),
+    }
+    variants = []
+    for (source, codec_name), per_fill in sizes.items():
+        for fill, size in zip(fills, per_fill, strict=True):
+            stored = round(size * 4096)
+            variants.append(
+                Variant(
+                    f"{source} {codec_name} {fill}",
+                    source,
+                    codec_name,
+                    fill,
+                    messages=4096,
+                    stored_bytes=stored,
+                    batches=4096 // fill,
+                    predicted_bytes=stored if codec_name == "none" else None,
+                    broker_cpu_seconds=[0.4, 0.37],
+                )
+            )
+    for codec_name, size in (("none", 62.5), ("zstd", 51.3), ("lz4", 55.1)):
+        variants.append(
+            Variant(f"own {codec_name}", "sidecar", codec_name, None, 4096, round(size * 4096), 10)
+        )
+    settings = {
+        "kind": "product_viewed",
+        "count": 4096,
+        "partitions": 8,
+        "runs": 3,
+        "fills (batch.num.messages)": list(fills),
+        "data_dir": "deploy/kafka/.cache/run/data",
+        "broker_pid": 1234,
+    }
+    results = StorageResults("product_viewed", 4096, 4096 * 112, variants, settings)
+    return "storage", results.settings, results.to_dict()
+
+
+def producer() -> Written:
+    size = SizeResult(
+        "~100 B",
+        "product_viewed",
+        112.0,
+        32768,
+        2.1,
+        plain_us=[0.76, 0.5, 0.78],
+        header_us=[0.8, 0.6, 0.9],
+        zdict_us=[4.79, 4.43, 5.45],
+        plain_cpu_us=[0.7, 0.5, 0.7],
+        zdict_cpu_us=[4.6, 4.0, 5.2],
+        encode_us=[2.37, 2.02, 2.48],
+        zstd_us=[2.08, 1.38, 2.23],
+        stored={
+            1: {"raw none": 182.6, "raw zstd": 181.2, "zdict none": 121.5, "zdict zstd": 121.5}
+        },
+    )
+    results = ProducerResults(50_000, 3, (1,), [size])
+    return "producer", results.settings, results.to_dict()
+
+
+def proxy() -> Written:
+    parts = {name: Part(name) for name in PARTS}
+    parts["direct"].records_per_s = [76_596.0, 74_131.0, 131_711.0]
+    parts["proxy"].records_per_s = [24_931.0, 19_144.0, 28_826.0]
+    parts["proxy"].proxy_cpu_s = [1.43, 1.2, 1.45]
+    for name, p50, p99 in (("direct", 4.6, 192.2), ("proxy", 20.2, 276.4)):
+        for suffix in (", fixed rate", ", fixed rate, sparse"):
+            part = parts[name + suffix]
+            part.p50_ms, part.p99_ms = [p50, p50 + 1], [p99, p99 + 10]
+            part.stored_bytes, part.batches, part.records = [666_000], [1_200], [10_000]
+    settings = {
+        "kind": "product_viewed",
+        "count": 100_000,
+        "rate": RATE,
+        "seconds": 10.0,
+        "partitions": 4,
+        "sparse_partitions": 64,
+        "runs": 3,
+        "client": CLIENT,
+        "warmup": WARMUP,
+        "data_dir": None,
+    }
+    results = ProxyResults(settings, parts, {"dict_id": 32768, "heldout_ratio": 2.1})
+    return "proxy", results.settings, results.to_dict()
+
+
+def lifecycle() -> Written:
+    drift = DriftRun(5000, 90.0, 45.0, first_dictionary=10.0, detected=52.2, switched=60.3)
+    drift.recovered, drift.heldout_ratio, drift.pre_ratio = 63.0, 1.88, 1.8
+    drift.dip_ratio, drift.post_ratio, drift.produced, drift.decoded = 1.18, 3.44, 450_500, 450_500
+    drift.trainings = [{"seconds": 6.6, "cpu_seconds": 5.2}, {"seconds": 4.6, "cpu_seconds": 3.4}]
+    cost = [
+        CostRound(2_000_000, 30.0, 3, [seconds], [active], [idle], 80.0, training_cpu)
+        for seconds, active, idle, training_cpu in (
+            (11.6, 61_501.0, 64_997.0, 19.8),
+            (10.6, 61_415.0, 60_745.0, 19.6),
+            (13.0, 64_273.0, 65_915.0, 23.1),
+        )
+    ]
+    settings = {
+        "drift": {"rate": 5000, "seconds": 90.0, "drift_after": 45.0, **DEMO_SETTINGS},
+        "cost": {"messages": 2_000_000, "partitions": 4, **COST_SCHEDULE},
+        "work_dir": "/tmp/zdict-bench-lifecycle-x",
+    }
+    results = LifecycleResults([drift], cost, 2_000_000, settings)
+    return "lifecycle", results.settings, results_dict(results)
+
+
+def choice() -> Written:
+    row = ChoiceRow(
+        "dpkg-log", "log lines", 5256, 68.4, 359_510, 250_530, 296_870, "16 KiB, level 3",
+        "promoted", 2048, 3, 1.2,
+    )  # fmt: skip
+    return "choice", {"limit": 20_000, "corpora": None}, [row.to_dict()]
+
+
+def wire() -> Written:
+    headers = [{name: getattr(h, name) for name in h.__slots__} for h in header_options()]
+    frames = {
+        "product_viewed": [
+            ["product_viewed", "standard: magic, dictionary id, content size", 53.86],
+            ["product_viewed", "- magic too (compact)", 47.86],
+        ]
+    }
+    wrong = WrongDictionary(100_000, Counter({"zstd refused": 98_720, "fingerprint caught": 1_020}))
+    settings = {"count": 60_000, "kinds": ["product_viewed"], "corpora": None, "pairs": 100_000}
+    results = {"headers": headers, "frames": frames, "wrong_dictionary": wrong.to_dict()}
+    return "wire", settings, results
+
+
+#: Each benchmark's document, and what its rendering must show (as the benchmark prints it).
+CASES: dict[str, tuple[Callable[[], Written], list[str]]] = {
+    "codec": (
+        codec,
+        [
+            "| `encoder.encode_batch (relay path)` | 215,775 [207,754–216,348] | 0.99 |",
+            "| `zstd -b` (native CLI) | 217,325 | 1.00 |",
+            "| product_viewed | 80,000 | 112.6 | 64 KiB | 3 | 2.095 | 2.360 | 1.034 |",
+            "| 1 | 182.6 (1.00×) | 185.1 (0.99×) | 121.9 (1.50×) | 62,345 [60,000–63,000] |",
+            "crossover, producer zstd: stores fewer bytes than the sidecar's records from ~",
+            "level 3: 25.3 B, level 19: 18.7 B",
+        ],
+    ),
+    "relay": (
+        relay,
+        [
+            "| C relay (kcat -C \\| kcat -P) | 225,000 [200,000–250,000] | 2.00 | "
+            "2.42 [2.35–2.50] | 1.00 | 150 | 0 |",
+            "| pass-through, 1 worker | 112,500 [100,000–125,000] | 1.00 | 4.00 [3.50–4.50] | "
+            "1.65 |",
+            "| compress, 1 worker | 90,000 [80,000–100,000] | 0.80 | 5.50 [5.00–6.00] | 2.27 |",
+            "| compress, 1 worker @ 20,000/s | 19,984 [19,978–19,990] | 9.4 [9.2–9.6] | "
+            "18.1 [17.4–18.9] | 39 [37–41] |",
+        ],
+    ),
+    "storage": (
+        storage,
+        [
+            "| 1 | 182.4 (0.61×) | 180.7 (0.62×) | 182.4 (0.61×) | **122.5 (0.91×)** | "
+            "**122.5 (0.91×)** | **122.5 (0.91×)** | 94/94/94 · 94/94/94 |",
+            "| 8 | 129.0 (0.87×) | 67.8 (1.65×) | 87.9 (1.27×) | 69.1 (1.62×) | **66.9 (1.67×)** |",
+            "own producer, full speed (410 / 410 / 410 per batch) |  |  |  | 62.5 (1.79×) | "
+            "51.3 (2.18×) | 55.1 (2.03×) | · –/–/– |",
+            "Kafka's record format at every fill: yes",
+            "- crossover, producer zstd: stores fewer bytes than the sidecar's records from ~7.6",
+            "- crossover, producer lz4: not within 8 records per batch",
+        ],
+    ),
+    "producer": (
+        producer,
+        [
+            "| ~100 B (`product_viewed`, 112 B) | 0.76 [0.50–0.78] | 4.79 [4.43–5.45] | "
+            "4.03 [3.93–4.67] |",
+            "| 1 | 182.6 | 181.2 | 121.5 | 121.5 (1.49×) |",
+        ],
+    ),
+    "proxy": (
+        proxy,
+        [
+            "| records/s, unthrottled (100,000 events, 4 partitions) | 76,596 [74,131–131,711] | "
+            "24,931 [19,144–28,826] |",
+            "| records per proxy CPU second |  | 69,930 [68,966–83,333] |",
+            "| p50 ms at 5,000 records/s, produce() → delivery report | 5.1 [4.6–5.6] | "
+            "20.7 [20.2–21.2] |",
+            "| stored bytes/record at 5,000 records/s over 64 partitions (records/batch) | "
+            "66.6 (8.3) | 66.6 (8.3) |",
+        ],
+    ),
+    "lifecycle": (
+        lifecycle,
+        [
+            "| 1 | 10.0 s | +7.2 s | +15.3 s | +18.0 s | 1.88 / 1.80 / 1.18 / 3.44 | "
+            "450,500 / 450,500 |",
+            "- training runs beside the relay: 2, 5.6 [4.6–6.6] s wall, 4.3 [3.4–5.2] CPU seconds",
+            "| msg/s while a training run is under way | 61,501 [61,415–64,273] |",
+            "| ratio active / idle, within each run | 0.98 [0.95–1.01] |",
+        ],
+    ),
+    "choice": (
+        choice,
+        [
+            "| dpkg-log | 5,256 | 68.4 | 1.435 | 1.211 | 1.185 | 2 KiB, 3 | 16 KiB, level 3 |",
+            "Ours / naive: median 1.185, min 1.185, max 1.185 over 1 corpora.",
+        ],
+    ),
+    "wire": (
+        wire,
+        [
+            "| header | key | " + " | ".join(f"id {i}" for i in SAMPLE_IDS) + " | note |",
+            "| compact tag (fingerprint + varint) | `zd` | 6 | 7 | 8 |",
+            "| product_viewed | 53.86 | 47.86 |",
+            "| zstd refused | 98,720 | 98.72% |",
+        ],
+    ),
+}
+
+
+def written(tmp_path: Path, name: str, document: Written) -> Path:
+    """`document` written as its benchmark writes it, dated `WRITTEN`."""
+    path = tmp_path / f"bench-{name}.json"
+    write_bench_results(*document, str(path))
+    os.utime(path, (WRITTEN.timestamp(), WRITTEN.timestamp()))
+    return path
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_each_benchmarks_json_renders_as_the_benchmark_prints_it(name: str, tmp_path: Path) -> None:
+    build, expected = CASES[name]
+    source = figures.load(written(tmp_path, name, build()))
+    section = figures.render_bench(source.benchmark, [source], "abc1234")
+    assert section.startswith(f"## bench {name}\n\n### `bench-{name}.json`\n")
+    for text in expected:
+        assert text in section
+
+
+def test_every_benchmark_has_a_case() -> None:
+    assert set(CASES) == set(figures.BENCHES)
+
+
+def test_the_provenance_names_the_command_the_date_the_commit_and_the_machine(
+    tmp_path: Path,
+) -> None:
+    source = figures.load(written(tmp_path, "relay", relay()))
+    line = figures.provenance(source, "4b20d49-dirty")
+    assert (
+        "written by `zdict-sidecar bench relay --kind product_viewed -n 400000 --partitions 4 "
+        "--runs 3 --latency-rate 20000 --latency-seconds 6.0` on 2026-12-06 14:03 UTC" in line
+    )
+    assert "rendered at commit 4b20d49-dirty (the JSON records no commit)" in line
+    assert f"CPUs: {os.cpu_count()}" in line and "libzstd" in line
+
+
+@pytest.mark.parametrize(
+    ("name", "command"),
+    [
+        ("codec", "zdict-sidecar bench codec --kind product_viewed -n 100000 --seed 1 --runs 3"),
+        (
+            "storage",
+            "zdict-sidecar bench storage --kind product_viewed -n 4096 --partitions 8 --runs 3 "
+            "--fills 1,8 --data-dir deploy/kafka/.cache/run/data",
+        ),
+        ("producer", "zdict-sidecar bench producer -n 50000 --runs 3 --fills 1"),
+        (
+            "proxy",
+            "zdict-sidecar bench proxy --kind product_viewed -n 100000 --seconds 10.0 "
+            "--partitions 4 --runs 3",
+        ),
+        (
+            "lifecycle",
+            "zdict-sidecar bench lifecycle --runs 1 --rate 5000 --seconds 90.0 --drift-after 45.0 "
+            "--cost-rounds 3 --cost-messages 2000000",
+        ),
+        ("choice", "zdict-sidecar bench choice --limit 20000"),
+        ("wire", "zdict-sidecar bench wire -n 60000 --kind product_viewed --pairs 100000"),
+    ],
+)
+def test_the_command_is_rebuilt_from_the_settings(name: str, command: str, tmp_path: Path) -> None:
+    source = figures.load(written(tmp_path, name, CASES[name][0]()))
+    assert figures.command(source) == command
+
+
+def test_every_rebuilt_command_parses(tmp_path: Path) -> None:
+    for name, (build, _) in CASES.items():
+        command = figures.command(figures.load(written(tmp_path, name, build())))
+        build_parser().parse_args(command.split()[1:])
+
+
+HAND_KEPT = """# Figures: an older preamble
+
+## bench relay
+
+*Hand-kept.* 87,702 msg/s, typed by hand.
+
+## make evaluate
+
+*Hand-kept.* Ratio 2.095.
+
+## bench choice
+
+*Hand-kept.* Median 1.039.
+"""
+
+
+def test_rendered_sections_replace_their_hand_kept_ones_and_the_rest_stays(
+    tmp_path: Path,
+) -> None:
+    sources = [
+        figures.load(written(tmp_path, "relay", relay())),
+        figures.load(written(tmp_path, "wire", wire())),
+    ]
+    page = figures.render_page(sources, HAND_KEPT, "abc1234")
+    assert page.startswith(figures.PREAMBLE + "\n\n## bench relay\n\n### `bench-relay.json`")
+    assert "older preamble" not in page and "87,702" not in page
+    assert "## make evaluate\n\n*Hand-kept.* Ratio 2.095." in page
+    assert "## bench choice\n\n*Hand-kept.* Median 1.039." in page
+    # A benchmark the page had no section for comes after the kept ones.
+    assert page.index("## bench choice") < page.index("## bench wire")
+    assert page.endswith("|\n")
+
+
+def test_several_files_of_one_benchmark_share_its_section(tmp_path: Path) -> None:
+    first = written(tmp_path, "relay", relay())
+    second = first.with_name("bench-relay-order.json")
+    second.write_bytes(first.read_bytes())
+    page = figures.render_page([figures.load(first), figures.load(second)], "", "abc")
+    assert page.count("## bench relay") == 1
+    assert page.index("### `bench-relay-order.json`") < page.index("### `bench-relay.json`")
+
+
+def test_a_json_of_no_known_benchmark_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "bench-other.json"
+    path.write_text(json.dumps({"benchmark": "other", "settings": {}, "results": []}))
+    with pytest.raises(InputError, match=r"bench-other\.json: not the JSON of a known benchmark"):
+        figures.render_page([figures.load(path)], "", "abc")
+
+
+@pytest.mark.parametrize("text", ["not json", "[1, 2]", '{"results": []}'])
+def test_a_file_that_is_no_benchmark_json_is_refused(text: str, tmp_path: Path) -> None:
+    path = tmp_path / "bench-x.json"
+    path.write_text(text)
+    with pytest.raises(InputError, match=r"bench-x\.json"):
+        figures.load(path)
+
+
+def test_main_writes_the_page_from_the_files(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    page = tmp_path / "FIGURES.md"
+    page.write_text(HAND_KEPT)
+    json_file = written(tmp_path, "choice", choice())
+    assert figures.main([str(json_file), "--out", str(page), "--commit", "abc1234"]) == 0
+    text = page.read_text()
+    assert "rendered at commit abc1234" in text and "## make evaluate" in text
+    assert "wrote" in capsys.readouterr().out
+
+
+def test_main_without_files_fails_naming_what_to_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert figures.main(["--out", str(tmp_path / "FIGURES.md")]) == 1
+    assert "run the benchmarks first (make bench)" in capsys.readouterr().err
+    assert not (tmp_path / "FIGURES.md").exists()
+
+
+def test_the_committed_page_has_a_section_for_every_benchmark() -> None:
+    page = (ROOT / "sidecar" / "bench" / "FIGURES.md").read_text(encoding="utf-8")
+    assert page.startswith(figures.PREAMBLE + "\n")
+    titles = [title for title, _ in figures.split_sections(page)]
+    assert [t for t in titles if t.startswith("bench ")] == [
+        figures.section_title(name) for name in figures.BENCHES
+    ]
+
+
+def test_the_generator_loads_no_kafka_client() -> None:
+    code = (
+        "import sys, sidecar.bench.figures; print(sorted(m for m in sys.modules if 'kafka' in m))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert result.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize(
+    ("values", "fmt", "text"),
+    [
+        ([], "{:.1f}", "–"),
+        ([4.03], "{:.2f}", "4.03"),
+        ([3.67, 4.96, 4.03], "{:.2f}", "4.03 [3.67–4.96]"),
+        ([-0.2, 0.1, 0.3], "{:+.1f}", "+0.1 [-0.2–+0.3]"),
+        ([110_320, 106_952, 124_455], "{:,.0f}", "110,320 [106,952–124,455]"),
+    ],
+)
+def test_a_spread_is_the_median_and_its_range(values: list[float], fmt: str, text: str) -> None:
+    assert spread(values, fmt) == text
