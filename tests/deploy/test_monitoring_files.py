@@ -22,7 +22,7 @@ from deploy.monitoring import PROMETHEUS_RULE_PATH
 from deploy.monitoring.dashboard import dashboard_json
 from deploy.monitoring.prometheus_rule import prometheus_rule_yaml
 from sidecar.metrics import Metrics
-from tests.promql import (
+from tests.deploy.promql import (
     dashboard_queries,
     dashboard_variables,
     exported_names,
