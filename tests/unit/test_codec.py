@@ -33,7 +33,7 @@ from sidecar.codec import (
 )
 from sidecar.dictionaries import Dictionary, DictionaryStore
 from sidecar.errors import CorruptFrame, OutputTooLarge, UnknownDictionary
-from tests.unit.conftest import AddDictionary, add_to_store
+from tests.unit.dictionaries import AddDictionary, add_to_store
 
 MiB = 1024 * 1024
 

@@ -54,7 +54,7 @@ from sidecar.dictionaries.registry import (
 from sidecar.errors import ConfigError, DictionaryIntegrityError, RegistryUnavailable
 from sidecar.metrics import Metrics
 from sidecar.trainer import Trainer
-from tests.unit.test_registry_state import activation, consumed, make
+from tests.unit.registry_records import activation, consumed, make
 
 Record = tuple[bytes | None, bytes | None, list[tuple[str, Any]]]
 FMT = (FORMAT_HEADER, FORMAT)

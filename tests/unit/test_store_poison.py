@@ -32,7 +32,7 @@ from sidecar.errors import (
     UnknownDictionary,
     ZdictError,
 )
-from tests.unit.conftest import AddDictionary, add_to_store
+from tests.unit.dictionaries import AddDictionary, add_to_store
 
 SECRET = b"SECRET-password=hunter2"
 
