@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from sidecar import __version__
-from sidecar.cli import bench, dicts, proxy, relay
+from sidecar.cli import bench, dicts, proxy, run
 from sidecar.cli.common import PROG
 from sidecar.errors import ConfigError, ZdictError
 
@@ -32,11 +32,11 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_generate(commands)
     dicts.add_train(commands)
     dicts.add_evaluate(commands)
-    relay.add_run(commands)
+    run.add_run(commands)
     proxy.add_proxy(commands)
-    relay.add_cat(commands)
-    relay.add_verify(commands)
-    relay.add_report(commands)
+    run.add_cat(commands)
+    run.add_verify(commands)
+    run.add_report(commands)
     bench.add_demo(commands)
     bench.add_bench(commands)
     dicts.add_dicts(commands)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from sidecar.cli.main import main
-from sidecar.cli.relay import parse_delimiter
+from sidecar.cli.run import parse_delimiter
 from sidecar.dictionaries import DictionaryStore
 
 FAST = ["--budget-us", "0", "--budget-mb-per-s", "0"]
