@@ -49,8 +49,9 @@ evaluate: $(STAMP)
 
 ## test: lint, type-check, then every test; the integration tests get a real Kafka broker:
 ## KAFKA_BOOTSTRAP_SERVERS if set, else deploy/kafka/kafka-local starts one and stops it after.
+## Property tests run every example they name (the thorough hypothesis profile).
 test: $(STAMP) tools lint
-	deploy/kafka/kafka-local exec -- $(BIN)/pytest -q
+	HYPOTHESIS_PROFILE=thorough deploy/kafka/kafka-local exec -- $(BIN)/pytest -q
 
 ## soak: the fault tests at 1,000,000 records (ZDICT_SOAK=1): ten kill -9, storm, stall, queue
 soak: $(STAMP) tools

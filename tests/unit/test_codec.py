@@ -33,6 +33,7 @@ from sidecar.codec import (
 )
 from sidecar.dictionaries import Dictionary, DictionaryStore
 from sidecar.errors import CorruptFrame, OutputTooLarge, UnknownDictionary
+from tests.hypothesis_profiles import examples
 from tests.unit.dictionaries import AddDictionary, add_to_store
 
 MiB = 1024 * 1024
@@ -277,7 +278,9 @@ header_lists = st.lists(
 )
 
 
-@settings(max_examples=10_000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=examples(10_000), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 @given(
     value=st.none() | st.binary(max_size=1500), headers=header_lists, min_size=st.integers(0, 64)
 )
@@ -300,7 +303,7 @@ def test_decode_of_encode_is_the_input_for_any_bytes_and_headers(
         assert encoded.value == value
 
 
-@settings(max_examples=3_000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(3_000), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     value=st.none()
     | st.binary(max_size=600)
@@ -356,7 +359,7 @@ unusual_records = st.sampled_from(
 )
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 # Plain: without headers, one that does not shrink, a suspect first byte; all below min_size
 # (the pass-through baseline), one of them empty; then every record with headers.
 @example(unusual=[], min_size=0, headed=False)

@@ -18,6 +18,7 @@ from sidecar.bench.events import KINDS, extract_id, generate
 from sidecar.bench.events.primitives import encode_json
 from sidecar.bench.events.web import USER_AGENTS
 from sidecar.errors import InputError
+from tests.hypothesis_profiles import examples
 
 JSON_KINDS = ("product_viewed", "customer", "order")
 
@@ -423,7 +424,7 @@ def test_zero_events_yields_nothing() -> None:
         assert list(generate(kind, 0)) == []
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(
     kind=st.sampled_from(KINDS),
     n=st.integers(0, 300),

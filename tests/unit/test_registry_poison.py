@@ -54,6 +54,7 @@ from sidecar.dictionaries.registry import (
 from sidecar.errors import ConfigError, DictionaryIntegrityError, RegistryUnavailable
 from sidecar.metrics import Metrics
 from sidecar.trainer import Trainer
+from tests.hypothesis_profiles import examples
 from tests.unit.registry_records import activation, consumed, make
 
 Record = tuple[bytes | None, bytes | None, list[tuple[str, Any]]]
@@ -460,7 +461,7 @@ def metadata_headers(champion: Dictionary) -> list[bytes]:
 
 
 @settings(
-    max_examples=300,
+    max_examples=examples(300),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
