@@ -96,8 +96,10 @@ bench-clients: $(STAMP)
 bench-lifecycle: $(STAMP)
 	deploy/kafka/kafka-local exec -- $(BIN)/zdict-sidecar bench lifecycle
 
+## unit: the broker-free tests (tests/unit, tests/deploy) but the slow ones, each property test
+## capped at 100 examples: a quick check while working; `make test` runs every test in full
 unit: $(STAMP) tools
-	$(BIN)/pytest -q tests/unit
+	$(BIN)/pytest -q -m "not slow" tests/unit tests/deploy
 
 clean:
 	rm -rf $(OUT) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -397,6 +397,7 @@ def test_promtool_check_rules_accepts_every_rule_file() -> None:
     assert rules >= 27
 
 
+@pytest.mark.slow
 def test_every_alert_fires_on_its_condition_in_promtool_unit_tests() -> None:
     tests = sorted((PROMETHEUS / "tests").glob("*.test.yml"))
     result = _run("test", "rules", *map(str, tests))

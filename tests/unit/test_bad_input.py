@@ -488,6 +488,7 @@ def test_every_subcommand_has_cases() -> None:
     assert missing == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_bad_input_gets_one_clear_message_and_its_exit_code(
     case: Case, outcomes: dict[str, Outcome], files: dict[str, str]

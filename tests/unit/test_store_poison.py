@@ -385,6 +385,7 @@ def _checked(call: Any, *args: Any) -> Any:
         return None
 
 
+@pytest.mark.slow
 @settings(
     max_examples=examples(150),
     deadline=None,
