@@ -15,8 +15,8 @@ if TYPE_CHECKING:
 
 def cmd_generate(args: argparse.Namespace) -> int:
     out: BinaryIO = sys.stdout.buffer
-    for event in generate(args.kind, args.count, seed=args.seed, drift_at=args.drift_at):
-        out.write(event + b"\n")
+    events = generate(args.kind, args.count, seed=args.seed, drift_at=args.drift_at)
+    out.writelines(event + b"\n" for event in events)
     out.flush()
     return 0
 

@@ -43,13 +43,9 @@ def read_all(bootstrap: str, topic: str, expected: int, timeout: float = 60.0) -
     deadline = time.monotonic() + timeout
     try:
         while len(found) < expected and time.monotonic() < deadline:
-            for msg in consumer.consume(1000, 0.5):
-                if msg.error() is None:
-                    found.append(msg)
+            found += [msg for msg in consumer.consume(1000, 0.5) if msg.error() is None]
         # Anything beyond `expected` (a duplicate) would arrive within this second.
-        for msg in consumer.consume(1000, 1.0):
-            if msg.error() is None:
-                found.append(msg)
+        found += [msg for msg in consumer.consume(1000, 1.0) if msg.error() is None]
     finally:
         consumer.close()
     assert len(found) >= expected, f"{len(found)} of {expected} records arrived in {topic}"

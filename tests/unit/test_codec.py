@@ -452,9 +452,11 @@ def test_an_encoder_and_a_decoder_can_be_shared_by_threads(
     failures: list[str] = []
 
     def work(offset: int) -> None:
-        for raw in events[offset : offset + 500]:
-            if decoder.decode(*encoder.encode(raw)) != raw:
-                failures.append(f"mismatch at {offset}")
+        failures.extend(
+            f"mismatch at {offset}"
+            for raw in events[offset : offset + 500]
+            if decoder.decode(*encoder.encode(raw)) != raw
+        )
 
     threads = [threading.Thread(target=work, args=(4000 + 500 * i,)) for i in range(4)]
     for t in threads:
