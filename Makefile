@@ -49,8 +49,9 @@ evaluate: $(STAMP)
 
 ## test: lint, type-check, then every test; the integration tests get a real Kafka broker:
 ## KAFKA_BOOTSTRAP_SERVERS if set, else deploy/kafka/kafka-local starts one and stops it after.
+## Property tests run every example they name (the thorough hypothesis profile).
 test: $(STAMP) tools lint
-	deploy/kafka/kafka-local exec -- $(BIN)/pytest -q
+	HYPOTHESIS_PROFILE=thorough deploy/kafka/kafka-local exec -- $(BIN)/pytest -q
 
 ## soak: the fault tests at 1,000,000 records (ZDICT_SOAK=1): ten kill -9, storm, stall, queue
 soak: $(STAMP) tools
@@ -59,10 +60,15 @@ soak: $(STAMP) tools
 integration: $(STAMP) tools
 	deploy/kafka/kafka-local exec -- $(BIN)/pytest -q tests/integration
 
+# Python scripts without a .py suffix, which neither tool finds in a directory on its own; mypy
+# checks them in a run of their own (paths on its command line replace pyproject's packages).
+SCRIPTS := deploy/kafka/kafka-local
+
 lint: $(STAMP)
-	$(BIN)/ruff check sidecar tests deploy
-	$(BIN)/ruff format --check sidecar tests deploy
+	$(BIN)/ruff check sidecar tests deploy $(SCRIPTS)
+	$(BIN)/ruff format --check sidecar tests deploy $(SCRIPTS)
 	$(BIN)/mypy
+	$(BIN)/mypy $(SCRIPTS)
 
 ## bench: the standard benchmarks in under 15 minutes (tables on stdout, JSON and PNGs in out/):
 ## the codec, the wire format and the dictionary choice on this machine's real corpora offline,
@@ -102,8 +108,10 @@ figures: $(STAMP)
 	$(BIN)/python -m sidecar.bench.figures --out sidecar/bench/FIGURES.md \
 		--commit "$$(git describe --always --dirty 2>/dev/null || echo unknown)" $(wildcard $(OUT)/bench-*.json)
 
+## unit: the broker-free tests (tests/unit, tests/deploy) but the slow ones, each property test
+## capped at 100 examples: a quick check while working; `make test` runs every test in full
 unit: $(STAMP) tools
-	$(BIN)/pytest -q tests/unit
+	$(BIN)/pytest -q -m "not slow" tests/unit tests/deploy
 
 clean:
 	rm -rf $(OUT) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -258,7 +258,7 @@ class NamespaceMetrics:
 
     def observe_delivery_latency(self, seconds: float) -> None:
         """One delivered record: input record timestamp → output acknowledged (clamped at 0)."""
-        self._latency.observe(seconds if seconds > 0.0 else 0.0)
+        self._latency.observe(max(0.0, seconds))
 
     def training_run(self, result: str, seconds: float, cpu_seconds: float = 0.0) -> None:
         """One training run ended with `result` (a `Decision`: promoted, rejected or failed),

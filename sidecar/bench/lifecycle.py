@@ -217,7 +217,7 @@ def results_dict(results: LifecycleResults) -> dict[str, Any]:
         "drift": [run.to_dict() for run in results.drift],
         "cost": [
             {
-                **{k: v for k, v in asdict(r).items() if k not in ("series",)},
+                **{k: v for k, v in asdict(r).items() if k != "series"},
                 "active_rate": r.active_rate,
                 "idle_rate": r.idle_rate,
                 "ratio": r.ratio,

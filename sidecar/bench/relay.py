@@ -207,6 +207,38 @@ def latency_run(
     return result
 
 
+def _produce_until(
+    producer: Producer,
+    topic: str,
+    partitions: int,
+    values: Sequence[bytes],
+    produced: int,
+    due: int,
+    window: tuple[int, int],
+) -> tuple[int, int]:
+    """Produce records `produced` up to `due` (the values in turn, the partitions round robin),
+    each stamped with the time it is produced; returns `due` and how many of the records were
+    stamped within `window` (ms since the epoch, end excluded)."""
+    n = len(values)
+    measured = 0
+    while produced < due:
+        stamp = int(time.time() * 1000)
+        try:
+            producer.produce(
+                topic,
+                values[produced % n],
+                partition=produced % partitions,
+                timestamp=stamp,
+            )
+        except BufferError:
+            producer.poll(0.01)
+            continue
+        produced += 1
+        if window[0] <= stamp < window[1]:
+            measured += 1
+    return produced, measured
+
+
 def _drive(
     producer: Producer,
     consumer: Consumer,
@@ -226,27 +258,16 @@ def _drive(
     latencies: list[float] = []
     produced = measured = received = 0
     drain_until = first_seen = last_seen = 0.0
-    n = len(values)
     while True:
         elapsed = time.monotonic() - start
         busy = False
         if elapsed < end:
             due = int(elapsed * rate) + 1 if rate else produced + 500
-            while produced < due:
-                stamp = int(time.time() * 1000)
-                try:
-                    producer.produce(
-                        topic,
-                        values[produced % n],
-                        partition=produced % partitions,
-                        timestamp=stamp,
-                    )
-                except BufferError:
-                    producer.poll(0.01)
-                    continue
-                produced += 1
-                if measure_from <= stamp < measure_to:
-                    measured += 1
+            window = (measure_from, measure_to)
+            produced, due_measured = _produce_until(
+                producer, topic, partitions, values, produced, due, window
+            )
+            measured += due_measured
             busy = True
         elif not drain_until:
             producer.flush(60)

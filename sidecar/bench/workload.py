@@ -158,7 +158,7 @@ class SidecarProcess:
                 continue
             stamp = event.get("timestamp")
             if isinstance(stamp, str):
-                event["t"] = datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+                event["t"] = datetime.fromisoformat(stamp).timestamp()
             out.append(event)
         return out
 

@@ -1,5 +1,5 @@
-"""`bench codec|relay|storage|lifecycle|producer`, `generate` and `demo`: the evidence, its
-sample data and the whole job on a local broker, with the benchmarks' tables.
+"""`bench codec|relay|storage|lifecycle|producer|proxy` (and `bench choice|wire` from
+bench_offline): the evidence, with the benchmarks' tables.
 
 The benchmark modules are imported when their command runs: they pull in the Kafka clients,
 matplotlib and the native zstd CLI's runner, which no other command needs.
@@ -8,18 +8,18 @@ matplotlib and the native zstd CLI's runner, which no other command needs.
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import statistics
 import sys
 from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO, Final
+from typing import TYPE_CHECKING, Final
 
 from sidecar.bench.events import KINDS, generate
 from sidecar.cli.bench_offline import add_bench_offline
 from sidecar.cli.common import (
+    bench_bootstrap,
     note_sample,
     number,
     output_file,
@@ -97,62 +97,11 @@ def fills(text: str) -> tuple[int, ...]:
     return values
 
 
-def _bench_bootstrap() -> str:
-    """The broker a benchmark runs against: $KAFKA_BOOTSTRAP_SERVERS, required, and answering.
-
-    Raises:
-        ConfigError: the variable is not set, or a ZDICT_* setting is invalid.
-        KafkaUnavailable: no broker answered.
-    """
-    bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
-    if not bootstrap:
-        raise ConfigError(
-            "KAFKA_BOOTSTRAP_SERVERS is not set: point it at a broker (make bench and make demo "
-            "start a local one)"
-        )
-    check_broker(bootstrap)
-    return bootstrap
-
-
-def check_broker(bootstrap: str) -> None:
-    """Ask the broker once before anything is measured, within
-    `ZDICT_RELAY__UNREACHABLE_TIMEOUT` (at most 30 s): a benchmark would otherwise wait on each
-    of its clients in turn, and end in a timeout that names nothing.
-
-    Raises:
-        ConfigError: a ZDICT_* setting is invalid (the sidecars a benchmark starts read them).
-        KafkaUnavailable: no broker answered.
-    """
-    from sidecar.config import load_settings
-    from sidecar.kafka import partition_counts, plain_admin
-
-    timeout = min(load_settings().relay.unreachable_timeout, 30.0)
-    partition_counts(plain_admin(bootstrap), [], timeout, f"{bootstrap} (KAFKA_BOOTSTRAP_SERVERS)")
-
-
 def _median_range(values: Sequence[float], fmt: str = "{:,.0f}") -> str:
     if not values:
         return "-"
     low, mid, high = min(values), statistics.median(values), max(values)
     return f"{fmt.format(mid)} [{fmt.format(low)}-{fmt.format(high)}]"
-
-
-# -- generate, demo ------------------------------------------------------------------------------
-
-
-def cmd_generate(args: argparse.Namespace) -> int:
-    out: BinaryIO = sys.stdout.buffer
-    for event in generate(args.kind, args.count, seed=args.seed, drift_at=args.drift_at):
-        out.write(event + b"\n")
-    out.flush()
-    return 0
-
-
-def cmd_demo(args: argparse.Namespace) -> int:
-    from sidecar.bench import demo
-
-    _bench_bootstrap()
-    return demo.main(duration=args.duration, rate=args.rate)
 
 
 # -- bench codec ---------------------------------------------------------------------------------
@@ -290,7 +239,7 @@ def cmd_bench_codec(args: argparse.Namespace) -> int:
 def cmd_bench_relay(args: argparse.Namespace) -> int:
     from sidecar.bench import relay as bench_relay
 
-    bootstrap = _bench_bootstrap()
+    bootstrap = bench_bootstrap()
     rates = args.latency_rate
     kinds = args.kind or ["product_viewed", "order"]
     c_relay = shutil.which("kcat") is not None
@@ -432,7 +381,7 @@ def cmd_bench_storage(args: argparse.Namespace) -> int:
             "--data-dir is required: the broker's log.dirs, whose segments are measured "
             "(make bench passes the local broker's, deploy/kafka/.cache/run/data)"
         )
-    bootstrap = _bench_bootstrap()
+    bootstrap = bench_bootstrap()
     results = bench_storage.bench_storage(
         bootstrap,
         Path(args.data_dir),
@@ -537,7 +486,7 @@ def format_storage(results: StorageResults) -> str:
 def cmd_bench_producer(args: argparse.Namespace) -> int:
     from sidecar.bench import producer as bench_producer
 
-    bootstrap = _bench_bootstrap()
+    bootstrap = bench_bootstrap()
     results = bench_producer.bench_producer(
         bootstrap, count=args.count, runs=args.runs, fills=args.fills
     )
@@ -555,7 +504,7 @@ def cmd_bench_lifecycle(args: argparse.Namespace) -> int:
 
     if not args.drift_after < args.seconds:
         raise ConfigError("--drift-after must be within --seconds")
-    bootstrap = _bench_bootstrap()
+    bootstrap = bench_bootstrap()
     results = bench_lifecycle.bench_lifecycle(
         bootstrap,
         drift_runs=args.runs,
@@ -671,37 +620,6 @@ def _format_cost(results: LifecycleResults) -> str:
     )
 
 
-# -- parsers -------------------------------------------------------------------------------------
-
-
-def add_generate(commands: Commands) -> None:
-    p = commands.add_parser("generate", help="print deterministic sample events, one per line")
-    p.add_argument("--kind", choices=KINDS, default="product_viewed")
-    p.add_argument(
-        "-n", "--count", type=number(int, ge=0), default=10_000, help="events (default 10000)"
-    )
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument(
-        "--drift-at", type=number(int, ge=0), metavar="K", help="change the schema after K events"
-    )
-    p.set_defaults(func=cmd_generate)
-
-
-def add_demo(commands: Commands) -> None:
-    p = commands.add_parser("demo", help="the whole job on a local broker (make demo)")
-    p.add_argument(
-        "--duration",
-        type=number(float, gt=0),
-        default=60.0,
-        metavar="S",
-        help="seconds of traffic",
-    )
-    p.add_argument(
-        "--rate", type=number(int, ge=1), default=5000, metavar="N", help="events per second"
-    )
-    p.set_defaults(func=cmd_demo)
-
-
 # -- bench proxy ---------------------------------------------------------------------------------
 
 
@@ -709,7 +627,7 @@ def cmd_bench_proxy(args: argparse.Namespace) -> int:
     from sidecar.bench import proxy as bench
 
     results = bench.bench_proxy(
-        _bench_bootstrap(),
+        bench_bootstrap(),
         Path(args.data_dir) if args.data_dir else None,
         kind=args.kind,
         count=args.count,
@@ -741,6 +659,9 @@ def _add_bench_proxy(benches: Commands) -> None:
     b.add_argument("--data-dir", metavar="DIR", help="the broker's log.dirs (bytes stored)")
     b.add_argument("--json-out", type=output_file, default="out/bench-proxy.json", metavar="FILE")
     b.set_defaults(func=cmd_bench_proxy)
+
+
+# -- parsers -------------------------------------------------------------------------------------
 
 
 def add_bench(commands: Commands) -> None:

@@ -1,6 +1,6 @@
 """What several commands share: the program name, settings with logging, the checked types of
 numeric flags, input lines (sampled while streaming, with caps), the registry and a decoder over
-it, the `--config`/`--dictionaries` flags, and a benchmark's output files."""
+it, the `--config`/`--dictionaries` flags, and a benchmark's broker and output files."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import argparse
 import heapq
 import json
 import math
+import os
 import random
 import sys
 from collections.abc import Callable, Mapping
@@ -330,3 +331,37 @@ def write_bench_results(
         print(f"wrote {chart()}")
     except MissingDependency as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
+
+
+def bench_bootstrap() -> str:
+    """The broker a benchmark or the demo runs against: $KAFKA_BOOTSTRAP_SERVERS, required, and
+    answering.
+
+    Raises:
+        ConfigError: the variable is not set, or a ZDICT_* setting is invalid.
+        KafkaUnavailable: no broker answered.
+    """
+    bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+    if not bootstrap:
+        raise ConfigError(
+            "KAFKA_BOOTSTRAP_SERVERS is not set: point it at a broker (make bench and make demo "
+            "start a local one)"
+        )
+    check_broker(bootstrap)
+    return bootstrap
+
+
+def check_broker(bootstrap: str) -> None:
+    """Ask the broker once before anything is measured, within
+    `ZDICT_RELAY__UNREACHABLE_TIMEOUT` (at most 30 s): a benchmark would otherwise wait on each
+    of its clients in turn, and end in a timeout that names nothing.
+
+    Raises:
+        ConfigError: a ZDICT_* setting is invalid (the sidecars a benchmark starts read them).
+        KafkaUnavailable: no broker answered.
+    """
+    from sidecar.config import load_settings
+    from sidecar.kafka import partition_counts, plain_admin
+
+    timeout = min(load_settings().relay.unreachable_timeout, 30.0)
+    partition_counts(plain_admin(bootstrap), [], timeout, f"{bootstrap} (KAFKA_BOOTSTRAP_SERVERS)")

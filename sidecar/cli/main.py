@@ -1,8 +1,9 @@
 """The `zdict-sidecar` command line: thin subcommands over the library modules.
 
-Each command module adds its parsers (`add_*`) and runs its commands (`cmd_*`): `dicts` makes
-and chooses dictionaries, `relay` runs the relay and looks at its topics and metrics, `bench`
-measures; `common` holds what they share.
+Each command module is named for the command it adds (`add_*`) and runs (`cmd_*`): `generate`,
+`run`, `proxy`, `cat`, `verify`, `report`, `demo`, `bench` (its offline benchmarks, `bench choice`
+and `bench wire`, in `bench_offline`); `dicts` holds the commands that make and choose
+dictionaries (`train`, `evaluate`, `dicts`); `common` holds what they share.
 
 Exit codes: 0 success; 1 an expected failure (the message names the cause); 2 bad usage or
 configuration; 130 interrupted.
@@ -15,7 +16,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from sidecar import __version__
-from sidecar.cli import bench, dicts, proxy, relay
+from sidecar.cli import bench, cat, demo, dicts, generate, proxy, report, run, verify
 from sidecar.cli.common import PROG
 from sidecar.errors import ConfigError, ZdictError
 
@@ -29,15 +30,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     # In the order `--help` lists them: first steps, then operations, then the evidence.
-    bench.add_generate(commands)
+    generate.add_generate(commands)
     dicts.add_train(commands)
     dicts.add_evaluate(commands)
-    relay.add_run(commands)
+    run.add_run(commands)
     proxy.add_proxy(commands)
-    relay.add_cat(commands)
-    relay.add_verify(commands)
-    relay.add_report(commands)
-    bench.add_demo(commands)
+    cat.add_cat(commands)
+    verify.add_verify(commands)
+    report.add_report(commands)
+    demo.add_demo(commands)
     bench.add_bench(commands)
     dicts.add_dicts(commands)
     return parser

@@ -329,11 +329,10 @@ class KafkaSettings(BaseModel):
 
     def as_librdkafka_dict(self) -> dict[str, str]:
         """The properties as confluent-kafka takes them, secrets revealed (only for the client)."""
-        out = {
+        return {
             k: v.get_secret_value() if isinstance(v, SecretStr) else v
             for k, v in self.properties.items()
         }
-        return out
 
     def redacted(self) -> dict[str, str]:
         """The properties for logs: secrets as `***`."""

@@ -12,10 +12,10 @@ records carrying our header are left out (training on frames would learn nothing
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import cast
 
-from confluent_kafka import KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from sidecar.codec import Decoder
 from sidecar.config import Settings
@@ -67,68 +67,101 @@ def read_sample(
     consumer = make_reader(settings, "sample")
     try:
         per_partition = max(1, count // partitions[topic])
-        assignment: list[TopicPartition] = []
-        ends: dict[int, int] = {}
-        for p in range(partitions[topic]):
-            try:
-                low, high = consumer.get_watermark_offsets(
-                    TopicPartition(topic, p), timeout=min(timeout, 30.0)
-                )
-            except KafkaException as exc:
-                raise KafkaUnavailable(f"cannot read offsets of {topic}[{p}]: {exc}") from None
-            if high > low:
-                start = max(low, high - per_partition)
-                assignment.append(TopicPartition(topic, p, start))
-                ends[p] = high
+        assignment, ends = _tails(consumer, topic, partitions[topic], per_partition, timeout)
         if not assignment:
             raise InputError(f"topic {topic} holds no records to train on")
         consumer.assign(assignment)
-        entries: list[Entry] = []
-        done: set[int] = set()
-        key = settings.codec.header_key
-        decoded = left_out = 0
-        first_error: str | None = None
-        deadline = time.monotonic() + timeout
-        while len(done) < len(ends) and time.monotonic() < deadline:
-            for msg in consumer.consume(1000, 1.0):
-                if msg.error() is not None:
-                    continue
-                part, offset = msg.partition(), msg.offset()
-                assert part is not None and offset is not None
-                if offset >= ends[part]:
-                    continue  # arrived after we looked: not part of the sample
-                if offset + 1 >= ends[part]:
-                    done.add(part)
-                value = msg.value()
-                # A consumed record's headers: (str, bytes) pairs, or None.
-                headers = cast(list[tuple[str, bytes | None]] | None, msg.headers())
-                if value is not None and headers and any(k == key for k, _ in headers):
-                    if decoder is None:
-                        left_out += 1
-                        continue
-                    try:
-                        value = decoder.decode(value, headers)
-                    except CodecError as exc:
-                        left_out += 1
-                        first_error = first_error or str(exc)
-                        continue
-                    decoded += 1
-                if value is not None:
-                    entries.append((part, offset, value))
-        window = f"topic {topic}, last {per_partition} records of {len(ends)} partition(s)"
-        if decoded:
-            window += f", {decoded} decoded"
-        if left_out:
-            why = "no decoder" if first_error is None else "undecodable"
-            window += f", {left_out} compressed left out ({why})"
-        if not entries and left_out:
-            why = first_error or "no decoder was given: their dictionaries are in the registry"
-            raise InputError(
-                f"topic {topic}: its last {left_out} records are compressed and none could be "
-                f"decoded to train on ({why})"
-            )
-        return TopicSample(
-            topic=topic, entries=entries, window=window, decoded=decoded, left_out=left_out
-        )
+        tally = _Tally(settings.codec.header_key, decoder)
+        _read(consumer, ends, tally, time.monotonic() + timeout)
     finally:
         consumer.close()
+    window = f"topic {topic}, last {per_partition} records of {len(ends)} partition(s)"
+    if tally.decoded:
+        window += f", {tally.decoded} decoded"
+    if tally.left_out:
+        why = "no decoder" if tally.first_error is None else "undecodable"
+        window += f", {tally.left_out} compressed left out ({why})"
+    if not tally.entries and tally.left_out:
+        why = tally.first_error or "no decoder was given: their dictionaries are in the registry"
+        raise InputError(
+            f"topic {topic}: its last {tally.left_out} records are compressed and none could be "
+            f"decoded to train on ({why})"
+        )
+    return TopicSample(
+        topic=topic,
+        entries=tally.entries,
+        window=window,
+        decoded=tally.decoded,
+        left_out=tally.left_out,
+    )
+
+
+def _tails(
+    consumer: Consumer, topic: str, partitions: int, per_partition: int, timeout: float
+) -> tuple[list[TopicPartition], dict[int, int]]:
+    """Where the last `per_partition` records of each partition of `topic` start, and each
+    partition's end offset (partitions that hold records only)."""
+    assignment: list[TopicPartition] = []
+    ends: dict[int, int] = {}
+    for p in range(partitions):
+        try:
+            low, high = consumer.get_watermark_offsets(
+                TopicPartition(topic, p), timeout=min(timeout, 30.0)
+            )
+        except KafkaException as exc:
+            raise KafkaUnavailable(f"cannot read offsets of {topic}[{p}]: {exc}") from None
+        if high > low:
+            assignment.append(TopicPartition(topic, p, max(low, high - per_partition)))
+            ends[p] = high
+    return assignment, ends
+
+
+@dataclass(slots=True)
+class _Tally:
+    """The sample as it is read: its entries, and the compressed records decoded or left out."""
+
+    header_key: str
+    decoder: Decoder | None
+    entries: list[Entry] = field(default_factory=list)
+    decoded: int = 0
+    left_out: int = 0
+    first_error: str | None = None
+
+    def plain(
+        self, value: bytes | None, headers: list[tuple[str, bytes | None]] | None
+    ) -> bytes | None:
+        """The record's value as the producer wrote it; None when it cannot be had."""
+        key = self.header_key
+        if value is None or not headers or not any(k == key for k, _ in headers):
+            return value
+        if self.decoder is None:
+            self.left_out += 1
+            return None
+        try:
+            value = self.decoder.decode(value, headers)
+        except CodecError as exc:
+            self.left_out += 1
+            self.first_error = self.first_error or str(exc)
+            return None
+        self.decoded += 1
+        return value
+
+
+def _read(consumer: Consumer, ends: dict[int, int], tally: _Tally, deadline: float) -> None:
+    """Read each assigned partition up to its end offset (or until `deadline`) into `tally`."""
+    done: set[int] = set()
+    while len(done) < len(ends) and time.monotonic() < deadline:
+        for msg in consumer.consume(1000, 1.0):
+            if msg.error() is not None:
+                continue
+            part, offset = msg.partition(), msg.offset()
+            assert part is not None and offset is not None
+            if offset >= ends[part]:
+                continue  # arrived after we looked: not part of the sample
+            if offset + 1 >= ends[part]:
+                done.add(part)
+            # A consumed record's headers: (str, bytes) pairs, or None.
+            headers = cast(list[tuple[str, bytes | None]] | None, msg.headers())
+            value = tally.plain(msg.value(), headers)
+            if value is not None:
+                tally.entries.append((part, offset, value))

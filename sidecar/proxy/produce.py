@@ -392,7 +392,7 @@ class ProduceHandler:
         produce = cast(Any, self.producer).produce
         upstream = route.upstream
         for i, (record, enc) in enumerate(zip(records, encoded, strict=True)):
-            timestamp = record.timestamp if record.timestamp > 0 else 0
+            timestamp = max(0, record.timestamp)
             while True:
                 try:
                     produce(

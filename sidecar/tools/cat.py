@@ -19,6 +19,7 @@ from typing import Any, BinaryIO, Final, cast
 from confluent_kafka import (
     OFFSET_BEGINNING,
     OFFSET_END,
+    Consumer,
     KafkaException,
     Message,
     TopicPartition,
@@ -122,36 +123,12 @@ def cat(
         CodecError: a record could not be decoded (the message names partition and offset).
         KafkaUnavailable: no broker answered.
     """
-    bootstrap = settings.kafka.client_config()["bootstrap.servers"]
     timeout = 30.0
-    counts = partition_counts(make_admin(settings), [options.topic], timeout, bootstrap)
-    if options.topic not in counts:
-        raise InputError(f"topic {options.topic} does not exist (bootstrap.servers={bootstrap})")
-    partitions = list(options.partitions or range(counts[options.topic]))
-    missing = [p for p in partitions if not 0 <= p < counts[options.topic]]
-    if missing:
-        raise InputError(
-            f"topic {options.topic} has {counts[options.topic]} partitions; no partition {missing}"
-        )
+    partitions = _partitions(settings, options, timeout)
     reader = make_reader(settings, "cat")
     printed = 0
     try:
-        ends: dict[int, int] = {}
-        assignment = []
-        for p in partitions:
-            try:
-                low, high = reader.get_watermark_offsets(
-                    TopicPartition(options.topic, p), timeout=timeout
-                )
-            except KafkaException as exc:
-                raise KafkaUnavailable(
-                    f"cannot read offsets of {options.topic}[{p}]: {exc}"
-                ) from None
-            ends[p] = high
-            assignment.append(
-                TopicPartition(options.topic, p, start_offset(options.offset, low, high))
-            )
-        reader.assign(assignment)
+        ends = _assign(reader, options, partitions, timeout)
         done: set[int] = {p for p in partitions if options.exit_at_end and ends[p] == 0}
         last_record = time.monotonic()
         while not stop():
@@ -171,20 +148,7 @@ def cat(
                 last_record = time.monotonic()
                 partition, offset = msg.partition(), msg.offset()
                 assert partition is not None and offset is not None
-                headers = cast(list[tuple[str, bytes | None]], msg.headers() or [])
-                try:
-                    tag = header_tag(headers, decoder.header_key)
-                    dict_id = None if tag is None else tag.dict_id
-                    value = msg.value()
-                    if not options.frames:
-                        value = decoder.decode(value, headers)
-                    elif tag is not None and value is not None:
-                        value = standard_frame(value, tag)
-                except CodecError as exc:
-                    raise type(exc)(f"{options.topic}[{partition}]@{offset}: {exc}") from None
-                out.write(
-                    render(msg, value, dict_id, options, decoder.header_key) + options.delimiter
-                )
+                out.write(_line(msg, decoder, options) + options.delimiter)
                 printed += 1
                 if offset + 1 >= ends[partition]:
                     done.add(partition)
@@ -194,3 +158,66 @@ def cat(
     finally:
         reader.close()
     return printed
+
+
+def _partitions(settings: Any, options: CatOptions, timeout: float) -> list[int]:
+    """The partitions to read: `options.partitions`, each checked to exist, else all of them.
+
+    Raises:
+        InputError: the topic or a partition does not exist.
+        KafkaUnavailable: no broker answered within `timeout` (s).
+    """
+    bootstrap = settings.kafka.client_config()["bootstrap.servers"]
+    counts = partition_counts(make_admin(settings), [options.topic], timeout, bootstrap)
+    if options.topic not in counts:
+        raise InputError(f"topic {options.topic} does not exist (bootstrap.servers={bootstrap})")
+    partitions = list(options.partitions or range(counts[options.topic]))
+    missing = [p for p in partitions if not 0 <= p < counts[options.topic]]
+    if missing:
+        raise InputError(
+            f"topic {options.topic} has {counts[options.topic]} partitions; no partition {missing}"
+        )
+    return partitions
+
+
+def _assign(
+    reader: Consumer, options: CatOptions, partitions: Sequence[int], timeout: float
+) -> dict[int, int]:
+    """Assign `partitions` to `reader` from `options.offset`; returns each one's end offset.
+
+    Raises:
+        KafkaUnavailable: a partition's offsets could not be read within `timeout` (s).
+    """
+    ends: dict[int, int] = {}
+    assignment = []
+    for p in partitions:
+        try:
+            low, high = reader.get_watermark_offsets(
+                TopicPartition(options.topic, p), timeout=timeout
+            )
+        except KafkaException as exc:
+            raise KafkaUnavailable(f"cannot read offsets of {options.topic}[{p}]: {exc}") from None
+        ends[p] = high
+        assignment.append(TopicPartition(options.topic, p, start_offset(options.offset, low, high)))
+    reader.assign(assignment)
+    return ends
+
+
+def _line(msg: Message, decoder: Decoder, options: CatOptions) -> bytes:
+    """A record as `cat` prints it (without the delimiter): decoded, or its standard frame.
+
+    Raises:
+        CodecError: the record could not be decoded (the message names partition and offset).
+    """
+    headers = cast(list[tuple[str, bytes | None]], msg.headers() or [])
+    try:
+        tag = header_tag(headers, decoder.header_key)
+        dict_id = None if tag is None else tag.dict_id
+        value = msg.value()
+        if not options.frames:
+            value = decoder.decode(value, headers)
+        elif tag is not None and value is not None:
+            value = standard_frame(value, tag)
+    except CodecError as exc:
+        raise type(exc)(f"{options.topic}[{msg.partition()}]@{msg.offset()}: {exc}") from None
+    return render(msg, value, dict_id, options, decoder.header_key)

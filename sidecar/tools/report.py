@@ -246,7 +246,7 @@ def from_prometheus(
             f"{window}: is it scraping a sidecar (deploy/prometheus/prometheus.yml)?"
         )
     step = max(1.0, range_seconds / POINTS)
-    rate = _promql_duration(rate_window if rate_window else max(4 * step, 60.0))
+    rate = _promql_duration(rate_window or max(4 * step, 60.0))
     rate_in = f"rate(zdict_input_bytes_total{selector}[{rate}])"
     rate_out = f"rate(zdict_output_bytes_total{selector}[{rate}])"
     by_namespace_in = f"sum by (topic) ({rate_in})"

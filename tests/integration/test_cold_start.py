@@ -51,7 +51,7 @@ def _seconds_between(earlier: dict[str, Any], later: dict[str, Any]) -> float:
     """Seconds between two log lines (their ISO 8601 UTC `timestamp`s)."""
 
     def at(line: dict[str, Any]) -> datetime:
-        return datetime.fromisoformat(str(line["timestamp"]).replace("Z", "+00:00"))
+        return datetime.fromisoformat(str(line["timestamp"]))
 
     return (at(later) - at(earlier)).total_seconds()
 

@@ -31,7 +31,7 @@ from prometheus_client import CollectorRegistry
 
 from sidecar import __version__
 from sidecar.health import Health, ObservabilityServer
-from tests.deploy_files import Stage, env_pairs, parse_dockerfile
+from tests.deploy.files import Stage, env_pairs, parse_dockerfile
 
 from .probe import KafkaProbe
 from .process import free_port

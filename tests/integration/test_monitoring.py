@@ -30,8 +30,8 @@ Then every PromQL expression of the dashboard and of the rule files is sent to P
 API with Grafana's template variables substituted (`$topic` = the three topics, `$job` =
 `zdict-sidecar`, `$instance` = All, the cost constants at their defaults, `$__rate_interval` =
 10s, `$__range` = 1m, `$__interval` = 2s) and must return series. Alert and annotation
-conditions are evaluated with their `OP NUMBER` comparisons stripped (tests/promql.py says why),
-the annotations, which mark events, over the whole time Prometheus has been scraping. The one
+conditions are evaluated with their `OP NUMBER` comparisons stripped (tests/deploy/promql.py says
+why), the annotations, which mark events, over the whole time Prometheus has been scraping. The one
 exception is a metric that only has series after a failure: `zdict_produce_errors_total` (no
 delivery fails here); its queries must still be accepted by Prometheus, and the exposition must
 declare it. Nothing is skipped: without Prometheus or the broker these tests fail.
@@ -64,7 +64,7 @@ from confluent_kafka import Producer
 from deploy.monitoring.dashboard import COST_VARIABLES
 from sidecar.bench.events import generate
 from sidecar.tools.report import POINTS
-from tests.promql import (
+from tests.deploy.promql import (
     Query,
     dashboard_queries,
     dashboard_variables,

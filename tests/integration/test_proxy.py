@@ -8,7 +8,6 @@ lifecycle. Upstream going away and coming back: test_proxy_faults.py."""
 from __future__ import annotations
 
 import datetime
-import json
 import socket
 import struct
 import subprocess
@@ -18,10 +17,10 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
+from confluent_kafka import KafkaError, Message, Producer
 
 from sidecar.codec import Decoder
 from sidecar.dictionaries.registry import RegistryResolver
@@ -30,25 +29,12 @@ from tests.unit.proxy_wire import nested, read_response, request_frame
 
 from .launch import SidecarEnv, StartSidecar, environment_for, start_sidecars
 from .process import Sidecar, free_port
+from .proxy_records import decoded, event, headers_of, read_all
 from .topics import create_topic
 
 KAFKA_LOCAL = Path(__file__).resolve().parents[2] / "deploy" / "kafka" / "kafka-local"
 #: Seconds a client may take to deliver what it produced through the proxy.
 DELIVERY_TIMEOUT = 60.0
-
-
-def event(i: int, source: str) -> bytes:
-    """A JSON event like the ones the sidecar is made for (compressible on its own)."""
-    return json.dumps(
-        {
-            "event": "product_viewed",
-            "source": source,
-            "seq": i,
-            "user": f"user-{i % 97:04d}",
-            "product": {"id": f"sku-{i % 31:05d}", "name": "Stainless steel water bottle"},
-            "page": "https://shop.example.com/products/stainless-steel-water-bottle",
-        }
-    ).encode()
 
 
 @pytest.fixture(scope="module")
@@ -77,59 +63,6 @@ def decoder(kafka_bootstrap: str, proxy_env: SidecarEnv) -> Iterator[Decoder]:
     registry = proxy_env()["ZDICT_REGISTRY__TOPIC"]
     with Decoder(RegistryResolver.connect(kafka_bootstrap, topic=registry)) as dec:
         yield dec
-
-
-def read_all(bootstrap: str, topic: str, expected: int, timeout: float = 60.0) -> list[Message]:
-    """Every record of `topic`, once `expected` of them are there (fails after `timeout`)."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"zdict-it-proxy-{uuid.uuid4().hex}",
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": False,
-        }
-    )
-    metadata = consumer.list_topics(topic, timeout=10).topics[topic]
-    consumer.assign([TopicPartition(topic, p, 0) for p in metadata.partitions])
-    found: list[Message] = []
-    deadline = time.monotonic() + timeout
-    try:
-        while len(found) < expected and time.monotonic() < deadline:
-            for msg in consumer.consume(1000, 0.5):
-                if msg.error() is None:
-                    found.append(msg)
-        # Anything beyond `expected` (a duplicate) would arrive within this second.
-        for msg in consumer.consume(1000, 1.0):
-            if msg.error() is None:
-                found.append(msg)
-    finally:
-        consumer.close()
-    assert len(found) >= expected, f"{len(found)} of {expected} records arrived in {topic}"
-    return found
-
-
-def headers_of(msg: Message) -> list[tuple[str, bytes | None]]:
-    """A consumed record's headers (confluent-kafka gives a list of (str, bytes) pairs)."""
-    return cast(list[tuple[str, bytes | None]], msg.headers() or [])
-
-
-def decoded(decoder: Decoder, messages: list[Message]) -> list[dict[str, Any]]:
-    """The records as the client produced them: value decoded, our header removed."""
-    out = []
-    for msg in messages:
-        headers = headers_of(msg)
-        out.append(
-            {
-                "partition": msg.partition(),
-                "offset": msg.offset(),
-                "key": msg.key(),
-                "value": decoder.decode(msg.value(), headers),
-                "headers": [(k, v) for k, v in headers if k != "zd"],
-                "timestamp": msg.timestamp()[1],
-                "compressed": any(k == "zd" for k, _ in headers),
-            }
-        )
-    return out
 
 
 def produce_all(producer: Producer, records: list[dict[str, Any]]) -> list[KafkaError]:

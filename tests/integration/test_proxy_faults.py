@@ -16,7 +16,7 @@ from sidecar.codec import Decoder, StaticResolver
 from .launch import environment_for, start_sidecars
 from .private_broker import StartPrivateBroker
 from .process import free_port
-from .test_proxy import decoded, event, read_all
+from .proxy_records import decoded, event, read_all
 from .topics import create_topic
 
 

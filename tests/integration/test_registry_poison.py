@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -138,7 +137,7 @@ def _activations(proc: Sidecar) -> set[int]:
 
 
 @pytest.fixture
-def champion_store(tmp_path: Path, make_topic: MakeTopic) -> Iterator[tuple[str, Path]]:
+def champion_store(tmp_path: Path, make_topic: MakeTopic) -> tuple[str, Path]:
     """An input topic and a store holding one active dictionary for it (the champion)."""
     topic = make_topic(partitions=1, name_prefix="registry-poison")
     store_dir = tmp_path / "store-a"
@@ -156,7 +155,7 @@ def champion_store(tmp_path: Path, make_topic: MakeTopic) -> Iterator[tuple[str,
         training=TrainingSample(count=4_000, bytes=1, heldout_count=1, heldout_bytes=1),
     )
     store.activate(topic, champion.id)
-    yield topic, store_dir
+    return topic, store_dir
 
 
 def test_poison_in_the_registry_changes_nothing_for_relays_and_decoders(

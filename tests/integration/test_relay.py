@@ -22,6 +22,7 @@ import pytest
 
 from sidecar.bench.events import generate
 from sidecar.codec import ZSTD_MAGIC, Decoder, Encoder, header_cost
+from sidecar.dictionaries import Dictionary
 from sidecar.dictionaries.store import DictionaryStore
 
 from .launch import StartSidecar
@@ -96,31 +97,14 @@ def _read_and_match(
     return match_output(inputs, outputs, Decoder.from_store(DictionaryStore(store_dir)), dict_id)
 
 
-def test_relays_100k_records_byte_exact_keeping_keys_timestamps_headers_and_counts_them(
-    make_topic: MakeTopic,
-    produce_records: ProduceRecords,
-    consume_all: ConsumeAll,
-    kafka_probe: KafkaProbe,
-    kafka_bootstrap: str,
-    sidecar: StartSidecar,
-    tmp_path: Path,
-) -> None:
-    topic = make_topic(partitions=3, name_prefix="relay-full")
-    output = f"{topic}.zd"
-    store_dir = tmp_path / "dictionaries"
-    training = list(generate("product_viewed", 20_000, seed=77))
-    dict_id, dict_file = train_dictionary(store_dir, topic, training, tmp_path)
-    store = DictionaryStore(store_dir)
-    dictionary = store.active(topic)
-    assert dictionary is not None
-
-    # Inputs: keyed events with explicit (irregular) timestamps; some with headers (a repeated
-    # key, a null value), some tombstones, some already ours (a frame with `zd`, with our
-    # dictionary or none), a few empty, binary and large values.
+def _full_inputs(dictionary: Dictionary, start: int) -> tuple[list[bytes | None], list[Outgoing]]:
+    """N_FULL keyed events with explicit (irregular) timestamps from `start` (ms); some with
+    headers (a repeated key, a null value), some tombstones, some already ours (a frame with
+    `zd`, with `dictionary` or none), a few empty, binary and large values. Returns the event each
+    input carries (None: a tombstone) and the inputs."""
     rng = random.Random(20251202)
     with_dict, without_dict = Encoder(dictionary), Encoder(None)
-    start = int(time.time() * 1000) - 2 * N_FULL
-    originals: list[bytes | None] = []  # the event each input carries (None: a tombstone)
+    originals: list[bytes | None] = []
     outgoing: list[Outgoing] = []
     for i, event in enumerate(generate("product_viewed", N_FULL, seed=1)):
         key = b"user-%04d" % rng.randrange(200)
@@ -147,6 +131,28 @@ def test_relays_100k_records_byte_exact_keeping_keys_timestamps_headers_and_coun
             value = event = b"\n".join([event] * 3000)  # ~330 KB
         originals.append(value if value is None else event)
         outgoing.append(Outgoing(key, value, headers, timestamp))
+    return originals, outgoing
+
+
+def test_relays_100k_records_byte_exact_keeping_keys_timestamps_headers_and_counts_them(
+    make_topic: MakeTopic,
+    produce_records: ProduceRecords,
+    consume_all: ConsumeAll,
+    kafka_probe: KafkaProbe,
+    kafka_bootstrap: str,
+    sidecar: StartSidecar,
+    tmp_path: Path,
+) -> None:
+    topic = make_topic(partitions=3, name_prefix="relay-full")
+    output = f"{topic}.zd"
+    store_dir = tmp_path / "dictionaries"
+    training = list(generate("product_viewed", 20_000, seed=77))
+    dict_id, dict_file = train_dictionary(store_dir, topic, training, tmp_path)
+    store = DictionaryStore(store_dir)
+    dictionary = store.active(topic)
+    assert dictionary is not None
+
+    originals, outgoing = _full_inputs(dictionary, int(time.time() * 1000) - 2 * N_FULL)
     inputs = produce_records(topic, outgoing)
     assert len({r.partition for r in inputs}) == 3
 

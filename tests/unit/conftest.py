@@ -2,30 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import zstandard
 
 from sidecar.bench.events import generate
-from sidecar.dictionaries import Dictionary, TrainingSample
+from sidecar.dictionaries import Dictionary
 from sidecar.dictionaries.store import DictionaryStore
-
-AddDictionary = Callable[..., Dictionary]
-
-
-def add_to_store(store: DictionaryStore, namespace: str, data: bytes, **meta: object) -> Dictionary:
-    """Store `data` with placeholder metadata (tests that care about a field pass it)."""
-    fields: dict[str, object] = {
-        "level": 3,
-        "heldout_ratio": 2.0,
-        "nodict_ratio": 1.0,
-        "break_even_size": 0,
-        "training": TrainingSample(count=4000, bytes=1, heldout_count=2000, heldout_bytes=1),
-    }
-    fields.update(meta)
-    return store.add(namespace, data, **fields)  # type: ignore[arg-type]
+from tests.unit.dictionaries import AddDictionary, add_to_store
 
 
 @pytest.fixture(scope="session")

@@ -459,8 +459,7 @@ def outcomes(files: dict[str, str]) -> dict[str, Outcome]:
     refused connection's timeout)."""
     with ThreadPoolExecutor(max_workers=2 * (os.cpu_count() or 2)) as pool:
         runs = pool.map(lambda c: _run(c, files), CASES)
-        results = dict(zip([c.id for c in CASES], runs, strict=True))
-    return results
+        return dict(zip([c.id for c in CASES], runs, strict=True))
 
 
 def test_case_ids_are_unique() -> None:
@@ -488,6 +487,7 @@ def test_every_subcommand_has_cases() -> None:
     assert missing == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_bad_input_gets_one_clear_message_and_its_exit_code(
     case: Case, outcomes: dict[str, Outcome], files: dict[str, str]

@@ -18,6 +18,9 @@ from sidecar.training.choice import TrainingParams
 #: snapshots as JSON, and Python package manifests (CSV lines).
 ALWAYS_THERE = ("dpkg-log", "dpkg-status-json", "python-record-csv")
 
+# Both train on every corpus over the product's grid (about 12 s): `make test` runs them.
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def corpora() -> list[Corpus]:

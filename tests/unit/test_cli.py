@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from sidecar.cli.cat import parse_delimiter
 from sidecar.cli.main import main
-from sidecar.cli.relay import parse_delimiter
 from sidecar.dictionaries.store import DictionaryStore
 
 FAST = ["--budget-us", "0", "--budget-mb-per-s", "0"]

@@ -19,6 +19,7 @@ from sidecar.bench.lifecycle import CostRound, LifecycleResults
 from sidecar.bench.relay import KindResults, LatencyRun
 from sidecar.bench.workload import DriftRun
 from sidecar.cli import bench as cli_bench
+from sidecar.cli import common as cli_common
 from sidecar.cli.main import main
 from sidecar.errors import MissingDependency
 
@@ -28,7 +29,7 @@ def broker(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """A broker address, taken as answering: the benchmarks are stubbed. Lists the checks."""
     checked: list[str] = []
     monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:1")
-    monkeypatch.setattr(cli_bench, "check_broker", checked.append)
+    monkeypatch.setattr(cli_common, "check_broker", checked.append)
     return checked
 
 

@@ -34,7 +34,8 @@ from sidecar.codec import decoder as decoder_module
 from sidecar.dictionaries import Dictionary
 from sidecar.dictionaries.store import DictionaryStore
 from sidecar.errors import CorruptFrame, OutputTooLarge, UnknownDictionary
-from tests.unit.conftest import AddDictionary, add_to_store
+from tests.hypothesis_profiles import examples
+from tests.unit.dictionaries import AddDictionary, add_to_store
 
 MiB = 1024 * 1024
 
@@ -278,7 +279,9 @@ header_lists = st.lists(
 )
 
 
-@settings(max_examples=10_000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=examples(10_000), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 @given(
     value=st.none() | st.binary(max_size=1500), headers=header_lists, min_size=st.integers(0, 64)
 )
@@ -301,7 +304,7 @@ def test_decode_of_encode_is_the_input_for_any_bytes_and_headers(
         assert encoded.value == value
 
 
-@settings(max_examples=3_000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(3_000), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     value=st.none()
     | st.binary(max_size=600)
@@ -357,7 +360,7 @@ unusual_records = st.sampled_from(
 )
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 # Plain: without headers, one that does not shrink, a suspect first byte; all below min_size
 # (the pass-through baseline), one of them empty; then every record with headers.
 @example(unusual=[], min_size=0, headed=False)
@@ -450,9 +453,11 @@ def test_an_encoder_and_a_decoder_can_be_shared_by_threads(
     failures: list[str] = []
 
     def work(offset: int) -> None:
-        for raw in events[offset : offset + 500]:
-            if decoder.decode(*encoder.encode(raw)) != raw:
-                failures.append(f"mismatch at {offset}")
+        failures.extend(
+            f"mismatch at {offset}"
+            for raw in events[offset : offset + 500]
+            if decoder.decode(*encoder.encode(raw)) != raw
+        )
 
     threads = [threading.Thread(target=work, args=(4000 + 500 * i,)) for i in range(4)]
     for t in threads:

@@ -155,10 +155,8 @@ def test_environment_help_wraps_beside_the_names_within_the_width() -> None:
     assert all(len(line) <= 80 for line in lines)
     column = lines[1].index("the local dictionary store")
     for line in lines[1:]:
-        assert (
-            line.startswith("  ZDICT_")
-            or line.startswith("  KAFKA_")
-            or (line[:column].isspace() and not line[column].isspace())
+        assert line.startswith(("  ZDICT_", "  KAFKA_")) or (
+            line[:column].isspace() and not line[column].isspace()
         )
     assert "at-least-once|exactly-once" in text.replace("\n" + " " * column, " ")
 

@@ -18,6 +18,7 @@ from sidecar.bench.events import KINDS, extract_id, generate
 from sidecar.bench.events.primitives import encode_json
 from sidecar.bench.events.web import USER_AGENTS
 from sidecar.errors import InputError
+from tests.hypothesis_profiles import examples
 
 JSON_KINDS = ("product_viewed", "customer", "order")
 
@@ -72,6 +73,7 @@ def test_negative_seed_differs_from_its_absolute_value(kind: str) -> None:
     assert stream(kind, 200, seed=-1) != stream(kind, 200, seed=1)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", KINDS)
 def test_shorter_stream_is_a_prefix_of_a_longer_one(kind: str) -> None:
     assert stream(kind, 20_000)[:1_234] == list(generate(kind, 1_234))
@@ -217,6 +219,7 @@ def test_timestamps_are_iso8601_and_advance_irregularly(
 # ---- ids -----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("drift_at", [None, 7_000])
 def test_ids_are_unique_over_20000_events(kind: str, drift_at: int | None) -> None:
@@ -248,6 +251,7 @@ def test_extract_id_rejects_events_without_an_id() -> None:
 # ---- variety -------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", KINDS)
 def test_no_two_consecutive_events_are_equal(kind: str) -> None:
     events = stream(kind)
@@ -382,6 +386,7 @@ def test_access_log_drift_switches_to_an_extended_format_with_a_json_tail() -> N
         assert re.fullmatch(r"[0-9a-f]{32}", tail["rid"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_dictionary_trained_before_the_drift_compresses_worse_after_it(kind: str) -> None:
     events = stream(kind, 12_000, drift_at=4_000)
@@ -423,7 +428,7 @@ def test_zero_events_yields_nothing() -> None:
         assert list(generate(kind, 0)) == []
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(
     kind=st.sampled_from(KINDS),
     n=st.integers(0, 300),

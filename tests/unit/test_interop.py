@@ -18,7 +18,7 @@ from sidecar.codec import (
     standard_frame,
 )
 from sidecar.dictionaries.store import DictionaryStore
-from tests.unit.conftest import AddDictionary
+from tests.unit.dictionaries import AddDictionary
 
 
 def zstd_cli() -> str:

@@ -21,7 +21,7 @@ from sidecar.namespaces import (
     Namespaces,
     encoder_factory,
 )
-from tests.unit.conftest import AddDictionary
+from tests.unit.dictionaries import AddDictionary
 
 
 class Clock:

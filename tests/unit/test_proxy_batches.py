@@ -17,6 +17,7 @@ from sidecar.record_batch import (
     encode_batch,
     read_batches,
 )
+from tests.hypothesis_profiles import examples
 
 LIMIT = 1 << 20
 
@@ -37,7 +38,7 @@ records_strategy = st.lists(
 
 
 @pytest.mark.parametrize("codec", ["none", "gzip", "lz4", "zstd"])
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(records=records_strategy)
 def test_every_field_of_every_record_comes_back_in_every_codec(
     codec: str, records: list[NewRecord]
@@ -125,7 +126,7 @@ def test_garbage_in_a_compressed_batch_is_refused() -> None:
         decode_batches(bytes(data), LIMIT)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(data=st.binary(max_size=200))
 def test_random_bytes_never_raise_anything_but_malformed_batch(data: bytes) -> None:
     try:

@@ -24,6 +24,7 @@ from sidecar.proxy.protocol import (
     frame_size,
     parse_request,
 )
+from tests.hypothesis_profiles import examples
 from tests.unit.proxy_wire import read_response, request_frame
 
 LIMIT = 1 << 20
@@ -99,7 +100,7 @@ def test_a_frame_within_the_limit_is_read() -> None:
     assert frame_size(struct.pack(">i", LIMIT), LIMIT) == LIMIT
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(
     api=st.sampled_from(sorted(SUPPORTED)),
     version=st.integers(0, 13),

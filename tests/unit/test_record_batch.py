@@ -106,5 +106,5 @@ def test_crossover_interpolates_in_log_fill_between_the_measured_fills() -> None
     assert crossover(fills, ours, [300.0, 200.0, 180.0, 60.0]) == pytest.approx(2 ** (2 + 5 / 6))
     assert crossover(fills, ours, [70.0, 60.0, 50.0, 40.0]) == 1.0
     assert crossover(fills, ours, [300.0, 200.0, 100.0, 90.0]) is None
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="must be non-empty"):
         crossover([], [], [])

@@ -54,7 +54,8 @@ from sidecar.dictionaries.store import DictionaryStore
 from sidecar.errors import ConfigError, DictionaryIntegrityError, RegistryUnavailable
 from sidecar.metrics import Metrics
 from sidecar.training.trainer import Trainer
-from tests.unit.test_registry_state import activation, consumed, make
+from tests.hypothesis_profiles import examples
+from tests.unit.registry_records import activation, consumed, make
 
 Record = tuple[bytes | None, bytes | None, list[tuple[str, Any]]]
 FMT = (FORMAT_HEADER, FORMAT)
@@ -460,7 +461,7 @@ def metadata_headers(champion: Dictionary) -> list[bytes]:
 
 
 @settings(
-    max_examples=300,
+    max_examples=examples(300),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )

@@ -3,22 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import UTC, datetime
 
 import pytest
 
 from sidecar.codec import Decoder, Encoder
 from sidecar.dictionaries import Dictionary
-from sidecar.dictionaries.model import MIN_DICT_ID, TrainingSample, build_dictionary, with_new_id
+from sidecar.dictionaries.model import MIN_DICT_ID, with_new_id
 from sidecar.dictionaries.registry import Registry, RegistryResolver
 from sidecar.dictionaries.registry_state import (
     FORMAT_HEADER,
     Activated,
-    Activation,
     DictionaryAdded,
-    Headers,
     Ignored,
-    Outgoing,
     RegistryState,
     TrainingRecorded,
     activation_record,
@@ -27,38 +23,7 @@ from sidecar.dictionaries.registry_state import (
     training_record,
 )
 from sidecar.errors import RegistryError, UnknownDictionary
-
-
-def consumed(record: Outgoing) -> tuple[bytes, bytes, Headers]:
-    """A record to publish as a reader consumes it: confluent-kafka sends a str header value
-    UTF-8 encoded, so every header value comes back as bytes (or None)."""
-    key, value, headers = record
-    return key, value, [(name, v.encode() if isinstance(v, str) else v) for name, v in headers]
-
-
-def make(trained_bytes: bytes, namespace: str = "orders", dict_id: int = MIN_DICT_ID) -> Dictionary:
-    return build_dictionary(
-        namespace,
-        trained_bytes,
-        dict_id=dict_id,
-        version=1,
-        level=3,
-        heldout_ratio=2.0,
-        nodict_ratio=1.0,
-        break_even_size=0,
-        training=TrainingSample(count=1, bytes=1, heldout_count=1, heldout_bytes=1),
-    )
-
-
-def activation(namespace: str, dict_id: int, stack: tuple[int, ...] = ()) -> Activation:
-    return Activation(
-        namespace=namespace,
-        dict_id=dict_id,
-        action="promote",
-        by="test",
-        at=datetime(2026, 1, 1, tzinfo=UTC),
-        stack=stack,
-    )
+from tests.unit.registry_records import activation, consumed, make
 
 
 def test_a_published_dictionary_is_read_back_verified(trained_bytes: bytes) -> None:

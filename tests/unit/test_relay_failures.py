@@ -451,7 +451,7 @@ def test_records_of_a_partition_lost_while_consuming_are_neither_produced_nor_co
     max_poll_exceeded.partition.return_value = -1
     calls: Iterator[Callable[[], list[Any]]] = iter(
         [
-            lambda: [],  # consume(batch_size, 0): nothing there
+            list,  # consume(batch_size, 0): nothing there
             lambda: [record(5, partition=0)],  # consume(1, wait): one record
             lambda: (
                 relay.on_lost(consumer, [TopicPartition("in", 0)])

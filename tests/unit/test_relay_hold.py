@@ -10,7 +10,7 @@ from unittest.mock import MagicMock
 from confluent_kafka import TopicPartition
 
 from sidecar.dictionaries.store import DictionaryStore
-from tests.unit.conftest import add_to_store
+from tests.unit.dictionaries import add_to_store
 from tests.unit.relay_fakes import Clock, make_relay
 
 

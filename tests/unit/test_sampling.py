@@ -127,6 +127,7 @@ def test_entry_overhead_covers_what_python_allocates_per_kept_value() -> None:
     assert reservoir.size_bytes == payload + len(values) * ENTRY_OVERHEAD
 
 
+@pytest.mark.slow
 def test_memory_stays_under_the_bound_over_a_million_small_and_large_values() -> None:
     """1,000,000 records, 1% of them 8-200 KB: what the reservoir holds stays under max_bytes."""
     bound = 2 * 1024 * 1024

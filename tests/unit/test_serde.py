@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, cast
 
@@ -421,7 +421,7 @@ class QueuedConsumer:
 
 
 @pytest.fixture
-def consumers(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[QueuedConsumer]]:
+def consumers(monkeypatch: pytest.MonkeyPatch) -> list[QueuedConsumer]:
     made: list[QueuedConsumer] = []
 
     def build(config: dict[str, Any]) -> QueuedConsumer:
@@ -429,7 +429,7 @@ def consumers(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[QueuedConsumer]]
         return made[-1]
 
     monkeypatch.setattr(consumer_module, "application_consumer", build)
-    yield made
+    return made
 
 
 def consumed(offset: int, value: bytes | None, headers: Any, key: bytes = b"k") -> Message:

@@ -12,7 +12,7 @@ import pytest
 from sidecar.bench import producer as bench_producer
 from sidecar.bench.events import generate
 from sidecar.bench.producer import ProducerResults, SizeResult, stored_per_record
-from sidecar.cli import bench as cli_bench
+from sidecar.cli import common as cli_common
 from sidecar.cli.main import main
 from sidecar.codec import Encoder
 from sidecar.dictionaries.model import TrainingSample, build_dictionary
@@ -40,7 +40,7 @@ def test_bench_producer_prints_one_table_and_writes_json(
 ) -> None:
     checked: list[str] = []
     monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:1")
-    monkeypatch.setattr(cli_bench, "check_broker", checked.append)
+    monkeypatch.setattr(cli_common, "check_broker", checked.append)
     sizes = [_size("~100 B", "product_viewed", 113.7), _size("~500 B", "order", 488.0)]
     asked: dict[str, object] = {}
 

@@ -11,9 +11,8 @@ from sidecar.config import RegistrySettings, Settings
 from sidecar.dictionaries.registry_state import RegistryState
 from sidecar.dictionaries.store import DictionaryStore
 from sidecar.errors import UnknownDictionary
-
-from .conftest import AddDictionary
-from .test_serde_following import LogRegistry, dictionary
+from tests.unit.dictionaries import AddDictionary
+from tests.unit.log_registry import LogRegistry, dictionary
 
 
 def test_the_store_answers_first_and_the_registry_is_not_opened(

@@ -24,7 +24,7 @@ from sidecar.errors import (
     DictionaryNotFound,
     UnknownDictionary,
 )
-from tests.unit.conftest import AddDictionary, add_to_store
+from tests.unit.dictionaries import AddDictionary, add_to_store
 
 
 def test_a_stored_dictionary_has_the_documented_layout(

@@ -33,7 +33,8 @@ from sidecar.errors import (
     UnknownDictionary,
     ZdictError,
 )
-from tests.unit.conftest import AddDictionary, add_to_store
+from tests.hypothesis_profiles import examples
+from tests.unit.dictionaries import AddDictionary, add_to_store
 
 SECRET = b"SECRET-password=hunter2"
 
@@ -385,8 +386,9 @@ def _checked(call: Any, *args: Any) -> Any:
         return None
 
 
+@pytest.mark.slow
 @settings(
-    max_examples=150,
+    max_examples=examples(150),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )

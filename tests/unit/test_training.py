@@ -249,6 +249,7 @@ def test_the_budget_grows_with_the_message_size() -> None:
     assert TrainingParams(budget_us_per_message=0.0, budget_mb_per_s=0.0).budget_ns(100) == 0.0
 
 
+@pytest.mark.slow
 def test_a_challenger_within_the_margin_of_the_champion_is_rejected(
     samples: TrainingSet, store: DictionaryStore
 ) -> None:
@@ -259,6 +260,7 @@ def test_a_challenger_within_the_margin_of_the_champion_is_rejected(
     assert again.champion is not None
 
 
+@pytest.mark.slow
 def test_a_clearly_better_challenger_replaces_the_champion(store: DictionaryStore) -> None:
     # The champion learned the old schema; after the drift a new dictionary wins by far.
     drifted = list(generate("product_viewed", 12000, seed=4, drift_at=4000))
@@ -288,6 +290,7 @@ def test_one_large_outlier_that_does_not_shrink_cannot_stop_every_value_from_com
     assert break_even_size(sizes, costs) == 0
 
 
+@pytest.mark.slow
 def test_the_held_out_ratio_is_what_the_encoder_does_with_the_break_even_size(
     samples: TrainingSet,
 ) -> None:
@@ -325,6 +328,7 @@ def test_a_held_out_part_too_small_to_judge_is_said_so() -> None:
     assert "too small or too varied to judge" in report.reason
 
 
+@pytest.mark.slow
 def test_larger_dictionaries_are_tried_when_the_sample_can_fill_them() -> None:
     # 332 samples of ~140 B (46 KB): a 32 KiB dictionary is measured, not ruled out.
     values = list(generate("customer", 1660, seed=2))[:1660]
@@ -345,6 +349,7 @@ def _store_report(store: DictionaryStore, report: TrainingReport) -> Dictionary:
     return promote(store, None, report, window="test", parent_id=None)
 
 
+@pytest.mark.slow
 def test_scrubbed_fields_never_reach_the_dictionary_but_the_ratio_is_measured_on_real_values() -> (
     None
 ):

@@ -228,7 +228,19 @@ def _asset(c: _Client, rnd: Rnd, product: _Product) -> _Request:
 
 def _page_view(c: _Client, rnd: Rnd, product: _Product) -> _Request:
     """A page: product, category, search, home, account; a browser remembers it as its page."""
-    kind = c.kind
+    path = _page_path(c.kind, rnd, product)
+    status, size = _page_status(c.kind, rnd)
+    if path == "/robots.txt" and status == 200:
+        size = 98
+    referrer = "-"
+    if c.kind == "browser":
+        referrer = c.page or (EXTERNAL_REFERRER.pick(rnd()) if rnd() < 0.6 else "-")
+        c.page = _SITE + path
+    return "GET", path, status, size, referrer
+
+
+def _page_path(kind: str, rnd: Rnd, product: _Product) -> str:
+    """The path of a page a client of `kind` asks for."""
     w = rnd()
     if w < 0.5:
         pid = product(int(w * w * 4 * CATALOGUE_SIZE) % CATALOGUE_SIZE)[0]
@@ -249,22 +261,19 @@ def _page_view(c: _Client, rnd: Rnd, product: _Product) -> _Request:
         path = "/robots.txt" if rnd() < 0.5 else "/sitemap.xml"
     else:
         path = f"/account/orders/{100_000_000 + int(rnd() * 900_000_000)}"
+    return path
+
+
+def _page_status(kind: str, rnd: Rnd) -> tuple[int, int]:
+    """A page's (status, response bytes): mostly 200, some redirects, 404s and 5xx."""
     s = rnd()
     if s < 0.92:
-        status, size = 200, 18_000 + int(rnd() * rnd() * 90_000)
-    elif s < 0.95:
-        status, size = 301 if kind == "bot" else 302, 162
-    elif s < 0.99:
-        status, size = 404, 3_147 + int(rnd() * 400)
-    else:
-        status, size = 503 if s < 0.995 else 500, 497
-    if path == "/robots.txt" and status == 200:
-        size = 98
-    referrer = "-"
-    if kind == "browser":
-        referrer = c.page or (EXTERNAL_REFERRER.pick(rnd()) if rnd() < 0.6 else "-")
-        c.page = _SITE + path
-    return "GET", path, status, size, referrer
+        return 200, 18_000 + int(rnd() * rnd() * 90_000)
+    if s < 0.95:
+        return 301 if kind == "bot" else 302, 162
+    if s < 0.99:
+        return 404, 3_147 + int(rnd() * 400)
+    return 503 if s < 0.995 else 500, 497
 
 
 def _drifted_line(c: _Client, request: _Request, ts_ms: int, rid: str, rnd: Rnd) -> str:

@@ -5,6 +5,7 @@ from random import Random
 
 from sidecar.bench.events.people import COUNTRIES, COUNTRY, email_address, house
 from sidecar.bench.events.primitives import (
+    Rnd,
     clock,
     encode_json,
     ids,
@@ -53,6 +54,18 @@ _COMPANY_WORDS = words(
 )
 
 
+def _tags(rnd: Rnd) -> list[str]:
+    """A customer's tags: none for a third, up to a handful, each at most once."""
+    u = rnd()
+    n_tags = 0 if u < 0.35 else 1 if u < 0.68 else 2 if u < 0.86 else 3 + int((u - 0.86) * 30)
+    tags: list[str] = []
+    for _ in range(n_tags):
+        tag = _TAGS.pick(rnd())
+        if tag not in tags:
+            tags.append(tag)
+    return tags
+
+
 def customer_events(rng: Random, n: int, drift_at: int) -> Iterator[bytes]:
     """Yield ``n`` customer records: JSON, ~320 B mean before ``drift_at``, in sign-up order."""
     rnd = rng.random
@@ -78,13 +91,7 @@ def customer_events(rng: Random, n: int, drift_at: int) -> Iterator[bytes]:
         postal = country.postal(prefix, rnd)
         phone = country.phone(rnd) if rnd() < 0.62 else None
         tier = _TIERS.pick(rnd())
-        u = rnd()
-        n_tags = 0 if u < 0.35 else 1 if u < 0.68 else 2 if u < 0.86 else 3 + int((u - 0.86) * 30)
-        tags: list[str] = []
-        for _ in range(n_tags):
-            tag = _TAGS.pick(rnd())
-            if tag not in tags:
-                tags.append(tag)
+        tags = _tags(rnd)
         email_ok = rnd() < 0.7
         sms_ok = rnd() < 0.25
         app_user = rnd() < 0.4

@@ -4,12 +4,13 @@ Sessions (`_Visit`) emit several events each; a view carries the product's price
 session's currency, and sometimes its device, referrer, campaign and A/B bucket.
 """
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from random import Random
 
 from sidecar.bench.events.catalogue import CATALOGUE_SIZE, CATEGORIES_V2, CATEGORY, catalogue
 from sidecar.bench.events.primitives import (
     Distribution,
+    Rnd,
     clock,
     encode_json,
     ids,
@@ -69,6 +70,9 @@ _EXPERIMENTS: tuple[str, ...] = words(
 )
 _EXPERIMENT = zipf(_EXPERIMENTS, shift=2.0)
 
+#: A popularity rank to (product id, category, USD price in cents): `catalogue()`.
+_Product = Callable[[int], tuple[int, str, int]]
+
 
 class _Visit:
     """One browsing session: the attributes its events share."""
@@ -118,6 +122,87 @@ def _local_price(
     return (units * 100 + ending) / 100
 
 
+def _internal_referrer(rnd: Rnd, product: _Product) -> str | None:
+    """The page a later event of a visit came from: search results, a category, another
+    product, or none."""
+    w = rnd()
+    if w < 0.10:
+        return "/search?q=" + SEARCH_TERM.pick(w * (1 / 0.10))
+    if w < 0.17:
+        return "/c/" + CATEGORY.pick((w - 0.10) * (1 / 0.07))
+    if w < 0.21:
+        return f"/p/{product(int(rnd() * 2000))[0]}"
+    return None
+
+
+def _v1_event(
+    rnd: Rnd,
+    s: _Visit,
+    eid: str,
+    ts: str,
+    view: tuple[int, str, int | float],
+    count: int,
+    ref: str | None,
+) -> dict[str, object]:
+    """The compact schema before the drift; `view` is (product id, category, price)."""
+    pid, cat, price = view
+    ev: dict[str, object] = {"event_id": eid, "ts": ts}
+    if s.uid is not None:
+        ev["u"] = s.uid
+    else:
+        ev["s"] = s.sid
+    ev["p"] = pid
+    if rnd() < 0.35:
+        ev["c"] = cat
+    ev["pr"] = price
+    if s.currency != "EUR":  # the shop's base currency is implied
+        ev["cu"] = s.currency
+    if count == 0:
+        ev["d"] = s.device
+    if ref is not None:
+        ev["r"] = ref
+    if s.campaign is not None and count < 3:
+        ev["cmp"] = s.campaign
+    if s.experiment is not None:
+        ev["ab"] = s.experiment
+    return ev
+
+
+def _v2_event(
+    s: _Visit,
+    eid: str,
+    ts_ms: int,
+    view: tuple[int, str, int | float],
+    count: int,
+    ref: str | None,
+) -> dict[str, object]:
+    """The v2 schema after the drift: verbose names, millisecond timestamps with offset, nested
+    user, product and context objects, hierarchical categories, string SKUs."""
+    pid, cat, price = view
+    cats = CATEGORIES_V2[cat]
+    ctx: dict[str, object] = {"os": s.os, "app": s.app, "locale": s.market[1]}
+    if s.experiment is not None:
+        ctx["experiments"] = [s.experiment]
+    ev: dict[str, object] = {
+        "event": "product_viewed",
+        "event_id": eid,
+        "timestamp": iso_ms(ts_ms),
+        "user": {"id": s.uid, "session_id": s.sid},
+        "product": {
+            "sku": f"SKU-{pid}",
+            "category": cats[pid % len(cats)],
+            "price": {"amount": price, "currency": s.currency},
+        },
+        "context": ctx,
+    }
+    if ref is not None:
+        ev["referrer"] = ref
+    if s.campaign is not None and count < 3:
+        ev["utm_campaign"] = s.campaign
+    ev["schema_version"] = 2
+    return ev
+
+
 def product_viewed_events(rng: Random, n: int, drift_at: int) -> Iterator[bytes]:
     """Yield ``n`` product-view events: compact JSON, ~113 B mean before ``drift_at``."""
     rnd = rng.random
@@ -147,65 +232,12 @@ def product_viewed_events(rng: Random, n: int, drift_at: int) -> Iterator[bytes]
         s.events = count + 1
         v = rnd()
         pid, cat, cents = product(int(v * v * v * CATALOGUE_SIZE))
-        market = s.market
-        price = _local_price(cents, market, pid)
+        view = (pid, cat, _local_price(cents, s.market, pid))
         # The landing event carries the external referrer; later ones sometimes the internal
-        # page the visitor came from (search results, a category, another product).
-        ref: str | None = None
-        if count == 0:
-            ref = s.ext_ref
-        else:
-            w = rnd()
-            if w < 0.10:
-                ref = "/search?q=" + SEARCH_TERM.pick(w * (1 / 0.10))
-            elif w < 0.17:
-                ref = "/c/" + CATEGORY.pick((w - 0.10) * (1 / 0.07))
-            elif w < 0.21:
-                ref = f"/p/{product(int(rnd() * 2000))[0]}"
+        # page the visitor came from.
+        ref = s.ext_ref if count == 0 else _internal_referrer(rnd, product)
         eid = f"{event_id(i):012x}"
-        ev: dict[str, object]
         if i < drift_at:
-            ev = {"event_id": eid, "ts": ts}
-            if s.uid is not None:
-                ev["u"] = s.uid
-            else:
-                ev["s"] = s.sid
-            ev["p"] = pid
-            if rnd() < 0.35:
-                ev["c"] = cat
-            ev["pr"] = price
-            if s.currency != "EUR":  # the shop's base currency is implied
-                ev["cu"] = s.currency
-            if count == 0:
-                ev["d"] = s.device
-            if ref is not None:
-                ev["r"] = ref
-            if s.campaign is not None and count < 3:
-                ev["cmp"] = s.campaign
-            if s.experiment is not None:
-                ev["ab"] = s.experiment
+            yield encode(_v1_event(rnd, s, eid, ts, view, count, ref))
         else:
-            # v2 schema: verbose names, millisecond timestamps with offset, nested user,
-            # product and context objects, hierarchical categories, string SKUs.
-            cats = CATEGORIES_V2[cat]
-            ctx: dict[str, object] = {"os": s.os, "app": s.app, "locale": market[1]}
-            if s.experiment is not None:
-                ctx["experiments"] = [s.experiment]
-            ev = {
-                "event": "product_viewed",
-                "event_id": eid,
-                "timestamp": iso_ms(ts_ms),
-                "user": {"id": s.uid, "session_id": s.sid},
-                "product": {
-                    "sku": f"SKU-{pid}",
-                    "category": cats[pid % len(cats)],
-                    "price": {"amount": price, "currency": s.currency},
-                },
-                "context": ctx,
-            }
-            if ref is not None:
-                ev["referrer"] = ref
-            if s.campaign is not None and count < 3:
-                ev["utm_campaign"] = s.campaign
-            ev["schema_version"] = 2
-        yield encode(ev)
+            yield encode(_v2_event(s, eid, ts_ms, view, count, ref))

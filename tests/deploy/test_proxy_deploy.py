@@ -18,7 +18,7 @@ import yaml
 
 from sidecar.cli.main import build_parser
 from sidecar.config import load_settings
-from tests.deploy_files import is_setting
+from tests.deploy.files import is_setting
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE = ROOT / "deploy" / "k8s"

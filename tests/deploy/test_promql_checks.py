@@ -6,7 +6,7 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from sidecar.metrics import Metrics
-from tests.promql import (
+from tests.deploy.promql import (
     Query,
     dashboard_queries,
     exported_names,

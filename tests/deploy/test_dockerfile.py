@@ -22,7 +22,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from deploy.constraints import image_environment, image_python, runtime_requirements
-from tests.deploy_files import Stage, env_pairs, is_setting, parse_dockerfile
+from tests.deploy.files import Stage, env_pairs, is_setting, parse_dockerfile
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = ROOT / "Dockerfile"

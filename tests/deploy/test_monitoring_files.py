@@ -22,7 +22,7 @@ from deploy.monitoring import PROMETHEUS_RULE_PATH
 from deploy.monitoring.dashboard import dashboard_json
 from deploy.monitoring.prometheus_rule import prometheus_rule_yaml
 from sidecar.metrics import Metrics
-from tests.promql import (
+from tests.deploy.promql import (
     dashboard_queries,
     dashboard_variables,
     exported_names,
@@ -397,6 +397,7 @@ def test_promtool_check_rules_accepts_every_rule_file() -> None:
     assert rules >= 27
 
 
+@pytest.mark.slow
 def test_every_alert_fires_on_its_condition_in_promtool_unit_tests() -> None:
     tests = sorted((PROMETHEUS / "tests").glob("*.test.yml"))
     result = _run("test", "rules", *map(str, tests))

@@ -143,10 +143,13 @@ def dashboard_queries(dashboard: Mapping[str, Any]) -> list[Query]:
     """Every PromQL expression of a dashboard: panel targets and Prometheus annotations."""
     queries: list[Query] = []
     for panel in _panels(dashboard.get("panels", [])):
-        for target in panel.get("targets", []):
-            if target.get("expr"):
-                source = f"panel {panel.get('title')!r} {target.get('refId', '')}".rstrip()
-                queries.append(Query(source, target["expr"]))
+        queries += [
+            Query(
+                f"panel {panel.get('title')!r} {target.get('refId', '')}".rstrip(), target["expr"]
+            )
+            for target in panel.get("targets", [])
+            if target.get("expr")
+        ]
     for annotation in dashboard.get("annotations", {}).get("list", []):
         if annotation.get("expr"):
             queries.append(

@@ -177,13 +177,17 @@ def load_compose(path: Path) -> dict[str, Any]:
     problems: list[str] = []
     for name, service in services.items():
         _normalise_service(service, base)
-        for other in service.get("depends_on", {}):
-            if other not in services:
-                problems.append(f"service {name} depends on undefined service {other}")
-        for volume in service.get("volumes", []):
-            source = volume.get("source")
-            if volume["type"] == "volume" and source and source not in declared_volumes:
-                problems.append(f"service {name} uses undeclared volume {source}")
+        problems += [
+            f"service {name} depends on undefined service {other}"
+            for other in service.get("depends_on", {})
+            if other not in services
+        ]
+        named = [v.get("source") for v in service.get("volumes", []) if v["type"] == "volume"]
+        problems += [
+            f"service {name} uses undeclared volume {source}"
+            for source in named
+            if source and source not in declared_volumes
+        ]
     if problems:
         raise ComposeError(f"{path}: " + "; ".join(problems))
     return project

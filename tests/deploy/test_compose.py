@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.deploy_files import ComposeError, is_setting, load_compose
+from tests.deploy.files import ComposeError, is_setting, load_compose
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"

@@ -3,7 +3,7 @@
 Checks that run for real: kubernetes-validate (PyPI; it ships the Kubernetes OpenAPI schemas,
 so it works offline) validates every built-in kind strictly against Kubernetes 1.29 and 1.37;
 ServiceMonitor and PrometheusRule are decoded into strict pydantic models of the Prometheus
-Operator's API (tests/operator_types.py: unknown fields, wrong types, enums and duration
+Operator's API (tests/deploy/operator_types.py: unknown fields, wrong types, enums and duration
 patterns refused), and the PrometheusRule's groups are checked by the real `promtool check
 rules`. The ConfigMap and Secret are loaded by sidecar.config as the pods' environment, and the
 CronJob's arguments are parsed by the real CLI parser. The kustomization's patches are applied
@@ -28,8 +28,8 @@ from pydantic import SecretStr
 from sidecar.cli.main import build_parser
 from sidecar.config import load_settings
 from sidecar.health import Health
-from tests.deploy_files import is_setting
-from tests.operator_types import PrometheusRule, ServiceMonitor, decode
+from tests.deploy.files import is_setting
+from tests.deploy.operator_types import PrometheusRule, ServiceMonitor, decode
 
 ROOT = Path(__file__).resolve().parents[2]
 K8S = ROOT / "deploy" / "k8s"
