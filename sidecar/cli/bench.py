@@ -14,9 +14,11 @@ import sys
 from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 
 from sidecar.bench.events import KINDS, generate
+from sidecar.cli.bench_common import MAX_INT32, rounds
+from sidecar.cli.bench_lifecycle import add_bench_lifecycle
 from sidecar.cli.bench_offline import add_bench_offline
 from sidecar.cli.common import (
     bench_bootstrap,
@@ -33,27 +35,9 @@ from sidecar.tools.tables import render
 
 if TYPE_CHECKING:
     from sidecar.bench.codec import CodecResult, RelayRun
-    from sidecar.bench.lifecycle import LifecycleResults
     from sidecar.bench.relay import KindResults
     from sidecar.bench.storage import StorageResults, Variant
     from sidecar.cli.common import Commands
-
-
-#: Fewer measured rounds and a median says little.
-MIN_ROUNDS: Final = 3
-#: Counts a flag may give at most: Kafka's partition counts and pids are 32-bit.
-_MAX_INT32: Final = 2**31 - 1
-
-
-def rounds(text: str) -> int:
-    """`--runs`, `--cost-rounds`: measured rounds, at least `MIN_ROUNDS`."""
-    value = number(int, ge=1, le=_MAX_INT32)(text)
-    if value < MIN_ROUNDS:
-        raise argparse.ArgumentTypeError(
-            f"expected an integer >= {MIN_ROUNDS}, got {text!r} (the median of fewer runs says "
-            "little)"
-        )
-    return value
 
 
 def package_checkout(text: str) -> Path:
@@ -87,7 +71,7 @@ def latency_rates(text: str) -> list[float | None]:
 
 def fills(text: str) -> tuple[int, ...]:
     """`--fills`: records per batch, a comma list of integers >= 1."""
-    fill = number(int, ge=1, le=_MAX_INT32)
+    fill = number(int, ge=1, le=MAX_INT32)
     try:
         values = tuple(fill(item.strip()) for item in text.split(","))
     except argparse.ArgumentTypeError:
@@ -95,16 +79,6 @@ def fills(text: str) -> tuple[int, ...]:
             f"expected a comma list of integers >= 1 (records per batch), got {text!r}"
         ) from None
     return values
-
-
-def _median_range(values: Sequence[float], fmt: str = "{:,.0f}") -> str:
-    if not values:
-        return "-"
-    low, mid, high = min(values), statistics.median(values), max(values)
-    return f"{fmt.format(mid)} [{fmt.format(low)}-{fmt.format(high)}]"
-
-
-# -- bench codec ---------------------------------------------------------------------------------
 
 
 def format_codec_speeds(results: Sequence[CodecResult], runs: int) -> str:
@@ -499,130 +473,6 @@ def cmd_bench_producer(args: argparse.Namespace) -> int:
 # -- bench lifecycle -----------------------------------------------------------------------------
 
 
-def cmd_bench_lifecycle(args: argparse.Namespace) -> int:
-    from sidecar.bench import lifecycle as bench_lifecycle
-
-    if not args.drift_after < args.seconds:
-        raise ConfigError("--drift-after must be within --seconds")
-    bootstrap = bench_bootstrap()
-    results = bench_lifecycle.bench_lifecycle(
-        bootstrap,
-        drift_runs=args.runs,
-        rate=args.rate,
-        seconds=args.seconds,
-        drift_after=args.drift_after,
-        cost_rounds=args.cost_rounds,
-        cost_messages=args.cost_messages,
-    )
-    print()
-    print(format_lifecycle(results, args.rate, args.seconds, args.drift_after))
-    write_bench_results(
-        "lifecycle",
-        results.settings,
-        bench_lifecycle.results_dict(results),
-        args.json_out,
-        partial(bench_lifecycle.plot, results, Path(args.png)),
-    )
-    return 0
-
-
-def format_lifecycle(
-    results: LifecycleResults, rate: int, seconds: float, drift_after: float
-) -> str:
-    """`bench lifecycle`'s tables: every drift run and its milestones, the training runs beside
-    the relay, then what a busy trainer costs the relay."""
-    return "\n".join(
-        [
-            _format_drift(results, rate, seconds, drift_after),
-            "",
-            _format_trainings(results),
-            "",
-            _format_cost(results),
-        ]
-    )
-
-
-def _format_drift(results: LifecycleResults, rate: int, seconds: float, drift_after: float) -> str:
-    def at(t: float | None) -> str:
-        return "-" if t is None else f"{t:.1f}"
-
-    def since(t: float | None, start: float) -> float | None:
-        return None if t is None else t - start
-
-    rows: list[list[object]] = []
-    for i, run in enumerate(results.drift, 1):
-        rows.append(
-            [
-                i,
-                at(run.first_dictionary),
-                at(run.drift_at),
-                at(since(run.detected, run.drift_at)),
-                at(since(run.switched, run.drift_at)),
-                at(since(run.recovered, run.drift_at)),
-                " / ".join(
-                    "-" if r is None else f"{r:.2f}"
-                    for r in (run.heldout_ratio, run.pre_ratio, run.dip_ratio, run.post_ratio)
-                ),
-                f"{run.decoded:,}/{run.produced:,}",
-            ]
-        )
-    recover = [r.recovered - r.drift_at for r in results.drift if r.recovered is not None]
-    rows.append(["median", "", "", "", "", _median_range(recover, "{:.1f}"), "", ""])
-    return render(
-        (
-            "run",
-            "first dict (s)",
-            "change at (s)",
-            "detected +s",
-            "retrained active +s",
-            "ratio back +s",
-            "ratio held-out / before / low / end",
-            "decoded from registry",
-        ),
-        rows,
-        f"drift: {rate:,} product_viewed events/s for {seconds:.0f} s, schema "
-        f"change after {drift_after:.0f} s (+s: seconds after the change)",
-    )
-
-
-def _format_trainings(results: LifecycleResults) -> str:
-    trainings = [e for run in results.drift for e in run.trainings]
-    seconds = [float(e["seconds"]) for e in trainings]
-    cpu = [float(e["cpu_seconds"]) for e in trainings if e.get("cpu_seconds")]
-    return (
-        f"training runs beside the relay: {len(trainings)}, wall "
-        f"{_median_range(seconds, '{:.1f}')} s, CPU {_median_range(cpu, '{:.1f}')} s "
-        "(median [min-max])"
-    )
-
-
-def _format_cost(results: LifecycleResults) -> str:
-    cost = results.cost
-    rows = [
-        ["msg/s while a training run is under way", _median_range([r.active_rate for r in cost])],
-        ["msg/s while none is", _median_range([r.idle_rate for r in cost])],
-        ["ratio active / idle (within each run)", _median_range([r.ratio for r in cost], "{:.2f}")],
-        [
-            "training share of the sidecar's CPU",
-            _median_range([100 * r.cpu_share for r in cost], "{:.1f}%"),
-        ],
-        [
-            "training run, wall seconds",
-            _median_range([s for r in cost for s in r.training_seconds], "{:.1f}"),
-        ],
-        ["training runs per round", _median_range([r.training_runs for r in cost], "{:.0f}")],
-    ]
-    return render(
-        ("", "median [min-max]"),
-        rows,
-        f"cost: relay over {results.cost_messages:,} pre-loaded events while the trainer "
-        f"retrains every 5 s, {len(cost)} rounds after a warm-up",
-    )
-
-
-# -- bench proxy ---------------------------------------------------------------------------------
-
-
 def cmd_bench_proxy(args: argparse.Namespace) -> int:
     from sidecar.bench import proxy as bench
 
@@ -670,7 +520,7 @@ def add_bench(commands: Commands) -> None:
     _add_bench_codec(benches)
     _add_bench_relay(benches)
     _add_bench_storage(benches)
-    _add_bench_lifecycle(benches)
+    add_bench_lifecycle(benches)
     _add_bench_producer(benches)
     _add_bench_proxy(benches)
     add_bench_offline(benches)
@@ -701,7 +551,7 @@ def _add_bench_relay(benches: Commands) -> None:
     b.add_argument(
         "-n", "--count", type=number(int, ge=1), default=1_000_000, help="pre-loaded events"
     )
-    b.add_argument("--partitions", type=number(int, ge=1, le=_MAX_INT32), default=4)
+    b.add_argument("--partitions", type=number(int, ge=1, le=MAX_INT32), default=4)
     b.add_argument(
         "--runs", type=rounds, default=3, help="measured rounds after one warm-up (>= 3)"
     )
@@ -748,7 +598,7 @@ def _add_bench_storage(benches: Commands) -> None:
         default=4096,
         help="events (a multiple of partitions x fills)",
     )
-    b.add_argument("--partitions", type=number(int, ge=1, le=_MAX_INT32), default=8)
+    b.add_argument("--partitions", type=number(int, ge=1, le=MAX_INT32), default=8)
     b.add_argument("--runs", type=rounds, default=3, help="measured runs after a warm-up (>= 3)")
     b.add_argument(
         "--fills", type=fills, default="1,2,4,8,16,128", help="records per batch (comma list)"
@@ -756,7 +606,7 @@ def _add_bench_storage(benches: Commands) -> None:
     b.add_argument("--data-dir", metavar="DIR", help="the broker's log.dirs (segments measured)")
     b.add_argument(
         "--broker-pid",
-        type=number(int, ge=1, le=_MAX_INT32),
+        type=number(int, ge=1, le=MAX_INT32),
         metavar="PID",
         help="the broker's pid (its CPU)",
     )
@@ -774,7 +624,7 @@ def _add_bench_producer(benches: Commands) -> None:
     b.add_argument(
         "-n",
         "--count",
-        type=number(int, ge=1000, le=_MAX_INT32),
+        type=number(int, ge=1000, le=MAX_INT32),
         default=50_000,
         help="records per measured round and record size (default 50000)",
     )
@@ -786,33 +636,3 @@ def _add_bench_producer(benches: Commands) -> None:
         "--json-out", type=output_file, default="out/bench-producer.json", metavar="FILE"
     )
     b.set_defaults(func=cmd_bench_producer)
-
-
-def _add_bench_lifecycle(benches: Commands) -> None:
-    b = benches.add_parser(
-        "lifecycle", help="drift → retrain → recovery, and the relay's speed while training"
-    )
-    b.add_argument(
-        "--runs", type=number(int, ge=1, le=_MAX_INT32), default=3, help="drift runs (default 3)"
-    )
-    b.add_argument(
-        "--rate", type=number(int, ge=1), default=5000, help="events/s in the drift runs"
-    )
-    b.add_argument(
-        "--seconds", type=number(float, gt=0), default=90.0, help="length of one drift run"
-    )
-    b.add_argument(
-        "--drift-after",
-        type=number(float, gt=0),
-        default=45.0,
-        help="seconds before the change (within --seconds)",
-    )
-    b.add_argument(
-        "--cost-rounds", type=rounds, default=3, help="measured rounds after a warm-up (>= 3)"
-    )
-    b.add_argument("--cost-messages", type=number(int, ge=1), default=2_000_000)
-    b.add_argument(
-        "--json-out", type=output_file, default="out/bench-lifecycle.json", metavar="FILE"
-    )
-    b.add_argument("--png", type=png_file, default="out/bench-lifecycle.png", metavar="FILE")
-    b.set_defaults(func=cmd_bench_lifecycle)
