@@ -81,6 +81,9 @@ def fills(text: str) -> tuple[int, ...]:
     return values
 
 
+# -- bench codec ---------------------------------------------------------------------------------
+
+
 def format_codec_speeds(results: Sequence[CodecResult], runs: int) -> str:
     """`bench codec`'s speed table: every path of every message set next to the zstd CLI."""
     rows: list[list[object]] = []
@@ -470,7 +473,7 @@ def cmd_bench_producer(args: argparse.Namespace) -> int:
     return 0
 
 
-# -- bench lifecycle -----------------------------------------------------------------------------
+# -- bench proxy ---------------------------------------------------------------------------------
 
 
 def cmd_bench_proxy(args: argparse.Namespace) -> int:

@@ -144,9 +144,6 @@ def _format_cost(results: LifecycleResults) -> str:
     )
 
 
-# -- bench proxy ---------------------------------------------------------------------------------
-
-
 def add_bench_lifecycle(benches: Commands) -> None:
     b = benches.add_parser(
         "lifecycle", help="drift → retrain → recovery, and the relay's speed while training"
