@@ -74,6 +74,10 @@ class TopicMissing(ZdictError):
     """An input or output topic does not exist."""
 
 
+class Interrupted(ZdictError):
+    """SIGTERM or SIGINT came before the work began: nothing to finish, the process exits 0."""
+
+
 class RelayFailed(ZdictError):
     """The relay cannot go on without risking loss; it stopped after committing what is safe."""
 

@@ -1,11 +1,19 @@
-"""Process-level tuning shared by the relay and the benchmarks."""
+"""Process-level settings shared by the relay, the proxy and the benchmarks: signals during the
+start, the garbage collector in the hot loop."""
 
 from __future__ import annotations
 
 import gc
+import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
+from types import FrameType
 from typing import Final
+
+from sidecar.errors import Interrupted
+from sidecar.logs import get_logger
+
+log = get_logger(__name__)
 
 #: Allocations between two young-generation collections while tuned (CPython's default is 700).
 GC_GEN0_THRESHOLD: Final = 50_000
@@ -30,3 +38,22 @@ def tune_gc(gen0: int = GC_GEN0_THRESHOLD) -> Iterator[None]:
     finally:
         gc.set_threshold(*previous)
         gc.unfreeze()
+
+
+def interrupt_start() -> None:
+    """Until the process replaces them with its graceful stop, SIGTERM and SIGINT end its start
+    at once (`Interrupted`, exit 0).
+
+    As a container's PID 1 (no init in the image) the kernel ignores a signal the process has no
+    handler for, so handlers installed only once the start is over left SIGTERM unheard for as
+    long as the start waited for unreachable brokers. The start's waits are sliced into calls of
+    a second or less, between which the handler runs.
+    """
+
+    def interrupt(signum: int, frame: FrameType | None) -> None:
+        name = signal.Signals(signum).name
+        log.info("signal_received", signal=name, phase="start")
+        raise Interrupted(f"{name} during the start")
+
+    signal.signal(signal.SIGTERM, interrupt)
+    signal.signal(signal.SIGINT, interrupt)

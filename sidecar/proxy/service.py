@@ -29,7 +29,7 @@ from sidecar.config import KafkaSettings, Settings
 from sidecar.dictionaries.lifecycle import adopt_local, sync_store
 from sidecar.dictionaries.registry import Registry
 from sidecar.dictionaries.store import DictionaryStore
-from sidecar.errors import ConfigError, KafkaUnavailable, ZdictError
+from sidecar.errors import ConfigError, Interrupted, KafkaUnavailable, ZdictError
 from sidecar.health import Health
 from sidecar.kafka import (
     is_all_brokers_down,
@@ -47,6 +47,7 @@ from sidecar.proxy.metadata import UpstreamTopics
 from sidecar.proxy.produce import ProduceHandler, Route, Written
 from sidecar.proxy.sequences import ProducerIds, Sequences
 from sidecar.proxy.server import Dispatcher, ProxyServer
+from sidecar.runtime import interrupt_start
 from sidecar.training.trainer import Trainer
 
 log = get_logger("sidecar.proxy")
@@ -397,6 +398,7 @@ async def _serve(
 def run_proxy(settings: Settings, ready: Callable[[str, int], None] | None = None) -> int:
     """Run the proxy until SIGTERM/SIGINT (exit 0) or a failure (exit 1); `ready` is called
     with the address it listens on."""
+    interrupt_start()
     with Observability(settings.metrics, settings.proxy.group_id) as observed:
         registry: Registry | None = None
         routes: ProxyRoutes | None = None
@@ -413,6 +415,8 @@ def run_proxy(settings: Settings, ready: Callable[[str, int], None] | None = Non
             routes.set_up(settings.proxy.topics)
             routes.elect()
             return asyncio.run(_serve(settings, routes, upstream, observed.health, ready))
+        except Interrupted:
+            return 0
         except ZdictError as exc:
             if isinstance(exc, ConfigError):
                 raise

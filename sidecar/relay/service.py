@@ -28,7 +28,7 @@ from sidecar.config import Settings
 from sidecar.dictionaries.lifecycle import adopt_local, sync_store
 from sidecar.dictionaries.registry import Registry, RegistryResolver
 from sidecar.dictionaries.store import DictionaryStore
-from sidecar.errors import ConfigError, ZdictError
+from sidecar.errors import ConfigError, Interrupted, ZdictError
 from sidecar.kafka import (
     LIBRDKAFKA_SOCKET_TIMEOUT_MS,
     Reachability,
@@ -51,6 +51,7 @@ from sidecar.relay.events import ClientEvents
 from sidecar.relay.exactly_once import Transactions
 from sidecar.relay.loop import Relay
 from sidecar.relay.state import RelayState
+from sidecar.runtime import interrupt_start
 from sidecar.training.trainer import Trainer
 
 log = get_logger("sidecar.relay.service")
@@ -313,6 +314,7 @@ def run_relay(settings: Settings) -> int:
             "no input topic: give --input-topic TOPIC (repeatable) or ZDICT_RELAY__INPUT_TOPICS"
         )
     decode = relay_settings.mode == "decode"
+    interrupt_start()
     with Observability(settings.metrics, relay_settings.group_id) as observed:
         metrics = observed.metrics
         registry: Registry | None = None
@@ -333,9 +335,9 @@ def run_relay(settings: Settings) -> int:
                 relay = _relay(settings, clients, state, commits, decoder=decoder)
             else:
                 relay, trainer = _encoding_relay(settings, store, registry, clients, state, commits)
+            _stop_on_signals(relay)
             if trainer is not None:
                 trainer.start()
-            _stop_on_signals(relay)
             log.info(
                 "relay_configured",
                 mode=relay_settings.mode,
@@ -349,6 +351,9 @@ def run_relay(settings: Settings) -> int:
                 training=bool(trainer and settings.training.enabled),
             )
             relay.run()
+            return 0
+        except Interrupted:
+            log.info("relay_stopped", before="start")
             return 0
         except ZdictError as exc:
             if isinstance(exc, ConfigError):
