@@ -26,6 +26,7 @@ from confluent_kafka import (
 )
 
 from sidecar.codec import Decoder, header_tag, standard_frame
+from sidecar.config import Settings
 from sidecar.errors import CodecError, InputError, KafkaUnavailable
 from sidecar.kafka import is_partition_eof, make_admin, make_reader, partition_counts
 
@@ -110,7 +111,7 @@ def render(
 
 
 def cat(
-    settings: Any,
+    settings: Settings,
     decoder: Decoder,
     options: CatOptions,
     out: BinaryIO,
@@ -160,7 +161,7 @@ def cat(
     return printed
 
 
-def _partitions(settings: Any, options: CatOptions, timeout: float) -> list[int]:
+def _partitions(settings: Settings, options: CatOptions, timeout: float) -> list[int]:
     """The partitions to read: `options.partitions`, each checked to exist, else all of them.
 
     Raises:
