@@ -9,7 +9,7 @@ import socket
 import urllib.error
 import urllib.request
 from collections import Counter as Tally
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -20,7 +20,6 @@ from prometheus_client.parser import text_string_to_metric_families
 from sidecar.bench.events import generate
 from sidecar.cgroup_memory import CgroupMemory
 from sidecar.codec import DEFAULT_HEADER_KEY, Encoder, Outcome, Transformed
-from sidecar.dictionaries.model import Dictionary
 from sidecar.health import Health, ObservabilityServer
 from sidecar.metrics import (
     COMPRESS_BUCKETS,
@@ -31,9 +30,8 @@ from sidecar.metrics import (
     build_info,
 )
 from sidecar.training.choice import Decision
+from tests.unit.dictionaries import AddDictionary
 from tests.unit.relay_fakes import Clock, make_relay
-
-AddDictionary = Callable[..., Dictionary]  # the conftest fixture
 
 # -- fixtures and helpers -------------------------------------------------------------------
 
