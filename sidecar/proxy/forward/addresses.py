@@ -147,7 +147,7 @@ def _named(api_key: int, body: Any) -> list[tuple[int, str, int]]:
         entries = tuple(e for e in entries if _is_found(e))
     else:
         entries = ()
-    return [(int(e.node_id), str(e.host), int(e.port)) for e in entries]
+    return [(_node_id(e), str(e.host), int(e.port)) for e in entries]
 
 
 def _is_found(coordinator: Any) -> bool:
@@ -157,10 +157,16 @@ def _is_found(coordinator: Any) -> bool:
 def _moved(entries: tuple[Any, ...], local: Mapping[int, Address | None]) -> tuple[Any, ...]:
     moved = []
     for entry in entries:
-        address = local.get(int(entry.node_id))
+        address = local.get(_node_id(entry))
         if address is not None:
             moved.append(dataclasses.replace(entry, host=address.host, port=address.port))
     return tuple(moved)
+
+
+def _node_id(entry: Any) -> int:
+    """The node id of a broker entry (DescribeCluster names it `broker_id`)."""
+    node_id = getattr(entry, "node_id", None)
+    return int(entry.broker_id if node_id is None else node_id)
 
 
 def _coordinator(entry: Any, local: Mapping[int, Address | None]) -> Any:
