@@ -60,7 +60,9 @@ def _free_port() -> int:
 
 
 @asynccontextmanager
-async def running(script: Script, **settings: Any) -> AsyncIterator[tuple[Listeners, Upstream]]:
+async def running(
+    script: Script, **settings: Any
+) -> AsyncIterator[tuple[Listeners, Upstream, CollectorRegistry]]:
     upstream = Upstream(script)
     server = await asyncio.start_server(upstream.serve, "127.0.0.1", 0)
     upstream.address = Address("127.0.0.1", server.sockets[0].getsockname()[1])
@@ -71,12 +73,11 @@ async def running(script: Script, **settings: Any) -> AsyncIterator[tuple[Listen
         "max_buffered_bytes": 256 * 1024,
         **settings,
     }
-    listeners = Listeners(
-        ProxySettings(**values), [upstream.address], ForwardMetrics(CollectorRegistry())
-    )
+    registry = CollectorRegistry()
+    listeners = Listeners(ProxySettings(**values), [upstream.address], ForwardMetrics(registry))
     await listeners.start()
     try:
-        yield listeners, upstream
+        yield listeners, upstream, registry
     finally:
         await listeners.stop()
         server.close()
@@ -140,7 +141,7 @@ def test_frames_are_forwarded_byte_for_byte_and_acks_0_gets_no_answer_awaited() 
         return struct.pack(">i", len(body)) + body
 
     async def main() -> None:
-        async with running(script) as (listeners, upstream):
+        async with running(script) as (listeners, upstream, registry):
             reader, writer = await asyncio.open_connection(*_bootstrap(listeners))
             sent = [_produce(0, 1), _list_groups(2), _produce(1, 3), _list_groups(4)]
             for frame in sent:
@@ -152,6 +153,23 @@ def test_frames_are_forwarded_byte_for_byte_and_acks_0_gets_no_answer_awaited() 
             assert upstream.frames == [f[4:] for f in sent], "forwarded as the client sent them"
             writer.close()
             assert listeners.budget.used == 0
+            frames = {
+                (api, direction): registry.get_sample_value(
+                    "zdict_proxy_frames_total", {"api": api, "direction": direction}
+                )
+                for api in ("Produce", "ListGroups")
+                for direction in ("request", "response")
+            }
+            assert frames == {
+                ("Produce", "request"): 2,
+                ("Produce", "response"): 1,  # acks=0 has none
+                ("ListGroups", "request"): 2,
+                ("ListGroups", "response"): 2,
+            }
+            sent_bytes = registry.get_sample_value(
+                "zdict_proxy_frame_bytes_total", {"api": "ListGroups", "direction": "response"}
+            )
+            assert sent_bytes == 2 * (8 + len(answers[16]))
 
     asyncio.run(main())
 
@@ -163,7 +181,7 @@ def test_metadata_names_a_local_listener_that_reaches_the_broker() -> None:
         return _metadata_answer(12, upstream_address[0])(frame)
 
     async def main() -> None:
-        async with running(script) as (listeners, upstream):
+        async with running(script) as (listeners, upstream, _registry):
             upstream_address.append(upstream.address)
             reader, writer = await asyncio.open_connection(*_bootstrap(listeners))
             writer.write(
@@ -209,7 +227,7 @@ def test_api_versions_above_the_proxys_is_asked_upstream_in_v0_and_answered_in_v
         return encode_response(_correlation(frame), body)
 
     async def main() -> None:
-        async with running(script) as (listeners, _upstream):
+        async with running(script) as (listeners, _upstream, _registry):
             reader, writer = await asyncio.open_connection(*_bootstrap(listeners))
             frame = request_frame(18, 4, 3, client_software_name="x", client_software_version="1")
             writer.write(frame[:6] + struct.pack(">h", 9) + frame[8:])  # ApiVersions v9
@@ -225,7 +243,7 @@ def test_api_versions_above_the_proxys_is_asked_upstream_in_v0_and_answered_in_v
 
 def test_a_frame_over_the_limit_closes_the_connection_and_nothing_is_forwarded() -> None:
     async def main() -> None:
-        async with running(lambda _f: None) as (listeners, upstream):
+        async with running(lambda _f: None) as (listeners, upstream, _registry):
             reader, writer = await asyncio.open_connection(*_bootstrap(listeners))
             writer.write(struct.pack(">i", 64 * 1024 + 1) + b"\0" * 100)
             await writer.drain()
@@ -238,7 +256,7 @@ def test_a_frame_over_the_limit_closes_the_connection_and_nothing_is_forwarded()
 
 def test_an_api_not_listed_closes_the_connection() -> None:
     async def main() -> None:
-        async with running(lambda _f: None) as (listeners, upstream):
+        async with running(lambda _f: None) as (listeners, upstream, _registry):
             for api_key, version in [(78, 1), (1, 16), (999, 0)]:
                 reader, writer = await asyncio.open_connection(*_bootstrap(listeners))
                 writer.write(struct.pack(">ihhih", 10, api_key, version, 1, -1))
@@ -251,7 +269,7 @@ def test_an_api_not_listed_closes_the_connection() -> None:
 
 def test_a_stalled_frame_times_out_and_its_budget_is_returned() -> None:
     async def main() -> None:
-        async with running(lambda _f: None, read_timeout=0.3) as (listeners, _upstream):
+        async with running(lambda _f: None, read_timeout=0.3) as (listeners, _upstream, _registry):
             reader, writer = await asyncio.open_connection(*_bootstrap(listeners))
             writer.write(struct.pack(">i", 60_000) + b"\0" * 1000)  # a size prefix, then silence
             await writer.drain()
@@ -273,7 +291,7 @@ def test_a_stalled_frame_times_out_and_its_budget_is_returned() -> None:
 
 def test_connections_past_the_cap_are_closed_at_once() -> None:
     async def main() -> None:
-        async with running(lambda _f: None, max_connections=1) as (listeners, _upstream):
+        async with running(lambda _f: None, max_connections=1) as (listeners, _upstream, _registry):
             _r1, w1 = await asyncio.open_connection(*_bootstrap(listeners))
             await asyncio.sleep(0.1)
             r2, w2 = await asyncio.open_connection(*_bootstrap(listeners))

@@ -179,9 +179,7 @@ class Connection:
                 error=str(response_end),
             )
             return "upstream_closed"
-        if isinstance(response_end, (ConnectionError, asyncio.IncompleteReadError)) or (
-            response_end is None and request_end is not None
-        ):
+        if isinstance(response_end, (ConnectionError, asyncio.IncompleteReadError)):
             log.info("upstream_closed", peer=self.peer, client_id=self.client_id)
             return "upstream_closed"
         return None
