@@ -12,6 +12,7 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,11 +22,24 @@ from confluent_kafka.admin import AdminClient
 from .launch import SidecarEnv, StartSidecar, environment_for, start_sidecars
 from .process import Sidecar, free_port
 from .proxy_records import event, headers_of
-from .test_proxy import KAFKA_LOCAL, produce_all
 from .topics import create_topic
 
-#: Seconds a consumer through the proxy may take to read what it expects.
+KAFKA_LOCAL = Path(__file__).resolve().parents[2] / "deploy" / "kafka" / "kafka-local"
+#: Seconds a consumer through the proxy may take to read what it expects, and a producer to
+#: deliver what it produced.
 READ_TIMEOUT = 60.0
+
+
+def produce_all(producer: Producer, records: list[dict[str, Any]]) -> list[str]:
+    """Produce every record and flush; the delivery errors."""
+    errors: list[str] = []
+    for record in records:
+        producer.produce(
+            on_delivery=lambda err, _msg: errors.append(str(err)) if err else None, **record
+        )
+        producer.poll(0)
+    assert producer.flush(READ_TIMEOUT) == 0, "records left undelivered"
+    return errors
 
 
 @pytest.fixture(scope="module")
@@ -95,7 +109,7 @@ def test_clients_see_only_the_proxys_loopback_addresses(
     address, _ = forward
     admin = AdminClient({"bootstrap.servers": address})
     metadata = admin.list_topics(timeout=10)
-    brokers = {(b.id, b.host) for b in metadata.brokers.values()}
+    brokers = {(b.id, str(b.host)) for b in metadata.brokers.values()}
     assert brokers == {(1, "127.0.0.1")}
     (broker,) = metadata.brokers.values()
     assert broker.port != int(address.rsplit(":", 1)[1])
@@ -170,7 +184,7 @@ def test_transactions_commit_and_abort_and_read_committed_sees_the_committed(
         [topic],
         len(committed),
     )
-    assert [m.value() for m in sorted(got, key=lambda m: m.offset())] == committed
+    assert [m.value() for m in sorted(got, key=lambda m: m.offset() or 0)] == committed
 
 
 def test_kcat_produces_and_consumes_in_a_group(
@@ -218,7 +232,7 @@ def test_the_java_console_consumer_reads_in_a_group(
 ) -> None:
     address, _ = forward
     topic = create_topic(kafka_admin, 2, None, "zdict-it-forward-java")
-    sent = [
+    sent: list[dict[str, Any]] = [
         {
             "topic": topic,
             "key": f"key-{i}".encode(),
