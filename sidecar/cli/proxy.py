@@ -32,6 +32,8 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
         proxy["topics"] = tuple(args.topic)
     if args.pass_through:
         proxy["compress"] = False
+    if args.forward:
+        proxy["forward"] = True
     overrides: dict[str, Any] = {"proxy": proxy} if proxy else {}
     if args.no_training:
         overrides["training"] = {"enabled": False}
@@ -43,9 +45,14 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def cmd_proxy(args: argparse.Namespace) -> int:
+    settings = configured_settings(args, **_overrides(args))
+    if settings.proxy.forward:
+        from sidecar.proxy.forward.service import run_forward_proxy
+
+        return run_forward_proxy(settings)
     from sidecar.proxy.service import run_proxy
 
-    return run_proxy(configured_settings(args, **_overrides(args)))
+    return run_proxy(settings)
 
 
 def add_proxy(commands: Commands) -> None:
@@ -72,6 +79,13 @@ def add_proxy(commands: Commands) -> None:
         help="0 picks a free port",
     )
     p.add_argument("--pass-through", action="store_true", help="encode nothing (a cost baseline)")
+    p.add_argument(
+        "--forward",
+        action="store_true",
+        help="forward every request to the upstream brokers, their addresses rewritten to "
+        "local ports (ZDICT_PROXY__BROKER_PORT_BASE + node id); the forwarding proxy's first "
+        "step: records pass as they are, no compression yet",
+    )
     add_lifecycle_flags(p, "the proxy")
     add_config_flags(p)
     p.set_defaults(func=cmd_proxy)

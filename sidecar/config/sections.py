@@ -509,6 +509,26 @@ class ProxySettings(BaseModel):
     compress: bool = Field(
         default=True, description="false: pass every record through, a cost baseline"
     )
+    forward: bool = Field(
+        default=False,
+        description="forward every request to the upstream broker the client addressed, "
+        "broker addresses rewritten to the proxy's listeners (the forwarding proxy's first "
+        "step: records pass as they are)",
+    )
+    broker_port_base: int = Field(
+        default=9100,
+        ge=0,
+        le=65535,
+        description="with forward: upstream broker N is served at this port + N, on the host "
+        "of listen",
+    )
+    read_timeout: float = Field(
+        default=30.0,
+        gt=0.0,
+        le=3600.0,
+        description="with forward: seconds a request frame may take to arrive once its first "
+        "byte has; slower: the connection is closed",
+    )
 
     @model_validator(mode="after")
     def _request_fits_buffer(self) -> ProxySettings:

@@ -1,0 +1,184 @@
+"""Broker addresses in responses: the local port of each upstream broker, and the rewriting of
+the responses that name brokers (Metadata, FindCoordinator, DescribeCluster, and Produce from
+v10 on, whose `NodeEndpoints` name new leaders), parsed and written again with kio.
+
+The port map: upstream node id N is served at local port `proxy.broker_port_base` + N. A fixed
+map, not ports handed out as brokers are first seen: a client keeps the addresses of its last
+metadata across a proxy restart (and a pod declares its ports), so node N must be at the same
+port in the next process. Node ids of a cluster are small (KRaft's default ids are 1, 2, 3...);
+one whose port would be above 65535 is left out of the responses, as a broker without a
+listener is (clients retry, and the proxy logs it).
+
+Only host and port change: everything else of a response, its node ids, racks, errors and
+tagged fields kio knows, is written back as it came.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from kio.index import load_response_schema
+from kio.schema.errors import ErrorCode
+from kio.serial import entity_reader
+from kio.serial.errors import SerialError
+
+from sidecar.errors import ProtocolError
+from sidecar.proxy.forward.versions import (
+    API_VERSIONS,
+    DESCRIBE_CLUSTER,
+    FIND_COORDINATOR,
+    METADATA,
+    PRODUCE,
+    api_name,
+)
+from sidecar.proxy.protocol import encode_response
+
+__all__ = [
+    "REWRITTEN_FROM",
+    "Address",
+    "PortMap",
+    "encode_response",
+    "is_parsed",
+    "parse_response",
+    "rewrite",
+    "upstream_nodes",
+]
+
+#: API key -> the first version whose response names brokers.
+REWRITTEN_FROM: Final[dict[int, int]] = {
+    METADATA: 0,
+    FIND_COORDINATOR: 0,
+    DESCRIBE_CLUSTER: 0,
+    PRODUCE: 10,
+}
+#: DescribeCluster's endpoint type naming brokers (2 names controllers, not served).
+_BROKERS_ENDPOINT_TYPE: Final = 1
+_HIGHEST_PORT: Final = 65535
+
+
+@dataclass(frozen=True, slots=True)
+class Address:
+    """A host and port (upstream, or where clients reach the proxy)."""
+
+    host: str
+    port: int
+
+
+@dataclass(frozen=True, slots=True)
+class PortMap:
+    """Upstream node id -> the local port that serves it (see module)."""
+
+    base: int
+
+    def port(self, node_id: int) -> int | None:
+        """The local port of `node_id`; None when it falls outside 1-65535."""
+        port = self.base + node_id
+        return port if 0 < port <= _HIGHEST_PORT else None
+
+
+def is_parsed(api_key: int, version: int) -> bool:
+    """Whether a response of `api_key` in `version` is parsed (to rewrite or filter it)."""
+    if api_key == API_VERSIONS:
+        return True
+    first = REWRITTEN_FROM.get(api_key)
+    return first is not None and version >= first
+
+
+def parse_response(api_key: int, version: int, frame: bytes) -> tuple[int, Any]:
+    """(correlation id, kio payload) of a response frame without its size prefix.
+
+    Raises:
+        ProtocolError: the bytes do not parse as that response.
+    """
+    try:
+        schema = load_response_schema(api_key, version)
+        header, offset = entity_reader(schema.__header_schema__)(frame, 0)
+        body, used = entity_reader(schema)(frame, offset)
+    except (SerialError, ValueError, KeyError, TypeError, OverflowError, IndexError) as exc:
+        raise ProtocolError(
+            f"{api_name(api_key)} v{version} response does not parse: {type(exc).__name__}: {exc}"
+        ) from None
+    if offset + used != len(frame):
+        raise ProtocolError(
+            f"{api_name(api_key)} v{version} response has {len(frame) - offset - used} bytes "
+            "after its end"
+        )
+    return int(header.correlation_id), body
+
+
+def upstream_nodes(api_key: int, body: Any) -> dict[int, Address]:
+    """Node id -> upstream address of every broker a parsed response names."""
+    return {node_id: Address(host, port) for node_id, host, port in _named(api_key, body)}
+
+
+def rewrite(api_key: int, body: Any, local: Mapping[int, Address | None]) -> Any:
+    """`body` with the address of each broker it names replaced by `local[node id]`; a broker
+    without a local address is left out (a coordinator becomes COORDINATOR_NOT_AVAILABLE,
+    which clients retry)."""
+    if api_key in (METADATA, DESCRIBE_CLUSTER):
+        if not _names_brokers(body):
+            return dataclasses.replace(body, brokers=())
+        return dataclasses.replace(body, brokers=_moved(body.brokers, local))
+    if api_key == PRODUCE:
+        return dataclasses.replace(body, node_endpoints=_moved(body.node_endpoints, local))
+    if api_key == FIND_COORDINATOR:
+        if hasattr(body, "coordinators"):
+            return dataclasses.replace(
+                body, coordinators=tuple(_coordinator(c, local) for c in body.coordinators)
+            )
+        return _coordinator(body, local)
+    return body
+
+
+def _names_brokers(body: Any) -> bool:
+    return getattr(body, "endpoint_type", _BROKERS_ENDPOINT_TYPE) == _BROKERS_ENDPOINT_TYPE
+
+
+def _named(api_key: int, body: Any) -> list[tuple[int, str, int]]:
+    if api_key in (METADATA, DESCRIBE_CLUSTER):
+        entries = body.brokers if _names_brokers(body) else ()
+    elif api_key == PRODUCE:
+        entries = body.node_endpoints
+    elif api_key == FIND_COORDINATOR:
+        entries = getattr(body, "coordinators", (body,))
+        entries = tuple(e for e in entries if _is_found(e))
+    else:
+        entries = ()
+    return [(_node_id(e), str(e.host), int(e.port)) for e in entries]
+
+
+def _is_found(coordinator: Any) -> bool:
+    return bool(coordinator.error_code == ErrorCode.none and coordinator.node_id >= 0)
+
+
+def _moved(entries: tuple[Any, ...], local: Mapping[int, Address | None]) -> tuple[Any, ...]:
+    moved = []
+    for entry in entries:
+        address = local.get(_node_id(entry))
+        if address is not None:
+            moved.append(dataclasses.replace(entry, host=address.host, port=address.port))
+    return tuple(moved)
+
+
+def _node_id(entry: Any) -> int:
+    """The node id of a broker entry (DescribeCluster names it `broker_id`)."""
+    node_id = getattr(entry, "node_id", None)
+    return int(entry.broker_id if node_id is None else node_id)
+
+
+def _coordinator(entry: Any, local: Mapping[int, Address | None]) -> Any:
+    if not _is_found(entry):
+        return entry
+    address = local.get(int(entry.node_id))
+    if address is None:
+        return dataclasses.replace(
+            entry,
+            error_code=ErrorCode.coordinator_not_available,
+            node_id=-1,
+            host="",
+            port=-1,
+        )
+    return dataclasses.replace(entry, host=address.host, port=address.port)

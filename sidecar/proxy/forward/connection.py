@@ -1,0 +1,338 @@
+"""One client connection piped to its own upstream connection.
+
+Two tasks per connection. The request side reads one frame at a time (its first byte within
+`IDLE_TIMEOUT` seconds, the rest within `proxy.read_timeout`; at most `proxy.max_request_bytes`,
+taken from the shared budget a chunk at a time as it arrives), reads its header only, refuses
+an API or version the proxy does not serve (the connection is closed, as a broker does), notes
+what answer to expect and writes the frame upstream unchanged. The response side reads
+upstream's answers, which Kafka sends in request order: each is matched to the oldest request
+noted (correlation ids checked), streamed back byte for byte, or, for the responses that name
+brokers and ApiVersions, read whole, rewritten and written again. A Produce with acks=0 gets no
+answer from the broker, so none is noted nor awaited. At most `proxy.max_in_flight` requests
+await their answer; the request side waits beyond.
+
+When the client closes its side, the answers under way are still written (at most
+`DRAIN_TIMEOUT` seconds). Anything else that ends one side ends both, with one log line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import struct
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Final
+
+from kio.schema.errors import ErrorCode
+
+from sidecar.errors import ProtocolError
+from sidecar.logs import get_logger
+from sidecar.proxy.forward.addresses import (
+    Address,
+    encode_response,
+    is_parsed,
+    parse_response,
+    rewrite,
+    upstream_nodes,
+)
+from sidecar.proxy.forward.budget import Budget
+from sidecar.proxy.forward.frames import (
+    PREFIX_BYTES,
+    api_versions_v0,
+    frame_size,
+    produce_acks,
+    read_request_header,
+)
+from sidecar.proxy.forward.metrics import REQUEST, RESPONSE, ForwardMetrics
+from sidecar.proxy.forward.versions import (
+    API_VERSIONS,
+    PRODUCE,
+    accepts,
+    api_name,
+    filter_api_versions,
+    request_header_version,
+    served_versions,
+)
+
+log = get_logger(__name__)
+
+#: Bytes read at a time, and taken from the budget at a time.
+CHUNK_BYTES: Final = 64 * 1024
+#: Seconds a connection may stay without a request: a broker's `connections.max.idle.ms`.
+IDLE_TIMEOUT: Final = 600.0
+#: Seconds the answers under way may take to reach a client that closed its side.
+DRAIN_TIMEOUT: Final = 30.0
+_HEAD: Final = struct.Struct(">hh")
+_INT32: Final = struct.Struct(">i")
+_ERROR_CODE: Final = struct.Struct(">h")
+#: What the request side returns when the client sent nothing for `IDLE_TIMEOUT` seconds.
+_IDLE: Final = "idle"
+
+#: Upstream nodes a response names -> their local addresses (None: no listener), for a client
+#: that reached the proxy at the given host.
+Locate = Callable[[Mapping[int, Address], str], Awaitable[dict[int, Address | None]]]
+Streams = tuple[asyncio.StreamReader, asyncio.StreamWriter]
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """The bounds of one connection (see module)."""
+
+    max_frame_bytes: int
+    max_in_flight: int
+    read_timeout: float
+
+
+@dataclass(frozen=True, slots=True)
+class Expected:
+    """A request forwarded whose answer is awaited."""
+
+    api_key: int
+    version: int
+    correlation_id: int
+    #: An ApiVersions above the proxy's versions, forwarded as v0: answered UNSUPPORTED_VERSION.
+    unsupported: bool = False
+
+
+class Connection:
+    """One client connection and its upstream connection (see module)."""
+
+    def __init__(
+        self,
+        client: Streams,
+        upstream: Streams,
+        *,
+        limits: Limits,
+        budget: Budget,
+        metrics: ForwardMetrics,
+        locate: Locate,
+    ) -> None:
+        self.client_reader, self.client_writer = client
+        self.upstream_reader, self.upstream_writer = upstream
+        self.limits = limits
+        self.budget = budget
+        self.metrics = metrics
+        self.locate = locate
+        self.peer = str(self.client_writer.get_extra_info("peername"))
+        # Clients are told to come back to the host they reached the proxy at.
+        self.host = str(self.client_writer.get_extra_info("sockname")[0])
+        self.client_id: str | None = None
+        self._expected: asyncio.Queue[Expected] = asyncio.Queue(limits.max_in_flight)
+        self._held = {REQUEST: 0, RESPONSE: 0}
+
+    async def serve(self) -> str | None:
+        """Forward until either side ends; the reason the proxy closed it (None: the client
+        or upstream closed it in order)."""
+        reading = asyncio.create_task(self._requests())
+        answering = asyncio.create_task(self._responses())
+        try:
+            done, _ = await asyncio.wait({reading, answering}, return_when=asyncio.FIRST_COMPLETED)
+            if (
+                reading in done
+                and not reading.cancelled()
+                and reading.exception() is None
+                and reading.result() is None
+            ):
+                draining = asyncio.create_task(self._expected.join())
+                await asyncio.wait({draining, answering}, timeout=DRAIN_TIMEOUT)
+                draining.cancel()
+        finally:
+            for task in (reading, answering):
+                task.cancel()
+            request_end, response_end = await asyncio.gather(
+                reading, answering, return_exceptions=True
+            )
+            for side in (REQUEST, RESPONSE):
+                await self.budget.give(self._held[side])
+                self._held[side] = 0
+            for writer in (self.client_writer, self.upstream_writer):
+                writer.close()
+                with contextlib.suppress(ConnectionError, asyncio.CancelledError):
+                    await writer.wait_closed()
+        return self._report(request_end, response_end)
+
+    def _report(
+        self, request_end: BaseException | str | None, response_end: BaseException | None
+    ) -> str | None:
+        if isinstance(request_end, ProtocolError):
+            log.warning(
+                "request_refused", peer=self.peer, client_id=self.client_id, error=str(request_end)
+            )
+            return "refused"
+        if request_end == _IDLE:
+            return "idle"
+        if isinstance(request_end, TimeoutError):
+            log.warning(
+                "request_timed_out",
+                peer=self.peer,
+                client_id=self.client_id,
+                error=f"a request frame did not arrive within {self.limits.read_timeout:g} s "
+                "(ZDICT_PROXY__READ_TIMEOUT)",
+            )
+            return "timeout"
+        if isinstance(response_end, ProtocolError):
+            log.warning(
+                "upstream_response_refused",
+                peer=self.peer,
+                client_id=self.client_id,
+                error=str(response_end),
+            )
+            return "upstream_closed"
+        if isinstance(response_end, (ConnectionError, asyncio.IncompleteReadError)):
+            log.info("upstream_closed", peer=self.peer, client_id=self.client_id)
+            return "upstream_closed"
+        return None
+
+    # -- client -> upstream --------------------------------------------------------------------
+
+    async def _requests(self) -> str | None:
+        """Forward requests until the client closes its side (None) or stays idle (`_IDLE`)."""
+        reader = self.client_reader
+        while True:
+            try:
+                async with asyncio.timeout(IDLE_TIMEOUT):
+                    first = await reader.readexactly(1)
+            except TimeoutError:
+                return _IDLE
+            except asyncio.IncompleteReadError:
+                return None  # the client closed its side between two requests
+            async with asyncio.timeout(self.limits.read_timeout):
+                prefix = first + await reader.readexactly(PREFIX_BYTES - 1)
+                size = frame_size(prefix, self.limits.max_frame_bytes)
+                frame = await self._read(reader, size, REQUEST)
+            expected, replaced = self._admit(frame)
+            if expected is not None:
+                await self._expected.put(expected)
+            if replaced is None:
+                self.upstream_writer.write(prefix)
+                self.upstream_writer.write(frame)
+            else:
+                self.upstream_writer.write(replaced)
+            await self.upstream_writer.drain()
+            self.metrics.frame(_HEAD.unpack_from(frame)[0], REQUEST, PREFIX_BYTES + size)
+            del frame, replaced
+            await self._release(REQUEST)
+
+    def _admit(self, frame: bytes) -> tuple[Expected | None, bytes | None]:
+        """What answer `frame` expects (None: none), and the frame to send upstream in its
+        place (None: `frame` itself).
+
+        Raises:
+            ProtocolError: an API or version the proxy does not forward.
+        """
+        api_key, version = _HEAD.unpack_from(frame)
+        highest = served_versions(API_VERSIONS)
+        if api_key == API_VERSIONS and highest is not None and version > highest[1]:
+            header = read_request_header(frame, 1)
+            self.client_id = header.client_id
+            expected = Expected(API_VERSIONS, 0, header.correlation_id, unsupported=True)
+            return expected, api_versions_v0(frame, header)
+        if not accepts(api_key, version):
+            served = served_versions(api_key)
+            what = "not served" if served is None else f"served in v{served[0]}-v{served[1]}"
+            raise ProtocolError(
+                f"{api_name(api_key)} (api key {api_key}) v{version} is not forwarded: {what} "
+                "(the proxy forwards what its ApiVersions answer lists)"
+            )
+        header_version = request_header_version(api_key, version)
+        header = read_request_header(frame, header_version)
+        self.client_id = header.client_id
+        if api_key == PRODUCE and produce_acks(frame, header, header_version >= 2) == 0:
+            return None, None  # a broker does not answer acks=0
+        return Expected(api_key, version, header.correlation_id), None
+
+    # -- upstream -> client --------------------------------------------------------------------
+
+    async def _responses(self) -> None:
+        reader, writer = self.upstream_reader, self.client_writer
+        while True:
+            prefix = await reader.readexactly(PREFIX_BYTES)
+            size: int = _INT32.unpack(prefix)[0]
+            if self._expected.empty():
+                raise ProtocolError("upstream sent a response to no request")
+            expected = self._expected.get_nowait()
+            if size < PREFIX_BYTES:
+                raise ProtocolError(f"upstream sent a response frame of {size} bytes")
+            if is_parsed(expected.api_key, expected.version):
+                if size > self.limits.max_frame_bytes:
+                    raise ProtocolError(
+                        f"upstream's {api_name(expected.api_key)} response of {size} bytes is "
+                        f"above ZDICT_PROXY__MAX_REQUEST_BYTES ({self.limits.max_frame_bytes})"
+                    )
+                frame = await self._read(reader, size, RESPONSE)
+                _check_correlation(expected, frame)
+                data = await self._rewritten(expected, frame)
+                del frame
+                writer.write(data)
+                await writer.drain()
+                await self._release(RESPONSE)
+                sent = len(data)
+            else:
+                sent = await self._stream(expected, prefix, size)
+            self.metrics.frame(expected.api_key, RESPONSE, sent)
+            self._expected.task_done()
+
+    async def _stream(self, expected: Expected, prefix: bytes, size: int) -> int:
+        """Copy a response of `size` bytes to the client a chunk at a time; bytes sent."""
+        reader, writer = self.upstream_reader, self.client_writer
+        head = await reader.readexactly(PREFIX_BYTES)
+        _check_correlation(expected, head)
+        writer.write(prefix + head)
+        remaining = size - PREFIX_BYTES
+        while remaining:
+            chunk = await reader.read(min(CHUNK_BYTES, remaining))
+            if not chunk:
+                raise asyncio.IncompleteReadError(b"", remaining)
+            remaining -= len(chunk)
+            writer.write(chunk)
+            await writer.drain()
+        await writer.drain()
+        return PREFIX_BYTES + size
+
+    async def _rewritten(self, expected: Expected, frame: bytes) -> bytes:
+        """The response frame to send for upstream's `frame` (see module)."""
+        api_key = expected.api_key
+        self.metrics.rewritten(api_key)
+        if api_key == API_VERSIONS:
+            # Above upstream's versions, upstream answers in v0 (KIP-511); so does the proxy.
+            refused = (
+                _ERROR_CODE.unpack_from(frame, PREFIX_BYTES)[0] == ErrorCode.unsupported_version
+            )
+            unsupported = expected.unsupported or refused
+            correlation_id, body = parse_response(
+                api_key, 0 if unsupported else expected.version, frame
+            )
+            return encode_response(correlation_id, filter_api_versions(body, unsupported))
+        correlation_id, body = parse_response(api_key, expected.version, frame)
+        local = await self.locate(upstream_nodes(api_key, body), self.host)
+        return encode_response(correlation_id, rewrite(api_key, body, local))
+
+    # -- both ------------------------------------------------------------------------------------
+
+    async def _read(self, reader: asyncio.StreamReader, size: int, side: str) -> bytes:
+        """`size` bytes, the budget taken a chunk at a time before the chunk is read."""
+        chunks = []
+        remaining = size
+        while remaining:
+            step = min(CHUNK_BYTES, remaining)
+            await self.budget.take(step)
+            self._held[side] += step
+            chunks.append(await reader.readexactly(step))
+            remaining -= step
+        return b"".join(chunks)
+
+    async def _release(self, side: str) -> None:
+        held, self._held[side] = self._held[side], 0
+        await self.budget.give(held)
+
+
+def _check_correlation(expected: Expected, frame: bytes) -> None:
+    if len(frame) < PREFIX_BYTES:
+        raise ProtocolError("upstream sent a response frame without a correlation id")
+    correlation_id: int = _INT32.unpack_from(frame)[0]
+    if correlation_id != expected.correlation_id:
+        raise ProtocolError(
+            f"upstream answered correlation id {correlation_id} where "
+            f"{expected.correlation_id} ({api_name(expected.api_key)}) was next"
+        )

@@ -1,0 +1,189 @@
+"""Where clients reach the forwarding proxy: the bootstrap listener at `proxy.listen`, and one
+local listener per upstream broker, started when a response first names the broker.
+
+A connection to the bootstrap listener is forwarded to the first upstream bootstrap server that
+accepts a connection (in the order configured); a connection to broker N's listener to broker
+N's address as upstream last named it. Both kinds count against `proxy.max_connections`; past
+it a connection is closed at once. Broker listeners bind the host of `proxy.listen` (loopback
+by default), at the port `addresses.PortMap` gives, and stay up for the process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+from collections.abc import Mapping, Sequence
+from typing import Final
+
+from sidecar.config import ProxySettings
+from sidecar.logs import get_logger
+from sidecar.proxy.forward.addresses import Address, PortMap
+from sidecar.proxy.forward.budget import Budget
+from sidecar.proxy.forward.connection import Connection, Limits, Streams
+from sidecar.proxy.forward.metrics import BOOTSTRAP, BROKER, ForwardMetrics
+
+log = get_logger(__name__)
+
+#: Seconds an upstream connection may take to open.
+CONNECT_TIMEOUT: Final = 10.0
+#: Seconds a stopping proxy gives its connections to end.
+STOP_TIMEOUT: Final = 10.0
+
+
+class Listeners:
+    """The bootstrap listener and the broker listeners (see module)."""
+
+    def __init__(
+        self,
+        settings: ProxySettings,
+        bootstrap: Sequence[Address],
+        metrics: ForwardMetrics,
+    ) -> None:
+        self.settings = settings
+        self.bootstrap = tuple(bootstrap)
+        self.metrics = metrics
+        self.ports = PortMap(settings.broker_port_base)
+        self.budget = Budget(settings.max_buffered_bytes)
+        self.limits = Limits(
+            max_frame_bytes=settings.max_request_bytes,
+            max_in_flight=settings.max_in_flight,
+            read_timeout=settings.read_timeout,
+        )
+        #: Node id -> its upstream address, as the latest response naming it said.
+        self.upstream: dict[int, Address] = {}
+        self._servers: dict[int | None, asyncio.Server] = {}
+        self._unavailable: set[int] = set()
+        self._connections: set[asyncio.Task[None]] = set()
+        self._starting = asyncio.Lock()
+
+    async def start(self) -> Address:
+        """Listen at `proxy.listen`; the address bound (port 0 picks one).
+
+        Raises:
+            OSError: the address is taken or not this host's.
+        """
+        server = await asyncio.start_server(
+            functools.partial(self._accept, None), self.settings.host, self.settings.port
+        )
+        self._servers[None] = server
+        host, port = server.sockets[0].getsockname()[:2]
+        return Address(str(host), int(port))
+
+    async def locate(
+        self, nodes: Mapping[int, Address], client_host: str
+    ) -> dict[int, Address | None]:
+        """The local address of each upstream node (None: it has no listener), its listener
+        started if it has none yet; `nodes`' upstream addresses are remembered."""
+        local: dict[int, Address | None] = {}
+        for node_id, address in nodes.items():
+            if self.upstream.get(node_id) != address:
+                log.info(
+                    "upstream_broker", node_id=node_id, upstream=f"{address.host}:{address.port}"
+                )
+                self.upstream[node_id] = address
+            port = await self._listen(node_id)
+            local[node_id] = None if port is None else Address(client_host, port)
+        return local
+
+    async def stop(self) -> None:
+        """Stop listening; end every connection (at most `STOP_TIMEOUT` seconds)."""
+        for server in self._servers.values():
+            server.close()
+        tasks = list(self._connections)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=STOP_TIMEOUT)
+        for server in self._servers.values():
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(server.wait_closed(), STOP_TIMEOUT)
+
+    async def _listen(self, node_id: int) -> int | None:
+        if node_id in self._servers:
+            return self.ports.port(node_id)
+        if node_id in self._unavailable:
+            return None
+        async with self._starting:  # two responses naming a new broker start one listener
+            if node_id in self._servers:
+                return self.ports.port(node_id)
+            port = self.ports.port(node_id)
+            try:
+                if port is None:
+                    raise OSError(
+                        f"port {self.ports.base} + {node_id} is outside 1-65535 "
+                        "(ZDICT_PROXY__BROKER_PORT_BASE)"
+                    )
+                self._servers[node_id] = await asyncio.start_server(
+                    functools.partial(self._accept, node_id), self.settings.host, port
+                )
+            except OSError as exc:
+                self._unavailable.add(node_id)
+                log.error(
+                    "broker_listener_failed",
+                    node_id=node_id,
+                    port=port,
+                    error=f"{exc.strerror or exc}: clients are not told of this broker",
+                )
+                return None
+        self.metrics.set_broker_listeners(len(self._servers) - 1)
+        log.info(
+            "broker_listener_started",
+            node_id=node_id,
+            listen=f"{self.settings.host}:{port}",
+            upstream=f"{self.upstream[node_id].host}:{self.upstream[node_id].port}",
+        )
+        return port
+
+    async def _accept(
+        self, node_id: int | None, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        listener = BOOTSTRAP if node_id is None else BROKER
+        peer = str(writer.get_extra_info("peername"))
+        if len(self._connections) >= self.settings.max_connections:
+            self.metrics.refused()
+            log.warning(
+                "connection_refused",
+                peer=peer,
+                reason=f"{self.settings.max_connections} connections already "
+                "(ZDICT_PROXY__MAX_CONNECTIONS)",
+            )
+            writer.close()
+            return
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections.add(task)
+        self.metrics.opened(listener)
+        reason: str | None = "upstream_unreachable"
+        try:
+            upstream = await self._connect(node_id, peer)
+            if upstream is None:
+                writer.close()
+                return
+            connection = Connection(
+                (reader, writer),
+                upstream,
+                limits=self.limits,
+                budget=self.budget,
+                metrics=self.metrics,
+                locate=self.locate,
+            )
+            reason = await connection.serve()
+        except asyncio.CancelledError:
+            reason = None  # the proxy is stopping: this task is the connection's own
+        finally:
+            self._connections.discard(task)
+            self.metrics.ended(listener, reason)
+
+    async def _connect(self, node_id: int | None, peer: str) -> Streams | None:
+        """A connection to upstream for a client of `node_id`'s listener (None: bootstrap)."""
+        targets = self.bootstrap if node_id is None else (self.upstream[node_id],)
+        errors = []
+        for target in targets:
+            try:
+                async with asyncio.timeout(CONNECT_TIMEOUT):
+                    return await asyncio.open_connection(target.host, target.port)
+            except (OSError, TimeoutError) as exc:
+                errors.append(f"{target.host}:{target.port}: {exc or type(exc).__name__}")
+        log.warning("upstream_unreachable", peer=peer, node_id=node_id, errors=errors)
+        return None

@@ -1,0 +1,108 @@
+"""The forwarding proxy's Prometheus metrics, defined once against the registry passed in.
+
+Labels are bounded: `api` is a name from kio's index of Kafka's APIs (or `unknown`),
+`direction` is `request` or `response`, `listener` is `bootstrap` or `broker`, `reason` is one
+of `CLOSE_REASONS`.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+from sidecar.proxy.forward.versions import api_name
+
+REQUEST: Final = "request"
+RESPONSE: Final = "response"
+BOOTSTRAP: Final = "bootstrap"
+BROKER: Final = "broker"
+#: Why the proxy closed a client connection: a request it does not forward (or cannot read),
+#: a frame that did not arrive within the read timeout, an idle connection, upstream closing
+#: or answering what the proxy cannot read, upstream not reachable.
+CLOSE_REASONS: Final = ("refused", "timeout", "idle", "upstream_closed", "upstream_unreachable")
+
+
+class ForwardMetrics:
+    """Requests, responses and bytes per API and direction; connections."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self._frames = Counter(
+            "zdict_proxy_frames",
+            "Frames forwarded by the forwarding proxy: requests to upstream, responses to "
+            "clients (a Produce with acks=0 has none).",
+            ["api", "direction"],
+            registry=registry,
+        )
+        self._bytes = Counter(
+            "zdict_proxy_frame_bytes",
+            "Bytes of those frames, size prefixes included (responses as sent to the client, "
+            "after rewriting).",
+            ["api", "direction"],
+            registry=registry,
+        )
+        self._rewritten = Counter(
+            "zdict_proxy_rewritten_responses",
+            "Responses parsed and written again: broker addresses rewritten, ApiVersions filtered.",
+            ["api"],
+            registry=registry,
+        )
+        self._open = Gauge(
+            "zdict_proxy_connections",
+            "Client connections open, by listener.",
+            ["listener"],
+            registry=registry,
+        )
+        self._closed = Counter(
+            "zdict_proxy_closed_connections",
+            "Client connections the proxy closed, by reason (clients closing theirs are not "
+            "counted).",
+            ["reason"],
+            registry=registry,
+        )
+        self._refused = Counter(
+            "zdict_proxy_refused_connections",
+            "Client connections closed at once: ZDICT_PROXY__MAX_CONNECTIONS were open.",
+            registry=registry,
+        )
+        self._listeners = Gauge(
+            "zdict_proxy_broker_listeners",
+            "Local listeners of upstream brokers (one per node id seen).",
+            registry=registry,
+        )
+        for listener in (BOOTSTRAP, BROKER):
+            self._open.labels(listener)
+        for reason in CLOSE_REASONS:
+            self._closed.labels(reason)
+        self._children: dict[tuple[int, str], tuple[Counter, Counter]] = {}
+
+    def frame(self, api_key: int, direction: str, size: int) -> None:
+        """One frame of `size` bytes forwarded in `direction`."""
+        children = self._children.get((api_key, direction))
+        if children is None:
+            name = api_name(api_key)
+            children = (
+                self._frames.labels(name, direction),
+                self._bytes.labels(name, direction),
+            )
+            self._children[(api_key, direction)] = children
+        children[0].inc()
+        children[1].inc(size)
+
+    def rewritten(self, api_key: int) -> None:
+        self._rewritten.labels(api_name(api_key)).inc()
+
+    def opened(self, listener: str) -> None:
+        self._open.labels(listener).inc()
+
+    def ended(self, listener: str, reason: str | None) -> None:
+        """A connection ended; `reason` when the proxy closed it (one of `CLOSE_REASONS`)."""
+        self._open.labels(listener).dec()
+        if reason is not None:
+            self._closed.labels(reason).inc()
+
+    def refused(self) -> None:
+        self._refused.inc()
+
+    def set_broker_listeners(self, count: int) -> None:
+        self._listeners.set(count)
