@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import gc
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
-from typing import Final
+from typing import Any, Final
 
-from sidecar.errors import Interrupted
+from sidecar.errors import ConfigError, Interrupted, ZdictError
 from sidecar.logs import get_logger
 
 log = get_logger(__name__)
@@ -57,3 +57,20 @@ def interrupt_start() -> None:
 
     signal.signal(signal.SIGTERM, interrupt)
     signal.signal(signal.SIGINT, interrupt)
+
+
+def exit_code(work: Callable[[], int], logger: Any, *, failed: str, stopped: str) -> int:
+    """The exit code of a long-running process's `work`: its own; 0 when a signal ended the start
+    (`interrupt_start`), logged as event `stopped`; 1 for an expected failure, logged as event
+    `failed` with its message. A configuration error propagates (the CLI exits 2); anything
+    else is a bug and propagates too."""
+    try:
+        return work()
+    except Interrupted:
+        logger.info(stopped, before="start")
+        return 0
+    except ConfigError:
+        raise
+    except ZdictError as exc:
+        logger.error(failed, error=str(exc))
+        return 1

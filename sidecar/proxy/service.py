@@ -21,6 +21,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterable
+from contextlib import ExitStack
 from typing import Final
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -29,7 +30,7 @@ from sidecar.config import KafkaSettings, Settings
 from sidecar.dictionaries.lifecycle import adopt_local, sync_store
 from sidecar.dictionaries.registry import Registry
 from sidecar.dictionaries.store import DictionaryStore
-from sidecar.errors import ConfigError, Interrupted, KafkaUnavailable, ZdictError
+from sidecar.errors import ConfigError, KafkaUnavailable, ZdictError
 from sidecar.health import Health
 from sidecar.kafka import (
     is_all_brokers_down,
@@ -47,7 +48,7 @@ from sidecar.proxy.metadata import UpstreamTopics
 from sidecar.proxy.produce import ProduceHandler, Route, Written
 from sidecar.proxy.sequences import ProducerIds, Sequences
 from sidecar.proxy.server import Dispatcher, ProxyServer
-from sidecar.runtime import interrupt_start
+from sidecar.runtime import exit_code, interrupt_start
 from sidecar.training.trainer import Trainer
 
 log = get_logger("sidecar.proxy")
@@ -399,41 +400,49 @@ def run_proxy(settings: Settings, ready: Callable[[str, int], None] | None = Non
     """Run the proxy until SIGTERM/SIGINT (exit 0) or a failure (exit 1); `ready` is called
     with the address it listens on."""
     interrupt_start()
-    with Observability(settings.metrics, settings.proxy.group_id) as observed:
-        registry: Registry | None = None
-        routes: ProxyRoutes | None = None
-        upstream: _Upstream | None = None
-        try:
-            bootstrap = settings.kafka.client_config()["bootstrap.servers"]
-            # Reachable at all? ZDICT_PROXY__START_TIMEOUT bounds the wait.
-            partition_counts(make_admin(settings), [], settings.proxy.start_timeout, bootstrap)
-            upstream = _Upstream(settings)
-            store = DictionaryStore(settings.dictionaries)
-            if settings.registry.enabled:
-                registry = Registry.open(settings, "proxy", observed.metrics)
-            routes = ProxyRoutes(settings, store, registry, observed.metrics)
-            routes.set_up(settings.proxy.topics)
-            routes.elect()
-            return asyncio.run(_serve(settings, routes, upstream, observed.health, ready))
-        except Interrupted:
-            return 0
-        except ZdictError as exc:
-            if isinstance(exc, ConfigError):
-                raise
-            log.error("proxy_failed", error=str(exc))
-            return 1
-        except OSError as exc:  # the listen address is taken or not ours
-            raise ConfigError(
-                f"cannot listen on {settings.proxy.listen} (ZDICT_PROXY__LISTEN, --listen): "
-                f"{exc.strerror or exc}"
-            ) from None
-        finally:
-            if routes is not None:
-                routes.close()
-            if upstream is not None:
-                undelivered = upstream.stop()
-                if undelivered:
-                    log.error("flush_incomplete", undelivered=undelivered)
-            if registry is not None:
-                registry.close()
-            log.info("proxy_stopped")
+    with Observability(settings.metrics, settings.proxy.group_id) as observed, ExitStack() as stack:
+        stack.callback(log.info, "proxy_stopped")
+        return exit_code(
+            lambda: _run(settings, observed, stack, ready),
+            log,
+            failed="proxy_failed",
+            stopped="proxy_stopped",
+        )
+
+
+def _run(
+    settings: Settings,
+    observed: Observability,
+    stack: ExitStack,
+    ready: Callable[[str, int], None] | None,
+) -> int:
+    """The proxy's start and its serving (see `run_proxy`); what must be closed goes on
+    `stack`."""
+    bootstrap = settings.kafka.client_config()["bootstrap.servers"]
+    # Reachable at all? ZDICT_PROXY__START_TIMEOUT bounds the wait.
+    partition_counts(make_admin(settings), [], settings.proxy.start_timeout, bootstrap)
+    upstream = _Upstream(settings)
+    stack.callback(_flush, upstream)
+    store = DictionaryStore(settings.dictionaries)
+    registry: Registry | None = None
+    if settings.registry.enabled:
+        registry = Registry.open(settings, "proxy", observed.metrics)
+        stack.callback(registry.close)
+    routes = ProxyRoutes(settings, store, registry, observed.metrics)
+    stack.callback(routes.close)
+    routes.set_up(settings.proxy.topics)
+    routes.elect()
+    try:
+        return asyncio.run(_serve(settings, routes, upstream, observed.health, ready))
+    except OSError as exc:  # the listen address is taken or not ours
+        raise ConfigError(
+            f"cannot listen on {settings.proxy.listen} (ZDICT_PROXY__LISTEN, --listen): "
+            f"{exc.strerror or exc}"
+        ) from None
+
+
+def _flush(upstream: _Upstream) -> None:
+    """Deliver what the upstream producer still holds; log what could not be."""
+    undelivered = upstream.stop()
+    if undelivered:
+        log.error("flush_incomplete", undelivered=undelivered)

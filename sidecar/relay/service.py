@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 from types import FrameType
 from typing import Final
@@ -28,7 +29,7 @@ from sidecar.config import Settings
 from sidecar.dictionaries.lifecycle import adopt_local, sync_store
 from sidecar.dictionaries.registry import Registry, RegistryResolver
 from sidecar.dictionaries.store import DictionaryStore
-from sidecar.errors import ConfigError, Interrupted, ZdictError
+from sidecar.errors import ConfigError, ZdictError
 from sidecar.kafka import (
     LIBRDKAFKA_SOCKET_TIMEOUT_MS,
     Reachability,
@@ -51,7 +52,7 @@ from sidecar.relay.events import ClientEvents
 from sidecar.relay.exactly_once import Transactions
 from sidecar.relay.loop import Relay
 from sidecar.relay.state import RelayState
-from sidecar.runtime import interrupt_start
+from sidecar.runtime import exit_code, interrupt_start
 from sidecar.training.trainer import Trainer
 
 log = get_logger("sidecar.relay.service")
@@ -313,58 +314,54 @@ def run_relay(settings: Settings) -> int:
         raise ConfigError(
             "no input topic: give --input-topic TOPIC (repeatable) or ZDICT_RELAY__INPUT_TOPICS"
         )
-    decode = relay_settings.mode == "decode"
     interrupt_start()
-    with Observability(settings.metrics, relay_settings.group_id) as observed:
-        metrics = observed.metrics
-        registry: Registry | None = None
-        trainer: Trainer | None = None
-        try:
-            state = RelayState(
-                metrics, observed.health, Reachability(relay_settings.unreachable_timeout)
-            )
-            ledger = CommitLedger(state)
-            clients = _connect(settings, ClientEvents(state, _outputs(settings), ledger.answered))
-            commits = _commits(settings, clients, state, ledger)
-            store = DictionaryStore(settings.dictionaries)
-            registry = _open_registry(
-                settings, store, list(relay_settings.input_topics), decode, metrics
-            )
-            if decode:
-                decoder = _decoder(settings, store, registry)
-                relay = _relay(settings, clients, state, commits, decoder=decoder)
-            else:
-                relay, trainer = _encoding_relay(settings, store, registry, clients, state, commits)
-            _stop_on_signals(relay)
-            if trainer is not None:
-                trainer.start()
-            log.info(
-                "relay_configured",
-                mode=relay_settings.mode,
-                guarantee=relay_settings.guarantee,
-                dead_letters=clients.topics.dead_letters or None,
-                transactional_id=clients.transactional_id,
-                outputs=clients.topics.outputs,
-                kafka=settings.kafka.redacted(),
-                bootstrap=settings.kafka.client_config()["bootstrap.servers"],
-                registry=settings.registry.topic if registry else None,
-                training=bool(trainer and settings.training.enabled),
-            )
-            relay.run()
-            return 0
-        except Interrupted:
-            log.info("relay_stopped", before="start")
-            return 0
-        except ZdictError as exc:
-            if isinstance(exc, ConfigError):
-                raise
-            log.error("relay_failed", error=str(exc))
-            return 1
-        finally:
-            if trainer is not None:
-                trainer.stop()
-            if registry is not None:
-                registry.close()
+    with Observability(settings.metrics, relay_settings.group_id) as observed, ExitStack() as stack:
+        return exit_code(
+            lambda: _run(settings, observed, stack),
+            log,
+            failed="relay_failed",
+            stopped="relay_stopped",
+        )
+
+
+def _run(settings: Settings, observed: Observability, stack: ExitStack) -> int:
+    """The relay's start and loop (see `run_relay`); what must be closed goes on `stack`."""
+    relay_settings = settings.relay
+    metrics = observed.metrics
+    state = RelayState(metrics, observed.health, Reachability(relay_settings.unreachable_timeout))
+    ledger = CommitLedger(state)
+    clients = _connect(settings, ClientEvents(state, _outputs(settings), ledger.answered))
+    commits = _commits(settings, clients, state, ledger)
+    store = DictionaryStore(settings.dictionaries)
+    decode = relay_settings.mode == "decode"
+    registry = _open_registry(settings, store, list(relay_settings.input_topics), decode, metrics)
+    if registry is not None:
+        stack.callback(registry.close)
+    trainer: Trainer | None = None
+    if decode:
+        relay = _relay(
+            settings, clients, state, commits, decoder=_decoder(settings, store, registry)
+        )
+    else:
+        relay, trainer = _encoding_relay(settings, store, registry, clients, state, commits)
+    _stop_on_signals(relay)
+    if trainer is not None:
+        trainer.start()
+        stack.callback(trainer.stop)
+    log.info(
+        "relay_configured",
+        mode=relay_settings.mode,
+        guarantee=relay_settings.guarantee,
+        dead_letters=clients.topics.dead_letters or None,
+        transactional_id=clients.transactional_id,
+        outputs=clients.topics.outputs,
+        kafka=settings.kafka.redacted(),
+        bootstrap=settings.kafka.client_config()["bootstrap.servers"],
+        registry=settings.registry.topic if registry else None,
+        training=bool(trainer and settings.training.enabled),
+    )
+    relay.run()
+    return 0
 
 
 def _stop_on_signals(relay: Relay) -> None:

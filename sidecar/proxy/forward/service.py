@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Final
 
 from sidecar.config import Settings
-from sidecar.errors import ConfigError, Interrupted, ZdictError
+from sidecar.errors import ConfigError
 from sidecar.health import Health
 from sidecar.kafka import make_admin, partition_counts
 from sidecar.logs import get_logger
@@ -26,7 +26,7 @@ from sidecar.observability import Observability
 from sidecar.proxy.forward.addresses import Address
 from sidecar.proxy.forward.listeners import Listeners
 from sidecar.proxy.forward.metrics import ForwardMetrics
-from sidecar.runtime import interrupt_start
+from sidecar.runtime import exit_code, interrupt_start
 
 log = get_logger("sidecar.proxy.forward")
 
@@ -110,18 +110,13 @@ def run_forward_proxy(settings: Settings, ready: Callable[[str, int], None] | No
     bootstrap = bootstrap_addresses(client["bootstrap.servers"])
     interrupt_start()
     with Observability(settings.metrics, settings.proxy.group_id) as observed:
-        try:
+
+        def serve() -> int:
             # Reachable at all? ZDICT_PROXY__START_TIMEOUT bounds the wait.
             partition_counts(
                 make_admin(settings), [], settings.proxy.start_timeout, client["bootstrap.servers"]
             )
             metrics = ForwardMetrics(observed.prometheus)
             return asyncio.run(_serve(settings, bootstrap, metrics, observed.health, ready))
-        except Interrupted:
-            log.info("proxy_stopped", before="start")
-            return 0
-        except ZdictError as exc:
-            if isinstance(exc, ConfigError):
-                raise
-            log.error("proxy_failed", error=str(exc))
-            return 1
+
+        return exit_code(serve, log, failed="proxy_failed", stopped="proxy_stopped")
