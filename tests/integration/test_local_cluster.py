@@ -6,7 +6,7 @@ is stopped (SIGTERM); the same producer and consumer go on with the two others (
 leaders, perhaps a new group coordinator and active controller); the broker starts again on its
 data and ports and catches up (back in every ISR); a last round goes through all three. Every
 wait is bounded (kafka-local: 120 s per start; the clients: 60 s per round). The figures are
-printed (``-s``): on the shared 2-core machine the whole test took about 60 s.
+printed (``-s``): on the shared 2-core machine the whole test took 30-55 s.
 """
 
 from __future__ import annotations
