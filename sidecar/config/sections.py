@@ -27,6 +27,7 @@ from sidecar.training.choice import (
     DEFAULT_BUDGET_MB_PER_S,
     DEFAULT_BUDGET_US_PER_MESSAGE,
     DEFAULT_DICT_SIZES,
+    DEFAULT_HELDOUT_FRACTION,
     DEFAULT_LEVELS,
     DEFAULT_MIN_SAMPLES,
     TrainingParams,
@@ -105,7 +106,7 @@ class TrainingSettings(BaseModel):
         default=DEFAULT_LEVELS, min_length=1, description="zstd levels tried"
     )
     heldout_fraction: float = Field(
-        default=0.2,
+        default=DEFAULT_HELDOUT_FRACTION,
         gt=0.0,
         lt=1.0,
         description="share of the sample kept out of training to measure the candidates",

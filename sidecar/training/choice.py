@@ -55,6 +55,8 @@ DEFAULT_DICT_SIZES: Final = (
 )
 #: Levels tried by default. Negative levels are zstd's fast modes.
 DEFAULT_LEVELS: Final = (-1, 1, 3, 6, 9, 12)
+#: Share of a sample held out of training to measure the candidates on.
+DEFAULT_HELDOUT_FRACTION: Final = 0.2
 #: Fewer usable samples than this (train + held-out) and no training is attempted. It is only a
 #: floor: 160 package descriptions of 8 KB, or a few hundred log lines, already train a
 #: dictionary worth having (`zdict-sidecar bench choice`), and whether the held-out part is
