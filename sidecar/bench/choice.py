@@ -2,14 +2,15 @@
 
 For every corpus (`sidecar.bench.corpora`), a time-ordered split: the first 20 % is all the
 product sees (`train()` with default settings, on that part split as `train --input` splits a
-file), the other 80 %, its future, is encoded with the public `Encoder`, and the bytes a record
-costs there are counted (the value plus the header we add, pass-through included). The choice
-never sees what it is judged on. Next to it, in the same run, a naive baseline on the same
-split: python-zstandard's `train_dictionary` with its defaults at 16, 64 and 112 KiB, levels 1
-and 3, trained on all of the first 20 %, each value compressed alone into a frame without content
-size or dictionary id, plus the same header, and the best of those six on the future part itself
-(an oracle pick: the baseline is stronger than anyone would get without measuring). A value the
-naive baseline would not shrink is counted at its raw size too (its best case).
+file: its newest slice held out), the other 80 %, its future, is encoded with the public
+`Encoder`, and the bytes a record costs there are counted (the value plus the header we add,
+pass-through included). The choice never sees what it is judged on. Next to it, in the same run,
+a naive baseline on the same split: python-zstandard's `train_dictionary` with its defaults at
+16, 64 and 112 KiB, levels 1 and 3, trained on all of the first 20 %, each value compressed alone
+into a frame without content size or dictionary id, plus the same header, and the best of those
+six on the future part itself (an oracle pick: the baseline is stronger than anyone would get
+without measuring). A value the naive baseline would not shrink is counted at its raw size too
+(its best case).
 """
 
 from __future__ import annotations
@@ -24,14 +25,8 @@ from sidecar.bench.corpora import Corpus
 from sidecar.codec import DEFAULT_HEADER_KEY, Encoder, header_cost
 from sidecar.dictionaries.lifecycle import dictionary_from_report
 from sidecar.dictionaries.model import MIN_DICT_ID
-from sidecar.training.choice import (
-    DEFAULT_HELDOUT_FRACTION,
-    Decision,
-    TrainingParams,
-    split_by_key,
-    train,
-    usable,
-)
+from sidecar.training.choice import Decision, TrainingParams, train
+from sidecar.training.split import DEFAULT_HELDOUT_FRACTION, split_newest, usable
 
 #: The naive baseline's grid: python-zstandard defaults at these sizes and levels.
 NAIVE_SIZES: Final = (16 * 1024, 64 * 1024, 112 * 1024)
@@ -106,9 +101,9 @@ def compare(corpus: Corpus, params: TrainingParams | None = None) -> ChoiceRow:
     params = params or TrainingParams()
     cut = round(len(corpus.messages) * TRAIN_FRACTION)
     seen, heldout = corpus.messages[:cut], corpus.messages[cut:]
-    # As `train --input` splits a file: the line number is the record's key.
-    lines = [(str(i).encode(), v) for i, v in enumerate(seen)]
-    samples = split_by_key(lines, DEFAULT_HELDOUT_FRACTION, window=corpus.name)
+    # As `train --input` splits a file: by line number, the newest lines held out.
+    lines = [(0, n, v) for n, v in enumerate(seen, 1)]
+    samples = split_newest(lines, DEFAULT_HELDOUT_FRACTION, corpus.name, unit="line")
     started = time.perf_counter()
     report = train(samples, params, namespace="bench")
     seconds = time.perf_counter() - started

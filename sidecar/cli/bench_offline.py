@@ -109,7 +109,7 @@ def cmd_bench_wire(args: argparse.Namespace) -> int:
         header_options,
         wrong_dictionary,
     )
-    from sidecar.training.choice import split_ordered
+    from sidecar.training.split import split_ordered
 
     headers = header_options()
     print(

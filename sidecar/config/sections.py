@@ -27,11 +27,11 @@ from sidecar.training.choice import (
     DEFAULT_BUDGET_MB_PER_S,
     DEFAULT_BUDGET_US_PER_MESSAGE,
     DEFAULT_DICT_SIZES,
-    DEFAULT_HELDOUT_FRACTION,
     DEFAULT_LEVELS,
     DEFAULT_MIN_SAMPLES,
     TrainingParams,
 )
+from sidecar.training.split import DEFAULT_HELDOUT_FRACTION
 
 ENV_PREFIX = "ZDICT_"
 #: Output topic of `run --mode decode` unless one is given.
@@ -109,7 +109,8 @@ class TrainingSettings(BaseModel):
         default=DEFAULT_HELDOUT_FRACTION,
         gt=0.0,
         lt=1.0,
-        description="share of the sample kept out of training to measure the candidates",
+        description="newest share of the sample (per partition) kept out of training to measure "
+        "the candidates",
     )
     min_samples: int = Field(
         default=DEFAULT_MIN_SAMPLES,

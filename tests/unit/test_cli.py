@@ -94,7 +94,10 @@ def test_evaluate_reports_frames_stored_bytes_crossovers_and_the_transport_break
     assert methods[0].startswith("per record, compact frames, dictionary")
     assert methods[1].startswith("per record, standard frames")
     assert any("whole stream" in m for m in methods)
-    assert report["training"]["heldout"]["count"] == 2400  # trained on the first 20%
+    # The choice sees the first 20 % (600 lines, the newest 120 held out); the rest is measured.
+    assert report["training"]["heldout"]["count"] == 120
+    assert report["training"]["split"]["heldout_range"] == "481-600"
+    assert report["measured"] == 2400
     fills = [row["fill"] for row in report["stored_bytes_per_record"]]
     assert fills == [1, 2, 4, 8, 16, 32, 64, 128]
     first = report["stored_bytes_per_record"][0]["bytes_per_record"]
