@@ -39,7 +39,7 @@ from sidecar.codec import (
 from sidecar.dictionaries.model import MIN_DICT_ID, Dictionary, TrainingSample, build_dictionary
 from sidecar.runtime import tune_gc
 from sidecar.training.cost import encode_cost_ns
-from sidecar.training.split import Span, TrainingSet
+from sidecar.training.split import MIN_HELDOUT, Span, TrainingSet
 
 KIB: Final = 1024
 #: CPU budget of one message's encoding, the part every message gets whatever its size (µs):
@@ -64,10 +64,11 @@ DEFAULT_DICT_SIZES: Final = (
 #: Levels tried by default. Negative levels are zstd's fast modes.
 DEFAULT_LEVELS: Final = (-1, 1, 3, 6, 9, 12)
 #: Fewer usable samples than this (train + held-out) and no training is attempted. It is only a
-#: floor: 160 package descriptions of 8 KB, or a few hundred log lines, already train a
-#: dictionary worth having (`zdict-sidecar bench choice`), and whether the held-out part is
-#: large enough to trust is judged on the evidence itself (`gain_is_clear`).
-DEFAULT_MIN_SAMPLES: Final = 50
+#: floor: 32 package descriptions of 8 KB (22 to train, 10 held out, then all 32 for the refit),
+#: or a few hundred log lines, already train a dictionary worth having (`zdict-sidecar bench
+#: choice`), and whether the held-out part is large enough to trust is judged on the evidence
+#: itself (`gain_is_clear`).
+DEFAULT_MIN_SAMPLES: Final = 20
 #: The held-out part must show the dictionary's gain over no dictionary this many standard
 #: errors clear of zero (paired, per message), or it is too small to judge.
 CONFIDENCE_Z: Final = 3.0
@@ -569,10 +570,14 @@ def train(
         champion_id=champion.id if champion else None,
     )
     total = len(samples.train) + len(samples.heldout)
-    if total < params.min_samples or len(samples.train) < 10 or len(samples.heldout) < 10:
+    if (
+        total < params.min_samples
+        or len(samples.train) < MIN_HELDOUT
+        or len(samples.heldout) < MIN_HELDOUT
+    ):
         report.reason = (
             f"too few usable samples: {len(samples.train)} training + {len(samples.heldout)} "
-            f"held-out, at least {params.min_samples} needed (and 10 on each side); "
+            f"held-out, at least {params.min_samples} needed (and {MIN_HELDOUT} on each side); "
             "records keep flowing without a dictionary meanwhile"
         )
         return report

@@ -19,6 +19,11 @@ from sidecar.codec import looks_compressed
 
 #: Share of a sample held out of training to measure the candidates on (its newest slice).
 DEFAULT_HELDOUT_FRACTION: Final = 0.2
+#: A smaller sample holds out a larger share, so that at least this many values (at most half
+#: the sample) judge the candidates: the promoted dictionary is refit on the held-out values
+#: too, so a larger share costs it nothing. With 32 package descriptions of 8 KB (`bench choice`,
+#: python-metadata) a fifth would be 6, too few to judge anything.
+MIN_HELDOUT: Final = 10
 
 Unit = Literal["offset", "line"]
 #: (partition, position, value) of one sampled record: its offset in the partition, or the line
@@ -117,19 +122,21 @@ def split_newest(
     """Hold out the newest `heldout_fraction` of every partition's usable values (by position),
     train on the rest; both parts keep the order of `entries` (a reservoir's: arrival order).
 
-    Unusable values are dropped first. A partition holds out `round(n * heldout_fraction)` of its
+    Unusable values are dropped first. The share rises for a small sample to hold out
+    `MIN_HELDOUT` values (at most half of them). A partition holds out `round(n * share)` of its
     `n` values, so one with a single value only trains.
     """
     if not 0.0 < heldout_fraction < 1.0:
         raise ValueError("heldout_fraction must be between 0 and 1 (exclusive)")
     kept = [e for e in entries if usable(e[2])]
+    share = max(heldout_fraction, min(0.5, MIN_HELDOUT / max(1, len(kept))))
     positions: dict[int, list[int]] = {}
     for partition, position, _ in kept:
         positions.setdefault(partition, []).append(position)
     # Per partition, the position from which values are held out.
     cut: dict[int, float] = {}
     for partition, seen in positions.items():
-        held = round(len(seen) * heldout_fraction)
+        held = round(len(seen) * share)
         cut[partition] = sorted(seen)[len(seen) - held] if held else float("inf")
     train = [e for e in kept if e[1] < cut[e[0]]]
     heldout = [e for e in kept if e[1] >= cut[e[0]]]

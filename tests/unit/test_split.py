@@ -27,6 +27,14 @@ def test_held_out_values_never_enter_training_whatever_the_order_they_came_in() 
         assert split.span.heldout[p][0] > split.span.train[p][1]
 
 
+def test_a_small_sample_holds_out_enough_values_to_judge() -> None:
+    # 32 lines: a fifth would be 6; 10 are held out (the refit trains on them too).
+    split = split_newest([(0, n, b"line %d" % n) for n in range(1, 33)], 0.2, unit="line")
+    assert (len(split.train), len(split.heldout)) == (22, 10)
+    tiny = split_newest([(0, n, b"line %d" % n) for n in range(1, 13)], 0.2, unit="line")
+    assert (len(tiny.train), len(tiny.heldout)) == (6, 6)  # never more than half
+
+
 def test_a_partition_with_one_value_only_trains() -> None:
     split = split_newest([(0, 5, b"alone"), *[(1, i, b"x%d" % i) for i in range(10)]], 0.2)
     assert b"alone" in split.train
