@@ -1,13 +1,16 @@
 """`bench choice`: is the trained dictionary ever worse than a naive one, on data nobody here wrote?
 
-For every corpus (`sidecar.bench.corpora`): train on the first 20 % with `train()` (the product's
-choice, default settings), encode the other 80 % with the public `Encoder`, and count the bytes
-a record costs (the value plus the header we add, pass-through included). Next to it, in the same
-run, a naive baseline on the same split: python-zstandard's `train_dictionary` with its defaults
-at 16, 64 and 112 KiB, levels 1 and 3, each value compressed alone into a frame without content
-size or dictionary id, plus the same header, and the best of those six on the held-out part
-itself (an oracle pick: the baseline is stronger than anyone would get without measuring).
-A value the naive baseline would not shrink is counted at its raw size too (its best case).
+For every corpus (`sidecar.bench.corpora`), a time-ordered split: the first 20 % is all the
+product sees (`train()` with default settings, on that part split as `train --input` splits a
+file: its newest slice held out), the other 80 %, its future, is encoded with the public
+`Encoder`, and the bytes a record costs there are counted (the value plus the header we add,
+pass-through included). The choice never sees what it is judged on. Next to it, in the same run,
+a naive baseline on the same split: python-zstandard's `train_dictionary` with its defaults at
+16, 64 and 112 KiB, levels 1 and 3, trained on all of the first 20 %, each value compressed alone
+into a frame without content size or dictionary id, plus the same header, and the best of those
+six on the future part itself (an oracle pick: the baseline is stronger than anyone would get
+without measuring). A value the naive baseline would not shrink is counted at its raw size too
+(its best case).
 """
 
 from __future__ import annotations
@@ -22,12 +25,8 @@ from sidecar.bench.corpora import Corpus
 from sidecar.codec import DEFAULT_HEADER_KEY, Encoder, header_cost
 from sidecar.dictionaries.lifecycle import dictionary_from_report
 from sidecar.dictionaries.model import MIN_DICT_ID
-from sidecar.training.choice import (
-    Decision,
-    TrainingParams,
-    split_ordered,
-    train,
-)
+from sidecar.training.choice import Decision, TrainingParams, train
+from sidecar.training.split import DEFAULT_HELDOUT_FRACTION, split_newest, usable
 
 #: The naive baseline's grid: python-zstandard defaults at these sizes and levels.
 NAIVE_SIZES: Final = (16 * 1024, 64 * 1024, 112 * 1024)
@@ -97,10 +96,14 @@ def naive_bytes(train_values: list[bytes], heldout: list[bytes], header: int) ->
 
 
 def compare(corpus: Corpus, params: TrainingParams | None = None) -> ChoiceRow:
-    """Our choice against the naive one on `corpus` (first 20 % trains, the rest is measured)."""
+    """Our choice against the naive one on `corpus`: both see the first 20 %, the rest (the
+    stream's future) is measured."""
     params = params or TrainingParams()
-    samples = split_ordered(corpus.messages, TRAIN_FRACTION, window=corpus.name)
-    heldout = corpus.messages[len(corpus.messages) - len(samples.heldout) :]
+    cut = round(len(corpus.messages) * TRAIN_FRACTION)
+    seen, heldout = corpus.messages[:cut], corpus.messages[cut:]
+    # As `train --input` splits a file: by line number, the newest lines held out.
+    lines = [(0, n, v) for n, v in enumerate(seen, 1)]
+    samples = split_newest(lines, DEFAULT_HELDOUT_FRACTION, corpus.name, unit="line")
     started = time.perf_counter()
     report = train(samples, params, namespace="bench")
     seconds = time.perf_counter() - started
@@ -116,7 +119,7 @@ def compare(corpus: Corpus, params: TrainingParams | None = None) -> ChoiceRow:
     encoded = encoder.encode_batch([(v, None) for v in heldout])
     ours = sum(e.output_bytes for e in encoded)
     header = header_cost(DEFAULT_HEADER_KEY, b"32768")
-    naive, pick = naive_bytes(samples.train, heldout, header)
+    naive, pick = naive_bytes([v for v in seen if usable(v)], heldout, header)
     chosen = report.chosen
     return ChoiceRow(
         corpus=corpus.name,

@@ -49,7 +49,8 @@ from sidecar.serde import ZdictProducer
 from sidecar.serde.following import FollowingEncoder
 from sidecar.serde.metrics import ProducerMetrics
 from sidecar.tools.tables import render
-from sidecar.training.choice import TrainingParams, split_ordered, train
+from sidecar.training.choice import TrainingParams, train
+from sidecar.training.split import split_ordered
 
 #: The record sizes measured: (label, event kind).
 KINDS: Final = (("~100 B", "product_viewed"), ("~500 B", "order"))

@@ -327,7 +327,8 @@ def _dictionary_store(kind: str, namespaces: Sequence[str]) -> Path:
     from sidecar.bench.events import generate
     from sidecar.dictionaries.lifecycle import promote
     from sidecar.dictionaries.store import DictionaryStore
-    from sidecar.training.choice import TrainingParams, split_ordered, train
+    from sidecar.training.choice import TrainingParams, train
+    from sidecar.training.split import split_ordered
 
     store_dir = Path(tempfile.mkdtemp(prefix="zdict-bench-relay-"))
     store = DictionaryStore(store_dir)

@@ -312,7 +312,8 @@ def bench_storage(
     from sidecar.bench.events import generate
     from sidecar.dictionaries.lifecycle import promote
     from sidecar.dictionaries.store import DictionaryStore
-    from sidecar.training.choice import TrainingParams, split_ordered, train
+    from sidecar.training.choice import TrainingParams, train
+    from sidecar.training.split import split_ordered
 
     storage = Storage(bootstrap, data_dir, pid, partitions)
     # The sidecar trains on its topic's own recent traffic: here the events just before the

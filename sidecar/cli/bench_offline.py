@@ -70,14 +70,14 @@ def format_choice(rows: list[ChoiceRow]) -> str:
             ]
             for r in rows
         ],
-        "held-out ratio, bytes as a record costs (value + header), trained on the first 20 %, "
-        "measured on the rest; naive = python-zstandard defaults, best of 16/64/112 KiB x levels "
-        "1, 3 picked on the held-out part itself",
+        "ratio on the future, bytes as a record costs (value + header): both choices see the "
+        "first 20 % of the corpus, the last 80 % is measured; naive = python-zstandard defaults, "
+        "best of 16/64/112 KiB x levels 1, 3 picked on the measured part itself",
     )
     versus = [r.versus_naive for r in rows]
     return (
         f"{table}\nours / naive: median {statistics.median(versus):.3f}, "
-        f"min {min(versus):.3f}, max {max(versus):.3f} over {len(rows)} corpora"
+        f"worst {min(versus):.3f}, best {max(versus):.3f} over {len(rows)} corpora"
     )
 
 
@@ -109,7 +109,7 @@ def cmd_bench_wire(args: argparse.Namespace) -> int:
         header_options,
         wrong_dictionary,
     )
-    from sidecar.training.choice import split_ordered
+    from sidecar.training.split import split_ordered
 
     headers = header_options()
     print(

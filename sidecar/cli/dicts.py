@@ -35,14 +35,8 @@ from sidecar.dictionaries.store import DictionaryStore
 from sidecar.errors import ConfigError, DictionaryNotFound, UnknownDictionary
 from sidecar.tools.evaluation import Evaluation, evaluate
 from sidecar.tools.tables import render
-from sidecar.training.choice import (
-    Decision,
-    Measurement,
-    TrainingReport,
-    split_by_key,
-    split_ordered,
-    train,
-)
+from sidecar.training.choice import Decision, Measurement, TrainingReport, train
+from sidecar.training.split import Unit, split_newest, usable
 
 if TYPE_CHECKING:
     from sidecar.cli.common import Commands
@@ -57,6 +51,7 @@ _MEASUREMENT_HEADERS: Final = (
     "level",
     "ratio",
     "bytes",
+    "est. µs",
     "µs/message",
     "in budget",
 )
@@ -84,7 +79,8 @@ def _measurement_row(m: Measurement) -> list[object]:
         m.level,
         round(m.ratio, 3),
         m.output_bytes,
-        round(m.encode_ns_per_message / 1000, 2),
+        round(m.cost_ns / 1000, 2),
+        round(m.encode_ns_per_message / 1000, 2) if m.encode_ns_per_message else "-",
         "yes" if m.meets_budget else "no",
     ]
 
@@ -96,11 +92,18 @@ def format_training(report: TrainingReport, stored: Dictionary | None, activated
         f"({report.train_bytes:,} B), {report.heldout_count:,} held-out "
         f"({report.heldout_bytes:,} B)"
     ]
+    if report.span is not None:
+        out.append(report.span.sentence())
     if report.candidates:
         rows = [_measurement_row(c) for c in report.candidates]
         out += [
             "",
-            render(_MEASUREMENT_HEADERS, rows, "candidates (held-out, header bytes counted)"),
+            render(
+                _MEASUREMENT_HEADERS,
+                rows,
+                "candidates (held-out, header bytes counted; est. = the cost model, which the "
+                "budget judges)",
+            ),
         ]
     finals = [m for m in (report.chosen, report.nodict, report.champion) if m is not None]
     if finals:
@@ -110,6 +113,12 @@ def format_training(report: TrainingReport, stored: Dictionary | None, activated
         out.append(
             f"training {report.train_seconds:.2f} s, evaluation {report.eval_seconds:.2f} s, "
             f"CPU budget {report.budget_ns / 1000:.1f} µs per message of average size"
+        )
+    if report.refit:
+        out.append(
+            f"refit: the stored dictionary is trained again on all "
+            f"{report.train_count + report.heldout_count:,} samples; the held-out figures "
+            "above are the dictionary as chosen, which did not see the held-out messages"
         )
     out += ["", f"decision: {report.decision.value}: {report.reason}"]
     if stored is not None:
@@ -125,7 +134,10 @@ def format_evaluation(evaluation: Evaluation) -> str:
     if evaluation.rows:
         rows = [[r.method, r.output_bytes, round(r.ratio, 3), r.note] for r in evaluation.rows]
         raw = evaluation.rows[0].raw_bytes
-        title = f"what {report.heldout_count:,} held-out messages ({raw:,} B) would cost"
+        title = (
+            f"what the {evaluation.measured:,} later messages ({raw:,} B), which the choice did "
+            "not see, would cost"
+        )
         out += ["", render(("method", "bytes", "ratio", "note"), rows, title)]
     if evaluation.stored:
         out += ["", _format_stored(evaluation)]
@@ -281,6 +293,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         if registry is not None:
             sync_store(registry, store, [namespace])
         champion = store.active(namespace)
+        unit: Unit = "offset"
         if args.topic:
             from sidecar.dictionaries.topic_sample import read_sample
 
@@ -300,7 +313,7 @@ def cmd_train(args: argparse.Namespace) -> int:
                 )
             finally:
                 resolver.close()
-            records, window = sample.records, sample.window
+            entries, window = sample.entries, sample.window
             if sample.decoded:
                 print(
                     f"{sample.decoded:,} of the {len(sample.entries):,} sampled records were "
@@ -309,12 +322,10 @@ def cmd_train(args: argparse.Namespace) -> int:
                 )
         else:
             lines = _input_lines(args.input, settings, args.sample)
-            # Keyed by line number: a line is on the same side of the split in every run.
-            records = [
-                (str(i).encode(), line) for i, line in zip(lines.numbers, lines.lines, strict=True)
-            ]
-            window = lines.describe()
-        samples = split_by_key(records, settings.training.heldout_fraction, window)
+            # A file's line order is its time order: line numbers (from 1) are its offsets.
+            entries = [(0, n + 1, line) for n, line in zip(lines.numbers, lines.lines, strict=True)]
+            window, unit = lines.describe(), "line"
+        samples = split_newest(entries, settings.training.heldout_fraction, window, unit)
         params = settings.training.params(settings.codec)
         started = time.monotonic()
         report = train(samples, params, namespace=namespace, champion=champion)
@@ -356,8 +367,17 @@ def cmd_train(args: argparse.Namespace) -> int:
 def cmd_evaluate(args: argparse.Namespace) -> int:
     settings = configured_settings(args, **_training_overrides(args))
     lines = _input_lines(args.file, settings, args.sample)
-    samples = split_ordered(lines.lines, args.train_fraction, window=lines.describe())
-    evaluation = evaluate(samples, settings.training.params(settings.codec))
+    numbered = [
+        (0, n + 1, line) for n, line in zip(lines.numbers, lines.lines, strict=True) if usable(line)
+    ]
+    cut = round(len(numbered) * args.train_fraction)
+    evaluation = evaluate(
+        split_newest(
+            numbered[:cut], settings.training.heldout_fraction, lines.describe(), unit="line"
+        ),
+        [line for _, _, line in numbered[cut:]],
+        settings.training.params(settings.codec),
+    )
     if args.json:
         print(json.dumps(evaluation.to_dict(), indent=2))
     else:
@@ -473,7 +493,8 @@ def add_train(commands: Commands) -> None:
         "--heldout-fraction",
         type=setting_number(TrainingSettings, "heldout_fraction"),
         metavar="F",
-        help="share held out to measure the candidates (ZDICT_TRAINING__HELDOUT_FRACTION; 0.2)",
+        help="the newest share of the sample held out to measure the candidates "
+        "(ZDICT_TRAINING__HELDOUT_FRACTION; 0.2)",
     )
     add_budget_flags(p)
     p.add_argument(
@@ -512,7 +533,8 @@ def add_evaluate(commands: Commands) -> None:
         type=number(float, gt=0, lt=1),
         default=0.2,
         metavar="F",
-        help="the first F of the lines train, the rest are held out (default 0.2)",
+        help="the first F of the lines are all the choice sees (its newest share held out, as "
+        "train does), the rest are measured (default 0.2)",
     )
     p.add_argument(
         "--sample",

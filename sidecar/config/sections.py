@@ -31,6 +31,7 @@ from sidecar.training.choice import (
     DEFAULT_MIN_SAMPLES,
     TrainingParams,
 )
+from sidecar.training.split import DEFAULT_HELDOUT_FRACTION
 
 ENV_PREFIX = "ZDICT_"
 #: Output topic of `run --mode decode` unless one is given.
@@ -105,10 +106,11 @@ class TrainingSettings(BaseModel):
         default=DEFAULT_LEVELS, min_length=1, description="zstd levels tried"
     )
     heldout_fraction: float = Field(
-        default=0.2,
+        default=DEFAULT_HELDOUT_FRACTION,
         gt=0.0,
         lt=1.0,
-        description="share of the sample kept out of training to measure the candidates",
+        description="newest share of the sample (per partition) kept out of training to measure "
+        "the candidates",
     )
     min_samples: int = Field(
         default=DEFAULT_MIN_SAMPLES,

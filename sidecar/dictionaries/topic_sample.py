@@ -21,7 +21,7 @@ from sidecar.codec import Decoder
 from sidecar.config import Settings
 from sidecar.errors import CodecError, InputError, KafkaUnavailable
 from sidecar.kafka import make_admin, make_reader, partition_counts
-from sidecar.training.sampling import Entry, keyed
+from sidecar.training.sampling import Entry
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,11 +37,6 @@ class TopicSample:
     window: str
     decoded: int = 0
     left_out: int = 0
-
-    @property
-    def records(self) -> list[tuple[bytes, bytes]]:
-        """Values with their `topic/partition/offset` keys (the hash-split key)."""
-        return keyed(self.topic, self.entries)
 
 
 def read_sample(

@@ -1,9 +1,11 @@
 """ "What would I save on my data": the offline report of `zdict-sidecar evaluate`.
 
-Pure: values in, numbers out. Trains on the first part of a stream and measures on the rest, next
-to what a user would pick instead: per record without a dictionary, producer batch compression at
-1 to 128 records per batch (as Kafka stores batches, exactly: `record_batch`), and the
-whole-stream oracle; then whether compressing pays on a given link (the transport break-even).
+Pure: values in, numbers out. Chooses a dictionary on the first part of a stream as `train`
+does (its newest slice held out, then refit) and measures it on the rest, which the choice never
+saw, next to what a user would pick instead: per record without a dictionary, producer batch
+compression at 1 to 128 records per batch (as Kafka stores batches, exactly: `record_batch`),
+and the whole-stream oracle; then whether compressing pays on a given link (the transport
+break-even).
 """
 
 from __future__ import annotations
@@ -19,13 +21,8 @@ import zstandard
 from sidecar.codec import Decoder, Encoder, StaticResolver, Transformed, WireFormat
 from sidecar.record_batch import Record, crossover, producer_codecs, stored_bytes
 from sidecar.runtime import tune_gc
-from sidecar.training.choice import (
-    TrainingParams,
-    TrainingReport,
-    TrainingSet,
-    candidate_dictionary,
-    train,
-)
+from sidecar.training.choice import TrainingParams, TrainingReport, candidate_dictionary, train
+from sidecar.training.split import TrainingSet
 
 #: Records per producer batch compared (1: a low-latency producer; 128: a saturated one).
 FILLS: Final = (1, 2, 4, 8, 16, 32, 64, 128)
@@ -85,6 +82,8 @@ class Evaluation:
     """The whole offline report."""
 
     training: TrainingReport
+    #: Values the alternatives are measured on (the stream after what the choice saw).
+    measured: int = 0
     rows: list[Row] = field(default_factory=list)
     stored: list[StoredRow] = field(default_factory=list)
     #: Fill from which each alternative stores no more than the encoder's records (None: never
@@ -103,6 +102,7 @@ class Evaluation:
             }
         return {
             "training": self.training.to_dict(),
+            "measured": self.measured,
             "alternatives": [
                 {
                     "method": r.method,
@@ -166,13 +166,16 @@ def stored_rows(
 
 
 def evaluate(
-    samples: TrainingSet, params: TrainingParams, namespace: str = "evaluate"
+    chosen_on: TrainingSet,
+    heldout: list[bytes],
+    params: TrainingParams,
+    namespace: str = "evaluate",
 ) -> Evaluation:
-    """Train on `samples.train`, then compare every alternative on `samples.heldout`."""
-    report = train(samples, params, namespace=namespace)
-    evaluation = Evaluation(training=report)
-    heldout = samples.heldout
-    raw = samples.heldout_bytes
+    """Choose as `train` does on `chosen_on`, then compare every alternative on `heldout`: the
+    values that follow them in the stream, which neither the choice nor the refit saw."""
+    report = train(chosen_on, params, namespace=namespace)
+    evaluation = Evaluation(training=report, measured=len(heldout))
+    raw = sum(map(len, heldout))
     if report.chosen is None or report.dictionary is None or report.nodict is None:
         return evaluation
     chosen = report.chosen

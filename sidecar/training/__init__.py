@@ -1,6 +1,8 @@
 """Training: how a namespace's dictionary is chosen, and when and where it is retrained.
 
-* `choice`: sample → candidates → held-out evaluation → promote or reject (pure).
+* `split`: a sample's training part and held-out part, its newest slice (pure).
+* `cost`: the encode cost model the CPU budget is judged on (pure).
+* `choice`: sample → candidates → held-out evaluation → promote or reject → refit (pure).
 * `schedule`: when a namespace's trainer trains: first, on schedule, on growth or on drift (pure).
 * `sampling`: the bounded reservoir of raw values the relay and the proxy tap for training (pure).
 * `trainer`: training beside the relay or the proxy, each run in a child process (Kafka side).

@@ -1,22 +1,28 @@
-"""Training decisions: sample → candidates → held-out evaluation → promote or reject.
+"""Training decisions: sample → candidates → held-out evaluation → choice → refit → decide.
 
-Pure logic: no Kafka, no files. Given training and held-out values it trains candidate
-dictionaries over a grid of sizes, measures every (size, level) pair on the held-out values one
-message at a time (header bytes counted, pass-through applied as the encoder would), picks the
-smallest output whose encode time fits the CPU budget (which scales with message size),
-computes the break-even size and compares the result with no dictionary and with the current
-champion on the same held-out set.
+Pure logic: no Kafka, no files. Given training and held-out values (the held-out part being the
+sample's newest slice, `training.split`) it trains candidate dictionaries over a grid of sizes,
+measures every affordable (size, level) pair on the held-out values one message at a time
+(header bytes counted, pass-through applied as the encoder would), and chooses: the smallest
+dictionary at the fastest level, unless a larger or slower one stores fewer bytes by more than
+the noise of its gain along the held-out slice. Affordable means within the CPU budget by the
+encode cost model (`training.cost`), never by timings, so the load of the machine cannot move
+the pick. It then computes the break-even size, compares the result with no dictionary and with
+the current champion on the same held-out set, and refits a promoted dictionary on every sample.
 
-Held-out values never enter training: every ratio this module reports is an out-of-sample ratio.
+Held-out values never enter the dictionary the figures are measured with: every ratio this
+module reports is an out-of-sample ratio, that of the dictionary as chosen (the refit one, which
+did see them, is what is stored; the report says so).
 """
 
 from __future__ import annotations
 
-import hashlib
+import itertools
+import math
 import re
 import statistics
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from enum import StrEnum
 from typing import Any, Final
@@ -29,15 +35,17 @@ from sidecar.codec import (
     Encoder,
     FrameOptions,
     WireFormat,
-    looks_compressed,
 )
 from sidecar.dictionaries.model import MIN_DICT_ID, Dictionary, TrainingSample, build_dictionary
 from sidecar.runtime import tune_gc
+from sidecar.training.cost import encode_cost_ns
+from sidecar.training.split import MIN_HELDOUT, Span, TrainingSet
 
 KIB: Final = 1024
 #: CPU budget of one message's encoding, the part every message gets whatever its size (µs):
-#: about what the relay's own Kafka path costs per record from Python (`bench relay`), and
-#: enough that level 3 on ~100-byte events (2-3 µs here) stays in budget on a busy machine.
+#: about what the relay's own Kafka path costs per record from Python (`bench relay`). Judged
+#: on the cost model (`training.cost`): levels up to 5 fit at any size, level 6 up to ~380 B,
+#: level 9 up to ~120 B and level 12 up to ~70 B a message.
 DEFAULT_BUDGET_US_PER_MESSAGE: Final = 4.0
 #: ... plus this much time per byte, as a throughput (MB/s of input on one core). Together:
 #: 5 µs (~200,000 messages/s) at 100 B, 14 µs at 1 KB, 60 µs at 5.6 KB (~94 MB/s).
@@ -56,21 +64,28 @@ DEFAULT_DICT_SIZES: Final = (
 #: Levels tried by default. Negative levels are zstd's fast modes.
 DEFAULT_LEVELS: Final = (-1, 1, 3, 6, 9, 12)
 #: Fewer usable samples than this (train + held-out) and no training is attempted. It is only a
-#: floor: 160 package descriptions of 8 KB, or a few hundred log lines, already train a
-#: dictionary worth having (`zdict-sidecar bench choice`), and whether the held-out part is
-#: large enough to trust is judged on the evidence itself (`gain_is_clear`).
-DEFAULT_MIN_SAMPLES: Final = 50
+#: floor: 32 package descriptions of 8 KB (22 to train, 10 held out, then all 32 for the refit),
+#: or a few hundred log lines, already train a dictionary worth having (`zdict-sidecar bench
+#: choice`), and whether the held-out part is large enough to trust is judged on the evidence
+#: itself (`gain_is_clear`).
+DEFAULT_MIN_SAMPLES: Final = 20
 #: The held-out part must show the dictionary's gain over no dictionary this many standard
 #: errors clear of zero (paired, per message), or it is too small to judge.
 CONFIDENCE_Z: Final = 3.0
 #: Passing small values through saves CPU; it may make the held-out output at most this share
 #: larger than compressing every value would (bytes come first: the CPU is within budget).
 BREAK_EVEN_BYTE_LOSS: Final = 0.001
-#: A candidate whose encode time is within this factor of the budget is affordable when
-#: nothing fits the budget itself; the factor doubles until something fits.
+#: When nothing fits the budget, the least relaxed budget (x2, x4, ...) something fits is used.
 _RELAX: Final = 2.0
-#: A level over the budget by less than this factor is timed again (`measure_grid`).
-_NEAR_MISS: Final = 2.0
+#: The held-out values are cut into this many consecutive chunks, oldest first, to see how much
+#: a candidate's gain over another varies along the newest slice (`clearly_better`) ...
+NOISE_CHUNKS: Final = 5
+#: ... and a larger dictionary or a slower level must save more than this many standard errors
+#: of its mean gain per chunk: more than its measurement noise. One, not more: replayed on the
+#: 11 corpora of `bench choice` that train, each split by time at three points (20 % seen, the
+#: rest its future), a margin of two keeps smaller dictionaries that then store 0.25 % more
+#: bytes on the future, three 1.3 % more (no margin at all: 0.2 % fewer than one).
+NOISE_Z: Final = 1.0
 #: Values each timing run encodes (the fastest run counts); bytes are counted on all of them.
 TIMING_VALUES: Final = 1000
 
@@ -94,15 +109,20 @@ class TrainingParams:
     #: The challenger must produce at least this fraction fewer bytes than the champion.
     promotion_margin: float = 0.02
     #: CPU budget per message: `budget_us_per_message` µs plus the message's bytes at
-    #: `budget_mb_per_s` (one thread, measured with the relay's encoder path).
+    #: `budget_mb_per_s`, against the cost model's estimate (`training.cost`).
     budget_us_per_message: float = DEFAULT_BUDGET_US_PER_MESSAGE
     budget_mb_per_s: float = DEFAULT_BUDGET_MB_PER_S
-    #: The size x level grid is measured on at most this many held-out values (the chosen
-    #: candidate is then measured on all of them).
+    #: The size x level grid is measured on at most this many held-out values, the newest
+    #: (the chosen candidate is then measured on all of them).
     grid_eval_limit: int = 4000
-    #: Timing runs per measurement after one discarded warm-up. The fastest is used: on a busy
-    #: machine other work only ever adds time, so the minimum is the stable estimate.
+    #: Timing runs of each reported encode time, after one discarded warm-up. The fastest is
+    #: used: on a busy machine other work only ever adds time. Reported only: no timing decides.
     timing_runs: int = 3
+    #: Train the promoted dictionary again, at the chosen size, on every sample (training and
+    #: held-out). Replayed as for `NOISE_Z` (33 splits), the refit stores 1.2 % fewer bytes on
+    #: the stream's future than the dictionary as chosen (geometric mean; fewer on 24 splits, up
+    #: to 11 %, more on 9, up to 4.7 %): the newest values are the closest to the future.
+    refit: bool = True
 
     def budget_ns(self, mean_bytes: float) -> float:
         """The CPU time one message of `mean_bytes` may take to encode (ns); 0: no budget."""
@@ -119,37 +139,6 @@ class TrainingParams:
     scrub: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class TrainingSet:
-    """Values split into training and held-out parts; `window` says where they came from."""
-
-    train: list[bytes]
-    heldout: list[bytes]
-    window: str = ""
-
-    @property
-    def train_bytes(self) -> int:
-        return sum(map(len, self.train))
-
-    @property
-    def heldout_bytes(self) -> int:
-        return sum(map(len, self.heldout))
-
-
-def usable(value: bytes | None) -> bool:
-    """Whether a value can teach a dictionary anything: present, not empty, not compressed."""
-    return bool(value) and value is not None and not looks_compressed(value)
-
-
-def split_ordered(values: Iterable[bytes], train_fraction: float, window: str = "") -> TrainingSet:
-    """Train on the first `train_fraction` of `values`, hold out the rest (a time split)."""
-    if not 0.0 < train_fraction < 1.0:
-        raise ValueError("train_fraction must be between 0 and 1 (exclusive)")
-    kept = [v for v in values if usable(v)]
-    cut = round(len(kept) * train_fraction)
-    return TrainingSet(train=kept[:cut], heldout=kept[cut:], window=window)
-
-
 def scrubbed(values: list[bytes], patterns: Sequence[str]) -> list[bytes]:
     """`values` with every match of `patterns` removed (a privacy filter for training samples).
 
@@ -163,30 +152,6 @@ def scrubbed(values: list[bytes], patterns: Sequence[str]) -> list[bytes]:
     return [v for v in out if v]
 
 
-def heldout_by_key(key: bytes, heldout_fraction: float) -> bool:
-    """Deterministic split: True if the record with `key` (e.g. topic/partition/offset) is held out.
-
-    A hash rather than a counter, so the same record lands on the same side on every host and
-    after every restart.
-    """
-    digest = hashlib.blake2b(key, digest_size=8).digest()
-    return int.from_bytes(digest, "big") < heldout_fraction * 2**64
-
-
-def split_by_key(
-    records: Iterable[tuple[bytes, bytes]], heldout_fraction: float, window: str = ""
-) -> TrainingSet:
-    """Split `(key, value)` pairs with `heldout_by_key`; unusable values are dropped."""
-    if not 0.0 < heldout_fraction < 1.0:
-        raise ValueError("heldout_fraction must be between 0 and 1 (exclusive)")
-    train: list[bytes] = []
-    heldout: list[bytes] = []
-    for key, value in records:
-        if usable(value):
-            (heldout if heldout_by_key(key, heldout_fraction) else train).append(value)
-    return TrainingSet(train=train, heldout=heldout, window=window)
-
-
 @dataclass(frozen=True, slots=True)
 class Measurement:
     """One configuration measured on held-out values, per message, header bytes counted."""
@@ -198,9 +163,12 @@ class Measurement:
     raw_bytes: int
     output_bytes: int
     compressed_share: float  # fraction of messages that were worth compressing
-    encode_ns_per_message: float  # CPU ns, the fastest of the timing runs
-    encode_ns_min: float
-    encode_ns_max: float
+    #: The cost model's CPU ns per message of the values' mean size: what the budget judges.
+    cost_ns: float
+    #: Measured CPU ns per message, the fastest of the timing runs (0: not timed). Reported only.
+    encode_ns_per_message: float = 0.0
+    encode_ns_min: float = 0.0
+    encode_ns_max: float = 0.0
     meets_budget: bool = True
     #: Bytes per message, the value plus our header, of every measured message (in order):
     #: what paired comparisons between two configurations use. Not reported.
@@ -226,6 +194,8 @@ class TrainingReport:
     train_bytes: int = 0
     heldout_count: int = 0
     heldout_bytes: int = 0
+    #: Where the training and held-out parts lie in the stream (None: not known).
+    span: Span | None = None
     candidates: list[Measurement] = field(default_factory=list)
     chosen: Measurement | None = None
     nodict: Measurement | None = None
@@ -236,8 +206,22 @@ class TrainingReport:
     eval_seconds: float = 0.0
     #: CPU ns one held-out message of average size may take to encode (the budget).
     budget_ns: float = 0.0
+    #: `dictionary` was trained again on every sample once chosen: the held-out figures are
+    #: those of the dictionary as chosen, trained on the training part alone.
+    refit: bool = False
     dictionary: bytes | None = field(default=None, repr=False)
     failures: list[str] = field(default_factory=list)
+
+    @property
+    def heldout_ratio_of(self) -> str:
+        """Which dictionary the held-out figures measure: `chosen_before_refit` (the stored one
+        is the refit, which saw the held-out values) or `stored`."""
+        return "chosen_before_refit" if self.refit else "stored"
+
+    def split_fields(self) -> dict[str, Any]:
+        """Where the two parts lie and which dictionary the held-out figures are of."""
+        span = self.span.fields() if self.span is not None else {}
+        return span | {"refit": self.refit, "heldout_ratio_of": self.heldout_ratio_of}
 
     def summary(self) -> dict[str, Any]:
         """The headline numbers, flat (a log line, the registry's training entry)."""
@@ -252,6 +236,7 @@ class TrainingReport:
             "reason": self.reason,
             "train_count": self.train_count,
             "heldout_count": self.heldout_count,
+            **self.split_fields(),
             "heldout_ratio": ratio(chosen),
             "nodict_ratio": ratio(self.nodict),
             "champion_ratio": ratio(self.champion),
@@ -281,6 +266,7 @@ class TrainingReport:
             "reason": self.reason,
             "train": {"count": self.train_count, "bytes": self.train_bytes},
             "heldout": {"count": self.heldout_count, "bytes": self.heldout_bytes},
+            "split": self.split_fields(),
             "chosen": m(self.chosen),
             "nodict": m(self.nodict),
             "champion": m(self.champion),
@@ -313,13 +299,29 @@ def candidate_dictionary(data: bytes, level: int, namespace: str) -> Dictionary:
     )
 
 
+def train_dictionary(size: int, values: list[bytes]) -> bytes:
+    """zstd's dictionary of `size` bytes (at most) for `values`: the same bytes for the same
+    values on every run and every load.
+
+    Called without `k`, `d`, `steps` or `threads` on purpose: that is zstd's own default
+    (`ZDICT_trainFromBuffer`: fastCover with its fixed search, on one thread). With threads, the
+    search keeps the first best result to finish, and which finishes first depends on the
+    machine's load; and given `threads` at all, python-zstandard switches to a wider search, a
+    dozen times slower here (0.5 s instead of 0.04 s for 16 KiB from 800 orders).
+
+    Raises:
+        zstandard.ZstdError: zstd could not train one (too few or too uniform values).
+    """
+    # The zstandard stub's element type.
+    sample: list[bytes | bytearray | memoryview] = list(values)
+    return zstandard.train_dictionary(size, sample).as_bytes()
+
+
 def _time_encode(encoder: Encoder, values: list[bytes], runs: int) -> list[float]:
     """CPU ns per message of `encode_batch` over `values`: one warm-up, then `runs` runs.
 
-    Timed with the garbage-collector settings the relay runs with, so the budget is checked
-    against the speed the relay will see. The clock is this thread's CPU time, not the wall
-    clock: training runs beside a busy relay (at a lower priority), and being preempted must
-    not make a level look slow.
+    Timed with the garbage-collector settings the relay runs with. The clock is this thread's
+    CPU time, not the wall clock: training runs beside a busy relay (at a lower priority).
     """
     records: list[tuple[bytes | None, None]] = [(v, None) for v in values]
     timings: list[float] = []
@@ -346,6 +348,10 @@ def _encoder(
     )
 
 
+def _mean_bytes(values: Sequence[bytes]) -> float:
+    return sum(map(len, values)) / max(1, len(values))
+
+
 def measure(
     label: str,
     dictionary: Dictionary | None,
@@ -356,54 +362,59 @@ def measure(
     *,
     min_size: int = 0,
     budget_ns: float = 0.0,
+    timed: bool = False,
 ) -> Measurement:
     """Measure one configuration on `values` exactly as the relay would encode them.
 
     Values shorter than `min_size` pass through, as the encoder's threshold makes them; every
-    other value is tried. Encode time is the fastest of `timing_runs` runs over (at most)
-    `TIMING_VALUES` of the values, checked against `budget_ns` (0: no budget).
+    other value is tried. The budget (`budget_ns`, 0: none) judges the cost model's estimate at
+    the values' mean size; `timed`: the encode time is measured too, for the report (the
+    fastest of `timing_runs` runs over at most `TIMING_VALUES` of the values).
     """
     encoder = _encoder(dictionary, level, params, min_size)
     results = encoder.encode_batch([(v, None) for v in values])
     costs = tuple(r.output_bytes for r in results)
-    timings = _time_encode(encoder, values[:TIMING_VALUES], params.timing_runs)
-    fastest = min(timings)
-    raw = sum(r.input_bytes for r in results)
+    timings = _time_encode(encoder, values[:TIMING_VALUES], params.timing_runs) if timed else []
+    cost_ns = encode_cost_ns(level, _mean_bytes(values))
     return Measurement(
         label=label,
         dict_size=dict_size,
         dict_bytes=0 if dictionary is None else dictionary.meta.size,
         level=level,
-        raw_bytes=raw,
+        raw_bytes=sum(r.input_bytes for r in results),
         output_bytes=sum(costs),
         compressed_share=sum(r.outcome == "compressed" for r in results) / max(1, len(results)),
-        encode_ns_per_message=fastest,
-        encode_ns_min=fastest,
-        encode_ns_max=max(timings),
-        meets_budget=not budget_ns or fastest <= budget_ns,
+        cost_ns=cost_ns,
+        encode_ns_per_message=min(timings, default=0.0),
+        encode_ns_min=min(timings, default=0.0),
+        encode_ns_max=max(timings, default=0.0),
+        meets_budget=not budget_ns or cost_ns <= budget_ns,
         costs=costs,
     )
 
 
-def retimed(
-    measured: Measurement,
-    dictionary: Dictionary | None,
-    values: list[bytes],
-    params: TrainingParams,
-    budget_ns: float,
-) -> Measurement:
-    """`measured` with `timing_runs` more timing runs (no minimum size, as in the grid): the
-    fastest of all its runs is its time, and decides the budget verdict again."""
-    encoder = _encoder(dictionary, measured.level, params, 0)
-    timings = _time_encode(encoder, values[:TIMING_VALUES], params.timing_runs)
-    fastest = min(measured.encode_ns_per_message, *timings)
-    return replace(
-        measured,
-        encode_ns_per_message=fastest,
-        encode_ns_min=fastest,
-        encode_ns_max=max(measured.encode_ns_max, *timings),
-        meets_budget=not budget_ns or fastest <= budget_ns,
-    )
+def relaxed_budget(costs: Sequence[float], budget_ns: float) -> float:
+    """The least relaxed budget (`budget_ns` x2, x4, ...) that one of `costs` (ns per message,
+    none within `budget_ns`, at least one) fits; no budget (0) relaxes to no limit."""
+    if budget_ns <= 0 or not costs:
+        return math.inf
+    limit = budget_ns * _RELAX
+    while not any(c <= limit for c in costs):
+        limit *= _RELAX
+    return limit
+
+
+def affordable_levels(levels: Sequence[int], mean_bytes: float, budget_ns: float) -> list[int]:
+    """The levels whose estimated cost at `mean_bytes` fits `budget_ns` (0: every level); when
+    none does, those within the least relaxed budget one fits. Ascending."""
+    ordered = sorted(set(levels))
+    if not budget_ns:
+        return ordered
+    cost = {level: encode_cost_ns(level, mean_bytes) for level in ordered}
+    limit = budget_ns
+    if not any(c <= budget_ns for c in cost.values()):
+        limit = relaxed_budget(list(cost.values()), budget_ns)
+    return [level for level in ordered if cost[level] <= limit]
 
 
 def measure_grid(
@@ -413,62 +424,22 @@ def measure_grid(
     namespace: str,
     budget_ns: float,
 ) -> list[Measurement]:
-    """Every trained size x level on `values`, levels in ascending order up to the first one
-    over the budget (higher levels only cost more); when none fits it, up to the first one over
-    the least relaxed budget something fits (`relaxed_budget`, as `choose` picks).
-
-    A level over the budget by less than `_NEAR_MISS` is timed again once the rest of the grid is
-    measured, and the size's higher levels are measured if it now fits: on a shared machine a
-    burst of other work (or of the hypervisor's) can slow every run of one measurement, and a
-    verdict from that burst would make the pick depend on when training ran.
-    """
-    levels = sorted(params.levels)
-    grid: dict[int, list[Measurement]] = {size: [] for size in trained}
-
-    def dictionary(size: int, level: int) -> Dictionary:
-        return candidate_dictionary(trained[size], level, namespace)
-
-    def extend(size: int, limit_ns: float) -> None:
-        """Measure the size's next levels up to the first one over `limit_ns` (0: none)."""
-        done = grid[size]
-        for level in levels[len(done) :]:
-            label = f"dict {size // KIB} KiB"
-            measured = measure(
-                label, dictionary(size, level), level, values, params, size, budget_ns=budget_ns
-            )
-            done.append(measured)
-            if limit_ns and measured.encode_ns_per_message > limit_ns:
-                return
-
-    for size in trained:
-        extend(size, budget_ns)
-    # Each pass re-times the near misses of the previous one, after the others' measurements.
-    seen: set[tuple[int, int]] = set()
-    while near := [
-        (size, done[-1])
-        for size, done in grid.items()
-        if not done[-1].meets_budget
-        and (size, done[-1].level) not in seen
-        and done[-1].encode_ns_per_message <= budget_ns * _NEAR_MISS
-    ]:
-        for size, missed in near:
-            seen.add((size, missed.level))
-            again = retimed(missed, dictionary(size, missed.level), values, params, budget_ns)
-            grid[size][-1] = again
-            if again.meets_budget:
-                extend(size, budget_ns)
-    measured = [m for done in grid.values() for m in done]
-    if budget_ns and not any(m.meets_budget for m in measured):
-        # Nothing fits (a slow machine, tiny values): `choose` picks within the least relaxed
-        # budget something fits, so the levels above each size's first miss are measured
-        # against that budget too. Else the pick is the lowest level by default, which can
-        # cost little less time than the next one and lose bytes to a naive dictionary.
-        limit = relaxed_budget(measured, budget_ns)
-        for size, done in grid.items():
-            if done[-1].encode_ns_per_message <= limit:
-                extend(size, limit)
-        measured = [m for done in grid.values() for m in done]
-    return measured
+    """Every trained size at every affordable level (`affordable_levels`), bytes only, on
+    `values`; in (size, level) order."""
+    levels = affordable_levels(params.levels, _mean_bytes(values), budget_ns)
+    return [
+        measure(
+            f"dict {size // KIB} KiB",
+            candidate_dictionary(trained[size], level, namespace),
+            level,
+            values,
+            params,
+            size,
+            budget_ns=budget_ns,
+        )
+        for size in sorted(trained)
+        for level in levels
+    ]
 
 
 def break_even_size(sizes: Sequence[int], costs: Sequence[int]) -> int:
@@ -505,41 +476,51 @@ def _candidate_sizes(params: TrainingParams, train_bytes: int) -> list[int]:
     return fitting or sizes[:1]
 
 
-def with_monotone_budget(candidates: list[Measurement]) -> list[Measurement]:
-    """Per dictionary size, a level is within budget only if every lower level is too.
+def clearly_better(
+    baseline: Sequence[int],
+    challenger: Sequence[int],
+    chunks: int = NOISE_CHUNKS,
+    z: float = NOISE_Z,
+) -> bool:
+    """Whether `challenger` stores fewer bytes than `baseline` by more than the noise of its gain
+    along the values (paired per-message costs, in stream order).
 
-    Encoding never gets cheaper with a higher level on the same dictionary; a timing that says
-    otherwise is noise, and acting on it would make the pick depend on the machine's load.
+    The values are cut into `chunks` consecutive chunks (at least 2 values each; fewer chunks
+    when there are too few values, and no verdict of "better" under 2): the mean of the
+    per-chunk relative savings must be positive and more than `z` standard errors of it. The
+    spread between chunks is how much the gain moves along the stream, which is the noise that
+    matters for the stream's future; per-message noise alone would understate it.
     """
-    out: list[Measurement] = []
-    by_size: dict[int, list[Measurement]] = {}
-    for c in candidates:
-        by_size.setdefault(c.dict_size, []).append(c)
-    for group in by_size.values():
-        ok = True
-        for c in sorted(group, key=lambda m: m.level):
-            ok = ok and c.meets_budget
-            out.append(c if c.meets_budget == ok else replace(c, meets_budget=ok))
-    return out
-
-
-def relaxed_budget(candidates: Sequence[Measurement], budget_ns: float) -> float:
-    """The least relaxed budget (`budget_ns` x2, x4, ...) that one of `candidates` (none within
-    `budget_ns`, at least one) fits, in ns per message."""
-    limit = budget_ns * _RELAX
-    while not any(c.encode_ns_per_message <= limit for c in candidates):
-        limit *= _RELAX
-    return limit
+    n = min(len(baseline), len(challenger))
+    k = min(chunks, n // 2)
+    if k < 2:
+        return False
+    bounds = [i * n // k for i in range(k + 1)]
+    gains = []
+    for start, end in itertools.pairwise(bounds):
+        base = sum(baseline[start:end])
+        gains.append((base - sum(challenger[start:end])) / base if base else 0.0)
+    mean = statistics.fmean(gains)
+    return mean > 0 and mean > z * statistics.stdev(gains) / math.sqrt(k)
 
 
 def choose(candidates: list[Measurement], budget_ns: float) -> Measurement:
-    """The smallest output within the budget; when nothing fits, within the least relaxed
-    budget (x2, x4, ...) that something fits: the best ratio the relay can afford."""
+    """The pick among the affordable `candidates` (within the budget; when none is, within the
+    least relaxed budget one fits): in (size, level) order, each replaces the pick so far only
+    when it stores `clearly_better`; ties go to the smaller dictionary and the faster level.
+
+    Bytes and the cost model decide, never a timing: the same candidates give the same pick.
+    """
     within = [c for c in candidates if c.meets_budget]
     if not within:
-        limit = relaxed_budget(candidates, budget_ns)
-        within = [c for c in candidates if c.encode_ns_per_message <= limit]
-    return min(within, key=lambda c: (c.output_bytes, c.encode_ns_per_message))
+        limit = relaxed_budget([c.cost_ns for c in candidates], budget_ns)
+        within = [c for c in candidates if c.cost_ns <= limit]
+    ordered = sorted(within, key=lambda c: (c.dict_size, c.level))
+    pick = ordered[0]
+    for challenger in ordered[1:]:
+        if clearly_better(pick.costs, challenger.costs):
+            pick = challenger
+    return pick
 
 
 def gain_is_clear(baseline: Sequence[int], challenger: Sequence[int], z: float) -> bool:
@@ -561,19 +542,22 @@ def train(
     namespace: str,
     champion: Dictionary | None = None,
 ) -> TrainingReport:
-    """Train, evaluate on the held-out values and decide. Never raises for bad samples.
+    """Train, evaluate on the held-out values, choose, decide and refit. Never raises for bad
+    samples; the same samples and params give the same report (timings and seconds aside)
+    and the same dictionary bytes.
 
     Steps:
     1. refuse too few usable samples (decision FAILED, with the counts);
     2. train one dictionary per candidate size the sample can fill;
-    3. measure every size x level on (up to `grid_eval_limit`) held-out values, levels in
-       ascending order up to the first one over the CPU budget (`measure_grid`), and pick the
-       smallest output within the budget (or the least relaxed budget something fits);
+    3. measure every size at every affordable level (`affordable_levels`) on the newest (up to
+       `grid_eval_limit`) held-out values and `choose`;
     4. measure the pick with its break-even size, no dictionary and the champion (with its
        own threshold, as it runs) on all held-out values;
     5. promote if there is no champion, or the pick beats it by `promotion_margin`, and it beats
        compressing without a dictionary clearly on this held-out set; otherwise reject. The
-       numbers are kept either way.
+       numbers are kept either way;
+    6. a promoted dictionary is trained again at its size on every sample (`params.refit`): the
+       held-out figures stay those of the dictionary as chosen.
     """
     report = TrainingReport(
         namespace=namespace,
@@ -583,20 +567,26 @@ def train(
         train_bytes=samples.train_bytes,
         heldout_count=len(samples.heldout),
         heldout_bytes=samples.heldout_bytes,
-        budget_ns=params.budget_ns(samples.heldout_bytes / max(1, len(samples.heldout))),
+        span=samples.span,
+        budget_ns=params.budget_ns(_mean_bytes(samples.heldout)),
         champion_id=champion.id if champion else None,
     )
     total = len(samples.train) + len(samples.heldout)
-    if total < params.min_samples or len(samples.train) < 10 or len(samples.heldout) < 10:
+    if (
+        total < params.min_samples
+        or len(samples.train) < MIN_HELDOUT
+        or len(samples.heldout) < MIN_HELDOUT
+    ):
         report.reason = (
             f"too few usable samples: {len(samples.train)} training + {len(samples.heldout)} "
-            f"held-out, at least {params.min_samples} needed (and 10 on each side); "
+            f"held-out, at least {params.min_samples} needed (and {MIN_HELDOUT} on each side); "
             "records keep flowing without a dictionary meanwhile"
         )
         return report
 
     started = time.perf_counter()
-    trained = _train_candidates(samples, params, report)
+    training = scrubbed(samples.train, params.scrub)
+    trained = _train_candidates(training, params, report)
     report.train_seconds = time.perf_counter() - started
     if not trained:
         report.reason = (
@@ -606,10 +596,8 @@ def train(
         return report
 
     started = time.perf_counter()
-    grid_values = samples.heldout[: params.grid_eval_limit]
-    report.candidates = with_monotone_budget(
-        measure_grid(trained, grid_values, params, namespace, report.budget_ns)
-    )
+    grid_values = samples.heldout[-params.grid_eval_limit :]
+    report.candidates = measure_grid(trained, grid_values, params, namespace, report.budget_ns)
     best = choose(report.candidates, report.budget_ns)
     chosen_dict = candidate_dictionary(trained[best.dict_size], best.level, namespace)
     tried = measure(best.label, chosen_dict, best.level, samples.heldout, params, best.dict_size)
@@ -622,11 +610,11 @@ def train(
         params,
         best.dict_size,
         min_size=report.break_even_size,
+        timed=True,
     )
-    # The budget verdict is the grid's: it decided the pick, and one more timing run on a busy
-    # machine must not contradict the reason printed for it.
+    # The budget verdict is the grid's (on its values' mean size), which made the pick.
     report.chosen = replace(chosen, meets_budget=best.meets_budget)
-    report.nodict = measure("no dictionary", None, 3, samples.heldout, params)
+    report.nodict = measure("no dictionary", None, 3, samples.heldout, params, timed=True)
     if champion is not None:
         report.champion = measure(
             f"champion {champion.id}",
@@ -636,26 +624,40 @@ def train(
             params,
             champion.meta.size,
             min_size=champion.meta.break_even_size,
+            timed=True,
         )
     report.eval_seconds = time.perf_counter() - started
     report.dictionary = chosen_dict.data
     _decide(report, params)
+    if report.decision is Decision.PROMOTED and params.refit:
+        started = time.perf_counter()
+        _refit(report, training + scrubbed(samples.heldout, params.scrub), best.dict_size)
+        report.train_seconds += time.perf_counter() - started
     return report
 
 
 def _train_candidates(
-    samples: TrainingSet, params: TrainingParams, report: TrainingReport
+    training: list[bytes], params: TrainingParams, report: TrainingReport
 ) -> dict[int, bytes]:
     """Dictionary bytes per candidate size; failures are noted in `report`."""
     trained: dict[int, bytes] = {}
-    # The zstandard stub's element type; scrubbing applies to what trains, nothing else.
-    sample: list[bytes | bytearray | memoryview] = list(scrubbed(samples.train, params.scrub))
-    for size in _candidate_sizes(params, samples.train_bytes):
+    for size in _candidate_sizes(params, sum(map(len, training))):
         try:
-            trained[size] = zstandard.train_dictionary(size, sample).as_bytes()
+            trained[size] = train_dictionary(size, training)
         except zstandard.ZstdError as exc:
             report.failures.append(f"{size}-byte dictionary: zstd training failed: {exc}")
     return trained
+
+
+def _refit(report: TrainingReport, values: list[bytes], size: int) -> None:
+    """The chosen size trained again on `values` (every sample); if zstd cannot, the
+    dictionary as chosen stays, and the failure is noted."""
+    try:
+        report.dictionary = train_dictionary(size, values)
+    except zstandard.ZstdError as exc:
+        report.failures.append(f"refit of the {size}-byte dictionary failed: {exc}")
+        return
+    report.refit = True
 
 
 def _decide(report: TrainingReport, params: TrainingParams) -> None:
@@ -665,8 +667,8 @@ def _decide(report: TrainingReport, params: TrainingParams) -> None:
         ""
         if chosen.meets_budget
         else (
-            f" (no candidate fits the budget of {report.budget_ns / 1000:.1f} µs per message; "
-            "the best ratio within the least relaxed budget was taken)"
+            f" (no level fits the budget of {report.budget_ns / 1000:.1f} µs per message by the "
+            "cost model; the pick was made within the least relaxed budget one fits)"
         )
     )
     if chosen.output_bytes >= nodict.output_bytes:

@@ -3,9 +3,9 @@
 The relay hands every consumed batch to `Reservoir.offer`; the reservoir keeps one record in
 `every` (every record while its namespace has no dictionary yet, and until it holds
 `min_messages`), newest last, and drops the oldest once the kept values and their bookkeeping
-exceed `max_bytes`. The trainer takes a `snapshot` and splits it
-with `split_by_key` on `topic/partition/offset`, so the train/held-out side of a record is the
-same on every host and in every run: a held-out record never trains any dictionary.
+exceed `max_bytes`. The trainer takes a `snapshot` and holds out its newest slice of every
+partition (`training.split.split_newest`, by offset): what the candidates are measured on is
+what a dictionary will face next.
 
 Pure: no Kafka import (records only need `partition()`, `offset()` and `value()`, which a
 confluent-kafka `Message` has), no I/O. Thread-safe: the relay offers while the trainer reads.
@@ -151,13 +151,3 @@ class Reservoir:
         with self._lock:
             self._entries.clear()
             self._bytes = 0
-
-
-def keyed(topic: str, entries: Iterable[Entry]) -> list[tuple[bytes, bytes]]:
-    """`(topic/partition/offset, value)` pairs: the input of `training.split_by_key`.
-
-    The key is the one `zdict-sidecar train --topic` uses, so a record is held out (or not) the
-    same way whichever path samples it.
-    """
-    prefix = topic + "/"
-    return [(f"{prefix}{p}/{o}".encode(), v) for p, o, v in entries]

@@ -21,8 +21,9 @@ per namespace (input topic) of the process:
    had a backlog when the relay started (the relay holds it back meanwhile) trains its first
    dictionary from the latest records of the topic instead (`sampling.backlog_sample`).
 4. **Train** in a child process (spawned, at niceness `training.nice`), so neither the GIL nor
-   the CPU is taken from the relay: the reservoir's snapshot is split by record key, trained on,
-   and the challenger is measured against the champion on the same fresh held-out values.
+   the CPU is taken from the relay: the reservoir's snapshot is split by time (the newest slice
+   of every partition is held out), trained on, and the challenger is measured against the
+   champion on the same fresh held-out values; a promoted one is refit on the whole snapshot.
 5. **Publish → activate** a promoted dictionary: the registry first, then the local store, then
    the relay switches encoders. If the registry does not acknowledge, nothing changes: the relay
    keeps the champion.
@@ -56,15 +57,10 @@ from sidecar.dictionaries.topic_sample import read_sample
 from sidecar.errors import ZdictError
 from sidecar.logs import get_logger
 from sidecar.metrics import Metrics, NamespaceMetrics
-from sidecar.training.choice import (
-    Decision,
-    TrainingParams,
-    TrainingReport,
-    split_by_key,
-    train,
-)
-from sidecar.training.sampling import Entry, Reservoir, keyed
+from sidecar.training.choice import Decision, TrainingParams, TrainingReport, train
+from sidecar.training.sampling import Entry, Reservoir
 from sidecar.training.schedule import LiveRatio, Policy, Schedule, Trigger
+from sidecar.training.split import split_newest
 
 log = get_logger(__name__)
 
@@ -118,10 +114,11 @@ def sample_window(topic: str, entries: list[Entry]) -> str:
 
 
 def run_job(job: Job) -> JobResult:
-    """Split the sample by record key, train, evaluate and decide (in the child process)."""
+    """Hold out the newest slice of the sample, train, evaluate and decide (in the child
+    process)."""
     started = time.process_time()
     window = sample_window(job.topic, job.entries)
-    samples = split_by_key(keyed(job.topic, job.entries), job.heldout_fraction, window)
+    samples = split_newest(job.entries, job.heldout_fraction, window)
     report = train(samples, job.params, namespace=job.namespace, champion=job.champion)
     return JobResult(report=report, window=window, cpu_seconds=time.process_time() - started)
 

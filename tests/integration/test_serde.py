@@ -51,7 +51,8 @@ from sidecar.serde import (
     ZdictSerializer,
 )
 from sidecar.serde.following import FollowingEncoder
-from sidecar.training.choice import TrainingParams, split_ordered, train
+from sidecar.training.choice import TrainingParams, train
+from sidecar.training.split import split_ordered
 
 from .launch import RunCli
 from .private_broker import PrivateBroker, StartPrivateBroker

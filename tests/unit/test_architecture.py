@@ -41,6 +41,8 @@ PURE = (
     "sidecar.dictionaries.model",
     "sidecar.dictionaries.registry_state",
     "sidecar.training.choice",
+    "sidecar.training.cost",
+    "sidecar.training.split",
     "sidecar.training.schedule",
     "sidecar.training.sampling",
 )

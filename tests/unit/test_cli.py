@@ -94,7 +94,10 @@ def test_evaluate_reports_frames_stored_bytes_crossovers_and_the_transport_break
     assert methods[0].startswith("per record, compact frames, dictionary")
     assert methods[1].startswith("per record, standard frames")
     assert any("whole stream" in m for m in methods)
-    assert report["training"]["heldout"]["count"] == 2400  # trained on the first 20%
+    # The choice sees the first 20 % (600 lines, the newest 120 held out); the rest is measured.
+    assert report["training"]["heldout"]["count"] == 120
+    assert report["training"]["split"]["heldout_range"] == "481-600"
+    assert report["measured"] == 2400
     fills = [row["fill"] for row in report["stored_bytes_per_record"]]
     assert fills == [1, 2, 4, 8, 16, 32, 64, 128]
     first = report["stored_bytes_per_record"][0]["bytes_per_record"]
@@ -159,7 +162,7 @@ def test_too_few_messages_fail_training_with_exit_1_and_the_counts(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     few = tmp_path / "few.ndjson"
-    few.write_bytes(b'{"a":1}\n' * 30)
+    few.write_bytes(b'{"a":1}\n' * 15)  # under the floor of 20 (`min_samples`)
     assert (
         main(
             [

@@ -1,4 +1,4 @@
-"""The reservoir the relay feeds: bounded in bytes whatever comes in, recent, split by key."""
+"""The reservoir the relay feeds: bounded in bytes whatever comes in, recent, split by time."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import pytest
 import zstandard
 
 from sidecar.bench.events import generate
-from sidecar.training.choice import split_by_key
-from sidecar.training.sampling import ENTRY_OVERHEAD, Reservoir, keyed
+from sidecar.training.sampling import ENTRY_OVERHEAD, Reservoir
+from sidecar.training.split import split_newest
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,18 +86,18 @@ def test_tombstones_empty_oversized_and_compressed_values_are_not_kept() -> None
     assert [v for _, _, v in reservoir.snapshot()] == [b"kept"]
 
 
-def test_keys_match_train_topic_so_a_record_is_held_out_the_same_way_everywhere() -> None:
+def test_the_trainer_holds_out_the_newest_fifth_of_every_partition_of_a_snapshot() -> None:
     events = list(generate("product_viewed", 4000, seed=3))
     reservoir = Reservoir("orders", max_bytes=10**8, every=1, min_messages=0)
     for batch in batches(list(events)):
         reservoir.offer(batch)
-    pairs = keyed("orders", reservoir.snapshot())
-    assert pairs[5][0] == b"orders/1/1"
-    first = split_by_key(pairs, 0.2)
-    second = split_by_key(list(reversed(pairs)), 0.2)
-    assert set(first.heldout) == set(second.heldout)
-    assert not set(first.heldout) & set(first.train)
-    assert 0.15 < len(first.heldout) / len(pairs) < 0.25
+    split = split_newest(reservoir.snapshot(), 0.2)
+    # 1,000 records a partition (offsets 0-999): 800-999 of each are held out, in arrival order.
+    assert split.span is not None
+    assert split.span.train == {p: (0, 799) for p in range(4)}
+    assert split.span.heldout == {p: (800, 999) for p in range(4)}
+    assert split.heldout == events[3200:]
+    assert split.train == events[:3200]
 
 
 def _held_bytes(reservoir: Reservoir) -> int:
