@@ -81,10 +81,9 @@ _RELAX: Final = 2.0
 #: a candidate's gain over another varies along the newest slice (`clearly_better`) ...
 NOISE_CHUNKS: Final = 5
 #: ... and a larger dictionary or a slower level must save more than this many standard errors
-#: of its mean gain per chunk: more than its measurement noise. One, not more: replayed on the
-#: 11 corpora of `bench choice` that train, each split by time at three points (20 % seen, the
-#: rest its future), a margin of two keeps smaller dictionaries that then store 0.25 % more
-#: bytes on the future, three 1.3 % more (no margin at all: 0.2 % fewer than one).
+#: of its mean gain per chunk: more than its measurement noise. One, not more: a wider margin
+#: keeps smaller dictionaries that store more on the stream's future (`bench choice` shows the
+#: pick on its time-ordered split).
 NOISE_Z: Final = 1.0
 #: Values each timing run encodes (the fastest run counts); bytes are counted on all of them.
 TIMING_VALUES: Final = 1000
@@ -119,9 +118,8 @@ class TrainingParams:
     #: used: on a busy machine other work only ever adds time. Reported only: no timing decides.
     timing_runs: int = 3
     #: Train the promoted dictionary again, at the chosen size, on every sample (training and
-    #: held-out). Replayed as for `NOISE_Z` (33 splits), the refit stores 1.2 % fewer bytes on
-    #: the stream's future than the dictionary as chosen (geometric mean; fewer on 24 splits, up
-    #: to 11 %, more on 9, up to 4.7 %): the newest values are the closest to the future.
+    #: held-out): the newest values are the closest to the stream's future, and a small sample
+    #: cannot spare them.
     refit: bool = True
 
     def budget_ns(self, mean_bytes: float) -> float:
