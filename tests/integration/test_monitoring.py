@@ -391,12 +391,13 @@ def stack(
         relay.wait_for_event(
             "dictionary_loaded", timeout=30, where=lambda e: e.get("dict_id") == second_id
         )
-        # The retraining CronJob's run for `plain` fails (50 records, 1,000 needed): the CLI
-        # exits 1 and records the failed run in the registry, which B follows and exports.
+        # The retraining CronJob's run for `plain` fails (15 records, fewer than
+        # training.min_samples, 20): the CLI exits 1 and records the failed run in the registry,
+        # which B follows and exports.
         _cli(
             registry_topic,
             "train",
-            *("--topic", plain_topic, "--sample", "50", "--publish"),
+            *("--topic", plain_topic, "--sample", "15", "--publish"),
             *("--dictionaries", str(work_dir / "dictionaries-cron")),
             exit_code=1,
         )
