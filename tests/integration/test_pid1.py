@@ -20,10 +20,14 @@ import pytest
 
 from tests.integration.process import free_port
 
-pytestmark = pytest.mark.skipif(
-    os.geteuid() != 0 or shutil.which("unshare") is None,
-    reason="a PID namespace needs root and util-linux's unshare",
-)
+
+@pytest.fixture(autouse=True)
+def _pid_namespaces() -> None:
+    """A new PID namespace needs root and util-linux's unshare: without them the test fails (as
+    a test without its broker does), it is not skipped."""
+    assert os.geteuid() == 0, "tests/integration/test_pid1.py needs root for a PID namespace"
+    assert shutil.which("unshare"), "tests/integration/test_pid1.py needs util-linux's unshare"
+
 
 #: Seconds the start is given to reach its wait for the brokers before SIGTERM is sent.
 SETTLE: float = 3.0
