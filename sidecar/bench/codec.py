@@ -248,9 +248,28 @@ def bench_codec(
     return result
 
 
+def source_commit() -> str | None:
+    """`git describe --always --dirty` of the checkout the package runs from (None: not a git
+    checkout, e.g. an installed wheel, or no git)."""
+    checkout = Path(__file__).resolve().parents[2]
+    try:
+        described = subprocess.run(
+            ["git", "describe", "--always", "--dirty"],
+            cwd=checkout,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return described.stdout.strip() or None
+
+
 def environment() -> dict[str, Any]:
-    """Machine and versions, written into every benchmark's JSON."""
+    """Machine, versions and the source's commit, written into every benchmark's JSON."""
     return {
+        "commit": source_commit(),
         "python": platform.python_version(),
         "implementation": platform.python_implementation(),
         "machine": platform.machine(),

@@ -5,8 +5,9 @@ Every `zdict-sidecar bench NAME` writes a JSON file (`--json-out`, by default
 each into Markdown tables, medians with [min–max] as the benchmarks print them, under a section
 `## bench NAME` per benchmark (one part per file, e.g. `bench-relay.json` and
 `bench-relay-order.json`), each part headed by its provenance: the command (rebuilt from the
-file's settings), when the file was written, the commit the page was rendered at (the files
-record none), and the machine and versions the file records.
+file's settings), when the file was written, the commit it was measured at (`git describe` of
+the checkout the benchmark ran from, when it was one) and the one the page was rendered at, and
+the machine and versions the file records.
 
 The page's other sections are kept as they are: figures no benchmark writes as JSON (`make
 evaluate`, the integration tests', the targets), and a benchmark's hand-kept section until a
@@ -104,10 +105,15 @@ def provenance(source: Source, commit: str) -> str:
         )
         if env.get(key) is not None
     )
+    measured = env.get("commit")
+    at = (
+        f"measured at commit {measured}, rendered at {commit}"
+        if measured
+        else f"rendered at commit {commit} (the JSON records no commit)"
+    )
     return (
         f"From `{source.name}`, written by `{command(source)}` on "
-        f"{source.written:%Y-%m-%d %H:%M} UTC; rendered at commit {commit} (the JSON records no "
-        f"commit); {machine}."
+        f"{source.written:%Y-%m-%d %H:%M} UTC; {at}; {machine}."
     )
 
 

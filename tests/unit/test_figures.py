@@ -340,7 +340,18 @@ def test_every_benchmark_has_a_case() -> None:
     assert set(CASES) == set(figures.BENCHES)
 
 
-def test_the_provenance_names_the_command_the_date_the_commit_and_the_machine(
+def checkout_commit() -> str:
+    """`git describe --always --dirty` of this checkout."""
+    return subprocess.run(
+        ["git", "describe", "--always", "--dirty"],
+        cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+
+
+def test_the_provenance_names_the_command_the_date_the_commits_and_the_machine(
     tmp_path: Path,
 ) -> None:
     source = figures.load(written(tmp_path, "relay", relay()))
@@ -349,8 +360,17 @@ def test_the_provenance_names_the_command_the_date_the_commit_and_the_machine(
         "written by `zdict-sidecar bench relay --kind product_viewed -n 400000 --partitions 4 "
         "--runs 3 --latency-rate 20000 --latency-seconds 6.0` on 2026-12-06 14:03 UTC" in line
     )
-    assert "rendered at commit 4b20d49-dirty (the JSON records no commit)" in line
+    assert f"measured at commit {checkout_commit()}, rendered at 4b20d49-dirty;" in line
     assert f"CPUs: {os.cpu_count()}" in line and "libzstd" in line
+
+
+def test_the_provenance_says_when_the_json_records_no_commit(tmp_path: Path) -> None:
+    path = written(tmp_path, "relay", relay())
+    document = json.loads(path.read_text())
+    del document["environment"]["commit"]  # written before benchmarks recorded their commit
+    path.write_text(json.dumps(document))
+    line = figures.provenance(figures.load(path), "4b20d49")
+    assert "rendered at commit 4b20d49 (the JSON records no commit)" in line
 
 
 @pytest.mark.parametrize(
@@ -453,7 +473,7 @@ def test_main_writes_the_page_from_the_files(
     json_file = written(tmp_path, "choice", choice())
     assert figures.main([str(json_file), "--out", str(page), "--commit", "abc1234"]) == 0
     text = page.read_text()
-    assert "rendered at commit abc1234" in text and "## make evaluate" in text
+    assert "rendered at abc1234" in text and "## make evaluate" in text
     assert "wrote" in capsys.readouterr().out
 
 
