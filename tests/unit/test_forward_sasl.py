@@ -23,6 +23,7 @@ from scramp import ScramException, ScramMechanism
 from sidecar.config import ProxySettings
 from sidecar.errors import AuthenticationFailed
 from sidecar.proxy.forward.addresses import Address, encode_response
+from sidecar.proxy.forward.client_sasl import Throttle
 from sidecar.proxy.forward.listeners import Listeners
 from sidecar.proxy.forward.metrics import ForwardMetrics
 from sidecar.proxy.forward.sasl import SASL_AUTHENTICATE, SASL_HANDSHAKE, authenticate
@@ -345,3 +346,13 @@ def test_a_refused_upstream_login_closes_the_client_connection_and_is_counted() 
     assert asyncio.run(run()) == b""
     assert [key for key, _, _ in b.requests] == [SASL_HANDSHAKE, SASL_AUTHENTICATE]
     assert _closed(registry, "upstream_auth_failed") == 1
+
+
+def test_the_refusal_log_line_is_written_once_per_interval_with_the_count_held_back() -> None:
+    now = [100.0]
+    throttle = Throttle(10.0, clock=lambda: now[0])
+    admitted = []
+    for step in (0.0, 1.0, 1.0, 9.0, 0.5):
+        now[0] += step
+        admitted.append(throttle.admit())
+    assert admitted == [0, None, None, 2, None]

@@ -7,13 +7,17 @@ client asked (within those kio knows), as a broker with no SASL mechanism would 
 SaslHandshake with UNSUPPORTED_SASL_MECHANISM and an empty mechanism list (librdkafka and the
 Java client then fail naming the mechanism and the empty list), SaslAuthenticate with
 ILLEGAL_SASL_STATE and a message saying what to do; the connection is then closed, as a broker
-closes it. Both APIs stay in the ApiVersions answer, so a client configured for SASL sends a
+closes it. A client retries within milliseconds, so the log line saying so is written at most
+once every `LOG_INTERVAL` seconds for the process (with how many were held back); the metric
+counts every one. Both APIs stay in the ApiVersions answer, so a client configured for SASL sends a
 SaslHandshake (and gets this answer) rather than a handshake-less exchange the proxy could not
 tell from a request.
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from typing import Any, Final
 
 from kio.index import load_response_schema
@@ -28,6 +32,8 @@ from sidecar.proxy.protocol import encode_response
 CLIENT_SASL_APIS: Final = frozenset({SASL_HANDSHAKE, SASL_AUTHENTICATE})
 #: Characters of a client's mechanism name that reach the log.
 _MECHANISM_CHARS: Final = 64
+#: Seconds between two log lines about clients' SASL requests.
+LOG_INTERVAL: Final = 10.0
 #: What the client is told, and the log says, to do.
 ADVICE: Final = (
     "the proxy authenticates to the brokers with its own credentials: configure the client "
@@ -70,3 +76,27 @@ def requested_mechanism(frame: bytes, header: RequestHeader) -> str | None:
     if length < 0 or end > len(frame):
         return None
     return frame[header.size + 2 : end].decode("utf-8", errors="replace")[:_MECHANISM_CHARS]
+
+
+class Throttle:
+    """Lets one event through every `interval` seconds; counts the others held back."""
+
+    def __init__(self, interval: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.interval = interval
+        self.clock = clock
+        self._last: float | None = None
+        self._held = 0
+
+    def admit(self) -> int | None:
+        """None: hold this one back; else how many were held back since the last let through."""
+        now = self.clock()
+        if self._last is not None and now - self._last < self.interval:
+            self._held += 1
+            return None
+        held, self._held, self._last = self._held, 0, now
+        return held
+
+
+#: The process's log throttle for clients' SASL requests (one key: client ids are the client's
+#: choice, so they never key anything the proxy keeps).
+REFUSAL_LOG: Final = Throttle(LOG_INTERVAL)

@@ -44,6 +44,7 @@ from sidecar.proxy.forward.budget import Budget
 from sidecar.proxy.forward.client_sasl import (
     ADVICE,
     CLIENT_SASL_APIS,
+    REFUSAL_LOG,
     answer,
     read_header,
     requested_mechanism,
@@ -237,14 +238,17 @@ class Connection:
         await self._expected.join()
         self.client_writer.write(answer(header))
         await self.client_writer.drain()
-        log.warning(
-            "client_sasl_refused",
-            peer=self.peer,
-            client_id=header.client_id,
-            api=api_name(header.api_key),
-            mechanism=requested_mechanism(frame, header),
-            error=ADVICE,
-        )
+        held = REFUSAL_LOG.admit()
+        if held is not None:
+            log.warning(
+                "client_sasl_refused",
+                peer=self.peer,
+                client_id=header.client_id,
+                api=api_name(header.api_key),
+                mechanism=requested_mechanism(frame, header),
+                repeated=held or None,
+                error=ADVICE,
+            )
 
     def _admit(self, frame: bytes) -> tuple[Expected | None, bytes | None]:
         """What answer `frame` expects (None: none), and the frame to send upstream in its

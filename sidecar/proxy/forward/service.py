@@ -7,8 +7,9 @@ pass as they are (no compression yet, so no dictionary lifecycle). Upstream is r
 with one connection of the proxy's own (`upstream.check_upstream`). Readiness: once the
 bootstrap listener is up.
 
-Exit codes: 0 after SIGTERM/SIGINT, 1 when upstream cannot be reached at start, 2 for
-configuration errors (among them a listen address that is taken).
+Exit codes: 0 after SIGTERM/SIGINT, 1 when upstream cannot be reached at start or refuses the
+proxy's credentials, 2 for configuration errors (among them a listen address that is taken, or
+a security setting the proxy cannot honour).
 """
 
 from __future__ import annotations
