@@ -23,12 +23,13 @@ from scramp import ScramException, ScramMechanism
 from sidecar.config import ProxySettings
 from sidecar.errors import AuthenticationFailed
 from sidecar.proxy.forward.addresses import Address, encode_response
-from sidecar.proxy.forward.client_sasl import Throttle
+from sidecar.proxy.forward.client_sasl import CLIENT_SASL_APIS, Throttle
 from sidecar.proxy.forward.listeners import Listeners
 from sidecar.proxy.forward.metrics import ForwardMetrics
 from sidecar.proxy.forward.sasl import SASL_AUTHENTICATE, SASL_HANDSHAKE, authenticate
 from sidecar.proxy.forward.security import SaslCredentials, UpstreamSecurity
 from sidecar.proxy.forward.upstream import check_upstream, open_upstream
+from sidecar.proxy.forward.versions import served_versions
 from tests.unit.proxy_wire import read_response, request_frame
 
 USER = "zdict-proxy"
@@ -356,3 +357,9 @@ def test_the_refusal_log_line_is_written_once_per_interval_with_the_count_held_b
         now[0] += step
         admitted.append(throttle.admit())
     assert admitted == [0, None, None, 2, None]
+
+
+def test_the_sasl_apis_stay_listed_so_a_sasl_client_sends_a_handshake_answered_here() -> None:
+    assert served_versions(SASL_HANDSHAKE) == (0, 1)
+    assert served_versions(SASL_AUTHENTICATE) == (0, 2)
+    assert {SASL_HANDSHAKE, SASL_AUTHENTICATE} == CLIENT_SASL_APIS
