@@ -111,3 +111,8 @@ class MalformedBatch(ZdictError):
 class ProtocolError(ZdictError):
     """A Kafka protocol request the proxy cannot serve: a malformed frame, an API key or
     version it does not implement; the connection is closed after it is logged."""
+
+
+class AuthenticationFailed(KafkaUnavailable):
+    """A broker refused the SASL authentication of the forwarding proxy's upstream connection;
+    the message carries the broker's own error message."""

@@ -80,8 +80,12 @@ class CertificateAuthority:
         authority.ca_pem.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
         return authority
 
-    def issue(self, name: str, hosts: list[str]) -> Path:
-        """A PEM keystore (key, certificate, CA) for a server known as `hosts`; its path."""
+    def issue(self, name: str, hosts: list[str], *, client: bool = False) -> Path:
+        """A PEM keystore (key, certificate, CA) for a server known as `hosts`; its path.
+        With `client`, the certificate serves as a TLS client's too."""
+        usages = [ExtendedKeyUsageOID.SERVER_AUTH]
+        if client:
+            usages.append(ExtendedKeyUsageOID.CLIENT_AUTH)
         key = ec.generate_private_key(ec.SECP256R1())
         now = datetime.datetime.now(datetime.UTC)
         certificate = (
@@ -96,7 +100,7 @@ class CertificateAuthority:
             .add_extension(
                 x509.SubjectAlternativeName([_alt_name(h) for h in hosts]), critical=False
             )
-            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+            .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
             .sign(self.key, hashes.SHA256())
         )
         path = self.directory / f"{name}.keystore.pem"

@@ -11,6 +11,10 @@ brokers and ApiVersions, read whole, rewritten and written again. A Produce with
 answer from the broker, so none is noted nor awaited. At most `proxy.max_in_flight` requests
 await their answer; the request side waits beyond.
 
+A client's own SaslHandshake or SaslAuthenticate is not forwarded (upstream's connection is
+authenticated as the proxy): once the answers under way are written, it is refused here
+(`client_sasl`) and the connection closed.
+
 When the client closes its side, the answers under way are still written (at most
 `DRAIN_TIMEOUT` seconds). Anything else that ends one side ends both, with one log line.
 """
@@ -37,6 +41,14 @@ from sidecar.proxy.forward.addresses import (
     upstream_nodes,
 )
 from sidecar.proxy.forward.budget import Budget
+from sidecar.proxy.forward.client_sasl import (
+    ADVICE,
+    CLIENT_SASL_APIS,
+    REFUSAL_LOG,
+    answer,
+    read_header,
+    requested_mechanism,
+)
 from sidecar.proxy.forward.frames import (
     PREFIX_BYTES,
     api_versions_v0,
@@ -68,6 +80,8 @@ _INT32: Final = struct.Struct(">i")
 _ERROR_CODE: Final = struct.Struct(">h")
 #: What the request side returns when the client sent nothing for `IDLE_TIMEOUT` seconds.
 _IDLE: Final = "idle"
+#: What the request side returns once it refused a client's own SASL request.
+_CLIENT_SASL: Final = "client_sasl"
 
 #: Upstream nodes a response names -> their local addresses (None: no listener), for a client
 #: that reached the proxy at the given host.
@@ -160,8 +174,8 @@ class Connection:
                 "request_refused", peer=self.peer, client_id=self.client_id, error=str(request_end)
             )
             return "refused"
-        if request_end == _IDLE:
-            return "idle"
+        if request_end in (_IDLE, _CLIENT_SASL):
+            return str(request_end)
         if isinstance(request_end, TimeoutError):
             log.warning(
                 "request_timed_out",
@@ -201,6 +215,9 @@ class Connection:
                 prefix = first + await reader.readexactly(PREFIX_BYTES - 1)
                 size = frame_size(prefix, self.limits.max_frame_bytes)
                 frame = await self._read(reader, size, REQUEST)
+            if _HEAD.unpack_from(frame)[0] in CLIENT_SASL_APIS:
+                await self._refuse_sasl(frame)
+                return _CLIENT_SASL
             expected, replaced = self._admit(frame)
             if expected is not None:
                 await self._expected.put(expected)
@@ -213,6 +230,25 @@ class Connection:
             self.metrics.frame(_HEAD.unpack_from(frame)[0], REQUEST, PREFIX_BYTES + size)
             del frame, replaced
             await self._release(REQUEST)
+
+    async def _refuse_sasl(self, frame: bytes) -> None:
+        """Answer a client's own SASL request locally (`client_sasl`), after the answers under
+        way: responses go in request order."""
+        header = read_header(frame)
+        await self._expected.join()
+        self.client_writer.write(answer(header))
+        await self.client_writer.drain()
+        held = REFUSAL_LOG.admit()
+        if held is not None:
+            log.warning(
+                "client_sasl_refused",
+                peer=self.peer,
+                client_id=header.client_id,
+                api=api_name(header.api_key),
+                mechanism=requested_mechanism(frame, header),
+                repeated=held or None,
+                error=ADVICE,
+            )
 
     def _admit(self, frame: bytes) -> tuple[Expected | None, bytes | None]:
         """What answer `frame` expects (None: none), and the frame to send upstream in its

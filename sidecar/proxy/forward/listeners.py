@@ -3,7 +3,9 @@ local listener per upstream broker, started when a response first names the brok
 
 A connection to the bootstrap listener is forwarded to the first upstream bootstrap server that
 accepts a connection (in the order configured); a connection to broker N's listener to broker
-N's address as upstream last named it. Both kinds count against `proxy.max_connections`; past
+N's address as upstream last named it. Upstream connections are opened by `upstream`: TLS and
+the proxy's own SASL authentication first; a broker refusing the proxy's credentials closes the
+client's connection (`upstream_auth_failed`). Both kinds count against `proxy.max_connections`; past
 it a connection is closed at once. Broker listeners bind the host of `proxy.listen` (loopback
 by default), at the port `addresses.PortMap` gives, and stay up for the process.
 """
@@ -17,16 +19,17 @@ from collections.abc import Mapping, Sequence
 from typing import Final
 
 from sidecar.config import ProxySettings
+from sidecar.errors import AuthenticationFailed
 from sidecar.logs import get_logger
 from sidecar.proxy.forward.addresses import Address, PortMap
 from sidecar.proxy.forward.budget import Budget
 from sidecar.proxy.forward.connection import Connection, Limits, Streams
 from sidecar.proxy.forward.metrics import BOOTSTRAP, BROKER, ForwardMetrics
+from sidecar.proxy.forward.security import PLAINTEXT_UPSTREAM, UpstreamSecurity
+from sidecar.proxy.forward.upstream import describe, open_upstream
 
 log = get_logger(__name__)
 
-#: Seconds an upstream connection may take to open.
-CONNECT_TIMEOUT: Final = 10.0
 #: Seconds a stopping proxy gives its connections to end.
 STOP_TIMEOUT: Final = 10.0
 
@@ -39,8 +42,10 @@ class Listeners:
         settings: ProxySettings,
         bootstrap: Sequence[Address],
         metrics: ForwardMetrics,
+        security: UpstreamSecurity = PLAINTEXT_UPSTREAM,
     ) -> None:
         self.settings = settings
+        self.security = security
         self.bootstrap = tuple(bootstrap)
         self.metrics = metrics
         self.ports = PortMap(settings.broker_port_base)
@@ -156,7 +161,12 @@ class Listeners:
         self.metrics.opened(listener)
         reason: str | None = "upstream_unreachable"
         try:
-            upstream = await self._connect(node_id, peer)
+            try:
+                upstream = await self._connect(node_id, peer)
+            except AuthenticationFailed as exc:
+                reason = "upstream_auth_failed"
+                log.error("upstream_auth_failed", peer=peer, node_id=node_id, error=str(exc))
+                upstream = None
             if upstream is None:
                 writer.close()
                 return
@@ -176,14 +186,19 @@ class Listeners:
             self.metrics.ended(listener, reason)
 
     async def _connect(self, node_id: int | None, peer: str) -> Streams | None:
-        """A connection to upstream for a client of `node_id`'s listener (None: bootstrap)."""
+        """A connection to upstream for a client of `node_id`'s listener (None: bootstrap).
+
+        Raises:
+            AuthenticationFailed: upstream refused the proxy's credentials.
+        """
         targets = self.bootstrap if node_id is None else (self.upstream[node_id],)
         errors = []
         for target in targets:
             try:
-                async with asyncio.timeout(CONNECT_TIMEOUT):
-                    return await asyncio.open_connection(target.host, target.port)
+                streams, _lifetime = await open_upstream(target, self.security)
             except (OSError, TimeoutError) as exc:
-                errors.append(f"{target.host}:{target.port}: {exc or type(exc).__name__}")
+                errors.append(f"{target.host}:{target.port}: {describe(exc)}")
+            else:
+                return streams
         log.warning("upstream_unreachable", peer=peer, node_id=node_id, errors=errors)
         return None

@@ -19,8 +19,17 @@ BOOTSTRAP: Final = "bootstrap"
 BROKER: Final = "broker"
 #: Why the proxy closed a client connection: a request it does not forward (or cannot read),
 #: a frame that did not arrive within the read timeout, an idle connection, upstream closing
-#: or answering what the proxy cannot read, upstream not reachable.
-CLOSE_REASONS: Final = ("refused", "timeout", "idle", "upstream_closed", "upstream_unreachable")
+#: or answering what the proxy cannot read, upstream not reachable, upstream refusing the
+#: proxy's SASL credentials, a client starting a SASL handshake of its own.
+CLOSE_REASONS: Final = (
+    "refused",
+    "timeout",
+    "idle",
+    "upstream_closed",
+    "upstream_unreachable",
+    "upstream_auth_failed",
+    "client_sasl",
+)
 
 
 class ForwardMetrics:

@@ -2,11 +2,14 @@
 
 The first step of the forwarding proxy (issue 26): every request is forwarded to the upstream
 broker the client addressed, broker addresses are rewritten to the proxy's listeners, records
-pass as they are (no compression yet, so no dictionary lifecycle). Upstream is reached in
-PLAINTEXT. Readiness: once the bootstrap listener is up.
+pass as they are (no compression yet, so no dictionary lifecycle). Upstream is reached as
+`ZDICT_KAFKA__SECURITY_PROTOCOL` says (`security`: TLS, the proxy's own SASL), checked at start
+with one connection of the proxy's own (`upstream.check_upstream`). Readiness: once the
+bootstrap listener is up.
 
-Exit codes: 0 after SIGTERM/SIGINT, 1 when upstream cannot be reached at start, 2 for
-configuration errors (among them a listen address that is taken).
+Exit codes: 0 after SIGTERM/SIGINT, 1 when upstream cannot be reached at start or refuses the
+proxy's credentials, 2 for configuration errors (among them a listen address that is taken, or
+a security setting the proxy cannot honour).
 """
 
 from __future__ import annotations
@@ -26,14 +29,14 @@ from sidecar.observability import Observability
 from sidecar.proxy.forward.addresses import Address
 from sidecar.proxy.forward.listeners import Listeners
 from sidecar.proxy.forward.metrics import ForwardMetrics
+from sidecar.proxy.forward.security import UpstreamSecurity, upstream_security
+from sidecar.proxy.forward.upstream import check_upstream
 from sidecar.runtime import exit_code, interrupt_start
 
 log = get_logger("sidecar.proxy.forward")
 
 #: Seconds between two heartbeats of the event loop (/healthz).
 BEAT_INTERVAL: Final = 1.0
-#: Upstream security protocols this step speaks.
-_PLAINTEXT: Final = "plaintext"
 
 
 def bootstrap_addresses(servers: str) -> list[Address]:
@@ -61,10 +64,11 @@ async def _serve(
     settings: Settings,
     bootstrap: list[Address],
     metrics: ForwardMetrics,
+    security: UpstreamSecurity,
     health: Health,
     ready: Callable[[str, int], None] | None,
 ) -> int:
-    listeners = Listeners(settings.proxy, bootstrap, metrics)
+    listeners = Listeners(settings.proxy, bootstrap, metrics, security)
     try:
         address = await listeners.start()
     except OSError as exc:
@@ -101,22 +105,21 @@ def run_forward_proxy(settings: Settings, ready: Callable[[str, int], None] | No
     """Run the forwarding proxy until SIGTERM/SIGINT (exit 0) or a failure (exit 1); `ready`
     is called with the address it listens on."""
     client = settings.kafka.client_config()
-    protocol = client.get("security.protocol", _PLAINTEXT).lower()
-    if protocol != _PLAINTEXT:
-        raise ConfigError(
-            f"proxy --forward reaches upstream in PLAINTEXT only for now, not {protocol} "
-            "(ZDICT_KAFKA__SECURITY_PROTOCOL): use the produce proxy (without --forward)"
-        )
+    security = upstream_security(client)
     bootstrap = bootstrap_addresses(client["bootstrap.servers"])
     interrupt_start()
     with Observability(settings.metrics, settings.proxy.group_id) as observed:
 
         def serve() -> int:
+            # The proxy's own TLS and SASL first: a refusal names the broker's message.
+            asyncio.run(check_upstream(bootstrap, security, settings.proxy.start_timeout))
             # Reachable at all? ZDICT_PROXY__START_TIMEOUT bounds the wait.
             partition_counts(
                 make_admin(settings), [], settings.proxy.start_timeout, client["bootstrap.servers"]
             )
             metrics = ForwardMetrics(observed.prometheus)
-            return asyncio.run(_serve(settings, bootstrap, metrics, observed.health, ready))
+            return asyncio.run(
+                _serve(settings, bootstrap, metrics, security, observed.health, ready)
+            )
 
         return exit_code(serve, log, failed="proxy_failed", stopped="proxy_stopped")
