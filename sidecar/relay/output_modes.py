@@ -8,12 +8,19 @@ or raw per partition. An output topic with the input's partition count is decide
 partition; one written by key (librdkafka's partitioner chooses) as a whole, under partition
 -1. Each switch is logged (`output_mode_changed`) and shown in `zdict_output_mode`.
 
+Until the producer's first statistics window, a partition's fill is taken from what the relay
+hands the producer at once: the records of its first consumed batch for that partition, produced
+within the producer's linger.ms, which its batches then hold (a backlog read at full speed goes
+raw from its first batch, a trickle stays in frames). The statistics take over from the first
+window on.
+
 `split` then tells the loop which records of a consumed batch go raw: they skip the encoder and
 are produced as they came (no header of ours; every decoder passes them through).
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, cast
@@ -79,6 +86,8 @@ class RelayOutputModes:
         self._outputs: dict[str, _Output] = {}
         #: Per input topic, its output partitions written raw now (WHOLE_TOPIC: all of them).
         self._raw: dict[str, frozenset[int]] = {}
+        #: Per input topic, its output, until the producer's first statistics window.
+        self._first: dict[str, str] = {}
 
     def add(
         self,
@@ -88,14 +97,18 @@ class RelayOutputModes:
         per_partition: bool,
         crossover: Callable[[str], float | None],
     ) -> None:
-        """Decide the output of input `topic` (an encoding route); `crossover(codec)` reads the
-        current crossover of its namespace's active dictionary."""
+        """Decide the output of input `topic` (an encoding route); `crossover(codec)` reads
+        the current crossover of its namespace's active dictionary."""
         codec = self.codec
         self._outputs[output] = _Output(topic, per_partition, lambda: crossover(codec))
+        if self.enabled:
+            self._first[topic] = output
 
     def split(self, topic: str, batch: Sequence[Message]) -> list[int] | None:
         """The positions in `batch` (records of input `topic`) that go raw; None when none does
         (the common case: one lookup)."""
+        if topic in self._first:
+            self._first_fills(topic, batch)
         raw = self._raw.get(topic)
         if not raw:
             return None
@@ -103,10 +116,26 @@ class RelayOutputModes:
             return list(range(len(batch)))
         return [i for i, msg in enumerate(batch) if msg.partition() in raw]
 
+    def _first_fills(self, topic: str, batch: Sequence[Message]) -> None:
+        """The fill of each output key of `topic` without one yet: its records in `batch`."""
+        output = self._first[topic]
+        route = self._outputs[output]
+        counts = (
+            Counter(cast(int, m.partition()) for m in batch)
+            if route.per_partition
+            else {WHOLE_TOPIC: len(batch)}
+        )
+        crossover = route.crossover()
+        for partition, records in counts.items():
+            if self._table.fill((output, partition)) is None:
+                self._observe(output, partition, float(records), crossover)
+        self._raw[topic] = frozenset(p for (t, p) in self._table.raw if t == output)
+
     def on_producer_stats(self, topics: Mapping[str, Any]) -> None:
         """One statistics window of the relay's producer (its `topics` object)."""
         if not self.enabled:
             return
+        self._first.clear()
         fills = self._fills.window(topics)
         for output, route in self._outputs.items():
             fill = fills.get(output)

@@ -264,3 +264,19 @@ def test_output_mode_frames_writes_frames_at_any_fill(tmp_path: Path, trained_by
     events.on_stats(_producer_stats("in.zd", 2, 1000, {0: 1000}))
     relay.relay_batch(cast("list[Message]", [record(0, partition=0)]))
     assert producer.produce.call_args_list[0].args[7][0][0] == "zd"
+
+
+def test_before_the_first_statistics_a_partitions_fill_is_its_first_consumed_batch(
+    tmp_path: Path, trained_bytes: bytes
+) -> None:
+    relay, producer, events, _ = _relay_with_dictionary(tmp_path, trained_bytes)
+    value = b'{"event":"x","n":1}' * 8
+    backlog = [record(i, value, 0) for i in range(100)] + [record(0, value, 1)]
+    relay.relay_batch(cast("list[Message]", backlog))
+    produced = producer.produce.call_args_list
+    assert all(c.args[7] is None for c in produced[:100])  # 100 at once: raw from the start
+    assert produced[100].args[7][0][0] == "zd"  # one record: frames
+    # From the first window on the statistics decide: partition 1 is not primed again.
+    events.on_stats(_producer_stats("in.zd", 1, 100, {0: 100}))
+    relay.relay_batch(cast("list[Message]", [record(i, value, 1) for i in range(1, 101)]))
+    assert all(c.args[7][0][0] == "zd" for c in producer.produce.call_args_list[101:])
