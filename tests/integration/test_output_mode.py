@@ -1,7 +1,7 @@
-"""Never more than plain batch zstd: a real relay on the real broker writes frames while its
-batches hold one record, and raw values once they fill past the dictionary's crossover; what the
-broker stores then (its log segments, read as `bench storage` reads them) is compared with the
-same records produced raw with producer zstd at the same fill.
+"""Never more than plain batch zstd: a real relay, and the in-process producer, on the real broker
+write frames while their batches hold one record, and raw values once they fill past the
+dictionary's crossover; what the broker stores (its log segments, read as `bench storage` reads
+them) is compared with the same records produced raw with producer zstd at the same fill.
 
 The broker must run on this machine: its `log.dirs` (asked of the broker itself) are read.
 """
@@ -17,10 +17,14 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # public, but
     AdminClient,
     ConfigResource,
 )
+from prometheus_client import CollectorRegistry
 
 from sidecar.bench.events import generate
+from sidecar.codec import Encoder
 from sidecar.dictionaries.store import DictionaryStore
 from sidecar.record_batch import BatchInfo, segment_batches
+from sidecar.serde import ZdictProducer
+from sidecar.serde.metrics import ProducerMetrics
 
 from .launch import StartSidecar
 from .records import ConsumeAll, ProduceEvents, Record
@@ -79,6 +83,12 @@ def _produce_raw_zstd(bootstrap: str, topic: str, records: list[Record], fill: i
         producer.produce(topic, r.value, r.key, 0, timestamp=r.timestamp)
         producer.poll(0)
     assert producer.flush(30) == 0
+
+
+def _records(values: list[bytes]) -> list[Record]:
+    """`values` as records of partition 0 without key or headers, one timestamp (now)."""
+    now = int(time.time() * 1000)
+    return [Record("", 0, i, None, v, (), now) for i, v in enumerate(values)]
 
 
 def _trickle(bootstrap: str, topic: str, values: list[bytes]) -> None:
@@ -182,3 +192,78 @@ def test_the_relay_writes_frames_at_one_record_a_batch_and_raw_values_at_full_ba
         f"zstd {raw_single / TRICKLE:.1f} B/record; {time.monotonic() - started:.0f} s"
     )
     assert frames_single < raw_single
+
+
+def _mode(metrics: CollectorRegistry, topic: str, mode: str) -> float | None:
+    labels = {"topic": topic, "partition": "0", "mode": mode}
+    return metrics.get_sample_value("zdict_producer_output_mode", labels)
+
+
+def test_the_in_process_producer_stores_no_more_than_the_better_of_frames_and_raw(
+    make_topic: MakeTopic,
+    kafka_admin: AdminClient,
+    kafka_bootstrap: str,
+    tmp_path: Path,
+) -> None:
+    dirs = _log_dirs(kafka_admin)
+    topic = make_topic(1)
+    store = tmp_path / "dictionaries"
+    train_dictionary(store, topic, list(generate("product_viewed", 5_000, seed=901)), tmp_path)
+    dictionary = DictionaryStore(store).active(topic)
+    assert dictionary is not None and dictionary.meta.output_crossover("zstd") is not None
+    values = list(generate("product_viewed", TRICKLE + WARM_UP + MEASURED, seed=21))
+
+    # One record a batch: every value a frame, fewer bytes than raw values with zstd.
+    metrics = CollectorRegistry()
+    base = {"bootstrap.servers": kafka_bootstrap, "compression.type": "zstd"}
+    single = ZdictProducer(
+        base | {"linger.ms": "0", "statistics.interval.ms": STATISTICS_MS},
+        encoder=Encoder(dictionary),
+        metrics=ProducerMetrics(metrics),
+    )
+    for value in values[:TRICKLE]:
+        single.produce(topic, value, partition=0)
+        assert single.flush(10) == 0
+        time.sleep(0.02)
+    assert _mode(metrics, topic, "frames") == 1
+    single.close()
+    frames_bytes, frames_records, frames_batches = _stored(_segments(dirs, topic), 0)
+    assert frames_records == frames_batches == TRICKLE
+    raw_single = make_topic(1)
+    _produce_raw_zstd(kafka_bootstrap, raw_single, _records(values[:TRICKLE]), 1)
+    raw_bytes, _, _ = _stored(_segments(dirs, raw_single), 0)
+    assert frames_bytes <= TOLERANCE * min(frames_bytes, raw_bytes)
+
+    # Full batches (128 records): the statistics switch the partition to raw values.
+    metrics = CollectorRegistry()
+    full = ZdictProducer(
+        base | {"linger.ms": "1000", "batch.num.messages": "128", "statistics.interval.ms": "200"},
+        encoder=Encoder(dictionary),
+        metrics=ProducerMetrics(metrics),
+    )
+    warm_up = values[TRICKLE : TRICKLE + WARM_UP]
+    for value in warm_up:
+        full.produce(topic, value, partition=0)
+        full.poll(0)
+    assert full.flush(30) == 0
+    deadline = time.monotonic() + 10
+    while _mode(metrics, topic, "raw") != 1 and time.monotonic() < deadline:
+        full.poll(0.1)
+    assert _mode(metrics, topic, "raw") == 1
+    measured = values[TRICKLE + WARM_UP :]
+    for value in measured:
+        full.produce(topic, value, partition=0)
+        full.poll(0)
+    assert full.flush(30) == 0
+    full.close()
+    ours, records, batches = _stored(_segments(dirs, topic), TRICKLE + WARM_UP)
+    assert records == MEASURED
+    comparison = make_topic(1)
+    _produce_raw_zstd(kafka_bootstrap, comparison, _records(measured), round(records / batches))
+    theirs, _, _ = _stored(_segments(dirs, comparison), 0)
+    print(
+        f"\nin-process producer: one record a batch {frames_bytes / TRICKLE:.1f} B/record "
+        f"(raw + zstd {raw_bytes / TRICKLE:.1f}); at fill {records / batches:.0f} "
+        f"{ours / records:.1f} B/record (raw + zstd {theirs / records:.1f})"
+    )
+    assert ours <= TOLERANCE * theirs
