@@ -12,7 +12,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Final
 
-from sidecar.record_batch import Compress, Record, crossover, producer_codecs, stored_bytes
+from sidecar.record_batch import (
+    BATCH_HEADER_BYTES,
+    Compress,
+    Record,
+    crossover,
+    producer_codecs,
+    records_section,
+)
 
 #: Records per batch measured: one record (a low-latency producer) to a saturated producer's
 #: batches. Raw values that never win up to the largest are taken to never win.
@@ -42,10 +49,28 @@ def raw_crossovers(
         raise ValueError("values and frames must be non-empty and of one length")
     raw: list[Record] = [(v, ()) for v in values]
     measured = [f for f in fills if f <= len(values)] or [1]
+    chosen = codecs if codecs is not None else producer_codecs()
+    ours: dict[str, list[int]] = {name: [] for name in chosen}
+    theirs: dict[str, list[int]] = {name: [] for name in chosen}
+    for fill in measured:
+        # Each batch's records built once, then compressed with every codec.
+        framed, plain = _sections(frames, fill), _sections(raw, fill)
+        for name, compress in chosen.items():
+            ours[name].append(_stored(framed, compress))
+            theirs[name].append(_stored(plain, compress))
     found: dict[str, float | None] = {}
-    for name, compress in (codecs if codecs is not None else producer_codecs()).items():
-        ours = [stored_bytes(frames, fill, compress) for fill in measured]
-        theirs = [stored_bytes(raw, fill, compress) for fill in measured]
-        fill = crossover(measured, ours, theirs)
-        found[name] = None if fill is None else round(fill, 2)
+    for name in chosen:
+        at = crossover(measured, ours[name], theirs[name])
+        found[name] = None if at is None else round(at, 2)
     return found
+
+
+def _sections(records: Sequence[Record], fill: int) -> list[bytes]:
+    """The records sections of consecutive batches of `fill` records (the last may hold fewer)."""
+    return [records_section(records[i : i + fill]) for i in range(0, len(records), fill)]
+
+
+def _stored(sections: Sequence[bytes], compress: Compress) -> int:
+    """Bytes of those batches, each compressed on its own, as `record_batch.batch_bytes` counts
+    them (a batch that would not shrink goes uncompressed)."""
+    return sum(BATCH_HEADER_BYTES + min(len(s), len(compress(s))) for s in sections)
