@@ -418,6 +418,14 @@ class Metrics:
             ("topic",),
             registry=reg,
         )
+        self.output_mode = Gauge(
+            "zdict_output_mode",
+            "1 for the mode an output partition is written in, 0 for the other: frames "
+            "(per-record frames with the zd header) or raw (values as they came, batch "
+            "compression only); partition -1: the whole topic (keyed output).",
+            ("topic", "partition", "mode"),
+            registry=reg,
+        )
 
     def _define_delivery(self, reg: CollectorRegistry) -> None:
         """The Kafka side: deliveries, commits, transactions, lag and assigned partitions."""
@@ -650,6 +658,16 @@ class Metrics:
         self.set_active_dictionary(
             namespace, meta.id, meta.version, meta.heldout_ratio, meta.created_at
         )
+
+    def set_output_mode(self, topic: str, partition: int, mode: str, modes: Sequence[str]) -> None:
+        """Output `topic`'s `partition` is written in `mode` (one of `modes`)."""
+        for each in modes:
+            self.output_mode.labels(topic, str(partition), each).set(1 if each == mode else 0)
+
+    def remove_output_mode(self, topic: str, partition: int, modes: Sequence[str]) -> None:
+        """Forget the mode series of an output partition no longer written."""
+        for each in modes:
+            _remove(self.output_mode, topic, str(partition), each)
 
     # -- consumer and producer -----------------------------------------------------------------
 

@@ -215,7 +215,9 @@ def _measure(
             )
         time.sleep(0.1)
     plain = plain_producer(bootstrap, config)
-    zdict = ZdictProducer(config, encoder=encoders, metrics=metrics)
+    # Frames on every record: what compressing in the process costs (the output mode would
+    # send raw values once the statistics show full batches, and mix both into the figures).
+    zdict = ZdictProducer(config, encoder=encoders, metrics=metrics, output_mode="frames")
     result = SizeResult(
         label=label,
         kind=kind,

@@ -120,6 +120,16 @@ def format_training(report: TrainingReport, stored: Dictionary | None, activated
             f"{report.train_count + report.heldout_count:,} samples; the held-out figures "
             "above are the dictionary as chosen, which did not see the held-out messages"
         )
+    if report.raw_crossover is not None:
+        never = "none (frames win at every fill measured)"
+        fills = ", ".join(
+            f"{codec} {never if fill is None else f'from {fill:g}'}"
+            for codec, fill in report.raw_crossover.items()
+        )
+        out.append(
+            f"output crossover (records per batch from which raw values with producer batch "
+            f"compression store less than these frames, on the training values): {fills}"
+        )
     out += ["", f"decision: {report.decision.value}: {report.reason}"]
     if stored is not None:
         state = "activated" if activated else "stored, not activated (--no-activate)"

@@ -44,6 +44,9 @@ MAX_CONFIG_BYTES: Final = 1024 * 1024
 RelayMode: TypeAlias = Literal["encode", "decode"]
 #: `relay.guarantee`: offsets committed after delivery, or Kafka transactions.
 Guarantee: TypeAlias = Literal["at-least-once", "exactly-once"]
+#: `codec.output_mode`: `auto` writes raw values where batches fill past the dictionary's
+#: crossover, frames elsewhere; `frames`: per-record frames always.
+OutputModeSetting: TypeAlias = Literal["auto", "frames"]
 #: `log_format`: `auto` is console on a terminal, JSON lines otherwise.
 LogFormat: TypeAlias = Literal["auto", "json", "console"]
 LogLevel: TypeAlias = Literal["debug", "info", "warning", "error"]
@@ -86,6 +89,12 @@ class CodecSettings(BaseModel):
         "carry a fingerprint in the header instead)",
     )
     content_size: bool = Field(default=True, description="write the content size into each frame")
+    output_mode: OutputModeSetting = Field(
+        default="auto",
+        description="auto: per partition, write raw values (no zd header; batch compression "
+        "only) while the producer's batches hold more records than the dictionary's crossover, "
+        "frames otherwise; frames: per-record frames always",
+    )
 
     @property
     def frame(self) -> FrameOptions:

@@ -51,6 +51,7 @@ def dictionary_from_report(
             window=window,
         ),
         dict_size_requested=report.chosen.dict_size,
+        raw_crossover=report.raw_crossover,
     )
 
 

@@ -31,6 +31,9 @@ MIN_LEVEL: Final = -7
 MAX_LEVEL: Final = 22
 #: Versions and sizes are Java ints on the Kafka side; nothing legitimate comes near this.
 MAX_INT32: Final = 2**31 - 1
+#: Records a producer batch may hold by librdkafka's bounds (batch.num.messages); an output
+#: crossover beyond it could never be reached.
+MAX_BATCH_RECORDS: Final = 1_000_000
 
 #: Little-endian magic number that opens a "full" zstd dictionary (RFC 8878 §5).
 DICT_MAGIC: Final = b"\x37\xa4\x30\xec"
@@ -99,6 +102,10 @@ def _namespace_value(namespace: str) -> str:
 DictId = Annotated[int, Field(strict=True, ge=MIN_DICT_ID, le=MAX_DICT_ID)]
 #: A namespace as metadata and activations carry it (`validate_namespace`).
 Namespace = Annotated[str, AfterValidator(_namespace_value)]
+#: A producer batch codec as librdkafka names it (compression.type).
+BatchCodec = Annotated[str, Field(pattern=r"^[a-z0-9]{1,16}$")]
+#: Records per batch of an output crossover.
+CrossoverFill = Annotated[float, Field(ge=1.0, le=MAX_BATCH_RECORDS, allow_inf_nan=False)]
 
 
 def embedded_dict_id(data: bytes, source: str = "the data") -> int:
@@ -192,6 +199,19 @@ class DictionaryMeta(BaseModel):
     )
     parent_id: DictId | None = Field(default=None, description="the champion this one replaced")
     training: TrainingSample
+    raw_crossover: dict[BatchCodec, CrossoverFill | None] | None = Field(
+        default=None,
+        description="per producer batch codec (zstd, lz4), the fill (records per batch) from "
+        "which raw values store fewer bytes than this dictionary's frames, measured on the "
+        "training values; None for a codec: frames win at every fill measured; a codec "
+        "missing (or the field, in metadata written before it existed): unknown",
+    )
+
+    def output_crossover(self, codec: str) -> float | None:
+        """The fill from which raw values with batch codec `codec` store fewer bytes than this
+        dictionary's frames; None when frames win at every fill measured, or when it is unknown
+        (not measured for that codec): either way frames are written."""
+        return (self.raw_crossover or {}).get(codec)
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,25 +277,29 @@ def build_dictionary(
     """A new dictionary: `data` re-headed with `dict_id`, and metadata describing it.
 
     Pure: the store (`DictionaryStore.put`) and the registry (`Registry.publish`) persist it.
-    `extra` keys are kept in the metadata (e.g. the requested dictionary size).
+    `extra` keys are kept in the metadata (e.g. the requested dictionary size, the output
+    crossover: `raw_crossover`).
     """
     data = with_dict_id(data, validate_dict_id(dict_id))
     try:
-        meta = DictionaryMeta(
-            id=dict_id,
-            namespace=validate_namespace(namespace),
-            version=version,
-            sha256=sha256_hex(data),
-            size=len(data),
-            created_at=utc_now(),
-            zstd_version=".".join(map(str, zstandard.ZSTD_VERSION)),
-            level=level,
-            heldout_ratio=heldout_ratio,
-            nodict_ratio=nodict_ratio,
-            break_even_size=break_even_size,
-            parent_id=parent_id,
-            training=training,
-            **extra,
+        # Validated from a mapping: `extra` may also set declared optional fields (raw_crossover).
+        meta = DictionaryMeta.model_validate(
+            dict(
+                id=dict_id,
+                namespace=validate_namespace(namespace),
+                version=version,
+                sha256=sha256_hex(data),
+                size=len(data),
+                created_at=utc_now(),
+                zstd_version=".".join(map(str, zstandard.ZSTD_VERSION)),
+                level=level,
+                heldout_ratio=heldout_ratio,
+                nodict_ratio=nodict_ratio,
+                break_even_size=break_even_size,
+                parent_id=parent_id,
+                training=training,
+                **extra,
+            )
         )
     except ValidationError as exc:
         raise ConfigError(f"dictionary {dict_id} of {namespace}: {describe_invalid(exc)}") from None

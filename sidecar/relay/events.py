@@ -60,7 +60,7 @@ class ClientEvents:
 
     def on_stats(self, stats_json: str) -> None:
         """stats_cb (every statistics.interval.ms): the consumer's lag per partition, the
-        producer's record batches per output topic."""
+        producer's record batches per output topic (and its fills, for the output modes)."""
         try:
             stats = json.loads(stats_json)
         except ValueError:
@@ -68,6 +68,8 @@ class ClientEvents:
         topics = stats.get("topics", {})
         if stats.get("type") == "producer":
             self._on_producer_stats(topics)
+            if self._state.output_modes is not None:
+                self._state.output_modes.on_producer_stats(topics)
             return
         metrics, assignment = self._state.metrics, self._state.assignment
         for topic, data in topics.items():

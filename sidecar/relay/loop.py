@@ -37,6 +37,7 @@ from sidecar.relay.output import (
     TopicRoute,
     counted,
 )
+from sidecar.relay.output_modes import with_raw
 from sidecar.relay.state import RelayState, RelayStats
 from sidecar.runtime import tune_gc
 
@@ -55,6 +56,17 @@ UNREACHABLE_FLUSH_TIMEOUT: Final = 5.0
 #: session times out.
 CLOSE_LIMIT: Final = 30.0
 UNREACHABLE_CLOSE_LIMIT: Final = 5.0
+
+
+def _crossover_of(namespace: Namespace) -> Callable[[str], float | None]:
+    """The output crossover of `namespace`'s current dictionary for a batch codec (None: no
+    dictionary, or unknown)."""
+
+    def crossover(codec: str) -> float | None:
+        dictionary = namespace.encoder.dictionary
+        return None if dictionary is None else dictionary.meta.output_crossover(codec)
+
+    return crossover
 
 
 class Relay:
@@ -90,7 +102,8 @@ class Relay:
         dictionary is active, at most that long: a backlog is then compressed with a dictionary
         trained from it, not relayed before one exists. `delivery_timeout`: the producer's
         message.timeout.ms in seconds. `on_assignment` is called with the held partitions after
-        every change (the trainer's role follows them)."""
+        every change (the trainer's role follows them). The state's `output_modes` (encoding
+        only) say which output partitions are written raw (None: frames always)."""
         if (namespaces is None) == (decoder is None):
             raise ValueError("give the relay namespaces to encode or a decoder, not both")
         self.consumer = consumer
@@ -106,6 +119,7 @@ class Relay:
         self._held: dict[str, float] = {}
         self._on_assignment = on_assignment
         self._output = Output(producer, state, commits.delivery_failed, delivery_timeout)
+        self._modes = state.output_modes if namespaces is not None else None
         self.routes: dict[str, TopicRoute] = {}
         for topic, output in outputs.items():
             namespace: Namespace | None = None
@@ -113,6 +127,13 @@ class Relay:
             if namespaces is not None:
                 namespace = namespaces.add(topic)
                 topic_metrics, transform = namespace.metrics, namespace.encode
+                if self._modes is not None:
+                    self._modes.add(
+                        topic,
+                        output,
+                        per_partition=partitions.get(topic) == partitions.get(output),
+                        crossover=_crossover_of(namespace),
+                    )
             else:
                 assert decoder is not None
                 topic_metrics = state.metrics.namespace(topic, Outcome.DECODE_ALL)
@@ -229,8 +250,12 @@ class Relay:
             # A consumed record's headers are always a list of (str, bytes | None) pairs.
             records = cast(Records, [(m.value(), m.headers()) for m in batch])
             self.state.stats.consumed += len(batch)
+            raw = self._modes.split(topic, batch) if self._modes is not None else None
             try:
-                encoded = route.transform(records)
+                if raw is None:
+                    encoded = route.transform(records)
+                else:  # partitions whose batches fill: their values go as they came
+                    encoded = with_raw(route.transform, records, raw)
             except CodecError:
                 self._output.one_by_one(route, batch, records)
                 continue

@@ -43,6 +43,7 @@ from sidecar.kafka import (
     producer_config,
     reads_from_start,
 )
+from sidecar.kafka.batch_fill import batch_codec
 from sidecar.logs import get_logger
 from sidecar.metrics import Metrics
 from sidecar.namespaces import Namespaces, encoder_factory
@@ -51,6 +52,7 @@ from sidecar.relay.commits import CommitLedger, CommitStrategy, OffsetCommits
 from sidecar.relay.events import ClientEvents
 from sidecar.relay.exactly_once import Transactions
 from sidecar.relay.loop import Relay
+from sidecar.relay.output_modes import RelayOutputModes
 from sidecar.relay.state import RelayState
 from sidecar.runtime import exit_code, interrupt_start
 from sidecar.training.trainer import Trainer
@@ -328,7 +330,17 @@ def _run(settings: Settings, observed: Observability, stack: ExitStack) -> int:
     """The relay's start and loop (see `run_relay`); what must be closed goes on `stack`."""
     relay_settings = settings.relay
     metrics = observed.metrics
-    state = RelayState(metrics, observed.health, Reachability(relay_settings.unreachable_timeout))
+    modes = RelayOutputModes(
+        metrics,
+        enabled=settings.codec.output_mode == "auto",
+        codec=batch_codec(producer_config(settings)),
+    )
+    state = RelayState(
+        metrics,
+        observed.health,
+        Reachability(relay_settings.unreachable_timeout),
+        output_modes=modes,
+    )
     ledger = CommitLedger(state)
     clients = _connect(settings, ClientEvents(state, _outputs(settings), ledger.answered))
     commits = _commits(settings, clients, state, ledger)

@@ -17,6 +17,7 @@ from sidecar.health import Health
 from sidecar.kafka import Reachability
 from sidecar.metrics import Metrics
 from sidecar.relay.offsets import OffsetTracker
+from sidecar.relay.output_modes import RelayOutputModes
 
 
 @dataclass(slots=True)
@@ -93,8 +94,12 @@ class RelayState:
         health: Health,
         reachability: Reachability,
         clock: Callable[[], float] = time.monotonic,
+        output_modes: RelayOutputModes | None = None,
     ) -> None:
+        """`output_modes`: which output partitions an encoding relay writes raw, fed by the
+        producer's statistics (None: frames always)."""
         self.metrics = metrics
+        self.output_modes = output_modes
         self.health = health
         self.reachability = reachability
         self.clock = clock

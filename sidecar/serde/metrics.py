@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Final
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import (
     CounterMetricFamily,
+    GaugeMetricFamily,
     InfoMetricFamily,
     Metric,
     SummaryMetricFamily,
@@ -20,6 +21,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from sidecar.codec import Outcome
+from sidecar.codec.output_mode import MODES
 
 if TYPE_CHECKING:
     from sidecar.dictionaries.model import Dictionary
@@ -75,6 +77,8 @@ class ProducerMetrics(Collector):
         #: Per topic: the live threads' tallies, and what the ended threads' added up to.
         self._topics: dict[str, tuple[list[_ThreadTally], ProducerTopicMetrics]] = {}
         self._reads = {READ_OK: 0, READ_FAILED: 0}
+        #: The output mode of every (topic, partition) written (`serde.output_modes`).
+        self._modes: dict[tuple[str, int], str] = {}
         registry.register(self)
 
     def tally(self, topic: str) -> ProducerTopicMetrics:
@@ -94,6 +98,12 @@ class ProducerMetrics(Collector):
         with self._lock:
             self._reads[READ_OK if ok else READ_FAILED] += 1
 
+    def set_output_modes(self, modes: dict[tuple[str, int], str]) -> None:
+        """The output mode of every (topic, partition) the producer writes (-1: the partitioner
+        chooses), replacing the last."""
+        with self._lock:
+            self._modes = dict(modes)
+
     def _families(
         self,
     ) -> tuple[
@@ -103,6 +113,7 @@ class ProducerMetrics(Collector):
         SummaryMetricFamily,
         InfoMetricFamily,
         CounterMetricFamily,
+        GaugeMetricFamily,
     ]:
         return (
             CounterMetricFamily(
@@ -136,6 +147,13 @@ class ProducerMetrics(Collector):
                 "Reads of the registry topic by the producer's dictionary follower, by result.",
                 labels=("result",),
             ),
+            GaugeMetricFamily(
+                "zdict_producer_output_mode",
+                "1 for the mode a partition is written in, 0 for the other: frames (per-record "
+                "frames with the zd header) or raw (values as they came, batch compression only); "
+                "partition -1: records left to the partitioner.",
+                labels=("topic", "partition", "mode"),
+            ),
         )
 
     def describe(self) -> Iterator[Metric]:
@@ -143,10 +161,11 @@ class ProducerMetrics(Collector):
         return iter(self._families())
 
     def collect(self) -> Iterator[Metric]:
-        records, inputs, outputs, seconds, info, reads = self._families()
+        records, inputs, outputs, seconds, info, reads, modes = self._families()
         with self._lock:
             totals = [(name, self._sum(name)) for name in sorted(self._topics)]
             read_counts = dict(self._reads)
+            written = sorted(self._modes.items())
         for name, total in totals:
             for outcome, n in total.outcomes.items():
                 records.add_metric((name, outcome), n)
@@ -165,7 +184,10 @@ class ProducerMetrics(Collector):
                 )
         for result, n in read_counts.items():
             reads.add_metric((result,), n)
-        yield from (records, inputs, outputs, seconds, info, reads)
+        for (topic, partition), mode in written:
+            for each in MODES:
+                modes.add_metric((topic, str(partition), each), 1 if each == mode else 0)
+        yield from (records, inputs, outputs, seconds, info, reads, modes)
 
     def _sum(self, topic: str) -> ProducerTopicMetrics:
         """`topic`'s counts over every thread (under `_lock`), the dictionary the last record's."""

@@ -16,7 +16,7 @@ sasl.*, ssl.*); `produce()` never waits for it.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Self
+from typing import Any, Literal, Self
 
 from confluent_kafka import Producer
 from confluent_kafka.error import (
@@ -28,7 +28,8 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 from sidecar.codec import Encoder
 from sidecar.dictionaries.registry import DEFAULT_TOPIC
 from sidecar.errors import CodecError
-from sidecar.kafka import application_producer
+from sidecar.kafka import PRODUCER_STATISTICS_INTERVAL_MS, application_producer
+from sidecar.kafka.batch_fill import batch_codec
 from sidecar.serde.conf import registry_properties, take_serdes
 from sidecar.serde.following import (
     DEFAULT_READY_TIMEOUT,
@@ -36,9 +37,21 @@ from sidecar.serde.following import (
     registry_client,
 )
 from sidecar.serde.metrics import ProducerMetrics
+from sidecar.serde.output_modes import ProducerOutputModes
 from sidecar.serde.serializer import NamespaceRule, ValueEncoding, as_bytes, our_headers
 
 DeliveryCallback = Callable[[Any, Any], None]
+#: `codec.output_mode` of the in-process producer.
+OutputModeSetting = Literal["auto", "frames"]
+
+
+def _with_header(headers: Any, header: tuple[str, bytes]) -> Any:
+    """The caller's `headers` (a list, a dict or none) and ours, in a new list or dict."""
+    if not headers:
+        return [header]
+    if isinstance(headers, dict):
+        return {**headers, header[0]: header[1]}
+    return [*headers, header]
 
 
 class _CompressingProducer:
@@ -54,6 +67,7 @@ class _CompressingProducer:
         metrics: ProducerMetrics | None = None,
         registry_topic: str = DEFAULT_TOPIC,
         ready_timeout: float = DEFAULT_READY_TIMEOUT,
+        output_mode: OutputModeSetting = "auto",
     ) -> None:
         """Args:
         conf: the producer's configuration, as confluent-kafka takes it (with
@@ -67,12 +81,27 @@ class _CompressingProducer:
         metrics: the producer's metrics, on the application's `CollectorRegistry`.
         registry_topic: the registry topic to follow (with the default `encoder`).
         ready_timeout: seconds the constructor waits for the first read of the registry.
+        output_mode: `auto`: a partition (or, for records left to the partitioner, a topic)
+            whose batches hold more records than the dictionary's crossover for the producer's
+            `compression.type` gets raw values, no header (`codec.output_mode`): read from
+            librdkafka's statistics, so `statistics.interval.ms` is set to 5000 unless the
+            configuration sets it (0: never raw), and a `stats_cb` of the application still
+            gets every report; `frames`: every value compressed.
         """
         config = dict(conf)
         self._key_serializer, self._value_serializer = take_serdes(
             config, "key.serializer", "value.serializer"
         )
         self._serializing = self._key_serializer is not None or self._value_serializer is not None
+        self._modes: ProducerOutputModes | None = None
+        if output_mode == "auto":
+            modes = self._modes = ProducerOutputModes(
+                batch_codec(config),
+                lambda topic, codec: self._encoding.crossover(topic, codec),
+                metrics,
+            )
+            config.setdefault("statistics.interval.ms", PRODUCER_STATISTICS_INTERVAL_MS)
+            config["stats_cb"] = modes.stats_cb(config.get("stats_cb"))
         self._producer: Producer = application_producer(config)
         self._owned: FollowingEncoder | None = None
         if encoder is None:
@@ -130,26 +159,33 @@ class _CompressingProducer:
                     value = self._value_serializer(value, ctx)
                 except Exception as exc:
                     raise ValueSerializationError(exc) from exc
+        value = value if type(value) is bytes else as_bytes(value)
+        report = on_delivery or callback
+        modes = self._modes  # no call per record unless some partition goes raw
+        if modes is not None and modes.raw and self._goes_raw(modes, topic, partition, headers):
+            # Batches fill here: the value goes as it came, batch compression only.
+            self._producer.produce(topic, value, key, partition, report, None, timestamp, headers)
+            return
         try:
             value, header = self._encoding.encode(
-                topic,
-                value if type(value) is bytes else as_bytes(value),
-                our_headers(headers, self._header_key) if headers else None,
+                topic, value, our_headers(headers, self._header_key) if headers else None
             )
         except CodecError as exc:  # a header of ours on a value that is no frame of it
             raise ValueSerializationError(exc) from exc
         if header is not None:
-            if not headers:
-                headers = [header]
-            elif isinstance(headers, dict):
-                headers = {**headers, header[0]: header[1]}
-            else:
-                headers = [*headers, header]
+            headers = _with_header(headers, header)
         # Positional, in Producer.produce's own order (topic, value, key, partition, callback,
         # on_delivery, timestamp, headers): keyword arguments cost the C call ~1 µs more.
-        self._producer.produce(
-            topic, value, key, partition, on_delivery or callback, None, timestamp, headers
-        )
+        self._producer.produce(topic, value, key, partition, report, None, timestamp, headers)
+
+    def _goes_raw(
+        self, modes: ProducerOutputModes, topic: str, partition: int, headers: Any
+    ) -> bool:
+        """Whether a record to `topic`'s `partition` goes raw (its output mode), unless it
+        carries a header of ours (then the codec's rules apply)."""
+        if (topic, partition) not in modes.raw:
+            return False
+        return not (headers and our_headers(headers, self._header_key))
 
     def produce_batch(self, topic: str, messages: list[dict[str, Any]], **_: Any) -> int:
         """Refused: librdkafka's batch API carries no record headers, and the dictionary id

@@ -101,6 +101,13 @@ class ValueEncoding:
             return self._fixed
         return topic if self._rule is None else self._rule(topic)
 
+    def crossover(self, topic: str, codec: str) -> float | None:
+        """The output crossover of the dictionary that compresses `topic` now, for batch codec
+        `codec` (None: no dictionary, or unknown)."""
+        namespace = self.namespace(topic)
+        dictionary = (self._current(namespace) or self._encoder_for(namespace)).dictionary
+        return None if dictionary is None else dictionary.meta.output_crossover(codec)
+
     def encode(
         self, topic: str, value: bytes | None, ours: Sequence[tuple[str, bytes | None]] | None
     ) -> tuple[bytes | None, tuple[str, bytes] | None]:

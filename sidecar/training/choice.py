@@ -9,6 +9,9 @@ the noise of its gain along the held-out slice. Affordable means within the CPU 
 encode cost model (`training.cost`), never by timings, so the load of the machine cannot move
 the pick. It then computes the break-even size, compares the result with no dictionary and with
 the current champion on the same held-out set, and refits a promoted dictionary on every sample.
+Last, for a promoted dictionary, the output crossover (`training.crossover`): the batch fill from
+which raw values with producer batch compression store fewer bytes than its frames, measured on
+the training values.
 
 Held-out values never enter the dictionary the figures are measured with: every ratio this
 module reports is an out-of-sample ratio, that of the dictionary as chosen (the refit one, which
@@ -39,6 +42,7 @@ from sidecar.codec import (
 from sidecar.dictionaries.model import MIN_DICT_ID, Dictionary, TrainingSample, build_dictionary
 from sidecar.runtime import tune_gc
 from sidecar.training.cost import encode_cost_ns
+from sidecar.training.crossover import CROSSOVER_VALUES, raw_crossovers
 from sidecar.training.split import MIN_HELDOUT, Span, TrainingSet
 
 KIB: Final = 1024
@@ -209,6 +213,10 @@ class TrainingReport:
     refit: bool = False
     dictionary: bytes | None = field(default=None, repr=False)
     failures: list[str] = field(default_factory=list)
+    #: Per producer batch codec, the fill (records per batch) from which raw values store fewer
+    #: bytes than the stored dictionary's frames (None: frames win at every fill measured);
+    #: measured on the newest training values for a promoted dictionary, else None.
+    raw_crossover: dict[str, float | None] | None = None
 
     @property
     def heldout_ratio_of(self) -> str:
@@ -243,6 +251,7 @@ class TrainingReport:
             # not "level": in a log line that is the log level
             "zstd_level": chosen.level if chosen else None,
             "break_even_size": self.break_even_size,
+            "raw_crossover": self.raw_crossover,
             "train_seconds": round(self.train_seconds, 3),
             "eval_seconds": round(self.eval_seconds, 3),
         }
@@ -270,6 +279,7 @@ class TrainingReport:
             "champion": m(self.champion),
             "champion_id": self.champion_id,
             "break_even_size": self.break_even_size,
+            "raw_crossover": self.raw_crossover,
             "train_seconds": round(self.train_seconds, 3),
             "eval_seconds": round(self.eval_seconds, 3),
             "budget_ns_per_message": round(self.budget_ns),
@@ -555,7 +565,9 @@ def train(
        compressing without a dictionary clearly on this held-out set; otherwise reject. The
        numbers are kept either way;
     6. a promoted dictionary is trained again at its size on every sample (`params.refit`): the
-       held-out figures stay those of the dictionary as chosen.
+       held-out figures stay those of the dictionary as chosen;
+    7. a promoted dictionary's output crossover is measured on the newest training values
+       (`training.crossover`), encoded as the relay will encode them with the stored bytes.
     """
     report = TrainingReport(
         namespace=namespace,
@@ -631,7 +643,23 @@ def train(
         started = time.perf_counter()
         _refit(report, training + scrubbed(samples.heldout, params.scrub), best.dict_size)
         report.train_seconds += time.perf_counter() - started
+    if report.decision is Decision.PROMOTED:
+        report.raw_crossover = _raw_crossover(report, samples.train, params, namespace)
     return report
+
+
+def _raw_crossover(
+    report: TrainingReport, values: list[bytes], params: TrainingParams, namespace: str
+) -> dict[str, float | None]:
+    """The stored dictionary's output crossover per batch codec, on the newest of `values`
+    (unscrubbed: what the relay will write), encoded at the chosen level and break-even size."""
+    assert report.chosen is not None and report.dictionary is not None
+    level = report.chosen.level
+    dictionary = candidate_dictionary(report.dictionary, level, namespace)
+    encoder = _encoder(dictionary, level, params, report.break_even_size)
+    newest = values[-CROSSOVER_VALUES:]
+    encoded = encoder.encode_batch([(v, None) for v in newest])
+    return raw_crossovers(newest, [(e.value, e.headers or ()) for e in encoded])
 
 
 def _train_candidates(

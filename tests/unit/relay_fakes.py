@@ -22,6 +22,7 @@ from sidecar.relay.events import ClientEvents
 from sidecar.relay.exactly_once import Transactions
 from sidecar.relay.loop import Relay
 from sidecar.relay.output import DEFAULT_DELIVERY_TIMEOUT
+from sidecar.relay.output_modes import RelayOutputModes
 from sidecar.relay.state import RelayState
 
 
@@ -73,16 +74,18 @@ def make_relay(
     delivery_timeout: float = DEFAULT_DELIVERY_TIMEOUT,
     batch_size: int = 1000,
     poll_timeout: float = 0.5,
+    output_modes: RelayOutputModes | None = None,
 ) -> Rig:
     """A relay on spec'd client fakes, encoding with the dictionaries stored in `tmp_path`: by
     default one input topic "in" → "in.zd", every input partition assigned when it subscribes.
-    At least once, or exactly once with `transaction_records`."""
+    At least once, or exactly once with `transaction_records`; `output_modes` decide which
+    output partitions go raw (None: frames always)."""
     consumer = MagicMock(spec_set=Consumer)
     producer = MagicMock(spec_set=Producer)
     producer.flush.return_value = 0
     metrics = metrics if metrics is not None else Metrics(CollectorRegistry())
     outputs = outputs or {"in": "in.zd"}
-    state = RelayState(metrics, Health(), Reachability(60.0, clock), clock)
+    state = RelayState(metrics, Health(), Reachability(60.0, clock), clock, output_modes)
     ledger = CommitLedger(state)
     commits: CommitStrategy = (
         OffsetCommits(consumer, state, ledger, commit_limit)

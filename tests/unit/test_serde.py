@@ -310,7 +310,10 @@ def test_the_producer_adds_its_header_and_leaves_the_callers_headers_alone(
     third["headers"] = list(third["headers"].items())
     sent = [(r["value"], r["headers"]) for r in (first, second, third, fourth)]
     assert [decoder.decode(v, h) for v, h in sent] == events[:4]
-    assert clients[0].config == {"bootstrap.servers": "kafka:9092"}
+    # The application's configuration, plus the statistics the output mode reads.
+    config = dict(clients[0].config)
+    assert callable(config.pop("stats_cb"))
+    assert config == {"bootstrap.servers": "kafka:9092", "statistics.interval.ms": "5000"}
 
 
 def test_the_serializing_producer_takes_key_then_value_and_runs_the_serializers(
@@ -623,3 +626,76 @@ def test_the_dictionary_metric_names_the_last_record_s_whichever_thread_produced
     helper.start()
     helper.join()
     assert dictionaries() == {none}
+
+
+# -- the output mode -----------------------------------------------------------------------------
+
+
+def _window(topic: str, batches: int, records: int, sent: dict[int, int]) -> str:
+    """One window of librdkafka producer statistics: the topic's batches, records sent so far."""
+    partitions = {str(p): {"partition": p, "txmsgs": n} for p, n in sent.items()}
+    return json.dumps(
+        {
+            "type": "producer",
+            "topics": {
+                topic: {"batchcnt": {"cnt": batches, "sum": records}, "partitions": partitions}
+            },
+        }
+    )
+
+
+def test_the_producer_writes_raw_values_where_its_batches_fill_past_the_crossover(
+    clients: list[RecordingProducer], orders: Dictionary, decoder: Decoder, events: list[bytes]
+) -> None:
+    crossing = Dictionary(
+        orders.meta.model_copy(update={"raw_crossover": {"zstd": 8.0}}), orders.data
+    )
+    seen: list[str] = []
+    registry = CollectorRegistry()
+    producer = ZdictProducer(
+        {"compression.type": "zstd", "stats_cb": seen.append},
+        encoder=Encoder(crossing),
+        metrics=ProducerMetrics(registry),
+    )
+    stats_cb = clients[0].config["stats_cb"]
+    report = _window(TOPIC, 13, 1003, {0: 1000, 1: 3})
+    stats_cb(report)
+    assert seen == [report]  # the application's own stats_cb still gets every report
+    producer.produce(TOPIC, events[0], partition=0)  # batches of ~100 records: raw
+    producer.produce(TOPIC, events[1], partition=1)  # single records: frames
+    producer.produce(TOPIC, events[2])  # the partitioner's choice: the topic's mean fill, raw
+    producer.produce(TOPIC, events[3], partition=0, headers=[("app", b"1")])
+    raw, framed, any_partition, with_headers = clients[0].produced
+    assert (raw["value"], raw["headers"]) == (events[0], None)
+    assert framed["headers"] == [("zd", Encoder(crossing).header[1])]
+    assert decoder.decode(framed["value"], framed["headers"]) == events[1]
+    assert (any_partition["value"], any_partition["headers"]) == (events[2], None)
+    assert (with_headers["value"], with_headers["headers"]) == (events[3], [("app", b"1")])
+    mode = registry.get_sample_value
+    assert (
+        mode("zdict_producer_output_mode", {"topic": TOPIC, "partition": "0", "mode": "raw"}) == 1
+    )
+    assert (
+        mode("zdict_producer_output_mode", {"topic": TOPIC, "partition": "1", "mode": "raw"}) == 0
+    )
+    assert (
+        mode("zdict_producer_output_mode", {"topic": TOPIC, "partition": "-1", "mode": "raw"}) == 1
+    )
+
+
+def test_the_producer_frames_every_value_with_output_mode_frames_or_another_batch_codec(
+    clients: list[RecordingProducer], orders: Dictionary, events: list[bytes]
+) -> None:
+    crossing = Dictionary(
+        orders.meta.model_copy(update={"raw_crossover": {"zstd": 8.0}}), orders.data
+    )
+    off = ZdictProducer(
+        {"compression.type": "zstd"}, encoder=Encoder(crossing), output_mode="frames"
+    )
+    assert "stats_cb" not in clients[0].config
+    lz4 = ZdictProducer({"compression.type": "lz4"}, encoder=Encoder(crossing))
+    clients[1].config["stats_cb"](_window(TOPIC, 2, 1000, {0: 1000}))
+    off.produce(TOPIC, events[0], partition=0)
+    lz4.produce(TOPIC, events[0], partition=0)
+    assert clients[0].produced[0]["headers"] is not None  # frames
+    assert clients[1].produced[0]["headers"] is not None  # no crossover measured for lz4

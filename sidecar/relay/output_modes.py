@@ -1,0 +1,170 @@
+"""Which output partitions the relay writes raw: the output mode (`codec.output_mode`) fed with
+its producer's statistics.
+
+Every statistics window of the relay's producer (`events.ClientEvents.on_stats`) gives the fill
+(records per batch) of each output partition (`kafka.batch_fill`); with the crossover of the
+namespace's active dictionary for the producer's batch codec, `codec.output_mode` decides frames
+or raw per partition. An output topic with the input's partition count is decided per
+partition; one written by key (librdkafka's partitioner chooses) as a whole, under partition
+-1. Each switch is logged (`output_mode_changed`) and shown in `zdict_output_mode`.
+
+Until the producer's first statistics window, a partition's fill is taken from what the relay
+hands the producer at once: the records of its first consumed batch for that partition, produced
+within the producer's linger.ms, which its batches then hold (a backlog read at full speed goes
+raw from its first batch, a trickle stays in frames). The statistics take over from the first
+window on.
+
+`split` then tells the loop which records of a consumed batch go raw: they skip the encoder and
+are produced as they came (no header of ours; every decoder passes them through).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, cast
+
+from confluent_kafka import Message
+
+from sidecar.codec import Transformed
+from sidecar.codec.output_mode import MODES, RAW, ModeTable
+from sidecar.codec.wire import Headers
+from sidecar.kafka.batch_fill import BatchFills
+from sidecar.logs import get_logger
+from sidecar.metrics import Metrics
+from sidecar.namespaces import Records
+
+log = get_logger("sidecar.relay.output_modes")
+
+#: The partition under which a keyed output topic is decided as a whole.
+WHOLE_TOPIC: Final = -1
+
+Key = tuple[str, int]
+
+
+def with_raw(
+    transform: Callable[[Records], list[Transformed]], records: Records, raw: Sequence[int]
+) -> list[Transformed]:
+    """`records` transformed, but those at the positions `raw` (ascending) passed as they came:
+    their value and headers unchanged, outcome `raw`. The others go through `transform` in one
+    call (nothing when all are raw)."""
+    out: list[Transformed | None] = [None] * len(records)
+    for i in raw:
+        value, headers = records[i]
+        size = len(value) if value is not None else 0
+        out[i] = Transformed(value, cast(Headers, headers), RAW, size, size)
+    if len(raw) < len(records):
+        taken = set(raw)
+        positions = [i for i in range(len(records)) if i not in taken]
+        for i, encoded in zip(positions, transform([records[i] for i in positions]), strict=True):
+            out[i] = encoded
+    return [t for t in out if t is not None]
+
+
+@dataclass(frozen=True, slots=True)
+class _Output:
+    """One output topic: the input it is written from, how it is partitioned, and the current
+    crossover of its namespace's dictionary."""
+
+    topic: str
+    per_partition: bool
+    crossover: Callable[[], float | None]
+
+
+class RelayOutputModes:
+    """The output mode of every output partition of one relay (see the module)."""
+
+    def __init__(self, metrics: Metrics, *, enabled: bool, codec: str) -> None:
+        """`enabled`: false writes frames always (`codec.output_mode: frames`); `codec`: the
+        producer's batch codec (`kafka.batch_fill.batch_codec`), whose crossover applies."""
+        self.enabled = enabled
+        self.codec = codec
+        self._metrics = metrics
+        self._fills = BatchFills()
+        self._table: ModeTable[Key] = ModeTable()
+        self._outputs: dict[str, _Output] = {}
+        #: Per input topic, its output partitions written raw now (WHOLE_TOPIC: all of them).
+        self._raw: dict[str, frozenset[int]] = {}
+        #: Per input topic, its output, until the producer's first statistics window.
+        self._first: dict[str, str] = {}
+
+    def add(
+        self,
+        topic: str,
+        output: str,
+        *,
+        per_partition: bool,
+        crossover: Callable[[str], float | None],
+    ) -> None:
+        """Decide the output of input `topic` (an encoding route); `crossover(codec)` reads
+        the current crossover of its namespace's active dictionary."""
+        codec = self.codec
+        self._outputs[output] = _Output(topic, per_partition, lambda: crossover(codec))
+        if self.enabled:
+            self._first[topic] = output
+
+    def split(self, topic: str, batch: Sequence[Message]) -> list[int] | None:
+        """The positions in `batch` (records of input `topic`) that go raw; None when none does
+        (the common case: one lookup)."""
+        if topic in self._first:
+            self._first_fills(topic, batch)
+        raw = self._raw.get(topic)
+        if not raw:
+            return None
+        if WHOLE_TOPIC in raw:
+            return list(range(len(batch)))
+        return [i for i, msg in enumerate(batch) if msg.partition() in raw]
+
+    def _first_fills(self, topic: str, batch: Sequence[Message]) -> None:
+        """The fill of each output key of `topic` without one yet: its records in `batch`."""
+        output = self._first[topic]
+        route = self._outputs[output]
+        counts = (
+            Counter(cast(int, m.partition()) for m in batch)
+            if route.per_partition
+            else {WHOLE_TOPIC: len(batch)}
+        )
+        crossover = route.crossover()
+        for partition, records in counts.items():
+            if self._table.fill((output, partition)) is None:
+                self._observe(output, partition, float(records), crossover)
+        self._raw[topic] = frozenset(p for (t, p) in self._table.raw if t == output)
+
+    def on_producer_stats(self, topics: Mapping[str, Any]) -> None:
+        """One statistics window of the relay's producer (its `topics` object)."""
+        if not self.enabled:
+            return
+        self._first.clear()
+        fills = self._fills.window(topics)
+        for output, route in self._outputs.items():
+            fill = fills.get(output)
+            crossover = route.crossover()
+            if route.per_partition:
+                partitions = fill.partitions if fill is not None else {}
+                seen = {p for (t, p) in self._table.known() if t == output}
+                for partition in sorted(seen | set(partitions)):
+                    self._observe(output, partition, partitions.get(partition), crossover)
+            else:
+                self._observe(output, WHOLE_TOPIC, fill.mean if fill else None, crossover)
+            self._raw[route.topic] = frozenset(p for (t, p) in self._table.raw if t == output)
+
+    def _observe(
+        self, output: str, partition: int, fill: float | None, crossover: float | None
+    ) -> None:
+        key = (output, partition)
+        new = key not in self._table
+        switch = self._table.observe(key, fill, crossover)
+        if switch is not None:
+            log.info(
+                "output_mode_changed",
+                topic=output,
+                partition=partition,
+                mode=switch.mode,
+                previous=switch.previous,
+                fill=None if switch.fill is None else round(switch.fill, 1),
+                crossover=crossover,
+                codec=self.codec,
+            )
+        if switch is not None or new:
+            self._metrics.set_output_mode(output, partition, self._table.mode(key), MODES)
