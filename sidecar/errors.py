@@ -111,3 +111,14 @@ class MalformedBatch(ZdictError):
 class ProtocolError(ZdictError):
     """A Kafka protocol request the proxy cannot serve: a malformed frame, an API key or
     version it does not implement; the connection is closed after it is logged."""
+
+
+class ProduceRefused(ZdictError):
+    """The forwarding proxy refuses a Produce request at the door: `code` is the Kafka error
+    code the client gets, `kind` a bounded name of why (a log and metrics key), the message
+    says it in words."""
+
+    def __init__(self, code: int, kind: str, reason: str) -> None:
+        super().__init__(reason)
+        self.code = code
+        self.kind = kind

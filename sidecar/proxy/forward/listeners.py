@@ -22,6 +22,7 @@ from sidecar.proxy.forward.addresses import Address, PortMap
 from sidecar.proxy.forward.budget import Budget
 from sidecar.proxy.forward.connection import Connection, Limits, Streams
 from sidecar.proxy.forward.metrics import BOOTSTRAP, BROKER, ForwardMetrics
+from sidecar.proxy.forward.produce import ProduceRewriter
 
 log = get_logger(__name__)
 
@@ -39,8 +40,12 @@ class Listeners:
         settings: ProxySettings,
         bootstrap: Sequence[Address],
         metrics: ForwardMetrics,
+        produce: ProduceRewriter | None = None,
     ) -> None:
+        """`produce`: rewrites the Produce requests of every connection (None: forwarded as
+        they came)."""
         self.settings = settings
+        self.produce = produce
         self.bootstrap = tuple(bootstrap)
         self.metrics = metrics
         self.ports = PortMap(settings.broker_port_base)
@@ -167,6 +172,7 @@ class Listeners:
                 budget=self.budget,
                 metrics=self.metrics,
                 locate=self.locate,
+                produce=self.produce,
             )
             reason = await connection.serve()
         except asyncio.CancelledError:
