@@ -514,8 +514,8 @@ class ProxySettings(BaseModel):
     forward: bool = Field(
         default=False,
         description="forward every request to the upstream broker the client addressed, "
-        "broker addresses rewritten to the proxy's listeners (the forwarding proxy's first "
-        "step: records pass as they are)",
+        "broker addresses rewritten to the proxy's listeners, Produce requests rewritten in "
+        "place (values encoded)",
     )
     broker_port_base: int = Field(
         default=9100,

@@ -532,7 +532,7 @@ def test_local_answers_come_in_request_order(encoder: Encoder, events: list[byte
     asyncio.run(main())
 
 
-def test_a_request_refused_mid_way_still_counts_nothing_twice(
+def test_a_refused_request_sets_up_nothing_and_samples_nothing(
     encoder: Encoder, events: list[bytes]
 ) -> None:
     setup = Setup(encoder)
@@ -541,10 +541,19 @@ def test_a_request_refused_mid_way_still_counts_nothing_twice(
     setup.rewrite(
         _produce(9, {"orders": [(0, encode_batch(_records(events[:5]))), (1, bytes(bad))]})
     )
-    reservoir = setup.namespaces["orders"].reservoir
-    assert reservoir is not None and reservoir.offered == 0  # nothing of a refused request sampled
+    assert "orders" not in setup.namespaces  # refused before anything was encoded or sampled
 
 
 def test_the_refusal_error_names_its_code() -> None:
     refused = ProduceRefused(87, "invalid_record", "why")
     assert (refused.code, refused.kind, str(refused)) == (87, "invalid_record", "why")
+
+
+def test_a_mapped_upstream_topic_is_refused_under_forward() -> None:
+    from sidecar.config import Settings
+    from sidecar.errors import ConfigError
+    from sidecar.proxy.forward.service import run_forward_proxy
+
+    settings = Settings(proxy=ProxySettings(forward=True, upstream_topic="{topic}.zd"))
+    with pytest.raises(ConfigError, match=r"ZDICT_PROXY__UPSTREAM_TOPIC \(--upstream-topic\)"):
+        run_forward_proxy(settings)

@@ -68,6 +68,9 @@ XERIAL_MAGIC: Final = b"\x82SNAPPY\x00"
 _XERIAL_HEADER: Final = XERIAL_MAGIC + struct.pack(">ii", 1, 1)
 #: Uncompressed bytes per xerial block written (snappy-java's default block size).
 XERIAL_BLOCK_BYTES: Final = 32 * 1024
+#: Records sections shorter than this are written uncompressed: their values are frames
+#: already, or short, and a compressor's frame header and setup cost more than it could save.
+MIN_COMPRESSED: Final = 256
 _CODEC_MASK: Final = 0x07
 _CRC_START: Final = 21
 _HEADER: Final = struct.Struct(">qiiBIhiqqqhii")
@@ -75,6 +78,9 @@ _AFTER_CRC: Final = struct.Struct(">hiqqqhii")
 _BEFORE_CRC: Final = struct.Struct(">qiiBI")
 _INT32: Final = struct.Struct(">i")
 
+#: One record as read: (attributes, timestamp delta, offset delta and key as they came), value,
+#: header count, headers.
+_Record = tuple[bytes, bytes | None, int, list[tuple[bytes, bytes | None]]]
 #: The namespace's encoder over (value, headers) pairs (`Namespace.encode`).
 Inputs = list[tuple[bytes | None, list[tuple[str, bytes | None]] | None]]
 Encode = Callable[[Inputs], list[Transformed]]
@@ -128,8 +134,32 @@ class Rewritten:
     values: list[bytes | None]
 
 
+@dataclass(slots=True)
+class ReadBatch:
+    """One batch as read: its bytes, header fields and records (none: a control batch)."""
+
+    raw: bytes
+    fields: tuple[int, ...]
+    records: list[_Record]
+    control: bool
+
+
+@dataclass(slots=True)
+class ReadPartition:
+    """The batches of one partition's records field, and the codec's input of every record of
+    its data batches, in order."""
+
+    batches: list[ReadBatch]
+    inputs: Inputs
+
+
 class BatchRewriter:
-    """Rewrites the batches of Produce partitions (see module); holds the output compressor."""
+    """Rewrites the batches of Produce partitions (see module); holds the output compressor.
+
+    In two steps so that the records of every partition of a topic in a request are encoded
+    in one call (the namespace's per-call cost, metrics and all, is paid once per request,
+    and batches of a few records reach the codec's batch API together): `read` checks and
+    reads, `write` writes again with the values encoded."""
 
     def __init__(self, limits: BatchLimits) -> None:
         if limits.output_codec not in CODEC_IDS:
@@ -145,8 +175,20 @@ class BatchRewriter:
         Raises:
             ProduceRefused: a batch or record refused (see module); nothing of it is kept.
         """
-        out: list[bytes] = []
-        values: list[bytes | None] = []
+        partition = self.read(data, allowance)
+        return Rewritten(
+            self.write(partition, encode_checked(encode, partition.inputs)),
+            [value for value, _ in partition.inputs],
+        )
+
+    def read(self, data: bytes, allowance: Allowance) -> ReadPartition:
+        """The batches of the records field `data`, checked and read.
+
+        Raises:
+            ProduceRefused: a batch or record refused (see module).
+        """
+        batches: list[ReadBatch] = []
+        inputs: Inputs = []
         pos, size = 0, len(data)
         while pos < size:
             if pos + BATCH_HEADER_BYTES > size:
@@ -164,7 +206,8 @@ class BatchRewriter:
                 raise _invalid(f"a batch of {length} bytes does not fit the request (truncated)")
             if magic != 2:
                 raise _invalid(f"record batch of magic {magic}: only v2 (Kafka 0.11+) is taken")
-            if crc32c(data[pos + _CRC_START : end]) != crc:
+            raw = data[pos:end]
+            if crc32c(raw[_CRC_START:]) != crc:
                 raise ProduceRefused(
                     CORRUPT_MESSAGE,
                     "corrupt",
@@ -172,20 +215,56 @@ class BatchRewriter:
                 )
             if count < 0:
                 raise _invalid(f"a batch says it holds {count} records")
+            pos = end
             if attributes & CONTROL_BIT:
-                out.append(data[pos:end])
-                pos = end
+                batches.append(ReadBatch(raw, fields, [], True))
                 continue
             allowance.take_records(count)
             codec = attributes & _CODEC_MASK
-            section = data[pos + BATCH_HEADER_BYTES : end]
+            section = raw[BATCH_HEADER_BYTES:]
             if codec:
                 section = self._decompress(codec, section, allowance)
-            batch_values, batch = self._batch(data, pos, fields, section, encode)
-            values.extend(batch_values)
-            out.append(batch)
-            pos = end
-        return Rewritten(b"".join(out), values)
+            if count > len(section) // MIN_RECORD_BYTES:
+                raise _invalid(f"a batch says it holds {count} records in {len(section)} bytes")
+            records = _read_records(section, count, fields[7], self._header_key)
+            self._inputs(records, inputs)
+            batches.append(ReadBatch(raw, fields, records, False))
+        return ReadPartition(batches, inputs)
+
+    def write(self, partition: ReadPartition, encoded: Sequence[Transformed]) -> bytes:
+        """The records field of `partition` written again with its values `encoded` (as many
+        as its inputs, in order)."""
+        out: list[bytes] = []
+        at = 0
+        for batch in partition.batches:
+            if batch.control:
+                out.append(batch.raw)
+                continue
+            mine = encoded[at : at + len(batch.records)]
+            at += len(batch.records)
+            changed = any(e.outcome == Outcome.COMPRESSED for e in mine)
+            if not changed and batch.fields[5] & _CODEC_MASK == self._codec_id:
+                out.append(batch.raw)
+            else:
+                out.append(self._write_batch(batch.fields, _write_records(batch.records, mine)))
+        return b"".join(out)
+
+    def _inputs(self, records: list[_Record], inputs: Inputs) -> None:
+        """Append the codec's input of `records` to `inputs`, each value checked."""
+        limit = self.limits.max_value_bytes
+        for _head, value, _header_count, headers in records:
+            if value is not None and len(value) > limit:
+                raise ProduceRefused(
+                    MESSAGE_TOO_LARGE,
+                    "value_too_large",
+                    f"a value of {len(value)} bytes is above the {limit} bytes the decoders "
+                    "accept (ZDICT_CODEC__MAX_OUTPUT_SIZE)",
+                )
+            try:
+                named = [(k.decode(), v) for k, v in headers] if headers else None
+            except UnicodeDecodeError:
+                raise _invalid("a record header key is not UTF-8") from None
+            inputs.append((value, named))
 
     def _decompress(self, codec: int, section: bytes, allowance: Allowance) -> bytes:
         batch_limit = self.limits.max_batch_bytes
@@ -208,49 +287,11 @@ class BatchRewriter:
         allowance.bytes_left -= len(plain)
         return plain
 
-    def _batch(
-        self,
-        data: bytes,
-        pos: int,
-        fields: tuple[int, ...],
-        section: bytes,
-        encode: Encode,
-    ) -> tuple[list[bytes | None], bytes]:
-        """(raw values, the batch written again) of the batch at `pos`."""
-        attributes, base_timestamp, count = fields[5], fields[7], fields[12]
-        if count > len(section) // MIN_RECORD_BYTES:
-            raise _invalid(f"a batch says it holds {count} records in {len(section)} bytes")
-        records = _read_records(section, count, base_timestamp, self._header_key)
-        limit = self.limits.max_value_bytes
-        inputs: Inputs = []
-        for _head, value, _header_count, headers in records:
-            if value is not None and len(value) > limit:
-                raise ProduceRefused(
-                    MESSAGE_TOO_LARGE,
-                    "value_too_large",
-                    f"a value of {len(value)} bytes is above the {limit} bytes the decoders "
-                    "accept (ZDICT_CODEC__MAX_OUTPUT_SIZE)",
-                )
-            try:
-                named = [(k.decode(), v) for k, v in headers] if headers else None
-            except UnicodeDecodeError:
-                raise _invalid("a record header key is not UTF-8") from None
-            inputs.append((value, named))
-        try:
-            encoded = encode(inputs)
-        except CodecError as exc:
-            raise _invalid(f"a record cannot be encoded: {exc}") from None
-        values = [value for value, _ in inputs]
-        codec = attributes & _CODEC_MASK
-        changed = any(e.outcome == Outcome.COMPRESSED for e in encoded)
-        if not changed and codec == self._codec_id:
-            return values, data[pos : pos + LOG_OVERHEAD + fields[1]]
-        plain = _write_records(records, encoded)
-        return values, self._write_batch(fields, plain)
-
     def _write_batch(self, fields: tuple[int, ...], plain: bytes) -> bytes:
         codec = self._codec_id
-        body = compress(codec, plain, self._zstd) if codec else plain
+        body = (
+            compress(codec, plain, self._zstd) if codec and len(plain) >= MIN_COMPRESSED else plain
+        )
         if len(body) >= len(plain):  # as librdkafka: a batch compression does not shrink goes plain
             codec, body = 0, plain
         (
@@ -285,9 +326,16 @@ class BatchRewriter:
         return _BEFORE_CRC.pack(base_offset, length, leader_epoch, 2, crc32c(after_crc)) + after_crc
 
 
-#: One record as read: (attributes, timestamp delta, offset delta and key as they came), value,
-#: header count, headers.
-_Record = tuple[bytes, bytes | None, int, list[tuple[bytes, bytes | None]]]
+def encode_checked(encode: Encode, inputs: Inputs) -> list[Transformed]:
+    """`encode(inputs)`, a record the codec refuses refused as INVALID_RECORD.
+
+    Raises:
+        ProduceRefused: a record cannot be encoded.
+    """
+    try:
+        return encode(inputs)
+    except CodecError as exc:
+        raise _invalid(f"a record cannot be encoded: {exc}") from None
 
 
 def _invalid(reason: str) -> ProduceRefused:

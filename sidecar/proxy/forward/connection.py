@@ -4,7 +4,9 @@ Two tasks per connection. The request side reads one frame at a time (its first 
 `IDLE_TIMEOUT` seconds, the rest within `proxy.read_timeout`; at most `proxy.max_request_bytes`,
 taken from the shared budget a chunk at a time as it arrives), reads its header only, refuses
 an API or version the proxy does not serve (the connection is closed, as a broker does), notes
-what answer to expect and writes the frame upstream unchanged. The response side reads
+what answer to expect and writes the frame upstream unchanged, but for a Produce, which the
+`ProduceRewriter` rewrites or refuses: a refused one is answered by the proxy (`_answer`), in
+request order, right after the answer awaited before it. The response side reads
 upstream's answers, which Kafka sends in request order: each is matched to the oldest request
 noted (correlation ids checked), streamed back byte for byte, or, for the responses that name
 brokers and ApiVersions, read whole, rewritten and written again. A Produce with acks=0 gets no

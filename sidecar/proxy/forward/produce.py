@@ -35,11 +35,18 @@ from sidecar.errors import ProduceRefused, ProtocolError
 from sidecar.logs import get_logger
 from sidecar.namespaces import Namespace
 from sidecar.proxy.forward.allowlist import TopicAllowList
-from sidecar.proxy.forward.batches import Allowance, BatchRewriter
+from sidecar.proxy.forward.batches import (
+    Allowance,
+    BatchRewriter,
+    Inputs,
+    ReadPartition,
+    encode_checked,
+)
 from sidecar.proxy.forward.frames import RequestHeader
 from sidecar.proxy.forward.metrics import ForwardMetrics
 from sidecar.proxy.forward.produce_request import (
     ProduceRequest,
+    TopicData,
     encode_produce,
     parse_produce,
 )
@@ -86,6 +93,15 @@ class Outcome:
         self.frame = frame
         #: The local answer, size prefix included (a refused request with acks other than 0).
         self.answer = answer
+
+
+class _Refused(Exception):
+    """A partition (topic number, partition number) refused."""
+
+    def __init__(self, where: tuple[int, int], refused: ProduceRefused) -> None:
+        super().__init__(str(refused))
+        self.where = where
+        self.refused = refused
 
 
 class ProduceRewriter:
@@ -142,30 +158,25 @@ class ProduceRewriter:
         offered: list[tuple[Namespace, int, list[bytes | None]]] = []
         where = ""
         for t, topic in enumerate(request.topics):
-            allowed = self.allowed.allows(topic.name)
-            for p, partition in enumerate(topic.partitions):
-                if not allowed:
-                    refused = ProduceRefused(
-                        ErrorCode.topic_authorization_failed,
-                        TOPIC_REFUSED,
-                        "the topic is not on the proxy's allow-list (ZDICT_PROXY__ALLOWED_TOPICS, "
-                        "ZDICT_PROXY__TOPICS; internal and registry topics never are)",
-                    )
+            if not self.allowed.allows(topic.name):
+                refused = ProduceRefused(
+                    ErrorCode.topic_authorization_failed,
+                    TOPIC_REFUSED,
+                    "the topic is not on the proxy's allow-list (ZDICT_PROXY__ALLOWED_TOPICS, "
+                    "ZDICT_PROXY__TOPICS; internal and registry topics never are)",
+                )
+                for p in range(len(topic.partitions)):
                     refusals[(t, p)] = refused
-                    if first is None:
-                        first, where = refused, topic.name
-                    continue
-                if first is not None or partition.records is None:
-                    continue
-                namespace = self.namespace(topic.name)
-                try:
-                    rewritten = self.batches.rewrite(partition.records, namespace.encode, allowance)
-                except ProduceRefused as exc:
-                    refusals[(t, p)] = first = exc
-                    where = topic.name
-                    continue
-                records[(t, p)] = rewritten.data
-                offered.append((namespace, partition.index, rewritten.values))
+                if first is None:
+                    first, where = refused, topic.name
+                continue
+            if first is not None:
+                continue
+            try:
+                self._topic(t, topic, allowance, records, offered)
+            except _Refused as exc:
+                refusals[exc.where] = first = exc.refused
+                where = topic.name
         if first is None:
             self._offer(offered)
             return Outcome(request.acks, frame=encode_produce(frame, request, records))
@@ -178,6 +189,45 @@ class ProduceRewriter:
                 "closed, as a broker closes it"
             )
         return Outcome(request.acks, answer=_answer(request, refusals, first))
+
+    def _topic(
+        self,
+        t: int,
+        topic: TopicData,
+        allowance: Allowance,
+        records: dict[tuple[int, int], bytes],
+        offered: list[tuple[Namespace, int, list[bytes | None]]],
+    ) -> None:
+        """Rewrite the partitions of topic number `t` into `records`: every batch read, the
+        values of all encoded in one call, each partition written again.
+
+        Raises:
+            _Refused: a partition refused.
+        """
+        read: list[tuple[int, int, ReadPartition]] = []
+        inputs: Inputs = []
+        for p, partition in enumerate(topic.partitions):
+            if partition.records is None:
+                continue
+            try:
+                batches = self.batches.read(partition.records, allowance)
+            except ProduceRefused as exc:
+                raise _Refused((t, p), exc) from None
+            read.append((p, partition.index, batches))
+            inputs += batches.inputs
+        if not read:
+            return
+        namespace = self.namespace(topic.name)
+        try:
+            encoded = encode_checked(namespace.encode, inputs)
+        except ProduceRefused as exc:
+            raise _Refused((t, read[0][0]), exc) from None
+        at = 0
+        for p, index, batches in read:
+            count = len(batches.inputs)
+            records[(t, p)] = self.batches.write(batches, encoded[at : at + count])
+            at += count
+            offered.append((namespace, index, [value for value, _ in batches.inputs]))
 
     def _offer(self, offered: list[tuple[Namespace, int, list[bytes | None]]]) -> None:
         for namespace, partition, values in offered:
