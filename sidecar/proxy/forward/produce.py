@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable
-from typing import Any, Final
+from collections.abc import Callable, Sequence
+from typing import Any, Final, overload
 
 from kio.schema.errors import ErrorCode
 
@@ -82,6 +82,33 @@ class Sampled:
         return self._value
 
 
+class SampledValues(Sequence[Sampled]):
+    """One partition's values as a training sample reads them, each made a `Sampled` only
+    when the reservoir takes it (it keeps one in `sampling.every`)."""
+
+    __slots__ = ("_first", "_partition", "_values")
+
+    def __init__(self, partition: int, first: int, values: list[bytes | None]) -> None:
+        self._partition, self._first, self._values = partition, first, values
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    @overload
+    def __getitem__(self, index: int) -> Sampled: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Sampled]: ...
+
+    def __getitem__(self, index: int | slice) -> Sampled | list[Sampled]:
+        if isinstance(index, slice):
+            positions = range(len(self._values))[index]
+            values = self._values
+            return [Sampled(self._partition, self._first + i, values[i]) for i in positions]
+        position = range(len(self._values))[index]
+        return Sampled(self._partition, self._first + position, self._values[position])
+
+
 class Outcome:
     """What becomes of one Produce request: the frame to forward, or the answer to give."""
 
@@ -93,15 +120,6 @@ class Outcome:
         self.frame = frame
         #: The local answer, size prefix included (a refused request with acks other than 0).
         self.answer = answer
-
-
-class _Refused(Exception):
-    """A partition (topic number, partition number) refused."""
-
-    def __init__(self, where: tuple[int, int], refused: ProduceRefused) -> None:
-        super().__init__(str(refused))
-        self.where = where
-        self.refused = refused
 
 
 class ProduceRewriter:
@@ -172,10 +190,9 @@ class ProduceRewriter:
                 continue
             if first is not None:
                 continue
-            try:
-                self._topic(t, topic, allowance, records, offered)
-            except _Refused as exc:
-                refusals[exc.where] = first = exc.refused
+            refusal = self._topic(t, topic, allowance, records, offered)
+            if refusal is not None:
+                refusals[refusal[0]] = first = refusal[1]
                 where = topic.name
         if first is None:
             self._offer(offered)
@@ -197,13 +214,10 @@ class ProduceRewriter:
         allowance: Allowance,
         records: dict[tuple[int, int], bytes],
         offered: list[tuple[Namespace, int, list[bytes | None]]],
-    ) -> None:
+    ) -> tuple[tuple[int, int], ProduceRefused] | None:
         """Rewrite the partitions of topic number `t` into `records`: every batch read, the
-        values of all encoded in one call, each partition written again.
-
-        Raises:
-            _Refused: a partition refused.
-        """
+        values of all encoded in one call, each partition written again. A refusal: (topic
+        number, partition number) and why; nothing of the topic is then written."""
         read: list[tuple[int, int, ReadPartition]] = []
         inputs: Inputs = []
         for p, partition in enumerate(topic.partitions):
@@ -212,22 +226,23 @@ class ProduceRewriter:
             try:
                 batches = self.batches.read(partition.records, allowance)
             except ProduceRefused as exc:
-                raise _Refused((t, p), exc) from None
+                return (t, p), exc
             read.append((p, partition.index, batches))
             inputs += batches.inputs
         if not read:
-            return
+            return None
         namespace = self.namespace(topic.name)
         try:
             encoded = encode_checked(namespace.encode, inputs)
         except ProduceRefused as exc:
-            raise _Refused((t, read[0][0]), exc) from None
+            return (t, read[0][0]), exc
         at = 0
         for p, index, batches in read:
             count = len(batches.inputs)
             records[(t, p)] = self.batches.write(batches, encoded[at : at + count])
             at += count
             offered.append((namespace, index, [value for value, _ in batches.inputs]))
+        return None
 
     def _offer(self, offered: list[tuple[Namespace, int, list[bytes | None]]]) -> None:
         for namespace, partition, values in offered:
@@ -237,9 +252,7 @@ class ProduceRewriter:
             key = (namespace.topic, partition)
             position = self._positions.get(key, 0)
             self._positions[key] = position + len(values)
-            reservoir.offer(
-                [Sampled(partition, position + i, value) for i, value in enumerate(values)]
-            )
+            reservoir.offer(SampledValues(partition, position, values))
 
     def _log(self, refused: ProduceRefused, header: RequestHeader, topic: str) -> None:
         now = self.clock()
