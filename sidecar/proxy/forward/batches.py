@@ -72,6 +72,9 @@ XERIAL_BLOCK_BYTES: Final = 32 * 1024
 #: already, or short, and a compressor's frame header and setup cost more than it could save.
 MIN_COMPRESSED: Final = 256
 _CODEC_MASK: Final = 0x07
+#: Lengths below this have their varint looked up rather than computed.
+_SMALL: Final = 16384
+_SMALL_VARINTS: Final = tuple(varint(n) for n in range(_SMALL))
 _CRC_START: Final = 21
 _HEADER: Final = struct.Struct(">qiiBIhiqqqhii")
 _AFTER_CRC: Final = struct.Struct(">hiqqqhii")
@@ -79,8 +82,8 @@ _BEFORE_CRC: Final = struct.Struct(">qiiBI")
 _INT32: Final = struct.Struct(">i")
 
 #: One record as read: (attributes, timestamp delta, offset delta and key as they came), value,
-#: header count, headers.
-_Record = tuple[bytes, bytes | None, int, list[tuple[bytes, bytes | None]]]
+#: header count, headers, the headers as they came.
+_Record = tuple[bytes, bytes | None, int, list[tuple[bytes, bytes | None]], bytes]
 #: The namespace's encoder over (value, headers) pairs (`Namespace.encode`).
 Inputs = list[tuple[bytes | None, list[tuple[str, bytes | None]] | None]]
 Encode = Callable[[Inputs], list[Transformed]]
@@ -252,7 +255,7 @@ class BatchRewriter:
     def _inputs(self, records: list[_Record], inputs: Inputs) -> None:
         """Append the codec's input of `records` to `inputs`, each value checked."""
         limit = self.limits.max_value_bytes
-        for _head, value, _header_count, headers in records:
+        for _head, value, _header_count, headers, _raw in records:
             if value is not None and len(value) > limit:
                 raise ProduceRefused(
                     MESSAGE_TOO_LARGE,
@@ -404,10 +407,11 @@ def _read_records(section: bytes, count: int, base_timestamp: int, ours: bytes) 
         header_count, pos = _varint(section, pos)
         if header_count < 0 or header_count > length:
             raise _invalid(f"a record says it has {header_count} headers")
+        first_header = pos
         headers, pos = _read_headers(section, pos, stop, header_count, ours)
         if pos != stop:
             raise _invalid("a record's fields do not add up to its length")
-        records.append((head, value, header_count, headers))
+        records.append((head, value, header_count, headers, section[first_header:stop]))
     if pos != size:
         raise _invalid("bytes left over after the batch's last record")
     return records
@@ -436,16 +440,19 @@ def _write_records(records: Sequence[_Record], encoded: Sequence[Transformed]) -
     out = bytearray()
     last_header: tuple[str, bytes | None] | None = None
     last_bytes = b""
-    for (head, _value, count, headers), enc in zip(records, encoded, strict=True):
+    small = _SMALL_VARINTS
+    for (head, _value, count, _headers, headers_raw), enc in zip(records, encoded, strict=True):
         value = enc.value
         body = bytearray(head)
-        body += b"\x01" if value is None else varint(len(value)) + value
+        if value is None:
+            body += b"\x01"
+        else:
+            size = len(value)
+            body += small[size] if size < _SMALL else varint(size)
+            body += value
         added = enc.headers[count:] if len(enc.headers) > count else ()
         body += varint(count + len(added))
-        for name, header in headers:
-            body += varint(len(name))
-            body += name
-            body += b"\x01" if header is None else varint(len(header)) + header
+        body += headers_raw
         for pair in added:
             if pair is not last_header:
                 name_bytes = pair[0].encode()
@@ -457,7 +464,8 @@ def _write_records(records: Sequence[_Record], encoded: Sequence[Transformed]) -
                 )
                 last_header = pair
             body += last_bytes
-        out += varint(len(body))
+        size = len(body)
+        out += small[size] if size < _SMALL else varint(size)
         out += body
     return bytes(out)
 

@@ -164,7 +164,11 @@ class _Reader:
     def _length(self) -> int:
         """A length or count: compact (stored + 1, 0 for null: -1) or classic."""
         if self.flexible:
-            stored, self.pos = unsigned_varint(self.frame, self.pos)
+            pos = self.pos
+            if pos < len(self.frame) and self.frame[pos] < 0x80:  # one byte: most lengths
+                self.pos = pos + 1
+                return self.frame[pos] - 1
+            stored, self.pos = unsigned_varint(self.frame, pos)
             return stored - 1
         return self.int32()
 
@@ -203,4 +207,8 @@ class _Reader:
 
     def tagged(self) -> None:
         if self.flexible:
-            self.pos = skip_tagged_fields(self.frame, self.pos)
+            pos = self.pos
+            if pos < len(self.frame) and self.frame[pos] == 0:  # none: the usual case
+                self.pos = pos + 1
+            else:
+                self.pos = skip_tagged_fields(self.frame, pos)
