@@ -171,6 +171,7 @@ class BatchRewriter:
         self._header_key = limits.header_key.encode()
         self._codec_id = CODEC_IDS[limits.output_codec]
         self._zstd = zstandard.ZstdCompressor(level=PRODUCER_ZSTD_LEVEL)
+        self._unzstd = zstandard.ZstdDecompressor()
 
     def rewrite(self, data: bytes, encode: Encode, allowance: Allowance) -> Rewritten:
         """The records field `data` of one partition with every batch rewritten.
@@ -272,7 +273,7 @@ class BatchRewriter:
     def _decompress(self, codec: int, section: bytes, allowance: Allowance) -> bytes:
         batch_limit = self.limits.max_batch_bytes
         limit = min(batch_limit, allowance.bytes_left)
-        plain = decompress(codec, section, limit)
+        plain = decompress(codec, section, limit, self._unzstd)
         if plain is None:
             if limit == batch_limit:
                 raise ProduceRefused(
@@ -470,9 +471,12 @@ def _write_records(records: Sequence[_Record], encoded: Sequence[Transformed]) -
     return bytes(out)
 
 
-def decompress(codec: int, data: bytes, limit: int) -> bytes | None:
+def decompress(
+    codec: int, data: bytes, limit: int, unzstd: zstandard.ZstdDecompressor | None = None
+) -> bytes | None:
     """The records of a batch compressed with `codec`; None when they are more than `limit`
-    bytes (at most `limit` + 1 bytes are ever produced).
+    bytes (at most `limit` + 1 bytes are ever produced). `unzstd`: a decompressor to reuse
+    (not thread-safe: one per thread).
 
     Raises:
         ProduceRefused: an unknown codec, or data that does not decompress.
@@ -486,7 +490,7 @@ def decompress(codec: int, data: bytes, limit: int) -> bytes | None:
         elif codec == 3:
             out = lz4.frame.LZ4FrameDecompressor().decompress(data, max_length=limit + 1)
         elif codec == 4:
-            reader = zstandard.ZstdDecompressor().stream_reader(
+            reader = (unzstd or zstandard.ZstdDecompressor()).stream_reader(
                 io.BytesIO(data), read_across_frames=True
             )
             out = reader.read(limit + 1)

@@ -125,6 +125,12 @@ async def _serve(
         output_compression=settings.proxy.output_compression,
         training=settings.training.enabled,
     )
+    if not produce.allowed.patterns:
+        log.warning(
+            "no_topics_allowed",
+            detail="every Produce request is refused (TOPIC_AUTHORIZATION_FAILED): name the "
+            "topics with --topic or ZDICT_PROXY__ALLOWED_TOPICS",
+        )
     if ready is not None:
         ready(address.host, address.port)
     while not stopping.is_set():
