@@ -38,7 +38,7 @@ from sidecar.proxy.forward.frames import read_request_header
 from sidecar.proxy.forward.listeners import Listeners
 from sidecar.proxy.forward.metrics import ForwardMetrics
 from sidecar.proxy.forward.produce import ProduceRewriter
-from sidecar.proxy.forward.produce_request import FIRST_VERSION, LAST_VERSION
+from sidecar.proxy.forward.produce_request import FIRST_VERSION, LAST_VERSION, parse_produce
 from sidecar.proxy.forward.versions import request_header_version
 from sidecar.record_batch import (
     CONTROL_BIT,
@@ -561,3 +561,63 @@ def test_a_mapped_upstream_topic_is_refused_under_forward() -> None:
     settings = Settings(proxy=ProxySettings(forward=True, upstream_topic="{topic}.zd"))
     with pytest.raises(ConfigError, match=r"ZDICT_PROXY__UPSTREAM_TOPIC \(--upstream-topic\)"):
         run_forward_proxy(settings)
+
+
+def test_a_refused_acks_0_request_closes_its_connection(encoder: Encoder) -> None:
+    async def main() -> None:
+        async with _proxy(encoder) as (port, got):
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(_produce(5, {"payments": [(0, None)]}, acks=0))
+            await writer.drain()
+            assert await asyncio.wait_for(reader.read(1), 5) == b""
+            assert got == []
+            writer.close()
+
+    asyncio.run(main())
+
+
+def _mutations(seed: int, frame: bytes, count: int) -> list[bytes]:
+    """`count` copies of `frame` with a few bytes changed, the CRC of each batch fixed up
+    where the change fell inside one (so the reader goes past the CRC check)."""
+    import random
+
+    from crc32c import crc32c
+
+    rng = random.Random(seed)
+    out = []
+    for _ in range(count):
+        data = bytearray(frame)
+        for _ in range(rng.randint(1, 4)):
+            # After the api key and version, which the connection checks before the rewriter.
+            data[rng.randrange(8, len(data))] = rng.randrange(256)
+        start = frame.index(b"\x00\x00\x00\x00\x00\x00\x00\x00", 30)  # the first batch
+        if rng.random() < 0.7 and start + 61 < len(data):
+            length = struct.unpack_from(">i", data, start + 8)[0]
+            end = min(len(data), start + 12 + max(length, 49))
+            struct.pack_into(">I", data, start + 17, crc32c(bytes(data[start + 21 : end])))
+        out.append(bytes(data))
+    return out
+
+
+@pytest.mark.parametrize("codec", ["none", "zstd", "gzip"])
+def test_mutated_frames_are_answered_or_refused_never_raise_otherwise(
+    codec: str, encoder: Encoder, events: list[bytes]
+) -> None:
+    batch = encode_batch(_records(events[:8]), codec=codec, producer_id=7, base_sequence=0)
+    frame = _produce(9, {"orders": [(0, batch)]})
+    setup = Setup(encoder, max_batch=64 << 10, max_decompressed=256 << 10)
+    started = time.perf_counter()
+    outcomes = {"forwarded": 0, "answered": 0, "closed": 0}
+    for mutated in _mutations(len(codec), frame, 1500):
+        try:
+            outcome = setup.rewrite(mutated)
+        except ProtocolError:
+            outcomes["closed"] += 1
+            continue
+        outcomes["forwarded" if outcome.frame is not None else "answered"] += 1
+        if outcome.frame is not None:  # what goes upstream is a well-formed request
+            body = outcome.frame[4:]
+            assert struct.unpack_from(">i", outcome.frame)[0] == len(body)
+            parse_produce(body, read_request_header(body, 2), True)
+    assert outcomes["answered"] > 0 and outcomes["closed"] > 0
+    assert time.perf_counter() - started < 20
