@@ -599,11 +599,11 @@ def _mutations(seed: int, frame: bytes, count: int) -> list[bytes]:
     return out
 
 
-@pytest.mark.parametrize("codec", ["none", "zstd", "gzip"])
+@pytest.mark.parametrize("codec", ["none", "zstd", "gzip", "lz4", "snappy", "snappy-raw"])
 def test_mutated_frames_are_answered_or_refused_never_raise_otherwise(
     codec: str, encoder: Encoder, events: list[bytes]
 ) -> None:
-    batch = encode_batch(_records(events[:8]), codec=codec, producer_id=7, base_sequence=0)
+    batch = _compressed(_records(events[:8]), codec)
     frame = _produce(9, {"orders": [(0, batch)]})
     setup = Setup(encoder, max_batch=64 << 10, max_decompressed=256 << 10)
     started = time.perf_counter()
