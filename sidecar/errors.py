@@ -116,3 +116,14 @@ class ProtocolError(ZdictError):
 class AuthenticationFailed(KafkaUnavailable):
     """A broker refused the SASL authentication of the forwarding proxy's upstream connection;
     the message carries the broker's own error message."""
+
+
+class ProduceRefused(ZdictError):
+    """The forwarding proxy refuses a Produce request at the door: `code` is the Kafka error
+    code the client gets, `kind` a bounded name of why (a log and metrics key), the message
+    says it in words."""
+
+    def __init__(self, code: int, kind: str, reason: str) -> None:
+        super().__init__(reason)
+        self.code = code
+        self.kind = kind

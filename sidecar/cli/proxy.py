@@ -83,8 +83,9 @@ def add_proxy(commands: Commands) -> None:
         "--forward",
         action="store_true",
         help="forward every request to the upstream brokers, their addresses rewritten to "
-        "local ports (ZDICT_PROXY__BROKER_PORT_BASE + node id); the forwarding proxy's first "
-        "step: records pass as they are, no compression yet",
+        "local ports (ZDICT_PROXY__BROKER_PORT_BASE + node id), Produce requests rewritten in "
+        "place (values encoded); clients may produce to ZDICT_PROXY__ALLOWED_TOPICS (default: "
+        "the --topic topics)",
     )
     add_lifecycle_flags(p, "the proxy")
     add_config_flags(p)

@@ -523,8 +523,8 @@ class ProxySettings(BaseModel):
     forward: bool = Field(
         default=False,
         description="forward every request to the upstream broker the client addressed, "
-        "broker addresses rewritten to the proxy's listeners (the forwarding proxy's first "
-        "step: records pass as they are)",
+        "broker addresses rewritten to the proxy's listeners, Produce requests rewritten in "
+        "place (values encoded)",
     )
     broker_port_base: int = Field(
         default=9100,
@@ -539,6 +539,32 @@ class ProxySettings(BaseModel):
         le=3600.0,
         description="with forward: seconds a request frame may take to arrive once its first "
         "byte has; slower: the connection is closed",
+    )
+    output_compression: Literal["zstd", "lz4", "gzip", "snappy", "none"] = Field(
+        default="zstd",
+        description="with forward: how the record batches the proxy rewrites are compressed "
+        "(a batch that would not shrink goes uncompressed)",
+    )
+    allowed_topics: tuple[str, ...] = Field(
+        default=(),
+        description="with forward: topics clients may produce to, a JSON list of names or "
+        'patterns (* and ? as in a shell; ["*"]: every topic); empty: the topics of '
+        "ZDICT_PROXY__TOPICS. Internal topics (__*) and the registry topic never are",
+    )
+    max_records_per_request: int = Field(
+        default=100_000,
+        ge=1,
+        le=10_000_000,
+        description="with forward: records one Produce request may hold (bounds the CPU one "
+        "request takes); more: RECORD_LIST_TOO_LARGE",
+    )
+    max_decompressed_request_bytes: int = Field(
+        default=64 * 1024 * 1024,
+        ge=64 * 1024,
+        le=1024 * 1024 * 1024,
+        description="with forward: bytes the compressed batches of one Produce request may "
+        "decompress to, all together (one batch: ZDICT_PROXY__MAX_REQUEST_BYTES); more: "
+        "RECORD_LIST_TOO_LARGE",
     )
 
     @model_validator(mode="after")

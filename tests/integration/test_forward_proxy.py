@@ -63,7 +63,13 @@ def forward(
         address,
         "--metrics-port",
         "0",
-        env={"ZDICT_PROXY__BROKER_PORT_BASE": str(base)},
+        env={
+            "ZDICT_PROXY__BROKER_PORT_BASE": str(base),
+            # Forwarding as such: every test topic allowed, values passed as they are (the
+            # rewriting of Produce is test_forward_produce's).
+            "ZDICT_PROXY__ALLOWED_TOPICS": '["zdict-it-forward*"]',
+            "ZDICT_PROXY__COMPRESS": "false",
+        },
         name="forward",
     )
     process.wait_for_event("proxy_listening", timeout=60)

@@ -4,7 +4,9 @@ Two tasks per connection. The request side reads one frame at a time (its first 
 `IDLE_TIMEOUT` seconds, the rest within `proxy.read_timeout`; at most `proxy.max_request_bytes`,
 taken from the shared budget a chunk at a time as it arrives), reads its header only, refuses
 an API or version the proxy does not serve (the connection is closed, as a broker does), notes
-what answer to expect and writes the frame upstream unchanged. The response side reads
+what answer to expect and writes the frame upstream unchanged, but for a Produce, which the
+`ProduceRewriter` rewrites or refuses: a refused one is answered by the proxy (`_answer`), in
+request order, right after the answer awaited before it. The response side reads
 upstream's answers, which Kafka sends in request order: each is matched to the oldest request
 noted (correlation ids checked), streamed back byte for byte, or, for the responses that name
 brokers and ApiVersions, read whole, rewritten and written again. A Produce with acks=0 gets no
@@ -25,7 +27,7 @@ import asyncio
 import contextlib
 import struct
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 from kio.schema.errors import ErrorCode
@@ -45,10 +47,10 @@ from sidecar.proxy.forward.client_sasl import (
     ADVICE,
     CLIENT_SASL_APIS,
     REFUSAL_LOG,
-    answer,
     read_header,
     requested_mechanism,
 )
+from sidecar.proxy.forward.client_sasl import answer as sasl_refusal
 from sidecar.proxy.forward.frames import (
     PREFIX_BYTES,
     api_versions_v0,
@@ -57,6 +59,7 @@ from sidecar.proxy.forward.frames import (
     read_request_header,
 )
 from sidecar.proxy.forward.metrics import REQUEST, RESPONSE, ForwardMetrics
+from sidecar.proxy.forward.produce import ProduceRewriter
 from sidecar.proxy.forward.versions import (
     API_VERSIONS,
     PRODUCE,
@@ -107,6 +110,9 @@ class Expected:
     correlation_id: int
     #: An ApiVersions above the proxy's versions, forwarded as v0: answered UNSUPPORTED_VERSION.
     unsupported: bool = False
+    #: Answers the proxy gives itself to the requests that came after this one (refused at
+    #: the door), written right after this one's answer.
+    then: list[bytes] = field(default_factory=list)
 
 
 class Connection:
@@ -121,19 +127,26 @@ class Connection:
         budget: Budget,
         metrics: ForwardMetrics,
         locate: Locate,
+        produce: ProduceRewriter | None = None,
     ) -> None:
+        """`produce`: rewrites Produce requests (None: they are forwarded as they came)."""
         self.client_reader, self.client_writer = client
         self.upstream_reader, self.upstream_writer = upstream
         self.limits = limits
         self.budget = budget
         self.metrics = metrics
         self.locate = locate
+        self.produce = produce
         self.peer = str(self.client_writer.get_extra_info("peername"))
         # Clients are told to come back to the host they reached the proxy at.
         self.host = str(self.client_writer.get_extra_info("sockname")[0])
         self.client_id: str | None = None
         self._expected: asyncio.Queue[Expected] = asyncio.Queue(limits.max_in_flight)
         self._held = {REQUEST: 0, RESPONSE: 0}
+        #: Answers awaited and not yet written, and the latest of them (local answers queue
+        #: behind it to keep request order).
+        self._unanswered = 0
+        self._last: Expected | None = None
 
     async def serve(self) -> str | None:
         """Forward until either side ends; the reason the proxy closed it (None: the client
@@ -218,15 +231,20 @@ class Connection:
             if _HEAD.unpack_from(frame)[0] in CLIENT_SASL_APIS:
                 await self._refuse_sasl(frame)
                 return _CLIENT_SASL
-            expected, replaced = self._admit(frame)
-            if expected is not None:
-                await self._expected.put(expected)
-            if replaced is None:
-                self.upstream_writer.write(prefix)
-                self.upstream_writer.write(frame)
+            expected, replaced, answer = self._admit(frame)
+            if answer is not None:
+                await self._answer(answer)
             else:
-                self.upstream_writer.write(replaced)
-            await self.upstream_writer.drain()
+                if expected is not None:
+                    await self._expected.put(expected)
+                    self._unanswered += 1
+                    self._last = expected
+                if replaced is None:
+                    self.upstream_writer.write(prefix)
+                    self.upstream_writer.write(frame)
+                else:
+                    self.upstream_writer.write(replaced)
+                await self.upstream_writer.drain()
             self.metrics.frame(_HEAD.unpack_from(frame)[0], REQUEST, PREFIX_BYTES + size)
             del frame, replaced
             await self._release(REQUEST)
@@ -236,7 +254,7 @@ class Connection:
         way: responses go in request order."""
         header = read_header(frame)
         await self._expected.join()
-        self.client_writer.write(answer(header))
+        self.client_writer.write(sasl_refusal(header))
         await self.client_writer.drain()
         held = REFUSAL_LOG.admit()
         if held is not None:
@@ -250,9 +268,10 @@ class Connection:
                 error=ADVICE,
             )
 
-    def _admit(self, frame: bytes) -> tuple[Expected | None, bytes | None]:
-        """What answer `frame` expects (None: none), and the frame to send upstream in its
-        place (None: `frame` itself).
+    def _admit(self, frame: bytes) -> tuple[Expected | None, bytes | None, bytes | None]:
+        """What answer `frame` expects (None: none), the frame to send upstream in its place
+        (None: `frame` itself), and the answer the proxy gives itself (None: upstream answers;
+        else nothing is forwarded).
 
         Raises:
             ProtocolError: an API or version the proxy does not forward.
@@ -263,7 +282,7 @@ class Connection:
             header = read_request_header(frame, 1)
             self.client_id = header.client_id
             expected = Expected(API_VERSIONS, 0, header.correlation_id, unsupported=True)
-            return expected, api_versions_v0(frame, header)
+            return expected, api_versions_v0(frame, header), None
         if not accepts(api_key, version):
             served = served_versions(api_key)
             what = "not served" if served is None else f"served in v{served[0]}-v{served[1]}"
@@ -274,9 +293,28 @@ class Connection:
         header_version = request_header_version(api_key, version)
         header = read_request_header(frame, header_version)
         self.client_id = header.client_id
-        if api_key == PRODUCE and produce_acks(frame, header, header_version >= 2) == 0:
-            return None, None  # a broker does not answer acks=0
-        return Expected(api_key, version, header.correlation_id), None
+        replaced: bytes | None = None
+        acks = -1
+        if api_key == PRODUCE and self.produce is not None:
+            outcome = self.produce.rewrite(frame, header, header_version >= 2)
+            if outcome.answer is not None:
+                return None, None, outcome.answer
+            replaced, acks = outcome.frame, outcome.acks
+        elif api_key == PRODUCE:
+            acks = produce_acks(frame, header, header_version >= 2)
+        if api_key == PRODUCE and acks == 0:
+            return None, replaced, None  # a broker does not answer acks=0
+        return Expected(api_key, version, header.correlation_id), replaced, None
+
+    async def _answer(self, answer: bytes) -> None:
+        """Give the client `answer` (a frame) in request order: now if no answer is awaited,
+        else right after the latest awaited one."""
+        if self._unanswered and self._last is not None:
+            self._last.then.append(answer)
+        else:
+            self.client_writer.write(answer)
+            await self.client_writer.drain()
+        self.metrics.frame(PRODUCE, RESPONSE, len(answer))
 
     # -- upstream -> client --------------------------------------------------------------------
 
@@ -307,7 +345,14 @@ class Connection:
             else:
                 sent = await self._stream(expected, prefix, size)
             self.metrics.frame(expected.api_key, RESPONSE, sent)
+            self._answered(expected)
             self._expected.task_done()
+
+    def _answered(self, expected: Expected) -> None:
+        """`expected` was answered: the local answers queued behind it follow."""
+        for answer in expected.then:
+            self.client_writer.write(answer)
+        self._unanswered -= 1
 
     async def _stream(self, expected: Expected, prefix: bytes, size: int) -> int:
         """Copy a response of `size` bytes to the client a chunk at a time; bytes sent."""

@@ -25,6 +25,7 @@ from sidecar.proxy.forward.addresses import Address, PortMap
 from sidecar.proxy.forward.budget import Budget
 from sidecar.proxy.forward.connection import Connection, Limits, Streams
 from sidecar.proxy.forward.metrics import BOOTSTRAP, BROKER, ForwardMetrics
+from sidecar.proxy.forward.produce import ProduceRewriter
 from sidecar.proxy.forward.security import PLAINTEXT_UPSTREAM, UpstreamSecurity
 from sidecar.proxy.forward.upstream import describe, open_upstream
 
@@ -43,9 +44,13 @@ class Listeners:
         bootstrap: Sequence[Address],
         metrics: ForwardMetrics,
         security: UpstreamSecurity = PLAINTEXT_UPSTREAM,
+        produce: ProduceRewriter | None = None,
     ) -> None:
+        """`produce`: rewrites the Produce requests of every connection (None: forwarded as
+        they came)."""
         self.settings = settings
         self.security = security
+        self.produce = produce
         self.bootstrap = tuple(bootstrap)
         self.metrics = metrics
         self.ports = PortMap(settings.broker_port_base)
@@ -177,6 +182,7 @@ class Listeners:
                 budget=self.budget,
                 metrics=self.metrics,
                 locate=self.locate,
+                produce=self.produce,
             )
             reason = await connection.serve()
         except asyncio.CancelledError:

@@ -30,6 +30,18 @@ CLOSE_REASONS: Final = (
     "upstream_auth_failed",
     "client_sasl",
 )
+#: Why a Produce request was refused at the door (`forward.produce`, `forward.batches`).
+PRODUCE_REFUSALS: Final = (
+    "topic",
+    "acks",
+    "corrupt",
+    "invalid_record",
+    "codec",
+    "too_large",
+    "too_many_records",
+    "value_too_large",
+    "timestamp",
+)
 
 
 class ForwardMetrics:
@@ -79,6 +91,15 @@ class ForwardMetrics:
             "Local listeners of upstream brokers (one per node id seen).",
             registry=registry,
         )
+        self._produce_refused = Counter(
+            "zdict_proxy_refused_produce_requests",
+            "Produce requests refused at the door, nothing of them forwarded, by the first "
+            "reason found.",
+            ["reason"],
+            registry=registry,
+        )
+        for reason in PRODUCE_REFUSALS:
+            self._produce_refused.labels(reason)
         for listener in (BOOTSTRAP, BROKER):
             self._open.labels(listener)
         for reason in CLOSE_REASONS:
@@ -109,6 +130,10 @@ class ForwardMetrics:
         self._open.labels(listener).dec()
         if reason is not None:
             self._closed.labels(reason).inc()
+
+    def produce_refused(self, reason: str) -> None:
+        """A Produce request refused; `reason` one of `PRODUCE_REFUSALS`."""
+        self._produce_refused.labels(reason).inc()
 
     def refused(self) -> None:
         self._refused.inc()

@@ -1,11 +1,17 @@
 """`zdict-sidecar proxy --forward`: the forwarding proxy wired from the settings.
 
-The first step of the forwarding proxy (issue 26): every request is forwarded to the upstream
-broker the client addressed, broker addresses are rewritten to the proxy's listeners, records
-pass as they are (no compression yet, so no dictionary lifecycle). Upstream is reached as
-`ZDICT_KAFKA__SECURITY_PROTOCOL` says (`security`: TLS, the proxy's own SASL), checked at start
-with one connection of the proxy's own (`upstream.check_upstream`). Readiness: once the
-bootstrap listener is up.
+Every request is forwarded to the upstream broker the client addressed, broker addresses are
+rewritten to the proxy's listeners, and Produce requests are rewritten in place (`produce`):
+values encoded with the namespace's dictionary. The dictionary lifecycle is the produce
+proxy's (`sidecar.proxy.service.ProxyRoutes`): per topic a namespace (encoder, training
+sample, metrics), the proxies of a topic in one consumer group (`proxy.group_id`) so that one
+trains it, the registry followed and encoders switched as dictionaries are activated. Topics:
+those of `proxy.topics` are set up at start; the allow-list (`proxy.allowed_topics`, by default
+`proxy.topics`) says what clients may produce to, and an allowed topic is set up on first use.
+Upstream topic = the topic the client names (`proxy.upstream_topic` must be `{topic}`).
+Upstream is reached as `ZDICT_KAFKA__SECURITY_PROTOCOL` says (`security`: TLS, the proxy's own
+SASL), checked at start with one connection of the proxy's own (`upstream.check_upstream`).
+Readiness: once the bootstrap listener is up.
 
 Exit codes: 0 after SIGTERM/SIGINT, 1 when upstream cannot be reached at start or refuses the
 proxy's credentials, 2 for configuration errors (among them a listen address that is taken, or
@@ -18,25 +24,33 @@ import asyncio
 import contextlib
 import signal
 from collections.abc import Callable
+from contextlib import ExitStack
 from typing import Final
 
 from sidecar.config import Settings
+from sidecar.dictionaries.registry import Registry
+from sidecar.dictionaries.store import DictionaryStore
 from sidecar.errors import ConfigError
 from sidecar.health import Health
-from sidecar.kafka import make_admin, partition_counts
 from sidecar.logs import get_logger
 from sidecar.observability import Observability
 from sidecar.proxy.forward.addresses import Address
+from sidecar.proxy.forward.allowlist import TopicAllowList
+from sidecar.proxy.forward.batches import BatchLimits, BatchRewriter
 from sidecar.proxy.forward.listeners import Listeners
 from sidecar.proxy.forward.metrics import ForwardMetrics
+from sidecar.proxy.forward.produce import ProduceRewriter
 from sidecar.proxy.forward.security import UpstreamSecurity, upstream_security
 from sidecar.proxy.forward.upstream import check_upstream
+from sidecar.proxy.service import ProxyRoutes
 from sidecar.runtime import exit_code, interrupt_start
 
 log = get_logger("sidecar.proxy.forward")
 
 #: Seconds between two heartbeats of the event loop (/healthz).
 BEAT_INTERVAL: Final = 1.0
+#: The only upstream topic template the forwarding proxy takes: the topic the client names.
+SAME_TOPIC: Final = "{topic}"
 
 
 def bootstrap_addresses(servers: str) -> list[Address]:
@@ -60,15 +74,38 @@ def bootstrap_addresses(servers: str) -> list[Address]:
     return addresses
 
 
+def produce_rewriter(
+    settings: Settings, routes: ProxyRoutes, metrics: ForwardMetrics
+) -> ProduceRewriter:
+    """The Produce rewriting of `settings`, encoding with the namespaces of `routes`."""
+    proxy = settings.proxy
+    limits = BatchLimits(
+        max_batch_bytes=proxy.max_request_bytes,
+        max_value_bytes=settings.codec.max_output_size,
+        header_key=settings.codec.header_key,
+        output_codec=proxy.output_compression,
+    )
+    return ProduceRewriter(
+        batches=BatchRewriter(limits),
+        allowed=TopicAllowList(proxy.allowed_topics or proxy.topics, [settings.registry.topic]),
+        namespace=lambda topic: routes.route(topic).namespace,
+        metrics=metrics,
+        max_records=proxy.max_records_per_request,
+        max_decompressed_bytes=proxy.max_decompressed_request_bytes,
+    )
+
+
 async def _serve(
     settings: Settings,
     bootstrap: list[Address],
     metrics: ForwardMetrics,
     security: UpstreamSecurity,
+    routes: ProxyRoutes,
     health: Health,
     ready: Callable[[str, int], None] | None,
 ) -> int:
-    listeners = Listeners(settings.proxy, bootstrap, metrics, security)
+    produce = produce_rewriter(settings, routes, metrics)
+    listeners = Listeners(settings.proxy, bootstrap, metrics, security, produce)
     try:
         address = await listeners.start()
     except OSError as exc:
@@ -87,15 +124,25 @@ async def _serve(
         listen=f"{address.host}:{address.port}",
         broker_port_base=settings.proxy.broker_port_base,
         upstream=",".join(f"{a.host}:{a.port}" for a in bootstrap),
+        allowed_topics=list(produce.allowed.patterns),
+        output_compression=settings.proxy.output_compression,
+        training=settings.training.enabled,
     )
+    if not produce.allowed.patterns:
+        log.warning(
+            "no_topics_allowed",
+            detail="every Produce request is refused (TOPIC_AUTHORIZATION_FAILED): name the "
+            "topics with --topic or ZDICT_PROXY__ALLOWED_TOPICS",
+        )
     if ready is not None:
         ready(address.host, address.port)
     while not stopping.is_set():
         health.beat()
+        routes.tick()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stopping.wait(), BEAT_INTERVAL)
     health.set_stopping()
-    log.info("shutting_down")
+    log.info("shutting_down", produce_requests=produce.requests, refused=produce.refused)
     await listeners.stop()
     log.info("proxy_stopped")
     return 0
@@ -106,20 +153,33 @@ def run_forward_proxy(settings: Settings, ready: Callable[[str, int], None] | No
     is called with the address it listens on."""
     client = settings.kafka.client_config()
     security = upstream_security(client)
+    if settings.proxy.upstream_topic != SAME_TOPIC:
+        raise ConfigError(
+            f"proxy --forward writes each topic under the name the client uses: "
+            f"ZDICT_PROXY__UPSTREAM_TOPIC (--upstream-topic) must be {SAME_TOPIC}, not "
+            f"{settings.proxy.upstream_topic!r}"
+        )
     bootstrap = bootstrap_addresses(client["bootstrap.servers"])
     interrupt_start()
     with Observability(settings.metrics, settings.proxy.group_id) as observed:
 
         def serve() -> int:
-            # The proxy's own TLS and SASL first: a refusal names the broker's message.
+            # Reachable, with the proxy's own TLS and SASL? A refusal names the broker's
+            # message; ZDICT_PROXY__START_TIMEOUT bounds the wait.
             asyncio.run(check_upstream(bootstrap, security, settings.proxy.start_timeout))
-            # Reachable at all? ZDICT_PROXY__START_TIMEOUT bounds the wait.
-            partition_counts(
-                make_admin(settings), [], settings.proxy.start_timeout, client["bootstrap.servers"]
-            )
             metrics = ForwardMetrics(observed.prometheus)
-            return asyncio.run(
-                _serve(settings, bootstrap, metrics, security, observed.health, ready)
-            )
+            with ExitStack() as stack:
+                registry: Registry | None = None
+                if settings.registry.enabled:
+                    registry = Registry.open(settings, "proxy", observed.metrics)
+                    stack.callback(registry.close)
+                store = DictionaryStore(settings.dictionaries)
+                routes = ProxyRoutes(settings, store, registry, observed.metrics)
+                stack.callback(routes.close)
+                routes.set_up(settings.proxy.topics)
+                routes.elect()
+                return asyncio.run(
+                    _serve(settings, bootstrap, metrics, security, routes, observed.health, ready)
+                )
 
         return exit_code(serve, log, failed="proxy_failed", stopped="proxy_stopped")

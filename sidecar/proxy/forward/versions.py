@@ -40,7 +40,11 @@ REMOVED: Final[dict[int, str]] = {
     82: "UpdateRaftVoter: names the controller leader (CurrentLeader)",
 }
 #: API key -> the highest version served whatever kio and upstream know (see module).
-CAPPED: Final[dict[int, int]] = {FETCH: 15}
+CAPPED: Final[dict[int, int]] = {
+    FETCH: 15,
+    # v13 names topics by id: the allow-list and namespaces go by name (`produce_request`).
+    PRODUCE: 12,
+}
 
 
 @functools.cache

@@ -1,0 +1,565 @@
+"""The record batches of one Produce partition rewritten in place: values encoded, the rest kept.
+
+Pure: no Kafka client, no I/O. Per v2 batch (layout in `sidecar.record_batch`): the header is
+read and checked (whole, magic 2, CRC-32C), a control batch passes untouched, a compressed one is
+decompressed within bounds (gzip, lz4, zstd, snappy in raw or xerial framing), every record is
+read with each length checked against the bytes left, the values are encoded by the namespace's
+encoder (its skip rules; the `zd` header appended by the codec) and the records written again:
+attributes, timestamp delta, offset delta and key copied byte for byte, the client's headers
+kept and ours added. The batch header keeps base offset, leader epoch, last offset delta, base
+and max timestamps, producer id, epoch, base sequence, record count and every attribute bit but
+the codec, which becomes the output codec; the CRC-32C is computed again. A batch none of whose
+values changed, already in the output codec, is passed as it came.
+
+Refused (`ProduceRefused`, with the Kafka error the client gets): a batch that is truncated, of
+another magic or declares more records than its bytes can hold (INVALID_RECORD); a CRC mismatch
+(CORRUPT_MESSAGE); an unknown codec (UNSUPPORTED_COMPRESSION_TYPE); a batch decompressing past
+its bound (MESSAGE_TOO_LARGE) or a request past its bounds of records or decompressed bytes
+(RECORD_LIST_TOO_LARGE); a record carrying our header, a header key that is not UTF-8
+(INVALID_RECORD); a value above what the decoders accept (MESSAGE_TOO_LARGE); a timestamp below
+-1 or past 2^63 - 1 ms (INVALID_TIMESTAMP).
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+import zlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Final
+
+import cramjam
+import lz4.frame
+import zstandard
+from crc32c import crc32c
+
+from sidecar.codec import Transformed
+from sidecar.codec.results import Outcome
+from sidecar.errors import CodecError, ProduceRefused
+from sidecar.record_batch import (
+    BATCH_HEADER_BYTES,
+    CONTROL_BIT,
+    LOG_OVERHEAD,
+    PRODUCER_ZSTD_LEVEL,
+    varint,
+)
+
+#: Kafka error codes the refusals carry.
+CORRUPT_MESSAGE: Final = 2
+MESSAGE_TOO_LARGE: Final = 10
+RECORD_LIST_TOO_LARGE: Final = 18
+INVALID_TIMESTAMP: Final = 32
+UNSUPPORTED_COMPRESSION_TYPE: Final = 76
+INVALID_RECORD: Final = 87
+#: Codec names by the value of bits 0-2 of a batch's attributes, and back.
+CODEC_NAMES: Final = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
+CODEC_IDS: Final = {name: code for code, name in CODEC_NAMES.items()}
+#: The smallest record: length, attributes, timestamp delta, offset delta, key length, value
+#: length, header count, one byte each. A batch declaring more records than its bytes hold
+#: this many is refused before any record is read.
+MIN_RECORD_BYTES: Final = 7
+#: Highest timestamp a record may carry (milliseconds; a Java long). -1 means none.
+MAX_TIMESTAMP: Final = 2**63 - 1
+NO_TIMESTAMP: Final = -1
+#: snappy-java's stream framing (what Java producers write): magic, version, compatible version,
+#: then blocks of a 4-byte length and a raw snappy block.
+XERIAL_MAGIC: Final = b"\x82SNAPPY\x00"
+_XERIAL_HEADER: Final = XERIAL_MAGIC + struct.pack(">ii", 1, 1)
+#: Uncompressed bytes per xerial block written (snappy-java's default block size).
+XERIAL_BLOCK_BYTES: Final = 32 * 1024
+#: Records sections shorter than this are written uncompressed: their values are frames
+#: already, or short, and a compressor's frame header and setup cost more than it could save.
+MIN_COMPRESSED: Final = 256
+_CODEC_MASK: Final = 0x07
+#: Lengths below this have their varint looked up rather than computed.
+_SMALL: Final = 16384
+_SMALL_VARINTS: Final = tuple(varint(n) for n in range(_SMALL))
+_CRC_START: Final = 21
+_HEADER: Final = struct.Struct(">qiiBIhiqqqhii")
+_AFTER_CRC: Final = struct.Struct(">hiqqqhii")
+_BEFORE_CRC: Final = struct.Struct(">qiiBI")
+_INT32: Final = struct.Struct(">i")
+
+#: One record as read: (attributes, timestamp delta, offset delta and key as they came), value,
+#: header count, headers, the headers as they came.
+_Record = tuple[bytes, bytes | None, int, list[tuple[bytes, bytes | None]], bytes]
+#: The namespace's encoder over (value, headers) pairs (`Namespace.encode`).
+Inputs = list[tuple[bytes | None, list[tuple[str, bytes | None]] | None]]
+Encode = Callable[[Inputs], list[Transformed]]
+
+
+@dataclass(frozen=True, slots=True)
+class BatchLimits:
+    """How batches are checked and written."""
+
+    #: Bytes one batch may decompress to.
+    max_batch_bytes: int
+    #: Bytes one value may have: what the decoders accept (codec.max_output_size).
+    max_value_bytes: int
+    #: Our header's key: a client may not send it.
+    header_key: str
+    #: none, gzip, snappy, lz4 or zstd: how rewritten batches are compressed.
+    output_codec: str
+
+
+class Allowance:
+    """What is left of one request's bounds: records, and bytes decompressed."""
+
+    __slots__ = ("bytes_left", "records_left")
+
+    def __init__(self, max_records: int, max_decompressed_bytes: int) -> None:
+        self.records_left = max_records
+        self.bytes_left = max_decompressed_bytes
+
+    def take_records(self, count: int) -> None:
+        """Count `count` more records against the request.
+
+        Raises:
+            ProduceRefused: past the request's bound (RECORD_LIST_TOO_LARGE).
+        """
+        if count > self.records_left:
+            raise ProduceRefused(
+                RECORD_LIST_TOO_LARGE,
+                "too_many_records",
+                "the request holds more records than the proxy takes in one request "
+                "(ZDICT_PROXY__MAX_RECORDS_PER_REQUEST): lower the producer's batch.size or "
+                "max.request.size",
+            )
+        self.records_left -= count
+
+
+@dataclass(slots=True)
+class Rewritten:
+    """One partition's records field rewritten, and its raw values (the training sample's)."""
+
+    data: bytes
+    values: list[bytes | None]
+
+
+@dataclass(slots=True)
+class ReadBatch:
+    """One batch as read: its bytes, header fields and records (none: a control batch)."""
+
+    raw: bytes
+    fields: tuple[int, ...]
+    records: list[_Record]
+    control: bool
+
+
+@dataclass(slots=True)
+class ReadPartition:
+    """The batches of one partition's records field, and the codec's input of every record of
+    its data batches, in order."""
+
+    batches: list[ReadBatch]
+    inputs: Inputs
+
+
+class BatchRewriter:
+    """Rewrites the batches of Produce partitions (see module); holds the output compressor.
+
+    In two steps so that the records of every partition of a topic in a request are encoded
+    in one call (the namespace's per-call cost, metrics and all, is paid once per request,
+    and batches of a few records reach the codec's batch API together): `read` checks and
+    reads, `write` writes again with the values encoded."""
+
+    def __init__(self, limits: BatchLimits) -> None:
+        if limits.output_codec not in CODEC_IDS:
+            raise ValueError(f"output codec must be one of {sorted(CODEC_IDS)}")
+        self.limits = limits
+        self._header_key = limits.header_key.encode()
+        self._codec_id = CODEC_IDS[limits.output_codec]
+        self._zstd = zstandard.ZstdCompressor(level=PRODUCER_ZSTD_LEVEL)
+        self._unzstd = zstandard.ZstdDecompressor()
+
+    def rewrite(self, data: bytes, encode: Encode, allowance: Allowance) -> Rewritten:
+        """The records field `data` of one partition with every batch rewritten.
+
+        Raises:
+            ProduceRefused: a batch or record refused (see module); nothing of it is kept.
+        """
+        partition = self.read(data, allowance)
+        return Rewritten(
+            self.write(partition, encode_checked(encode, partition.inputs)),
+            [value for value, _ in partition.inputs],
+        )
+
+    def read(self, data: bytes, allowance: Allowance) -> ReadPartition:
+        """The batches of the records field `data`, checked and read.
+
+        Raises:
+            ProduceRefused: a batch or record refused (see module).
+        """
+        batches: list[ReadBatch] = []
+        inputs: Inputs = []
+        pos, size = 0, len(data)
+        while pos < size:
+            if pos + BATCH_HEADER_BYTES > size:
+                raise _invalid(f"{size - pos} bytes left, fewer than a batch header (truncated)")
+            fields = _HEADER.unpack_from(data, pos)
+            length, magic, crc, attributes, count = (
+                fields[1],
+                fields[3],
+                fields[4],
+                fields[5],
+                fields[12],
+            )
+            end = pos + LOG_OVERHEAD + length
+            if length < BATCH_HEADER_BYTES - LOG_OVERHEAD or end > size:
+                raise _invalid(f"a batch of {length} bytes does not fit the request (truncated)")
+            if magic != 2:
+                raise _invalid(f"record batch of magic {magic}: only v2 (Kafka 0.11+) is taken")
+            raw = data[pos:end]
+            if crc32c(raw[_CRC_START:]) != crc:
+                raise ProduceRefused(
+                    CORRUPT_MESSAGE,
+                    "corrupt",
+                    "record batch CRC-32C mismatch (corrupted in transit)",
+                )
+            if count < 0:
+                raise _invalid(f"a batch says it holds {count} records")
+            pos = end
+            if attributes & CONTROL_BIT:
+                batches.append(ReadBatch(raw, fields, [], True))
+                continue
+            allowance.take_records(count)
+            codec = attributes & _CODEC_MASK
+            section = raw[BATCH_HEADER_BYTES:]
+            if codec:
+                section = self._decompress(codec, section, allowance)
+            if count > len(section) // MIN_RECORD_BYTES:
+                raise _invalid(f"a batch says it holds {count} records in {len(section)} bytes")
+            records = _read_records(section, count, fields[7], self._header_key)
+            self._inputs(records, inputs)
+            batches.append(ReadBatch(raw, fields, records, False))
+        return ReadPartition(batches, inputs)
+
+    def write(self, partition: ReadPartition, encoded: Sequence[Transformed]) -> bytes:
+        """The records field of `partition` written again with its values `encoded` (as many
+        as its inputs, in order)."""
+        out: list[bytes] = []
+        at = 0
+        for batch in partition.batches:
+            if batch.control:
+                out.append(batch.raw)
+                continue
+            mine = encoded[at : at + len(batch.records)]
+            at += len(batch.records)
+            changed = any(e.outcome == Outcome.COMPRESSED for e in mine)
+            if not changed and batch.fields[5] & _CODEC_MASK == self._codec_id:
+                out.append(batch.raw)
+            else:
+                out.append(self._write_batch(batch.fields, _write_records(batch.records, mine)))
+        return b"".join(out)
+
+    def _inputs(self, records: list[_Record], inputs: Inputs) -> None:
+        """Append the codec's input of `records` to `inputs`, each value checked."""
+        limit = self.limits.max_value_bytes
+        for _head, value, _header_count, headers, _raw in records:
+            if value is not None and len(value) > limit:
+                raise ProduceRefused(
+                    MESSAGE_TOO_LARGE,
+                    "value_too_large",
+                    f"a value of {len(value)} bytes is above the {limit} bytes the decoders "
+                    "accept (ZDICT_CODEC__MAX_OUTPUT_SIZE)",
+                )
+            try:
+                named = [(k.decode(), v) for k, v in headers] if headers else None
+            except UnicodeDecodeError:
+                raise _invalid("a record header key is not UTF-8") from None
+            inputs.append((value, named))
+
+    def _decompress(self, codec: int, section: bytes, allowance: Allowance) -> bytes:
+        batch_limit = self.limits.max_batch_bytes
+        limit = min(batch_limit, allowance.bytes_left)
+        plain = decompress(codec, section, limit, self._unzstd)
+        if plain is None:
+            if limit == batch_limit:
+                raise ProduceRefused(
+                    MESSAGE_TOO_LARGE,
+                    "too_large",
+                    f"a batch decompresses to more than {batch_limit} bytes "
+                    "(ZDICT_PROXY__MAX_REQUEST_BYTES)",
+                )
+            raise ProduceRefused(
+                RECORD_LIST_TOO_LARGE,
+                "too_large",
+                "the request's batches decompress to more than the proxy takes in one request "
+                "(ZDICT_PROXY__MAX_DECOMPRESSED_REQUEST_BYTES)",
+            )
+        allowance.bytes_left -= len(plain)
+        return plain
+
+    def _write_batch(self, fields: tuple[int, ...], plain: bytes) -> bytes:
+        codec = self._codec_id
+        body = (
+            compress(codec, plain, self._zstd) if codec and len(plain) >= MIN_COMPRESSED else plain
+        )
+        if len(body) >= len(plain):  # as librdkafka: a batch compression does not shrink goes plain
+            codec, body = 0, plain
+        (
+            base_offset,
+            _length,
+            leader_epoch,
+            _magic,
+            _crc,
+            attributes,
+            last_offset_delta,
+            base_timestamp,
+            max_timestamp,
+            producer_id,
+            producer_epoch,
+            base_sequence,
+            count,
+        ) = fields
+        after_crc = (
+            _AFTER_CRC.pack(
+                (attributes & ~_CODEC_MASK) | codec,
+                last_offset_delta,
+                base_timestamp,
+                max_timestamp,
+                producer_id,
+                producer_epoch,
+                base_sequence,
+                count,
+            )
+            + body
+        )
+        length = BATCH_HEADER_BYTES - LOG_OVERHEAD + len(body)
+        return _BEFORE_CRC.pack(base_offset, length, leader_epoch, 2, crc32c(after_crc)) + after_crc
+
+
+def encode_checked(encode: Encode, inputs: Inputs) -> list[Transformed]:
+    """`encode(inputs)`, a record the codec refuses refused as INVALID_RECORD.
+
+    Raises:
+        ProduceRefused: a record cannot be encoded.
+    """
+    try:
+        return encode(inputs)
+    except CodecError as exc:
+        raise _invalid(f"a record cannot be encoded: {exc}") from None
+
+
+def _invalid(reason: str) -> ProduceRefused:
+    return ProduceRefused(INVALID_RECORD, "invalid_record", reason)
+
+
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    """Kafka's zig-zag varint (or varlong) at `pos`: (value, position after it)."""
+    try:
+        byte = data[pos]
+        if byte < 0x80:
+            return (byte >> 1) ^ -(byte & 1), pos + 1
+        result, shift = byte & 0x7F, 7
+        while True:
+            pos += 1
+            byte = data[pos]
+            result |= (byte & 0x7F) << shift
+            if byte < 0x80:
+                return (result >> 1) ^ -(result & 1), pos + 1
+            shift += 7
+            if shift > 63:
+                raise _invalid("a varint is longer than 10 bytes")
+    except IndexError:
+        raise _invalid("a record ends inside a varint (truncated)") from None
+
+
+def _sized(data: bytes, pos: int, end: int, what: str) -> tuple[bytes | None, int]:
+    length, pos = _varint(data, pos)
+    if length < 0:
+        if length != -1:
+            raise _invalid(f"a record's {what} has length {length}")
+        return None, pos
+    stop = pos + length
+    if stop > end:
+        raise _invalid(f"a record's {what} runs past the end of the record (truncated)")
+    return data[pos:stop], stop
+
+
+def _read_records(section: bytes, count: int, base_timestamp: int, ours: bytes) -> list[_Record]:
+    records: list[_Record] = []
+    pos, size = 0, len(section)
+    for _ in range(count):
+        length, pos = _varint(section, pos)
+        stop = pos + length
+        if length < MIN_RECORD_BYTES - 1 or stop > size:
+            raise _invalid("a record's length runs past the end of its batch (truncated)")
+        start = pos
+        delta, pos = _varint(section, pos + 1)  # after the attributes byte
+        timestamp = base_timestamp + delta
+        if timestamp < NO_TIMESTAMP or timestamp > MAX_TIMESTAMP:
+            raise ProduceRefused(
+                INVALID_TIMESTAMP,
+                "timestamp",
+                f"a record's timestamp {timestamp} is outside -1..2^63-1 ms",
+            )
+        _offset_delta, pos = _varint(section, pos)
+        key_length, pos = _varint(section, pos)
+        if key_length > 0:
+            pos += key_length
+        elif key_length < -1:
+            raise _invalid(f"a record's key has length {key_length}")
+        if pos > stop:
+            raise _invalid("a record's key runs past the end of the record (truncated)")
+        head = section[start:pos]
+        value, pos = _sized(section, pos, stop, "value")
+        header_count, pos = _varint(section, pos)
+        if header_count < 0 or header_count > length:
+            raise _invalid(f"a record says it has {header_count} headers")
+        first_header = pos
+        headers, pos = _read_headers(section, pos, stop, header_count, ours)
+        if pos != stop:
+            raise _invalid("a record's fields do not add up to its length")
+        records.append((head, value, header_count, headers, section[first_header:stop]))
+    if pos != size:
+        raise _invalid("bytes left over after the batch's last record")
+    return records
+
+
+def _read_headers(
+    section: bytes, pos: int, stop: int, count: int, ours: bytes
+) -> tuple[list[tuple[bytes, bytes | None]], int]:
+    """(the `count` headers of a record ending at `stop`, the position after them)."""
+    headers: list[tuple[bytes, bytes | None]] = []
+    for _ in range(count):
+        name, pos = _sized(section, pos, stop, "header key")
+        if name is None:
+            raise _invalid("a record header has a null key")
+        if name == ours:
+            raise _invalid(
+                f"a record carries the header {ours.decode()!r}, which only the proxy writes: "
+                "remove it"
+            )
+        header, pos = _sized(section, pos, stop, "header value")
+        headers.append((name, header))
+    return headers, pos
+
+
+def _write_records(records: Sequence[_Record], encoded: Sequence[Transformed]) -> bytes:
+    out = bytearray()
+    last_header: tuple[str, bytes | None] | None = None
+    last_bytes = b""
+    small = _SMALL_VARINTS
+    for (head, _value, count, _headers, headers_raw), enc in zip(records, encoded, strict=True):
+        value = enc.value
+        body = bytearray(head)
+        if value is None:
+            body += b"\x01"
+        else:
+            size = len(value)
+            body += small[size] if size < _SMALL else varint(size)
+            body += value
+        added = enc.headers[count:] if len(enc.headers) > count else ()
+        body += varint(count + len(added))
+        body += headers_raw
+        for pair in added:
+            if pair is not last_header:
+                name_bytes = pair[0].encode()
+                tag = pair[1]
+                last_bytes = (
+                    varint(len(name_bytes))
+                    + name_bytes
+                    + (b"\x01" if tag is None else varint(len(tag)) + tag)
+                )
+                last_header = pair
+            body += last_bytes
+        size = len(body)
+        out += small[size] if size < _SMALL else varint(size)
+        out += body
+    return bytes(out)
+
+
+def decompress(
+    codec: int, data: bytes, limit: int, unzstd: zstandard.ZstdDecompressor | None = None
+) -> bytes | None:
+    """The records of a batch compressed with `codec`; None when they are more than `limit`
+    bytes (at most `limit` + 1 bytes are ever produced). `unzstd`: a decompressor to reuse
+    (not thread-safe: one per thread).
+
+    Raises:
+        ProduceRefused: an unknown codec, or data that does not decompress.
+    """
+    out: bytes | None
+    try:
+        if codec == 1:
+            out = zlib.decompressobj(wbits=47).decompress(data, limit + 1)
+        elif codec == 2:
+            out = _snappy(data, limit)
+        elif codec == 3:
+            out = lz4.frame.LZ4FrameDecompressor().decompress(data, max_length=limit + 1)
+        elif codec == 4:
+            reader = (unzstd or zstandard.ZstdDecompressor()).stream_reader(
+                io.BytesIO(data), read_across_frames=True
+            )
+            out = reader.read(limit + 1)
+        else:
+            raise ProduceRefused(
+                UNSUPPORTED_COMPRESSION_TYPE,
+                "codec",
+                f"unknown compression codec {codec} in a batch's attributes",
+            )
+    except (
+        zlib.error,
+        zstandard.ZstdError,
+        cramjam.DecompressionError,
+        RuntimeError,
+        ValueError,
+    ) as exc:
+        raise ProduceRefused(
+            CORRUPT_MESSAGE,
+            "corrupt",
+            f"{CODEC_NAMES[codec]} data of a batch does not decompress: {exc}",
+        ) from None
+    return None if out is None or len(out) > limit else out
+
+
+def _snappy(data: bytes, limit: int) -> bytes | None:
+    """Raw snappy (librdkafka) or xerial-framed (Java); None past `limit`: each block's declared
+    length is read before it is decompressed, so nothing past the bound is allocated."""
+    if not data.startswith(XERIAL_MAGIC):
+        return _snappy_block(data, limit)
+    out: list[bytes] = []
+    produced = 0
+    pos = len(_XERIAL_HEADER)
+    while pos < len(data):
+        if pos + _INT32.size > len(data):
+            raise ValueError("a snappy block length is truncated")
+        (length,) = _INT32.unpack_from(data, pos)
+        pos += _INT32.size
+        if length < 0 or pos + length > len(data):
+            raise ValueError(f"a snappy block of {length} bytes runs past the batch")
+        block = _snappy_block(data[pos : pos + length], limit - produced)
+        if block is None:
+            return None
+        produced += len(block)
+        out.append(block)
+        pos += length
+    return b"".join(out)
+
+
+def _snappy_block(block: bytes, limit: int) -> bytes | None:
+    if int(cramjam.snappy.decompress_raw_len(block)) > limit:
+        return None
+    return bytes(cramjam.snappy.decompress_raw(block))
+
+
+def compress(codec: int, data: bytes, zstd: zstandard.ZstdCompressor) -> bytes:
+    """`data` compressed as a producer of `codec` would (lz4 frames with independent blocks,
+    as Kafka's Java reader requires; snappy in xerial framing, as Java producers write)."""
+    if codec == 4:
+        return zstd.compress(data)
+    if codec == 3:
+        out: bytes = lz4.frame.compress(data, block_linked=False)
+        return out
+    if codec == 1:
+        compressor = zlib.compressobj(wbits=31)
+        return compressor.compress(data) + compressor.flush()
+    if codec == 2:
+        blocks = [_XERIAL_HEADER]
+        for start in range(0, len(data), XERIAL_BLOCK_BYTES):
+            block = bytes(cramjam.snappy.compress_raw(data[start : start + XERIAL_BLOCK_BYTES]))
+            blocks.append(_INT32.pack(len(block)) + block)
+        return b"".join(blocks)
+    raise ValueError(f"unknown codec {codec}")

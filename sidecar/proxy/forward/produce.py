@@ -1,0 +1,313 @@
+"""Produce requests rewritten in place by the forwarding proxy, or refused at the door.
+
+For every Produce request (v3-v12): the frame is read with a bounded reader
+(`produce_request`), each partition's record batches are rewritten (`batches`: values encoded
+by the topic's namespace, everything else of the batch kept, CRC-32C computed again) and the
+frame written again with the new records; acks, timeout, transactional id and the order of
+topics and partitions stay as the client sent them. The broker then applies its own
+idempotence and transactions to the batches as the producer numbered them.
+
+A request is refused whole, nothing of it forwarded, when a topic is not on the allow-list
+(TOPIC_AUTHORIZATION_FAILED), its acks are not 0, 1 or -1 (INVALID_REQUIRED_ACKS), or a batch or
+record is refused (see `batches`). The proxy answers it itself, in request order with
+upstream's answers: each refused partition gets its error and message; the other partitions of
+the request get REQUEST_TIMED_OUT, which clients retry (with the same sequence numbers: nothing
+of them was written), so a request mixing a bad batch with good ones delivers the good ones on
+the retry. A refused request with acks=0 gets no answer (a broker gives none); the connection is
+closed, as a broker closes it when an acks=0 request fails, so the client sees it.
+
+Per partition rewritten, the raw values are offered to the namespace's training sample (at a
+position counted by the proxy: the upstream offset is not known before upstream answers).
+One log line per kind of refusal per `REFUSAL_LOG_INTERVAL` seconds; the kinds are the proxy's
+own names, never a client's string.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, Final, overload
+
+from kio.schema.errors import ErrorCode
+
+from sidecar.errors import ProduceRefused, ProtocolError
+from sidecar.logs import get_logger
+from sidecar.namespaces import Namespace
+from sidecar.proxy.forward.allowlist import TopicAllowList
+from sidecar.proxy.forward.batches import (
+    Allowance,
+    BatchRewriter,
+    Inputs,
+    ReadPartition,
+    encode_checked,
+)
+from sidecar.proxy.forward.frames import RequestHeader
+from sidecar.proxy.forward.metrics import ForwardMetrics
+from sidecar.proxy.forward.produce_request import (
+    ProduceRequest,
+    TopicData,
+    encode_produce,
+    parse_produce,
+)
+from sidecar.proxy.protocol import build, encode_response, nested, response_class
+
+log = get_logger(__name__)
+
+#: Seconds between two log lines about the same kind of refusal.
+REFUSAL_LOG_INTERVAL: Final = 10.0
+#: Characters of a client's string (topic, client id) a log line shows.
+SHOWN_CHARS: Final = 100
+PRODUCE: Final = 0
+#: Why a request was refused, beyond `batches`' kinds: a metrics label and log key.
+TOPIC_REFUSED: Final = "topic"
+ACKS_REFUSED: Final = "acks"
+
+
+class Sampled:
+    """A value offered to a training sample (`sampling.SampledRecord`)."""
+
+    __slots__ = ("_offset", "_partition", "_value")
+
+    def __init__(self, partition: int, offset: int, value: bytes | None) -> None:
+        self._partition, self._offset, self._value = partition, offset, value
+
+    def partition(self) -> int:
+        return self._partition
+
+    def offset(self) -> int:
+        return self._offset
+
+    def value(self) -> bytes | None:
+        return self._value
+
+
+class SampledValues(Sequence[Sampled]):
+    """One partition's values as a training sample reads them, each made a `Sampled` only
+    when the reservoir takes it (it keeps one in `sampling.every`)."""
+
+    __slots__ = ("_first", "_partition", "_values")
+
+    def __init__(self, partition: int, first: int, values: list[bytes | None]) -> None:
+        self._partition, self._first, self._values = partition, first, values
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    @overload
+    def __getitem__(self, index: int) -> Sampled: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Sampled]: ...
+
+    def __getitem__(self, index: int | slice) -> Sampled | list[Sampled]:
+        if isinstance(index, slice):
+            positions = range(len(self._values))[index]
+            values = self._values
+            return [Sampled(self._partition, self._first + i, values[i]) for i in positions]
+        position = range(len(self._values))[index]
+        return Sampled(self._partition, self._first + position, self._values[position])
+
+
+class Outcome:
+    """What becomes of one Produce request: the frame to forward, or the answer to give."""
+
+    __slots__ = ("acks", "answer", "frame")
+
+    def __init__(self, acks: int, frame: bytes | None = None, answer: bytes | None = None) -> None:
+        self.acks = acks
+        #: The rewritten request, size prefix included (None: refused).
+        self.frame = frame
+        #: The local answer, size prefix included (a refused request with acks other than 0).
+        self.answer = answer
+
+
+class ProduceRewriter:
+    """Serves the Produce requests of every connection (see module); runs on the event loop."""
+
+    def __init__(
+        self,
+        *,
+        batches: BatchRewriter,
+        allowed: TopicAllowList,
+        namespace: Callable[[str], Namespace],
+        metrics: ForwardMetrics,
+        max_records: int,
+        max_decompressed_bytes: int,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """Args:
+        namespace: the namespace of an allowed topic, set up on first use.
+        max_records: records one request may hold.
+        max_decompressed_bytes: bytes one request's batches may decompress to.
+        """
+        self.batches = batches
+        self.allowed = allowed
+        self.namespace = namespace
+        self.metrics = metrics
+        self.max_records = max_records
+        self.max_decompressed_bytes = max_decompressed_bytes
+        self.clock = clock
+        self._logged: dict[str, float] = {}
+        self._positions: dict[tuple[str, int], int] = {}
+        self.requests = 0
+        self.refused = 0
+
+    def rewrite(self, frame: bytes, header: RequestHeader, flexible: bool) -> Outcome:
+        """The frame to forward for the Produce request `frame` (size prefix excluded), or
+        the answer to give in its place.
+
+        Raises:
+            ProtocolError: the frame does not parse, or a refused request has acks=0 (the
+                connection is closed).
+        """
+        request = parse_produce(frame, header, flexible)
+        self.requests += 1
+        refusals: dict[tuple[int, int], ProduceRefused] = {}
+        first: ProduceRefused | None = None
+        if request.acks not in (0, 1, -1):
+            first = ProduceRefused(
+                ErrorCode.invalid_required_acks,
+                ACKS_REFUSED,
+                f"acks={request.acks}: use 0, 1 or -1 (all)",
+            )
+        allowance = Allowance(self.max_records, self.max_decompressed_bytes)
+        records: dict[tuple[int, int], bytes] = {}
+        offered: list[tuple[Namespace, int, list[bytes | None]]] = []
+        where = ""
+        for t, topic in enumerate(request.topics):
+            if not self.allowed.allows(topic.name):
+                refused = ProduceRefused(
+                    ErrorCode.topic_authorization_failed,
+                    TOPIC_REFUSED,
+                    "the topic is not on the proxy's allow-list (ZDICT_PROXY__ALLOWED_TOPICS, "
+                    "ZDICT_PROXY__TOPICS; internal and registry topics never are)",
+                )
+                for p in range(len(topic.partitions)):
+                    refusals[(t, p)] = refused
+                if first is None:
+                    first, where = refused, topic.name
+                continue
+            if first is not None:
+                continue
+            refusal = self._topic(t, topic, allowance, records, offered)
+            if refusal is not None:
+                refusals[refusal[0]] = first = refusal[1]
+                where = topic.name
+        if first is None:
+            self._offer(offered)
+            return Outcome(request.acks, frame=encode_produce(frame, request, records))
+        self.refused += 1
+        self.metrics.produce_refused(first.kind)
+        self._log(first, header, where)
+        if request.acks == 0:
+            raise ProtocolError(
+                f"a Produce request with acks=0 was refused ({first}): the connection is "
+                "closed, as a broker closes it"
+            )
+        return Outcome(request.acks, answer=_answer(request, refusals, first))
+
+    def _topic(
+        self,
+        t: int,
+        topic: TopicData,
+        allowance: Allowance,
+        records: dict[tuple[int, int], bytes],
+        offered: list[tuple[Namespace, int, list[bytes | None]]],
+    ) -> tuple[tuple[int, int], ProduceRefused] | None:
+        """Rewrite the partitions of topic number `t` into `records`: every batch read, the
+        values of all encoded in one call, each partition written again. A refusal: (topic
+        number, partition number) and why; nothing of the topic is then written."""
+        read: list[tuple[int, int, ReadPartition]] = []
+        inputs: Inputs = []
+        for p, partition in enumerate(topic.partitions):
+            if partition.records is None:
+                continue
+            try:
+                batches = self.batches.read(partition.records, allowance)
+            except ProduceRefused as exc:
+                return (t, p), exc
+            read.append((p, partition.index, batches))
+            inputs += batches.inputs
+        if not read:
+            return None
+        namespace = self.namespace(topic.name)
+        try:
+            encoded = encode_checked(namespace.encode, inputs)
+        except ProduceRefused as exc:
+            return (t, read[0][0]), exc
+        at = 0
+        for p, index, batches in read:
+            count = len(batches.inputs)
+            records[(t, p)] = self.batches.write(batches, encoded[at : at + count])
+            at += count
+            offered.append((namespace, index, [value for value, _ in batches.inputs]))
+        return None
+
+    def _offer(self, offered: list[tuple[Namespace, int, list[bytes | None]]]) -> None:
+        for namespace, partition, values in offered:
+            reservoir = namespace.reservoir
+            if reservoir is None or not values:
+                continue
+            key = (namespace.topic, partition)
+            position = self._positions.get(key, 0)
+            self._positions[key] = position + len(values)
+            reservoir.offer(SampledValues(partition, position, values))
+
+    def _log(self, refused: ProduceRefused, header: RequestHeader, topic: str) -> None:
+        now = self.clock()
+        if now - self._logged.get(refused.kind, -1e18) < REFUSAL_LOG_INTERVAL:
+            return
+        self._logged[refused.kind] = now
+        log.warning(
+            "produce_refused",
+            kind=refused.kind,
+            error_code=ErrorCode(refused.code).name.upper(),
+            topic=topic[:SHOWN_CHARS],
+            client_id=(header.client_id or "")[:SHOWN_CHARS],
+            error=str(refused),
+        )
+
+
+def _answer(
+    request: ProduceRequest,
+    refusals: dict[tuple[int, int], ProduceRefused],
+    first: ProduceRefused,
+) -> bytes:
+    """The ProduceResponse frame for a refused request (see module)."""
+    cls = response_class(PRODUCE, request.header.version)
+    topic_class = nested(cls, "TopicProduceResponse")
+    partition_class = nested(cls, "PartitionProduceResponse")
+    leader_class = getattr(sys.modules[cls.__module__], "LeaderIdAndEpoch", None)
+    extra: dict[str, Any] = {}
+    if leader_class is not None:
+        extra["current_leader"] = leader_class(leader_id=-1, leader_epoch=-1)
+    topics = []
+    for t, topic in enumerate(request.topics):
+        partitions = []
+        for p, partition in enumerate(topic.partitions):
+            refused = refusals.get((t, p))
+            if refused is None and first.kind == ACKS_REFUSED:
+                refused = first
+            code = ErrorCode(refused.code) if refused else ErrorCode.request_timed_out
+            message = (
+                str(refused)
+                if refused
+                else f"not written: another partition of the request was refused ({first})"
+            )
+            partitions.append(
+                build(
+                    partition_class,
+                    index=partition.index,
+                    error_code=code,
+                    base_offset=-1,
+                    log_append_time=None,
+                    log_start_offset=-1,
+                    record_errors=(),
+                    error_message=message,
+                    **extra,
+                )
+            )
+        topics.append(topic_class(name=topic.name, partition_responses=tuple(partitions)))
+    body = build(cls, responses=tuple(topics))
+    return encode_response(request.header.correlation_id, body)

@@ -1,0 +1,266 @@
+"""`zdict-sidecar proxy --forward` rewriting Produce in place (issue 26) with real clients
+against the session broker: an idempotent confluent-kafka producer, a transactional one
+(commits and aborts), producers compressing with gzip, lz4, zstd and snappy, and kcat -P, all
+through the proxy. Reading the topic directly shows `zd` frames that `Decoder` decodes back to
+the exact values, keys, headers and timestamps; a read_committed consumer sees the committed
+records only; a topic outside the allow-list is refused; once trained (a small sample in these
+settings) the dictionary is used."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Message, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from sidecar.codec import Decoder
+from sidecar.dictionaries.store import DictionaryStore
+
+from .launch import SidecarEnv, StartSidecar, environment_for, start_sidecars
+from .process import Sidecar, free_port
+from .proxy_records import decoded, event, headers_of, read_all
+from .topics import create_topic
+from .waiting import wait_until
+
+READ_TIMEOUT = 60.0
+#: Record timestamps start here: recent, so that the broker's retention keeps them.
+NOW_MS = int(time.time() * 1000) - 60_000
+PREFIX = "zdict-it-fwdp"
+
+
+class Proxy:
+    """The module's forwarding proxy: its address, process and dictionary store."""
+
+    def __init__(self, address: str, process: Sidecar, store: Path, trained: str) -> None:
+        self.address = address
+        self.process = process
+        self.store = store
+        #: The topic set up at start (`--topic`), which the proxy trains.
+        self.trained = trained
+
+    def decoder(self) -> Decoder:
+        return Decoder.from_store(DictionaryStore(self.store))
+
+
+@pytest.fixture(scope="module")
+def proxy(
+    kafka_bootstrap: str, kafka_admin: AdminClient, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Proxy]:
+    env: SidecarEnv = environment_for(kafka_bootstrap, f"_zdict_dictionaries-{uuid.uuid4().hex}")
+    work = tmp_path_factory.mktemp("forward-produce")
+    trained = create_topic(kafka_admin, 2, None, f"{PREFIX}-train")
+    starter = start_sidecars(env, work)
+    start: StartSidecar = next(starter)
+    address = f"127.0.0.1:{free_port()}"
+    store = work / "dictionaries"
+    process = start(
+        "proxy",
+        "--forward",
+        "--listen",
+        address,
+        "--topic",
+        trained,
+        "--metrics-port",
+        "0",
+        env={
+            "ZDICT_PROXY__BROKER_PORT_BASE": str(free_port() - 1),
+            "ZDICT_PROXY__ALLOWED_TOPICS": f'["{PREFIX}-*"]',
+            "ZDICT_PROXY__GROUP_ID": f"{PREFIX}-{uuid.uuid4().hex}",
+            "ZDICT_DICTIONARIES": str(store),
+            "ZDICT_SAMPLING__MIN_MESSAGES": "500",
+            "ZDICT_TRAINING__DICT_SIZES": "[8192]",
+            "ZDICT_TRAINING__LEVELS": "[3]",
+            "ZDICT_TRAINING__MIN_INTERVAL": "1",
+            "ZDICT_REGISTRY__FOLLOW_INTERVAL": "1",
+            "ZDICT_CONSUMER__SESSION_TIMEOUT_MS": "6000",
+            "ZDICT_CONSUMER__HEARTBEAT_INTERVAL_MS": "1000",
+        },
+        name="forward-produce",
+    )
+    process.wait_for_event("proxy_listening", timeout=60)
+    yield Proxy(address, process, store, trained)
+    process.terminate()
+    assert process.wait() == 0, process.tail()
+    assert process.events("request_refused") == [], "no connection was closed for a request"
+    next(starter, None)
+
+
+def produce_all(producer: Producer, records: list[dict[str, Any]]) -> list[str]:
+    """Produce every record and flush; the delivery errors."""
+    errors: list[str] = []
+    for record in records:
+        producer.produce(
+            on_delivery=lambda err, _msg: errors.append(err.name()) if err else None, **record
+        )
+        producer.poll(0)
+    assert producer.flush(READ_TIMEOUT) == 0, "records left undelivered"
+    return errors
+
+
+def records_for(topic: str, count: int, source: str, partitions: int = 1) -> list[dict[str, Any]]:
+    return [
+        {
+            "topic": topic,
+            "key": None if i % 5 == 0 else f"key-{i % 7}".encode(),
+            "value": None if i % 50 == 49 else event(i, source),
+            "headers": [("trace", f"t{i}".encode()), ("empty", None)] if i % 2 else [],
+            "timestamp": NOW_MS + (i * 13) % 17,
+            "partition": i % partitions,
+        }
+        for i in range(count)
+    ]
+
+
+def as_read(proxy: Proxy, messages: list[Message]) -> list[tuple[Any, ...]]:
+    """(partition, key, value, headers, timestamp) decoded, in offset order per partition."""
+    ordered = sorted(messages, key=lambda m: (m.partition(), m.offset()))
+    return [
+        (r["partition"], r["key"], r["value"], r["headers"], r["timestamp"])
+        for r in decoded(proxy.decoder(), ordered)
+    ]
+
+
+def as_sent(records: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    by_partition = sorted(records, key=lambda r: r["partition"])  # stable: order kept within
+    return [
+        (r["partition"], r["key"], r["value"], r["headers"], r["timestamp"]) for r in by_partition
+    ]
+
+
+def compressed_share(messages: list[Message]) -> float:
+    return sum(any(k == "zd" for k, _ in headers_of(m)) for m in messages) / len(messages)
+
+
+def test_an_idempotent_producer_writes_zd_frames_that_decode_exactly(
+    proxy: Proxy, kafka_admin: AdminClient, kafka_bootstrap: str
+) -> None:
+    topic = create_topic(kafka_admin, 3, None, f"{PREFIX}-idem")
+    sent = records_for(topic, 600, "idempotent", partitions=3)
+    producer = Producer(
+        {"bootstrap.servers": proxy.address, "enable.idempotence": True, "linger.ms": 20}
+    )
+    assert produce_all(producer, sent) == []
+    got = read_all(kafka_bootstrap, topic, len(sent))
+    assert len(got) == len(sent), "nothing lost, nothing twice"
+    assert as_read(proxy, got) == as_sent(sent)
+    assert compressed_share(got) > 0.9
+
+
+def test_transactions_commit_and_abort_and_read_committed_sees_the_committed(
+    proxy: Proxy, kafka_admin: AdminClient, kafka_bootstrap: str
+) -> None:
+    topic = create_topic(kafka_admin, 1, None, f"{PREFIX}-tx")
+    producer = Producer(
+        {"bootstrap.servers": proxy.address, "transactional.id": f"tx-{uuid.uuid4().hex}"}
+    )
+    producer.init_transactions(30)
+    committed: list[bytes] = []
+    for round_, commit in enumerate([True, False, True]):
+        producer.begin_transaction()
+        values = [event(i, f"tx-{round_}") for i in range(100)]
+        for value in values:
+            producer.produce(topic, value=value, key=b"k", partition=0)
+        if commit:
+            producer.commit_transaction(30)
+            committed += values
+        else:
+            producer.flush(30)
+            producer.abort_transaction(30)
+    consumer = Consumer(
+        {
+            "bootstrap.servers": kafka_bootstrap,
+            "group.id": f"{PREFIX}-{uuid.uuid4().hex}",
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    got: list[Message] = []
+    deadline = time.monotonic() + READ_TIMEOUT
+    try:
+        while len(got) < len(committed) and time.monotonic() < deadline:
+            got += [m for m in consumer.consume(500, 0.5) if m.error() is None]
+        got += [m for m in consumer.consume(500, 1.0) if m.error() is None]
+    finally:
+        consumer.close()
+    decoder = proxy.decoder()
+    assert [decoder.decode(m.value(), headers_of(m)) for m in got] == committed
+    assert compressed_share(got) > 0.9
+
+
+@pytest.mark.parametrize("codec", ["gzip", "lz4", "zstd", "snappy"])
+def test_client_compressed_batches_are_read_and_rewritten(
+    codec: str, proxy: Proxy, kafka_admin: AdminClient, kafka_bootstrap: str
+) -> None:
+    topic = create_topic(kafka_admin, 1, None, f"{PREFIX}-{codec}")
+    sent = records_for(topic, 200, codec)
+    producer = Producer(
+        {"bootstrap.servers": proxy.address, "compression.type": codec, "linger.ms": 20}
+    )
+    assert produce_all(producer, sent) == []
+    got = read_all(kafka_bootstrap, topic, len(sent))
+    assert as_read(proxy, got) == as_sent(sent)
+
+
+def test_kcat_produces_through_the_proxy(
+    proxy: Proxy, kafka_admin: AdminClient, kafka_bootstrap: str
+) -> None:
+    topic = create_topic(kafka_admin, 1, None, f"{PREFIX}-kcat")
+    lines = [f"k{i}|{event(i, 'kcat').decode()}" for i in range(200)]
+    produced = subprocess.run(
+        ["kcat", "-P", "-b", proxy.address, "-t", topic, "-K", "|", "-H", "via=kcat"],
+        input="\n".join(lines) + "\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert produced.returncode == 0, produced.stderr
+    got = decoded(proxy.decoder(), read_all(kafka_bootstrap, topic, len(lines)))
+    assert [f"{r['key'].decode()}|{r['value'].decode()}|{r['headers']}" for r in got] == [
+        f"{line}|[('via', b'kcat')]" for line in lines
+    ]
+    assert all(r["compressed"] for r in got)
+
+
+def test_a_topic_outside_the_allow_list_is_refused(
+    proxy: Proxy, kafka_admin: AdminClient, kafka_bootstrap: str
+) -> None:
+    topic = create_topic(kafka_admin, 1, None, "zdict-it-elsewhere")
+    producer = Producer(
+        {"bootstrap.servers": proxy.address, "message.timeout.ms": 10_000, "retries": 0}
+    )
+    errors = produce_all(producer, records_for(topic, 5, "refused"))
+    assert errors == ["TOPIC_AUTHORIZATION_FAILED"] * 5
+    assert read_all(kafka_bootstrap, topic, 0, timeout=2) == []
+    refusals = proxy.process.events("produce_refused")
+    assert refusals and refusals[0]["kind"] == "topic"
+
+
+def test_after_training_the_dictionary_is_used(proxy: Proxy, kafka_bootstrap: str) -> None:
+    producer = Producer({"bootstrap.servers": proxy.address, "linger.ms": 20})
+    batch = 0
+    store = DictionaryStore(proxy.store)
+
+    def trained() -> bool:
+        nonlocal batch
+        batch += 1
+        assert produce_all(producer, records_for(proxy.trained, 400, f"train-{batch}", 2)) == []
+        return store.active(proxy.trained) is not None
+
+    wait_until(trained, timeout=60, interval=1.0, what="a dictionary trained from Produce")
+    active = store.active(proxy.trained)
+    assert active is not None
+    proxy.process.wait_for_event("dictionary_loaded", timeout=30)
+    sent = records_for(proxy.trained, 200, "after", 2)
+    assert produce_all(producer, sent) == []
+    got = read_all(kafka_bootstrap, proxy.trained, 400 * batch + len(sent))
+    decoder = proxy.decoder()
+    latest = [m for m in got if decoder.dictionary_id(headers_of(m)) == active.id]
+    assert len(latest) >= 150, "the new records are framed with the trained dictionary"

@@ -1,0 +1,623 @@
+"""Produce requests rewritten in place by the forwarding proxy (`forward.produce`,
+`forward.produce_request`, `forward.batches`): built with kio, rewritten, read again by kio;
+only values, headers, CRCs and sizes change. Every refusal, the bounded reader, compression in
+and out, and local answers given in request order."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import struct
+import time
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+import pytest
+from kio.index import load_request_schema
+from kio.schema.errors import ErrorCode
+from kio.serial import entity_reader
+from prometheus_client import CollectorRegistry
+
+from sidecar.codec import Decoder, Encoder
+from sidecar.config import ProxySettings
+from sidecar.dictionaries.store import DictionaryStore
+from sidecar.errors import ProduceRefused, ProtocolError
+from sidecar.metrics import Metrics
+from sidecar.namespaces import Namespace
+from sidecar.proxy.forward.addresses import Address
+from sidecar.proxy.forward.allowlist import TopicAllowList
+from sidecar.proxy.forward.batches import (
+    CODEC_IDS,
+    Allowance,
+    BatchLimits,
+    BatchRewriter,
+    compress,
+)
+from sidecar.proxy.forward.frames import read_request_header
+from sidecar.proxy.forward.listeners import Listeners
+from sidecar.proxy.forward.metrics import ForwardMetrics
+from sidecar.proxy.forward.produce import ProduceRewriter
+from sidecar.proxy.forward.produce_request import FIRST_VERSION, LAST_VERSION, parse_produce
+from sidecar.proxy.forward.versions import request_header_version
+from sidecar.record_batch import (
+    CONTROL_BIT,
+    TRANSACTIONAL_BIT,
+    NewRecord,
+    decode_batches,
+    encode_batch,
+)
+from sidecar.training.sampling import Reservoir
+from tests.unit.dictionaries import AddDictionary
+from tests.unit.proxy_wire import nested, read_response, request_frame
+
+VERSIONS = range(FIRST_VERSION, LAST_VERSION + 1)
+HEADER_KEY = "zd"
+_HEADER = struct.Struct(">qiiBIhiqqqhii")
+
+
+def _records(events: Sequence[bytes], start: int = 0) -> list[NewRecord]:
+    """Records with keys, headers, a null value and timestamps that move back and forth."""
+    out = []
+    for i, value in enumerate(events):
+        out.append(
+            NewRecord(
+                value=None if i == 3 else value,
+                key=None if i % 4 == 1 else f"key-{start + i}".encode(),
+                headers=[("trace", f"t{i}".encode()), ("empty", None)] if i % 2 else [],
+                timestamp=1_700_000_000_000 + (i * 37) % 11 - 5,
+            )
+        )
+    return out
+
+
+def _produce(version: int, topics: dict[str, list[tuple[int, bytes | None]]], **body: Any) -> bytes:
+    topic_class = nested(0, version, "TopicProduceData")
+    partition_class = nested(0, version, "PartitionProduceData")
+    values: dict[str, Any] = {
+        "transactional_id": "tx-1",
+        "acks": -1,
+        "timeout": datetime.timedelta(milliseconds=12_345),
+        **body,
+    }
+    values["topic_data"] = tuple(
+        topic_class(
+            name=name,
+            partition_data=tuple(partition_class(index=i, records=r) for i, r in partitions),
+        )
+        for name, partitions in topics.items()
+    )
+    return request_frame(0, version, 77, **values)
+
+
+def _read_request(frame: bytes) -> Any:
+    version = struct.unpack_from(">h", frame, 6)[0]
+    schema = load_request_schema(0, version)
+    _header, used = entity_reader(schema.__header_schema__)(frame, 4)
+    body, size = entity_reader(schema)(frame, 4 + used)
+    assert 4 + used + size == len(frame)
+    return body
+
+
+def _namespace(topic: str, encoder: Encoder, metrics: Metrics) -> Namespace:
+    reservoir = Reservoir(
+        topic, max_bytes=1 << 20, every=1, min_messages=1, max_value_bytes=1 << 20
+    )
+    return Namespace(topic, encoder, reservoir, metrics.namespace(topic))
+
+
+class Setup:
+    """A ProduceRewriter over one dictionary-backed encoder per topic."""
+
+    def __init__(
+        self,
+        encoder: Encoder,
+        *,
+        allowed: Sequence[str] = ("orders", "clicks"),
+        output: str = "zstd",
+        max_records: int = 100_000,
+        max_decompressed: int = 64 << 20,
+        max_batch: int = 1 << 20,
+        max_value: int = 1 << 20,
+    ) -> None:
+        self.registry = CollectorRegistry()
+        self.metrics = Metrics(self.registry)
+        self.namespaces: dict[str, Namespace] = {}
+        self.encoder = encoder
+        limits = BatchLimits(max_batch, max_value, HEADER_KEY, output)
+        self.rewriter = ProduceRewriter(
+            batches=BatchRewriter(limits),
+            allowed=TopicAllowList(allowed, ["_zdict_registry"]),
+            namespace=self.namespace,
+            metrics=ForwardMetrics(self.registry),
+            max_records=max_records,
+            max_decompressed_bytes=max_decompressed,
+        )
+
+    def namespace(self, topic: str) -> Namespace:
+        if topic not in self.namespaces:
+            self.namespaces[topic] = _namespace(topic, self.encoder, self.metrics)
+        return self.namespaces[topic]
+
+    def rewrite(self, frame: bytes) -> Any:
+        body = frame[4:]
+        version = struct.unpack_from(">h", body, 2)[0]
+        header_version = request_header_version(0, version)
+        header = read_request_header(body, header_version)
+        return self.rewriter.rewrite(body, header, header_version >= 2)
+
+
+@pytest.fixture
+def encoder(store: DictionaryStore, add_dictionary: AddDictionary) -> Encoder:
+    add_dictionary("orders")
+    return Encoder.from_store(store, "orders", min_size=16, header_key=HEADER_KEY)
+
+
+@pytest.fixture
+def decoder(store: DictionaryStore, encoder: Encoder) -> Decoder:
+    return Decoder.from_store(store, header_key=HEADER_KEY)
+
+
+def _decoded(decoder: Decoder, records: Any) -> list[tuple[Any, ...]]:
+    batches = decode_batches(records, 1 << 26)
+    out = []
+    for batch in batches:
+        transformed = decoder.decode_batch(
+            [(r.value, [(k.decode(), v) for k, v in r.headers]) for r in batch.records]
+        )
+        for record, plain in zip(batch.records, transformed, strict=True):
+            out.append(
+                (record.offset_delta, record.timestamp, record.key, plain.value, plain.headers)
+            )
+    return out
+
+
+def _expected(records: Sequence[NewRecord]) -> list[tuple[Any, ...]]:
+    return [(i, r.timestamp, r.key, r.value, list(r.headers)) for i, r in enumerate(records)]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_every_version_is_rewritten_and_only_values_headers_crc_and_sizes_change(
+    version: int, encoder: Encoder, decoder: Decoder, events: list[bytes]
+) -> None:
+    first, second = _records(events[:40]), _records(events[40:45], 40)
+    batch_a = encode_batch(first, producer_id=4242, producer_epoch=3, base_sequence=17)
+    batch_b = encode_batch(
+        second, producer_id=4242, producer_epoch=3, base_sequence=57, attributes=TRANSACTIONAL_BIT
+    )
+    batch_b = batch_b[:12] + struct.pack(">i", 9) + batch_b[16:]  # a leader epoch, CRC-free
+    frame = _produce(
+        version,
+        {"orders": [(2, batch_a + batch_b), (0, None)], "clicks": [(5, batch_a)]},
+    )
+    setup = Setup(encoder)
+    outcome = setup.rewrite(frame)
+    assert outcome.answer is None and outcome.frame is not None and outcome.acks == -1
+    before, after = _read_request(frame), _read_request(outcome.frame)
+    assert (after.transactional_id, after.acks, after.timeout) == (
+        before.transactional_id,
+        before.acks,
+        before.timeout,
+    )
+    assert [(t.name, [p.index for p in t.partition_data]) for t in after.topic_data] == [
+        ("orders", [2, 0]),
+        ("clicks", [5]),
+    ]
+    assert after.topic_data[0].partition_data[1].records is None
+    rewritten = after.topic_data[0].partition_data[0].records
+    assert len(rewritten) < len(batch_a + batch_b)
+    assert _decoded(decoder, rewritten) == _expected(first) + _expected(second)
+    # Every header field but length, CRC and codec bits as the client sent it.
+    old = [_HEADER.unpack_from(b, 0) for b in (batch_a, batch_b)]
+    new, pos = [], 0
+    while pos < len(rewritten):
+        fields = _HEADER.unpack_from(rewritten, pos)
+        new.append(fields)
+        pos += 12 + fields[1]
+    for o, n in zip(old, new, strict=True):
+        assert n[5] & 0x07 == CODEC_IDS["zstd"]
+        assert (o[0], o[2], o[3], o[5] & ~0x07) == (n[0], n[2], n[3], n[5] & ~0x07)
+        assert o[6:] == n[6:]
+    kept = decode_batches(rewritten, 1 << 26)
+    assert [(b.producer_id, b.producer_epoch, b.base_sequence, b.transactional) for b in kept] == [
+        (4242, 3, 17, False),
+        (4242, 3, 57, True),
+    ]
+    reservoir = setup.namespaces["orders"].reservoir
+    assert reservoir is not None and reservoir.offered == 45
+    # The raw values, at positions the proxy counts per partition (tombstones are not kept).
+    sampled = [(p, o, v) for p, o, v in reservoir.snapshot()]
+    raw = [r.value for r in first + second]
+    assert sampled == [(2, i, v) for i, v in enumerate(raw) if v]
+
+
+def test_a_control_batch_passes_untouched(encoder: Encoder, events: list[bytes]) -> None:
+    control = encode_batch(
+        [NewRecord(value=b"\x00\x00\x00\x00\x00\x00", key=b"\x00\x00\x00\x00")],
+        producer_id=5,
+        producer_epoch=0,
+        attributes=CONTROL_BIT | TRANSACTIONAL_BIT,
+    )
+    data = encode_batch(_records(events[:10]))
+    outcome = Setup(encoder).rewrite(_produce(9, {"orders": [(0, control + data)]}))
+    records = _read_request(outcome.frame).topic_data[0].partition_data[0].records
+    assert records.startswith(control)
+    assert records[len(control) :] != data
+
+
+@pytest.mark.parametrize("codec_in", ["none", "gzip", "snappy-raw", "snappy", "lz4", "zstd"])
+@pytest.mark.parametrize("codec_out", ["none", "gzip", "snappy", "lz4", "zstd"])
+def test_client_compression_is_read_and_the_output_compressed_per_setting(
+    codec_in: str, codec_out: str, encoder: Encoder, decoder: Decoder, events: list[bytes]
+) -> None:
+    records = _records(events[:60])
+    batch = _compressed(records, codec_in)
+    frame = _produce(11, {"orders": [(1, batch)]})
+    outcome = Setup(encoder, output=codec_out).rewrite(frame)
+    rewritten = _read_request(outcome.frame).topic_data[0].partition_data[0].records
+    assert rewritten[21 + 1] & 0x07 in (CODEC_IDS[codec_out], 0)
+    # Read back: the same rewriter with a pass-through encoder and no compression.
+    plain = BatchRewriter(BatchLimits(1 << 20, 1 << 20, "unused", "none")).rewrite(
+        rewritten,
+        Encoder(min_size=2**62, header_key="unused").encode_batch,
+        Allowance(10**6, 1 << 30),
+    )
+    assert _decoded(decoder, plain.data) == _expected(records)
+
+
+def _compressed(records: Sequence[NewRecord], codec: str) -> bytes:
+    """A batch of `records` compressed as a client would (snappy: xerial or raw)."""
+    if codec in ("none", "gzip", "lz4", "zstd"):
+        return encode_batch(records, codec=codec)
+    import zstandard
+
+    plain = encode_batch(records)
+    section = plain[61:]
+    if codec == "snappy":
+        body = compress(2, section, zstandard.ZstdCompressor())
+    else:
+        import cramjam
+
+        body = bytes(cramjam.snappy.compress_raw(section))
+    return _with_body(plain, body, 2)
+
+
+def _with_body(batch: bytes, body: bytes, codec: int) -> bytes:
+    from crc32c import crc32c
+
+    attributes = (struct.unpack_from(">h", batch, 21)[0] & ~0x07) | codec
+    after = struct.pack(">h", attributes) + batch[23:61] + body
+    return (
+        batch[:8]
+        + struct.pack(">iiB", 49 + len(body), -1, 2)
+        + struct.pack(">I", crc32c(after))
+        + after
+    )
+
+
+# -- refusals -------------------------------------------------------------------------------------
+
+
+def _answer(outcome: Any, version: int) -> dict[tuple[str, int], tuple[ErrorCode, str | None]]:
+    assert outcome.frame is None and outcome.answer is not None
+    correlation_id, body = read_response(0, version, outcome.answer[4:])
+    assert correlation_id == 77
+    return {
+        (t.name, p.index): (p.error_code, getattr(p, "error_message", None))
+        for t in body.responses
+        for p in t.partition_responses
+    }
+
+
+@pytest.mark.parametrize("topic", ["payments", "__consumer_offsets", "_zdict_registry"])
+def test_a_topic_not_allowed_is_refused_and_nothing_forwarded(
+    topic: str, encoder: Encoder, events: list[bytes]
+) -> None:
+    batch = encode_batch(_records(events[:5]))
+    setup = Setup(encoder, allowed=("*",))
+    outcome = setup.rewrite(_produce(9, {"orders": [(0, batch)], topic: [(0, batch)]}))
+    if topic == "payments":  # allowed by "*": the request goes through
+        assert outcome.frame is not None
+        return
+    answer = _answer(outcome, 9)
+    assert answer[(topic, 0)][0] == ErrorCode.topic_authorization_failed
+    assert answer[("orders", 0)][0] == ErrorCode.request_timed_out
+    strict = Setup(encoder)
+    assert _answer(strict.rewrite(_produce(3, {"payments": [(0, batch)]})), 3) == {
+        ("payments", 0): (ErrorCode.topic_authorization_failed, None)
+    }
+
+
+def test_payments_allowed_by_a_pattern_is_forwarded(encoder: Encoder, events: list[bytes]) -> None:
+    batch = encode_batch(_records(events[:5]))
+    outcome = Setup(encoder, allowed=("pay*",)).rewrite(_produce(9, {"payments": [(0, batch)]}))
+    assert outcome.frame is not None
+
+
+def _refusal(setup: Setup, batch: bytes, version: int = 9) -> tuple[ErrorCode, str | None]:
+    answer = _answer(
+        setup.rewrite(_produce(version, {"orders": [(0, batch)], "clicks": [(3, batch[:0])]})),
+        version,
+    )
+    assert answer[("clicks", 3)][0] == ErrorCode.request_timed_out
+    return answer[("orders", 0)]
+
+
+def test_a_bad_crc_is_corrupt_message(encoder: Encoder, events: list[bytes]) -> None:
+    batch = bytearray(encode_batch(_records(events[:5])))
+    batch[-1] ^= 0xFF
+    code, message = _refusal(Setup(encoder), bytes(batch))
+    assert code == ErrorCode.corrupt_message and message is not None and "CRC" in message
+
+
+def test_a_truncated_batch_is_invalid_record(encoder: Encoder, events: list[bytes]) -> None:
+    batch = encode_batch(_records(events[:5]))
+    assert _refusal(Setup(encoder), batch[:-3])[0] == ErrorCode.invalid_record
+
+
+def test_a_client_sent_zd_header_is_refused(encoder: Encoder, events: list[bytes]) -> None:
+    frame_value = encoder.encode(events[0])
+    batch = encode_batch([NewRecord(value=frame_value[0], headers=frame_value[1])])
+    code, message = _refusal(Setup(encoder), batch)
+    assert code == ErrorCode.invalid_record and message is not None and "'zd'" in message
+
+
+def test_a_value_the_decoders_would_refuse_is_message_too_large(encoder: Encoder) -> None:
+    batch = encode_batch([NewRecord(value=b"x" * 5000)])
+    assert _refusal(Setup(encoder, max_value=4096), batch)[0] == ErrorCode.message_too_large
+
+
+def test_a_timestamp_past_a_long_is_invalid_timestamp(encoder: Encoder) -> None:
+    batch = encode_batch(
+        [
+            NewRecord(value=b"a" * 40, timestamp=2**63 - 2),
+            NewRecord(value=b"b" * 40, timestamp=2**63 - 2),
+        ]
+    )
+    # The second record's delta moved past 2^63 - 1 ms (the CRC fixed up, as a hostile client).
+    body = bytearray(batch[61:])
+    second = 1 + body[0] // 2  # where the second record starts (a one-byte length)
+    assert body[2] == 0 and body[second + 2] == 0  # both timestamp deltas are 0
+    body[second + 2] = 0x04  # the second's: 2
+    assert (
+        _refusal(Setup(encoder), _with_body(batch, bytes(body), 0))[0]
+        == ErrorCode.invalid_timestamp
+    )
+
+
+def test_too_many_records_are_record_list_too_large(encoder: Encoder) -> None:
+    batch = encode_batch([NewRecord(value=b"") for _ in range(50)])
+    assert _refusal(Setup(encoder, max_records=40), batch)[0] == ErrorCode.record_list_too_large
+
+
+def test_one_bomb_is_message_too_large(encoder: Encoder) -> None:
+    batch = encode_batch([NewRecord(value=b"\0" * (2 << 20))], codec="zstd")
+    assert len(batch) < 1000
+    code, message = _refusal(Setup(encoder, max_batch=1 << 20), batch)
+    assert code == ErrorCode.message_too_large and message is not None
+
+
+def test_many_small_bombs_are_bounded_per_request(encoder: Encoder) -> None:
+    bomb = encode_batch([NewRecord(value=b"\0" * (900 << 10))], codec="gzip")
+    started = time.perf_counter()
+    code, _ = _refusal(Setup(encoder, max_batch=1 << 20, max_decompressed=4 << 20), bomb * 128)
+    assert code == ErrorCode.record_list_too_large
+    assert time.perf_counter() - started < 2.0
+
+
+def test_bad_acks_answer_every_partition_invalid_required_acks(
+    encoder: Encoder, events: list[bytes]
+) -> None:
+    batch = encode_batch(_records(events[:3]))
+    answer = _answer(Setup(encoder).rewrite(_produce(5, {"orders": [(0, batch)]}, acks=2)), 5)
+    assert answer[("orders", 0)][0] == ErrorCode.invalid_required_acks
+
+
+def test_a_refused_request_with_acks_0_closes_the_connection(encoder: Encoder) -> None:
+    frame = _produce(9, {"payments": [(0, None)]}, acks=0)
+    with pytest.raises(ProtocolError, match="acks=0"):
+        Setup(encoder).rewrite(frame)
+
+
+def test_refusals_are_counted_by_reason(encoder: Encoder) -> None:
+    setup = Setup(encoder)
+    setup.rewrite(_produce(9, {"payments": [(0, None)]}))
+    value = setup.registry.get_sample_value(
+        "zdict_proxy_refused_produce_requests_total", {"reason": "topic"}
+    )
+    assert value == 1.0
+
+
+# -- the bounded reader ---------------------------------------------------------------------------
+
+
+def _header_only(version: int) -> bytes:
+    """A Produce frame (prefix excluded) up to its topic count."""
+    frame = _produce(version, {})
+    return frame[4:-4] if version < 9 else frame[4:-2]
+
+
+@pytest.mark.parametrize("version", [3, 9])
+def test_a_small_frame_declaring_a_huge_count_is_refused_without_allocating(
+    version: int, encoder: Encoder
+) -> None:
+    head = _header_only(version)
+    count = struct.pack(">i", 0x7FFFFFF0) if version < 9 else b"\xf0\xff\xff\xff\x0f"
+    body = head + count + b"\0" * 4
+    started = time.perf_counter()
+    with pytest.raises(ProtocolError, match="declares"):
+        Setup(encoder).rewrite(struct.pack(">i", len(body)) + body)
+    assert time.perf_counter() - started < 0.1
+
+
+@pytest.mark.parametrize("version", [3, 9])
+def test_a_records_length_past_the_frame_is_refused(version: int, encoder: Encoder) -> None:
+    frame = _produce(version, {"orders": [(0, b"x" * 10)]})
+    cut = frame[:-15] + frame[-5:] if version < 9 else frame[:-14] + frame[-3:]
+    cut = struct.pack(">i", len(cut) - 4) + cut[4:]
+    with pytest.raises(ProtocolError):
+        Setup(encoder).rewrite(cut)
+
+
+def test_a_batch_declaring_more_records_than_its_bytes_is_refused(encoder: Encoder) -> None:
+    batch = bytearray(encode_batch([NewRecord(value=b"v" * 20)]))
+    struct.pack_into(">i", batch, 57, 50_000)
+    fixed = _with_body(bytes(batch), bytes(batch[61:]), 0)
+    code, message = _refusal(Setup(encoder), fixed)
+    assert code == ErrorCode.invalid_record and message is not None and "50000" in message
+
+
+# -- local answers in request order ---------------------------------------------------------------
+
+
+@asynccontextmanager
+async def _proxy(encoder: Encoder) -> AsyncIterator[tuple[int, list[bytes]]]:
+    """A Listeners with Produce rewriting against a broker that answers after 0.2 s."""
+    got: list[bytes] = []
+
+    async def broker(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                size = struct.unpack(">i", await reader.readexactly(4))[0]
+                frame = await reader.readexactly(size)
+                got.append(frame)
+                await asyncio.sleep(0.2)
+                correlation = frame[4:8]
+                answer = correlation + b"\0\0\0\0" + b"\0\0\0\0"  # Produce v5: no topics
+                writer.write(struct.pack(">i", len(answer)) + answer)
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            writer.close()
+
+    server = await asyncio.start_server(broker, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    setup = Setup(encoder)
+    listeners = Listeners(
+        ProxySettings(listen="127.0.0.1:0", max_request_bytes=1 << 20, max_buffered_bytes=4 << 20),
+        [Address("127.0.0.1", port)],
+        ForwardMetrics(CollectorRegistry()),
+        produce=setup.rewriter,
+    )
+    await listeners.start()
+    try:
+        yield listeners._servers[None].sockets[0].getsockname()[1], got
+    finally:
+        await listeners.stop()
+        server.close()
+
+
+def test_local_answers_come_in_request_order(encoder: Encoder, events: list[bytes]) -> None:
+    batch = encode_batch(_records(events[:5]))
+
+    async def main() -> None:
+        async with _proxy(encoder) as (port, got):
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            good = bytearray(_produce(5, {"orders": [(0, batch)]}))
+            bad = bytearray(_produce(5, {"payments": [(0, batch)]}))
+            struct.pack_into(">i", good, 8, 1)
+            struct.pack_into(">i", bad, 8, 2)
+            writer.write(bytes(good) + bytes(bad))
+            await writer.drain()
+            order = []
+            for _ in range(2):
+                size = struct.unpack(">i", await asyncio.wait_for(reader.readexactly(4), 5))[0]
+                frame = await asyncio.wait_for(reader.readexactly(size), 5)
+                order.append(struct.unpack_from(">i", frame)[0])
+            assert order == [1, 2]
+            assert len(got) == 1  # the refused request never went upstream
+            # Nothing awaited: a refused request is answered at once.
+            writer.write(bytes(bad))
+            await writer.drain()
+            size = struct.unpack(">i", await asyncio.wait_for(reader.readexactly(4), 5))[0]
+            frame = await asyncio.wait_for(reader.readexactly(size), 5)
+            assert struct.unpack_from(">i", frame)[0] == 2
+            writer.close()
+
+    asyncio.run(main())
+
+
+def test_a_refused_request_sets_up_nothing_and_samples_nothing(
+    encoder: Encoder, events: list[bytes]
+) -> None:
+    setup = Setup(encoder)
+    bad = bytearray(encode_batch(_records(events[:5])))
+    bad[-1] ^= 1
+    setup.rewrite(
+        _produce(9, {"orders": [(0, encode_batch(_records(events[:5]))), (1, bytes(bad))]})
+    )
+    assert "orders" not in setup.namespaces  # refused before anything was encoded or sampled
+
+
+def test_the_refusal_error_names_its_code() -> None:
+    refused = ProduceRefused(87, "invalid_record", "why")
+    assert (refused.code, refused.kind, str(refused)) == (87, "invalid_record", "why")
+
+
+def test_a_mapped_upstream_topic_is_refused_under_forward() -> None:
+    from sidecar.config import Settings
+    from sidecar.errors import ConfigError
+    from sidecar.proxy.forward.service import run_forward_proxy
+
+    settings = Settings(proxy=ProxySettings(forward=True, upstream_topic="{topic}.zd"))
+    with pytest.raises(ConfigError, match=r"ZDICT_PROXY__UPSTREAM_TOPIC \(--upstream-topic\)"):
+        run_forward_proxy(settings)
+
+
+def test_a_refused_acks_0_request_closes_its_connection(encoder: Encoder) -> None:
+    async def main() -> None:
+        async with _proxy(encoder) as (port, got):
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(_produce(5, {"payments": [(0, None)]}, acks=0))
+            await writer.drain()
+            assert await asyncio.wait_for(reader.read(1), 5) == b""
+            assert got == []
+            writer.close()
+
+    asyncio.run(main())
+
+
+def _mutations(seed: int, frame: bytes, count: int) -> list[bytes]:
+    """`count` copies of `frame` with a few bytes changed, the CRC of each batch fixed up
+    where the change fell inside one (so the reader goes past the CRC check)."""
+    import random
+
+    from crc32c import crc32c
+
+    rng = random.Random(seed)
+    out = []
+    for _ in range(count):
+        data = bytearray(frame)
+        for _ in range(rng.randint(1, 4)):
+            # After the api key and version, which the connection checks before the rewriter.
+            data[rng.randrange(8, len(data))] = rng.randrange(256)
+        start = frame.index(b"\x00\x00\x00\x00\x00\x00\x00\x00", 30)  # the first batch
+        if rng.random() < 0.7 and start + 61 < len(data):
+            length = struct.unpack_from(">i", data, start + 8)[0]
+            end = min(len(data), start + 12 + max(length, 49))
+            struct.pack_into(">I", data, start + 17, crc32c(bytes(data[start + 21 : end])))
+        out.append(bytes(data))
+    return out
+
+
+@pytest.mark.parametrize("codec", ["none", "zstd", "gzip", "lz4", "snappy", "snappy-raw"])
+def test_mutated_frames_are_answered_or_refused_never_raise_otherwise(
+    codec: str, encoder: Encoder, events: list[bytes]
+) -> None:
+    batch = _compressed(_records(events[:8]), codec)
+    frame = _produce(9, {"orders": [(0, batch)]})
+    setup = Setup(encoder, max_batch=64 << 10, max_decompressed=256 << 10)
+    started = time.perf_counter()
+    outcomes = {"forwarded": 0, "answered": 0, "closed": 0}
+    for mutated in _mutations(len(codec), frame, 1500):
+        try:
+            outcome = setup.rewrite(mutated)
+        except ProtocolError:
+            outcomes["closed"] += 1
+            continue
+        outcomes["forwarded" if outcome.frame is not None else "answered"] += 1
+        if outcome.frame is not None:  # what goes upstream is a well-formed request
+            body = outcome.frame[4:]
+            assert struct.unpack_from(">i", outcome.frame)[0] == len(body)
+            parse_produce(body, read_request_header(body, 2), True)
+    assert outcomes["answered"] > 0 and outcomes["closed"] > 0
+    assert time.perf_counter() - started < 20
