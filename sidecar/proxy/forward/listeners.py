@@ -21,7 +21,9 @@ from sidecar.logs import get_logger
 from sidecar.proxy.forward.addresses import Address, PortMap
 from sidecar.proxy.forward.budget import Budget
 from sidecar.proxy.forward.connection import Connection, Limits, Streams
+from sidecar.proxy.forward.fetch import FetchDecoding
 from sidecar.proxy.forward.metrics import BOOTSTRAP, BROKER, ForwardMetrics
+from sidecar.proxy.forward.topics import TopicView
 
 log = get_logger(__name__)
 
@@ -39,8 +41,15 @@ class Listeners:
         settings: ProxySettings,
         bootstrap: Sequence[Address],
         metrics: ForwardMetrics,
+        *,
+        fetch: FetchDecoding | None = None,
+        topics: TopicView | None = None,
     ) -> None:
+        """`fetch` rewrites Fetch responses and `topics` filters listings (None: as they
+        came)."""
         self.settings = settings
+        self.fetch = fetch
+        self.topics = topics
         self.bootstrap = tuple(bootstrap)
         self.metrics = metrics
         self.ports = PortMap(settings.broker_port_base)
@@ -167,6 +176,8 @@ class Listeners:
                 budget=self.budget,
                 metrics=self.metrics,
                 locate=self.locate,
+                fetch=self.fetch,
+                topics=self.topics,
             )
             reason = await connection.serve()
         except asyncio.CancelledError:

@@ -2,8 +2,10 @@
 
 The first step of the forwarding proxy (issue 26): every request is forwarded to the upstream
 broker the client addressed, broker addresses are rewritten to the proxy's listeners, records
-pass as they are (no compression yet, so no dictionary lifecycle). Upstream is reached in
-PLAINTEXT. Readiness: once the bootstrap listener is up.
+pass as they are on Produce (no compression yet, so no dictionary lifecycle); on Fetch they are
+decoded for the clients (`_fetch_decoding`: a decoder that follows the registry as the relay's
+does, the local store without a registry), internal topics and the registry topic left out of
+listings. Upstream is reached in PLAINTEXT. Readiness: once the bootstrap listener is up.
 
 Exit codes: 0 after SIGTERM/SIGINT, 1 when upstream cannot be reached at start, 2 for
 configuration errors (among them a listen address that is taken).
@@ -17,15 +19,23 @@ import signal
 from collections.abc import Callable
 from typing import Final
 
+from prometheus_client import CollectorRegistry
+
+from sidecar.codec import Decoder, DictionaryResolver
 from sidecar.config import Settings
+from sidecar.dictionaries.registry import Registry, RegistryResolver, default_actor
+from sidecar.dictionaries.store import DictionaryStore
 from sidecar.errors import ConfigError
 from sidecar.health import Health
 from sidecar.kafka import make_admin, partition_counts
 from sidecar.logs import get_logger
 from sidecar.observability import Observability
 from sidecar.proxy.forward.addresses import Address
+from sidecar.proxy.forward.fetch import FetchDecoding, RecentMisses
+from sidecar.proxy.forward.fetch_metrics import FetchMetrics
 from sidecar.proxy.forward.listeners import Listeners
 from sidecar.proxy.forward.metrics import ForwardMetrics
+from sidecar.proxy.forward.topics import TopicView
 from sidecar.runtime import exit_code, interrupt_start
 
 log = get_logger("sidecar.proxy.forward")
@@ -61,10 +71,11 @@ async def _serve(
     settings: Settings,
     bootstrap: list[Address],
     metrics: ForwardMetrics,
+    fetch: FetchDecoding,
     health: Health,
     ready: Callable[[str, int], None] | None,
 ) -> int:
-    listeners = Listeners(settings.proxy, bootstrap, metrics)
+    listeners = Listeners(settings.proxy, bootstrap, metrics, fetch=fetch, topics=fetch.topics)
     try:
         address = await listeners.start()
     except OSError as exc:
@@ -97,6 +108,32 @@ async def _serve(
     return 0
 
 
+def _fetch_decoding(settings: Settings, prometheus: CollectorRegistry) -> FetchDecoding:
+    """Fetch responses' rewriting: a decoder over the registry (read on the first id it does
+    not know, then every `registry.follow_interval` seconds), or over the local store when the
+    registry is disabled; ids the registry did not have are not looked up again for that long."""
+    proxy = settings.proxy
+    resolver: DictionaryResolver = DictionaryStore(settings.dictionaries)
+    if settings.registry.enabled:
+        registry = Registry(settings, actor=default_actor("proxy"))
+        resolver = RegistryResolver(registry, settings.registry.follow_interval)
+    decoder = Decoder(
+        RecentMisses(resolver, settings.registry.follow_interval),
+        max_output_size=settings.codec.max_output_size,
+        header_key=settings.codec.header_key,
+    )
+    return FetchDecoding(
+        decoder,
+        topics=TopicView(settings.registry.topic, show_internal=proxy.show_internal_topics),
+        metrics=FetchMetrics(prometheus),
+        decode=proxy.fetch_decode,
+        raw_client_ids=proxy.raw_fetch_client_ids,
+        compression=proxy.fetch_compression,
+        # A response is read within the budget: one larger than all of it could never be.
+        max_bytes=min(proxy.max_fetch_bytes, proxy.max_buffered_bytes),
+    )
+
+
 def run_forward_proxy(settings: Settings, ready: Callable[[str, int], None] | None = None) -> int:
     """Run the forwarding proxy until SIGTERM/SIGINT (exit 0) or a failure (exit 1); `ready`
     is called with the address it listens on."""
@@ -117,6 +154,12 @@ def run_forward_proxy(settings: Settings, ready: Callable[[str, int], None] | No
                 make_admin(settings), [], settings.proxy.start_timeout, client["bootstrap.servers"]
             )
             metrics = ForwardMetrics(observed.prometheus)
-            return asyncio.run(_serve(settings, bootstrap, metrics, observed.health, ready))
+            fetch = _fetch_decoding(settings, observed.prometheus)
+            try:
+                return asyncio.run(
+                    _serve(settings, bootstrap, metrics, fetch, observed.health, ready)
+                )
+            finally:
+                fetch.close()
 
         return exit_code(serve, log, failed="proxy_failed", stopped="proxy_stopped")

@@ -6,9 +6,8 @@ definitions) knows its request and response: the proxy then knows every field th
 carry, so none names a broker the proxy does not rewrite. Upstream's own range is intersected
 with that. Removed (`REMOVED`): the APIs whose responses name brokers or carry records the proxy
 does not rewrite yet, found by reading every response definition of Kafka 4.4 for host and port
-fields. Fetch stops at v15: from v16 on its responses name brokers (`NodeEndpoints`, KIP-951),
-which the proxy rewrites once it parses Fetch responses. Produce responses from v10 on carry the
-same field; the proxy parses and rewrites them (`addresses`).
+fields. Fetch responses from v16 on and Produce responses from v10 on name brokers
+(`NodeEndpoints`, KIP-951); the proxy parses and rewrites them (`addresses`, `fetch`).
 """
 
 from __future__ import annotations
@@ -39,8 +38,6 @@ REMOVED: Final[dict[int, str]] = {
     79: "ShareAcknowledge: names brokers (NodeEndpoints)",
     82: "UpdateRaftVoter: names the controller leader (CurrentLeader)",
 }
-#: API key -> the highest version served whatever kio and upstream know (see module).
-CAPPED: Final[dict[int, int]] = {FETCH: 15}
 
 
 @functools.cache
@@ -60,12 +57,7 @@ def kio_versions(api_key: int) -> tuple[int, int] | None:
 @functools.cache
 def served_versions(api_key: int) -> tuple[int, int] | None:
     """The versions of `api_key` clients may use through the proxy (None: not served)."""
-    known = kio_versions(api_key)
-    if known is None or api_key in REMOVED:
-        return None
-    low, high = known
-    high = min(high, CAPPED.get(api_key, high))
-    return (low, high) if low <= high else None
+    return None if api_key in REMOVED else kio_versions(api_key)
 
 
 def accepts(api_key: int, version: int) -> bool:
