@@ -13,6 +13,7 @@ import io
 import struct
 import sys
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,9 +25,10 @@ from kio.static.primitive import Records, i16, i32
 from prometheus_client import CollectorRegistry
 
 from sidecar.codec import Decoder, Encoder, StaticResolver
-from sidecar.config import ProxySettings
+from sidecar.config import ProxySettings, RegistrySettings, Settings
 from sidecar.dictionaries import Dictionary, TrainingSample
 from sidecar.dictionaries.model import build_dictionary
+from sidecar.dictionaries.store import DictionaryStore
 from sidecar.errors import RegistryUnavailable, UnknownDictionary
 from sidecar.proxy.forward.addresses import Address, encode_response, parse_response
 from sidecar.proxy.forward.fetch import FetchDecoding, RecentMisses
@@ -34,6 +36,7 @@ from sidecar.proxy.forward.fetch_metrics import FetchMetrics
 from sidecar.proxy.forward.fetched import PartitionDecoder
 from sidecar.proxy.forward.listeners import Listeners
 from sidecar.proxy.forward.metrics import ForwardMetrics
+from sidecar.proxy.forward.service import _fetch_decoding
 from sidecar.proxy.forward.topics import (
     DESCRIBE_LOG_DIRS,
     DESCRIBE_TOPIC_PARTITIONS,
@@ -285,6 +288,28 @@ def test_recent_misses_are_not_looked_up_again(dictionary: Dictionary) -> None:
     with pytest.raises(UnknownDictionary):
         resolver.get(40000)
     assert calls == [40000, 32768, 40000]
+
+
+def test_a_registry_that_does_not_answer_is_not_waited_for_again_at_once() -> None:
+    calls: list[int] = []
+
+    class Down:
+        def get(self, dict_id: int) -> Dictionary:
+            calls.append(dict_id)
+            raise RegistryUnavailable("registry topic t: read up to offset 3 of 9 within 30 s")
+
+        def describe(self) -> str:
+            return "registry topic t"
+
+    now = [0.0]
+    resolver = RecentMisses(Down(), ttl=5.0, clock=lambda: now[0])
+    for _ in range(3):
+        with pytest.raises(RegistryUnavailable, match="within 30 s"):
+            resolver.get(32768)
+    now[0] = 5.0
+    with pytest.raises(RegistryUnavailable):
+        resolver.get(32768)
+    assert calls == [32768, 32768]
 
 
 # -- whole responses -------------------------------------------------------------------------
@@ -582,3 +607,28 @@ def test_through_the_proxy_fetched_records_are_decoded_and_listings_filtered(
             fetch.close()
 
     asyncio.run(main())
+
+
+def test_the_service_decodes_with_the_store_without_a_registry(
+    tmp_path: Path, dictionary: Dictionary, events: list[bytes]
+) -> None:
+    DictionaryStore(tmp_path).put(dictionary)
+    settings = Settings(
+        dictionaries=tmp_path,
+        registry=RegistrySettings(enabled=False, topic="dicts"),
+        proxy=ProxySettings(
+            max_request_bytes=1 << 20,
+            max_buffered_bytes=1 << 20,
+            raw_fetch_client_ids=("raw",),
+            fetch_compression="zstd",
+        ),
+    )
+    fetch = _fetch_decoding(settings, CollectorRegistry())
+    try:
+        assert fetch.max_bytes == 1 << 20, "a response fits the budget"
+        assert fetch.topics.hidden("dicts") and not fetch.decodes_for("raw")
+        stored = encode_batch(_encoded(dictionary, events[:5]))
+        result = PartitionDecoder(fetch.decoder, "zstd").rewrite(stored, limit=LIMIT, first=True)
+        assert _values(decode_batches(result.data, LIMIT)) == events[:5]
+    finally:
+        fetch.close()

@@ -39,7 +39,7 @@ from kio.static.primitive import Records
 from sidecar.codec import Decoder
 from sidecar.codec.decoder import DictionaryResolver
 from sidecar.dictionaries.model import Dictionary
-from sidecar.errors import UnknownDictionary
+from sidecar.errors import RegistryUnavailable, UnknownDictionary, ZdictError
 from sidecar.logs import get_logger
 from sidecar.proxy.forward.addresses import (
     Address,
@@ -63,6 +63,8 @@ TOPIC_IDS_FROM: Final = 13
 NODE_ENDPOINTS_FROM: Final = 16
 #: Seconds between two `fetch_records_not_decoded` lines of one topic.
 FAILURE_LOG_INTERVAL: Final = 60.0
+#: Dictionary ids `RecentMisses` remembers at most.
+_MAX_FAILED_IDS: Final = 1024
 #: The metrics' topic label for a topic id no listing named.
 UNKNOWN_TOPIC: Final = "unknown"
 
@@ -71,10 +73,12 @@ LocateNodes = Callable[[Mapping[int, Address]], Awaitable[dict[int, Address | No
 
 
 class RecentMisses:
-    """A resolver that remembers, for `ttl` seconds, the ids its inner resolver did not have.
+    """A resolver that remembers, for `ttl` seconds, the ids its inner resolver failed on.
 
-    The registry's resolver reads the registry to its end at every unknown id; a batch of
-    records naming an id the registry does not have would read it once per record."""
+    The registry's resolver reads the registry to its end at every unknown id (and waits up to
+    `registry.timeout` when it does not answer): a batch of records naming an id the registry
+    does not have would read it once per record, and every fetch would wait again for a
+    registry that is down."""
 
     def __init__(
         self,
@@ -85,18 +89,18 @@ class RecentMisses:
         self.inner = inner
         self.ttl = ttl
         self._clock = clock
-        self._misses: dict[int, tuple[float, str]] = {}
+        self._failed: dict[int, tuple[float, type[ZdictError], str]] = {}
 
     def get(self, dict_id: int) -> Dictionary:
-        missed = self._misses.get(dict_id)
-        if missed is not None and self._clock() - missed[0] < self.ttl:
-            raise UnknownDictionary(missed[1])
+        failed = self._failed.get(dict_id)
+        if failed is not None and self._clock() - failed[0] < self.ttl:
+            raise failed[1](failed[2])
         try:
             return self.inner.get(dict_id)
-        except UnknownDictionary as exc:
-            if len(self._misses) >= 1024:
-                self._misses.clear()  # ids from a stream of garbage: bounded
-            self._misses[dict_id] = (self._clock(), str(exc))
+        except (UnknownDictionary, RegistryUnavailable) as exc:
+            if len(self._failed) >= _MAX_FAILED_IDS:
+                self._failed.clear()  # ids from a stream of garbage: bounded
+            self._failed[dict_id] = (self._clock(), type(exc), str(exc))
             raise
 
     def describe(self) -> str:
