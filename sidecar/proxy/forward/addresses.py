@@ -27,6 +27,7 @@ from kio.serial import entity_reader
 from kio.serial.errors import SerialError
 
 from sidecar.errors import ProtocolError
+from sidecar.proxy.forward.bounded import check
 from sidecar.proxy.forward.topics import LISTING
 from sidecar.proxy.forward.versions import (
     API_VERSIONS,
@@ -99,6 +100,8 @@ def parse_response(api_key: int, version: int, frame: bytes) -> tuple[int, Any]:
     """
     try:
         schema = load_response_schema(api_key, version)
+        # kio allocates for declared counts before checking them: bounds first.
+        check(schema, frame, check(schema.__header_schema__, frame))
         header, offset = entity_reader(schema.__header_schema__)(frame, 0)
         body, used = entity_reader(schema)(frame, offset)
     except (SerialError, ValueError, KeyError, TypeError, OverflowError, IndexError) as exc:
