@@ -127,3 +127,14 @@ class ProduceRefused(ZdictError):
         super().__init__(reason)
         self.code = code
         self.kind = kind
+
+
+class FetchHeldBack(ZdictError):
+    """A fetched record batch the forwarding proxy cannot send decoded now: no room is left
+    for it in the response. Its partition's records end before it; the client fetches it
+    again (a response's first batch is sent as stored instead)."""
+
+
+class FetchDictionaryUnavailable(FetchHeldBack):
+    """A fetched record batch naming a dictionary that could not be looked up (the registry
+    did not answer): held back even as a response's first batch."""

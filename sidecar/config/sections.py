@@ -566,6 +566,35 @@ class ProxySettings(BaseModel):
         "decompress to, all together (one batch: ZDICT_PROXY__MAX_REQUEST_BYTES); more: "
         "RECORD_LIST_TOO_LARGE",
     )
+    fetch_decode: Literal["all", "none"] = Field(
+        default="all",
+        description="with forward: all: the records of Fetch responses are decoded for every "
+        "client but raw_fetch_client_ids; none: every client gets them as stored (zd frames)",
+    )
+    raw_fetch_client_ids: tuple[str, ...] = Field(
+        default=(),
+        description="with forward: client ids (client.id) that get fetched records as stored, "
+        "for clients that decode themselves, a JSON list",
+    )
+    fetch_compression: Literal["input", "none", "gzip", "lz4", "zstd"] = Field(
+        default="input",
+        description="with forward: the compression of a fetched batch whose records were "
+        "decoded: input keeps the batch's own",
+    )
+    max_fetch_bytes: int = Field(
+        default=64 * 1024 * 1024,
+        ge=64 * 1024,
+        le=1024 * 1024 * 1024,
+        description="with forward: bytes of one Fetch response, from upstream and as sent "
+        "decoded (a response is cut at a batch boundary before it grows past, as a broker cuts "
+        "at fetch.max.bytes); a larger response from upstream closes the connection: the "
+        "clients' fetch.max.bytes must stay below",
+    )
+    show_internal_topics: bool = Field(
+        default=False,
+        description="with forward: list internal topics (__consumer_offsets, ...) and the "
+        "registry topic in Metadata as upstream does, and let clients fetch the registry topic",
+    )
 
     @model_validator(mode="after")
     def _request_fits_buffer(self) -> ProxySettings:

@@ -61,7 +61,7 @@ def test_api_versions_are_limited_to_kio_and_the_removed_apis_left_out() -> None
     listed = {e.api_key: (e.min_version, e.max_version) for e in got.api_keys}
     assert listed == {
         PRODUCE: (3, 12),  # v13 names topics by id; the allow-list goes by name
-        FETCH: (4, 15),  # v16+ responses name brokers (NodeEndpoints)
+        FETCH: (4, 18),  # v16+ NodeEndpoints rewritten like Produce v10+
         METADATA: (0, 13),
         API_VERSIONS: (0, 4),
     }
@@ -78,8 +78,8 @@ def test_an_api_versions_answered_in_v0_carries_unsupported_version() -> None:
 
 
 def test_a_range_left_empty_by_the_intersection_is_not_listed() -> None:
-    got = filter_api_versions(_upstream_answer(3, {FETCH: (16, 18)}), unsupported=False)
-    assert got.api_keys == ()
+    got = filter_api_versions(_upstream_answer(3, {FETCH: (19, 20)}), unsupported=False)
+    assert got.api_keys == (), "Fetch v19+ is not known to kio"
 
 
 @pytest.mark.parametrize(
@@ -88,7 +88,8 @@ def test_a_range_left_empty_by_the_intersection_is_not_listed() -> None:
         (0, 12, True),
         (0, 13, False),
         (1, 15, True),
-        (1, 16, False),
+        (1, 18, True),
+        (1, 19, False),
         (3, 13, True),
         (3, 14, False),
         (78, 1, False),

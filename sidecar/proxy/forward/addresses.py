@@ -1,6 +1,7 @@
 """Broker addresses in responses: the local port of each upstream broker, and the rewriting of
 the responses that name brokers (Metadata, FindCoordinator, DescribeCluster, and Produce from
-v10 on, whose `NodeEndpoints` name new leaders), parsed and written again with kio.
+v10 on and Fetch from v16 on, whose `NodeEndpoints` name new leaders), parsed and written again
+with kio.
 
 The port map: upstream node id N is served at local port `proxy.broker_port_base` + N. A fixed
 map, not ports handed out as brokers are first seen: a client keeps the addresses of its last
@@ -26,9 +27,12 @@ from kio.serial import entity_reader
 from kio.serial.errors import SerialError
 
 from sidecar.errors import ProtocolError
+from sidecar.proxy.forward.bounded import check
+from sidecar.proxy.forward.topics import LISTING
 from sidecar.proxy.forward.versions import (
     API_VERSIONS,
     DESCRIBE_CLUSTER,
+    FETCH,
     FIND_COORDINATOR,
     METADATA,
     PRODUCE,
@@ -53,6 +57,7 @@ REWRITTEN_FROM: Final[dict[int, int]] = {
     FIND_COORDINATOR: 0,
     DESCRIBE_CLUSTER: 0,
     PRODUCE: 10,
+    FETCH: 16,
 }
 #: DescribeCluster's endpoint type naming brokers (2 names controllers, not served).
 _BROKERS_ENDPOINT_TYPE: Final = 1
@@ -81,7 +86,7 @@ class PortMap:
 
 def is_parsed(api_key: int, version: int) -> bool:
     """Whether a response of `api_key` in `version` is parsed (to rewrite or filter it)."""
-    if api_key == API_VERSIONS:
+    if api_key == API_VERSIONS or api_key in LISTING:
         return True
     first = REWRITTEN_FROM.get(api_key)
     return first is not None and version >= first
@@ -95,6 +100,8 @@ def parse_response(api_key: int, version: int, frame: bytes) -> tuple[int, Any]:
     """
     try:
         schema = load_response_schema(api_key, version)
+        # kio allocates for declared counts before checking them: bounds first.
+        check(schema, frame, check(schema.__header_schema__, frame))
         header, offset = entity_reader(schema.__header_schema__)(frame, 0)
         body, used = entity_reader(schema)(frame, offset)
     except (SerialError, ValueError, KeyError, TypeError, OverflowError, IndexError) as exc:
@@ -122,7 +129,7 @@ def rewrite(api_key: int, body: Any, local: Mapping[int, Address | None]) -> Any
         if not _names_brokers(body):
             return dataclasses.replace(body, brokers=())
         return dataclasses.replace(body, brokers=_moved(body.brokers, local))
-    if api_key == PRODUCE:
+    if api_key in (PRODUCE, FETCH):
         return dataclasses.replace(body, node_endpoints=_moved(body.node_endpoints, local))
     if api_key == FIND_COORDINATOR:
         if hasattr(body, "coordinators"):
@@ -140,7 +147,7 @@ def _names_brokers(body: Any) -> bool:
 def _named(api_key: int, body: Any) -> list[tuple[int, str, int]]:
     if api_key in (METADATA, DESCRIBE_CLUSTER):
         entries = body.brokers if _names_brokers(body) else ()
-    elif api_key == PRODUCE:
+    elif api_key in (PRODUCE, FETCH):
         entries = body.node_endpoints
     elif api_key == FIND_COORDINATOR:
         entries = getattr(body, "coordinators", (body,))

@@ -27,3 +27,8 @@ class Budget:
             async with self._freed:
                 self.used -= size
                 self._freed.notify_all()
+
+    def force(self, size: int) -> None:
+        """Hold `size` bytes now, past the limit if need be: a caller that sized what it
+        builds to the free bytes (`limit - used`), which others may have taken meanwhile."""
+        self.used += size

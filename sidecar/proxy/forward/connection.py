@@ -9,8 +9,11 @@ what answer to expect and writes the frame upstream unchanged, but for a Produce
 request order, right after the answer awaited before it. The response side reads
 upstream's answers, which Kafka sends in request order: each is matched to the oldest request
 noted (correlation ids checked), streamed back byte for byte, or, for the responses that name
-brokers and ApiVersions, read whole, rewritten and written again. A Produce with acks=0 gets no
-answer from the broker, so none is noted nor awaited. At most `proxy.max_in_flight` requests
+brokers and ApiVersions, read whole, rewritten and written again (the responses that list
+topics without the hidden ones, `topics`); Fetch responses read whole, at most
+`proxy.max_fetch_bytes`, and rewritten by `fetch.FetchDecoding` (records decoded, the output
+taken from the budget as it grows). A Produce with acks=0 gets no answer from the broker, so
+none is noted nor awaited. At most `proxy.max_in_flight` requests
 await their answer; the request side waits beyond.
 
 A client's own SaslHandshake or SaslAuthenticate is not forwarded (upstream's connection is
@@ -51,6 +54,7 @@ from sidecar.proxy.forward.client_sasl import (
     requested_mechanism,
 )
 from sidecar.proxy.forward.client_sasl import answer as sasl_refusal
+from sidecar.proxy.forward.fetch import FetchDecoding
 from sidecar.proxy.forward.frames import (
     PREFIX_BYTES,
     api_versions_v0,
@@ -60,8 +64,10 @@ from sidecar.proxy.forward.frames import (
 )
 from sidecar.proxy.forward.metrics import REQUEST, RESPONSE, ForwardMetrics
 from sidecar.proxy.forward.produce import ProduceRewriter
+from sidecar.proxy.forward.topics import LISTING, TopicView
 from sidecar.proxy.forward.versions import (
     API_VERSIONS,
+    FETCH,
     PRODUCE,
     accepts,
     api_name,
@@ -128,6 +134,8 @@ class Connection:
         metrics: ForwardMetrics,
         locate: Locate,
         produce: ProduceRewriter | None = None,
+        fetch: FetchDecoding | None = None,
+        topics: TopicView | None = None,
     ) -> None:
         """`produce`: rewrites Produce requests (None: they are forwarded as they came)."""
         self.client_reader, self.client_writer = client
@@ -137,6 +145,8 @@ class Connection:
         self.metrics = metrics
         self.locate = locate
         self.produce = produce
+        self.fetch = fetch
+        self.topics = topics
         self.peer = str(self.client_writer.get_extra_info("peername"))
         # Clients are told to come back to the host they reached the proxy at.
         self.host = str(self.client_writer.get_extra_info("sockname")[0])
@@ -328,15 +338,25 @@ class Connection:
             expected = self._expected.get_nowait()
             if size < PREFIX_BYTES:
                 raise ProtocolError(f"upstream sent a response frame of {size} bytes")
-            if is_parsed(expected.api_key, expected.version):
-                if size > self.limits.max_frame_bytes:
+            fetch = expected.api_key == FETCH and self.fetch is not None
+            if fetch or is_parsed(expected.api_key, expected.version):
+                if fetch and self.fetch is not None and size > self.fetch.max_bytes:
+                    raise ProtocolError(
+                        f"upstream's Fetch response of {size} bytes is above "
+                        f"ZDICT_PROXY__MAX_FETCH_BYTES ({self.fetch.max_bytes}): the client's "
+                        "fetch.max.bytes must stay below it"
+                    )
+                if not fetch and size > self.limits.max_frame_bytes:
                     raise ProtocolError(
                         f"upstream's {api_name(expected.api_key)} response of {size} bytes is "
                         f"above ZDICT_PROXY__MAX_REQUEST_BYTES ({self.limits.max_frame_bytes})"
                     )
                 frame = await self._read(reader, size, RESPONSE)
                 _check_correlation(expected, frame)
-                data = await self._rewritten(expected, frame)
+                if fetch:
+                    data = await self._fetched(expected, frame)
+                else:
+                    data = await self._rewritten(expected, frame)
                 del frame
                 writer.write(data)
                 await writer.drain()
@@ -386,8 +406,29 @@ class Connection:
             )
             return encode_response(correlation_id, filter_api_versions(body, unsupported))
         correlation_id, body = parse_response(api_key, expected.version, frame)
+        if self.topics is not None and api_key in LISTING:
+            body = self.topics.filter(api_key, body)
         local = await self.locate(upstream_nodes(api_key, body), self.host)
         return encode_response(correlation_id, rewrite(api_key, body, local))
+
+    async def _fetched(self, expected: Expected, frame: bytes) -> bytes:
+        """The Fetch response frame to send for upstream's `frame` (see `fetch`)."""
+        assert self.fetch is not None
+        self.metrics.rewritten(FETCH)
+        return await self.fetch.rewrite(
+            expected.version,
+            frame,
+            client_id=self.client_id,
+            free=lambda: self.budget.limit - self.budget.used,
+            hold=self._hold,
+            locate=lambda nodes: self.locate(nodes, self.host),
+        )
+
+    def _hold(self, size: int) -> None:
+        """Take `size` bytes of a response being built from the budget, without waiting (the
+        response was sized to what was free; given back once written)."""
+        self.budget.force(size)
+        self._held[RESPONSE] += size
 
     # -- both ------------------------------------------------------------------------------------
 

@@ -24,9 +24,11 @@ from sidecar.logs import get_logger
 from sidecar.proxy.forward.addresses import Address, PortMap
 from sidecar.proxy.forward.budget import Budget
 from sidecar.proxy.forward.connection import Connection, Limits, Streams
+from sidecar.proxy.forward.fetch import FetchDecoding
 from sidecar.proxy.forward.metrics import BOOTSTRAP, BROKER, ForwardMetrics
 from sidecar.proxy.forward.produce import ProduceRewriter
 from sidecar.proxy.forward.security import PLAINTEXT_UPSTREAM, UpstreamSecurity
+from sidecar.proxy.forward.topics import TopicView
 from sidecar.proxy.forward.upstream import describe, open_upstream
 
 log = get_logger(__name__)
@@ -44,13 +46,18 @@ class Listeners:
         bootstrap: Sequence[Address],
         metrics: ForwardMetrics,
         security: UpstreamSecurity = PLAINTEXT_UPSTREAM,
+        *,
         produce: ProduceRewriter | None = None,
+        fetch: FetchDecoding | None = None,
+        topics: TopicView | None = None,
     ) -> None:
-        """`produce`: rewrites the Produce requests of every connection (None: forwarded as
-        they came)."""
+        """`produce` rewrites the Produce requests of every connection, `fetch` its Fetch
+        responses and `topics` filters listings (None: as they came)."""
         self.settings = settings
         self.security = security
         self.produce = produce
+        self.fetch = fetch
+        self.topics = topics
         self.bootstrap = tuple(bootstrap)
         self.metrics = metrics
         self.ports = PortMap(settings.broker_port_base)
@@ -183,6 +190,8 @@ class Listeners:
                 metrics=self.metrics,
                 locate=self.locate,
                 produce=self.produce,
+                fetch=self.fetch,
+                topics=self.topics,
             )
             reason = await connection.serve()
         except asyncio.CancelledError:

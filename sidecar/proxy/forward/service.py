@@ -1,17 +1,20 @@
 """`zdict-sidecar proxy --forward`: the forwarding proxy wired from the settings.
 
 Every request is forwarded to the upstream broker the client addressed, broker addresses are
-rewritten to the proxy's listeners, and Produce requests are rewritten in place (`produce`):
-values encoded with the namespace's dictionary. The dictionary lifecycle is the produce
-proxy's (`sidecar.proxy.service.ProxyRoutes`): per topic a namespace (encoder, training
-sample, metrics), the proxies of a topic in one consumer group (`proxy.group_id`) so that one
-trains it, the registry followed and encoders switched as dictionaries are activated. Topics:
-those of `proxy.topics` are set up at start; the allow-list (`proxy.allowed_topics`, by default
-`proxy.topics`) says what clients may produce to, and an allowed topic is set up on first use.
-Upstream topic = the topic the client names (`proxy.upstream_topic` must be `{topic}`).
-Upstream is reached as `ZDICT_KAFKA__SECURITY_PROTOCOL` says (`security`: TLS, the proxy's own
-SASL), checked at start with one connection of the proxy's own (`upstream.check_upstream`).
-Readiness: once the bootstrap listener is up.
+rewritten to the proxy's listeners, Produce requests are rewritten in place (`produce`):
+values encoded with the namespace's dictionary, and Fetch responses decoded for the clients
+(`_fetch_decoding`: a decoder that follows the registry as the relay's does, the local store
+without a registry), internal topics and the registry topic left out of listings. The
+dictionary lifecycle is the produce proxy's (`sidecar.proxy.service.ProxyRoutes`): per topic a
+namespace (encoder, training sample, metrics), the proxies of a topic in one consumer group
+(`proxy.group_id`) so that one trains it, the registry followed and encoders switched as
+dictionaries are activated. Topics: those of `proxy.topics` are set up at start; the allow-list
+(`proxy.allowed_topics`, by default `proxy.topics`) says what clients may produce to, and an
+allowed topic is set up on first use. Upstream topic = the topic the client names
+(`proxy.upstream_topic` must be `{topic}`). Upstream is reached as
+`ZDICT_KAFKA__SECURITY_PROTOCOL` says (`security`: TLS, the proxy's own SASL), checked at start
+with one connection of the proxy's own (`upstream.check_upstream`). Readiness: once the
+bootstrap listener is up.
 
 Exit codes: 0 after SIGTERM/SIGINT, 1 when upstream cannot be reached at start or refuses the
 proxy's credentials, 2 for configuration errors (among them a listen address that is taken, or
@@ -27,8 +30,11 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from typing import Final
 
+from prometheus_client import CollectorRegistry
+
+from sidecar.codec import Decoder, DictionaryResolver
 from sidecar.config import Settings
-from sidecar.dictionaries.registry import Registry
+from sidecar.dictionaries.registry import Registry, RegistryResolver, default_actor
 from sidecar.dictionaries.store import DictionaryStore
 from sidecar.errors import ConfigError
 from sidecar.health import Health
@@ -37,10 +43,13 @@ from sidecar.observability import Observability
 from sidecar.proxy.forward.addresses import Address
 from sidecar.proxy.forward.allowlist import TopicAllowList
 from sidecar.proxy.forward.batches import BatchLimits, BatchRewriter
+from sidecar.proxy.forward.fetch import FetchDecoding, RecentMisses
+from sidecar.proxy.forward.fetch_metrics import FetchMetrics
 from sidecar.proxy.forward.listeners import Listeners
 from sidecar.proxy.forward.metrics import ForwardMetrics
 from sidecar.proxy.forward.produce import ProduceRewriter
 from sidecar.proxy.forward.security import UpstreamSecurity, upstream_security
+from sidecar.proxy.forward.topics import TopicView
 from sidecar.proxy.forward.upstream import check_upstream
 from sidecar.proxy.service import ProxyRoutes
 from sidecar.runtime import exit_code, interrupt_start
@@ -101,11 +110,20 @@ async def _serve(
     metrics: ForwardMetrics,
     security: UpstreamSecurity,
     routes: ProxyRoutes,
+    fetch: FetchDecoding,
     health: Health,
     ready: Callable[[str, int], None] | None,
 ) -> int:
     produce = produce_rewriter(settings, routes, metrics)
-    listeners = Listeners(settings.proxy, bootstrap, metrics, security, produce)
+    listeners = Listeners(
+        settings.proxy,
+        bootstrap,
+        metrics,
+        security,
+        produce=produce,
+        fetch=fetch,
+        topics=fetch.topics,
+    )
     try:
         address = await listeners.start()
     except OSError as exc:
@@ -148,6 +166,32 @@ async def _serve(
     return 0
 
 
+def _fetch_decoding(settings: Settings, prometheus: CollectorRegistry) -> FetchDecoding:
+    """Fetch responses' rewriting: a decoder over the registry (read on the first id it does
+    not know, then every `registry.follow_interval` seconds), or over the local store when the
+    registry is disabled; ids the registry did not have are not looked up again for that long."""
+    proxy = settings.proxy
+    resolver: DictionaryResolver = DictionaryStore(settings.dictionaries)
+    if settings.registry.enabled:
+        registry = Registry(settings, actor=default_actor("proxy"))
+        resolver = RegistryResolver(registry, settings.registry.follow_interval)
+    decoder = Decoder(
+        RecentMisses(resolver, settings.registry.follow_interval),
+        max_output_size=settings.codec.max_output_size,
+        header_key=settings.codec.header_key,
+    )
+    return FetchDecoding(
+        decoder,
+        topics=TopicView(settings.registry.topic, show_internal=proxy.show_internal_topics),
+        metrics=FetchMetrics(prometheus),
+        decode=proxy.fetch_decode,
+        raw_client_ids=proxy.raw_fetch_client_ids,
+        compression=proxy.fetch_compression,
+        # A response is read within the budget: one larger than all of it could never be.
+        max_bytes=min(proxy.max_fetch_bytes, proxy.max_buffered_bytes),
+    )
+
+
 def run_forward_proxy(settings: Settings, ready: Callable[[str, int], None] | None = None) -> int:
     """Run the forwarding proxy until SIGTERM/SIGINT (exit 0) or a failure (exit 1); `ready`
     is called with the address it listens on."""
@@ -178,8 +222,19 @@ def run_forward_proxy(settings: Settings, ready: Callable[[str, int], None] | No
                 stack.callback(routes.close)
                 routes.set_up(settings.proxy.topics)
                 routes.elect()
+                fetch = _fetch_decoding(settings, observed.prometheus)
+                stack.callback(fetch.close)
                 return asyncio.run(
-                    _serve(settings, bootstrap, metrics, security, routes, observed.health, ready)
+                    _serve(
+                        settings,
+                        bootstrap,
+                        metrics,
+                        security,
+                        routes,
+                        fetch,
+                        observed.health,
+                        ready,
+                    )
                 )
 
         return exit_code(serve, log, failed="proxy_failed", stopped="proxy_stopped")

@@ -4,11 +4,11 @@ filtered to them.
 An API version is served when kio (the protocol codecs, generated from Kafka's JSON message
 definitions) knows its request and response: the proxy then knows every field the response can
 carry, so none names a broker the proxy does not rewrite. Upstream's own range is intersected
-with that. Removed (`REMOVED`): the APIs whose responses name brokers or carry records the proxy
-does not rewrite yet, found by reading every response definition of Kafka 4.4 for host and port
-fields. Fetch stops at v15: from v16 on its responses name brokers (`NodeEndpoints`, KIP-951),
-which the proxy rewrites once it parses Fetch responses. Produce responses from v10 on carry the
-same field; the proxy parses and rewrites them (`addresses`).
+with that, and capped where the proxy's rewriting stops (`CAPPED`). Removed (`REMOVED`): the
+APIs whose responses name brokers or carry records the proxy does not rewrite yet, found by
+reading every response definition of Kafka 4.4 for host and port fields. Fetch responses from
+v16 on and Produce responses from v10 on name brokers (`NodeEndpoints`, KIP-951); the proxy
+parses and rewrites them (`addresses`, `fetch`).
 """
 
 from __future__ import annotations
@@ -41,7 +41,6 @@ REMOVED: Final[dict[int, str]] = {
 }
 #: API key -> the highest version served whatever kio and upstream know (see module).
 CAPPED: Final[dict[int, int]] = {
-    FETCH: 15,
     # v13 names topics by id: the allow-list and namespaces go by name (`produce_request`).
     PRODUCE: 12,
 }

@@ -1,0 +1,263 @@
+"""Fetch responses as the forwarding proxy's clients get them: records decoded, the registry
+topic refused, broker addresses (v16+) rewritten.
+
+Every Fetch response is read whole (at most `proxy.max_fetch_bytes`, taken from the proxy's
+budget as it arrives) and parsed with kio. Then, per partition:
+
+* the **registry topic's** partitions are answered TOPIC_AUTHORIZATION_FAILED without records
+  (unless `proxy.show_internal_topics`): it holds every namespace's dictionaries, whose content
+  comes from sampled records. Known by name (v4-v12) or by the id a listing named (v13+);
+* the **records** are decoded (`fetched.PartitionDecoder`) unless the client reads them as
+  stored (`proxy.fetch_decode`, `proxy.raw_fetch_client_ids`); everything else of the
+  partition, its aborted transactions, offsets and tagged fields, is written back as it came.
+
+The response stops growing when the next batch would take it past `proxy.max_fetch_bytes` or
+past the budget's free bytes: the rest of that partition and the records of every later one
+are left out (empty records, no error), as a broker does at the client's `fetch.max.bytes`,
+and the client fetches them again from the same offsets. The response's first batch always goes
+out, so a consumer progresses. Decoding runs on one thread of its own, a partition at a time:
+the event loop serves the other connections meanwhile, and a registry read the decoder waits for
+(a dictionary it has not seen) blocks no one else's I/O.
+
+A record the decoder refuses is sent as stored (see `fetched`), counted and logged at most once
+a minute per topic.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import functools
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Final, Literal
+
+from kio.schema.errors import ErrorCode
+from kio.static.primitive import Records
+
+from sidecar.codec import Decoder
+from sidecar.codec.decoder import DictionaryResolver
+from sidecar.dictionaries.model import Dictionary
+from sidecar.errors import RegistryUnavailable, UnknownDictionary, ZdictError
+from sidecar.logs import get_logger
+from sidecar.proxy.forward.addresses import (
+    Address,
+    encode_response,
+    parse_response,
+    rewrite,
+    upstream_nodes,
+)
+from sidecar.proxy.forward.fetch_metrics import FetchMetrics
+from sidecar.proxy.forward.fetched import FetchCompression, PartitionDecoder, Rewritten
+from sidecar.proxy.forward.topics import TopicView
+from sidecar.proxy.forward.versions import FETCH
+
+log = get_logger(__name__)
+
+#: `proxy.fetch_decode`: decode for every client (but `proxy.raw_fetch_client_ids`), or none.
+FetchDecode = Literal["all", "none"]
+#: Fetch versions from which topics are named by id.
+TOPIC_IDS_FROM: Final = 13
+#: Fetch versions from which responses name brokers (NodeEndpoints, KIP-951).
+NODE_ENDPOINTS_FROM: Final = 16
+#: Seconds between two `fetch_records_not_decoded` lines of one topic.
+FAILURE_LOG_INTERVAL: Final = 60.0
+#: Dictionary ids `RecentMisses` remembers at most.
+_MAX_FAILED_IDS: Final = 1024
+#: The metrics' topic label for a topic id no listing named.
+UNKNOWN_TOPIC: Final = "unknown"
+
+#: The nodes a response names -> their local addresses (None: no listener).
+LocateNodes = Callable[[Mapping[int, Address]], Awaitable[dict[int, Address | None]]]
+
+
+class RecentMisses:
+    """A resolver that remembers, for `ttl` seconds, the ids its inner resolver failed on.
+
+    The registry's resolver reads the registry to its end at every unknown id (and waits up to
+    `registry.timeout` when it does not answer): a batch of records naming an id the registry
+    does not have would read it once per record, and every fetch would wait again for a
+    registry that is down."""
+
+    def __init__(
+        self,
+        inner: DictionaryResolver,
+        ttl: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.inner = inner
+        self.ttl = ttl
+        self._clock = clock
+        self._failed: dict[int, tuple[float, type[ZdictError], str]] = {}
+
+    def get(self, dict_id: int) -> Dictionary:
+        failed = self._failed.get(dict_id)
+        if failed is not None and self._clock() - failed[0] < self.ttl:
+            raise failed[1](failed[2])
+        try:
+            return self.inner.get(dict_id)
+        except (UnknownDictionary, RegistryUnavailable) as exc:
+            if len(self._failed) >= _MAX_FAILED_IDS:
+                self._failed.clear()  # ids from a stream of garbage: bounded
+            self._failed[dict_id] = (self._clock(), type(exc), str(exc))
+            raise
+
+    def describe(self) -> str:
+        return self.inner.describe()
+
+    def close(self) -> None:
+        close = getattr(self.inner, "close", None)
+        if close is not None:
+            close()
+
+
+class FetchDecoding:
+    """Rewrites Fetch responses for the clients (see module); shared by every connection."""
+
+    def __init__(
+        self,
+        decoder: Decoder,
+        *,
+        topics: TopicView,
+        metrics: FetchMetrics,
+        decode: FetchDecode = "all",
+        raw_client_ids: Iterable[str] = (),
+        compression: FetchCompression = "input",
+        max_bytes: int,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.decoder = decoder
+        self.topics = topics
+        self.metrics = metrics
+        self.decode = decode
+        self.raw_client_ids = frozenset(raw_client_ids)
+        #: Bytes a Fetch response may have, as upstream sends it and as the client gets it.
+        self.max_bytes = max_bytes
+        self._partitions = PartitionDecoder(decoder, compression)
+        self._clock = clock
+        self._logged: dict[str, float] = {}
+        # One thread: decoding is CPU-bound Python (the GIL gives nothing to a second one), and
+        # `PartitionDecoder` keeps a compressor that is not shared between threads.
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix="zdict-fetch")
+
+    def decodes_for(self, client_id: str | None) -> bool:
+        """Whether records fetched by `client_id` are decoded."""
+        return self.decode == "all" and (client_id or "") not in self.raw_client_ids
+
+    async def rewrite(
+        self,
+        version: int,
+        frame: bytes,
+        *,
+        client_id: str | None,
+        free: Callable[[], int],
+        hold: Callable[[int], None],
+        locate: LocateNodes,
+    ) -> bytes:
+        """The response frame to send for upstream's Fetch `frame` (no size prefix).
+
+        `free()` says how many bytes the budget has left; `hold(n)` takes `n` bytes of output
+        from it (given back by the caller once the response is written).
+
+        Raises:
+            ProtocolError: the frame does not parse as a Fetch response of `version`.
+        """
+        correlation_id, body = parse_response(FETCH, version, frame)
+        decode = self.decodes_for(client_id)
+        started = time.perf_counter()
+        state = _Progress(limit=self.max_bytes)
+        topics = []
+        for topic in body.responses:
+            name = topic.topic if version < TOPIC_IDS_FROM else self.topics.name(topic.topic_id)
+            partitions = []
+            for partition in topic.partitions:
+                if self.topics.refused(name):
+                    partitions.append(_refused(partition))
+                    self.metrics.refused()
+                elif not decode or not partition.records:
+                    partitions.append(partition)
+                else:
+                    partitions.append(await self._decoded(partition, name, state, free, hold))
+            topics.append(dataclasses.replace(topic, partitions=tuple(partitions)))
+        body = dataclasses.replace(body, responses=tuple(topics))
+        if state.decoded_partitions:
+            self.metrics.decode_seconds(time.perf_counter() - started)
+        if version >= NODE_ENDPOINTS_FROM and body.node_endpoints:
+            body = rewrite(FETCH, body, await locate(upstream_nodes(FETCH, body)))
+        return encode_response(correlation_id, body)
+
+    async def _decoded(
+        self,
+        partition: Any,
+        topic: str | None,
+        state: _Progress,
+        free: Callable[[], int],
+        hold: Callable[[int], None],
+    ) -> Any:
+        label = topic or UNKNOWN_TOPIC
+        if state.full:
+            self.metrics.held_back()
+            return dataclasses.replace(partition, records=Records(b""))
+        first = state.size == 0
+        limit = state.limit - state.size if first else min(state.limit - state.size, free())
+        loop = asyncio.get_running_loop()
+        result: Rewritten = await loop.run_in_executor(
+            self._executor,
+            functools.partial(
+                self._partitions.rewrite, bytes(partition.records), limit=max(limit, 0), first=first
+            ),
+        )
+        if result.data:
+            hold(len(result.data))
+        state.size += len(result.data)
+        state.decoded_partitions += 1
+        self.metrics.records(label, result.decoded, result.passed, result.failed)
+        if result.failed:
+            self._log_failure(label, result)
+        if result.held_back is not None:
+            state.full = True
+            self.metrics.held_back()
+            log.debug("fetch_partition_held_back", topic=label, reason=result.held_back)
+        return dataclasses.replace(partition, records=Records(result.data))
+
+    def _log_failure(self, topic: str, result: Rewritten) -> None:
+        now = self._clock()
+        last = self._logged.get(topic)
+        if last is not None and now - last < FAILURE_LOG_INTERVAL:
+            return
+        self._logged[topic] = now
+        log.warning(
+            "fetch_records_not_decoded",
+            topic=topic,
+            records=result.failed,
+            error=result.failure,
+            detail="sent to the client as stored, with their zd header (see "
+            'zdict_proxy_fetch_records_total{outcome="failed"}); logged once a minute per topic',
+        )
+
+    def close(self) -> None:
+        """Stop the decoding thread and close the decoder's resolver."""
+        self._executor.shutdown(wait=True, cancel_futures=True)
+        self.decoder.close()
+
+
+@dataclasses.dataclass(slots=True)
+class _Progress:
+    """How far one response's output has grown."""
+
+    limit: int
+    size: int = 0
+    decoded_partitions: int = 0
+    #: No more records in this response (the limit or the budget is reached).
+    full: bool = False
+
+
+def _refused(partition: Any) -> Any:
+    """A partition of the registry topic as clients get it: an authorization error, no data."""
+    return dataclasses.replace(
+        partition,
+        error_code=ErrorCode.topic_authorization_failed,
+        records=None,
+        aborted_transactions=None,
+    )

@@ -1,0 +1,421 @@
+"""The records of one fetched partition, decoded for the client: what the forwarding proxy
+sends in place of the record batches a broker returned.
+
+Pure: bytes in, bytes out, no Kafka client and no I/O (the decoder's resolver may read the
+registry, which is its business). Each v2 record batch (layout in `sidecar.record_batch`) is:
+
+* **rewritten** when a record in it carries the codec's header (`zd`): each such record's value
+  is decoded, the header dropped; every other byte of every record (attributes, timestamp and
+  offset deltas, key, the other headers, in order) is copied as it came. The batch header keeps
+  base offset, partition leader epoch, last offset delta, both timestamps, producer id, epoch,
+  base sequence, record count and every attribute bit but the codec's; the records are
+  compressed again with the batch's own codec (or the one asked for) and the CRC-32C
+  recomputed;
+* **passed as stored**, byte for byte, otherwise: no record carries the header (the test is a
+  search for the header's bytes in the records, so most such batches are never parsed), a
+  control batch, a magic other than 2, a CRC-32C that does not match (the client sees the
+  corruption itself, as it would without the proxy), a codec the proxy cannot read (snappy), and
+  the truncated batch a broker may send at the end of a partition's data.
+
+A record that cannot be decoded (its dictionary unknown after the registry was read to its end,
+a corrupt frame, a value above `codec.max_output_size`) is **passed as stored, `zd` header and
+all**, counted and named in `Rewritten.failure`: the consumer goes on and can tell such a record
+by its header, where a partition error would stop it on that offset for good. A dictionary that
+cannot be looked up because the registry does not answer is not such a failure: the partition
+stops before that batch (`Rewritten.held_back`), even the response's first, so the client
+fetches it again later.
+
+Bounds: a compressed batch is inflated to at most `limit` bytes, each value to at most the
+decoder's `max_output_size`, and the partition's output stops at a batch boundary before it
+would pass `limit` (`held_back`); the first batch of a response (`first`) that alone is above
+the limit is passed as stored, so a consumer always progresses.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Final, Literal
+
+import lz4.frame
+import zstandard
+from crc32c import crc32c
+
+from sidecar.codec import Decoder
+from sidecar.errors import (
+    CodecError,
+    CorruptFrame,
+    FetchDictionaryUnavailable,
+    FetchHeldBack,
+    MalformedBatch,
+    ZdictError,
+)
+from sidecar.record_batch import (
+    BATCH_HEADER_BYTES,
+    CODECS,
+    CONTROL_BIT,
+    LOG_OVERHEAD,
+    PRODUCER_ZSTD_LEVEL,
+    varint,
+)
+
+#: Codec of the batches rewritten: the fetched batch's own, or one for all.
+FetchCompression = Literal["input", "none", "gzip", "lz4", "zstd"]
+_CODEC_IDS: Final = {name: code for code, name in CODECS.items()}
+#: baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes.
+_HEAD: Final = struct.Struct(">qiibIh")
+#: Where the CRC-32C field is, and where the bytes it covers start (the attributes).
+_CRC_AT: Final = 17
+_CRC_FROM: Final = 21
+_COUNT_AT: Final = 57
+_INT32: Final = struct.Struct(">i")
+_CODEC_MASK: Final = 0x07
+#: The varints of 0..16383 (one or two bytes), looked up rather than built: three are written
+#: per record decoded.
+_SMALL: Final = 1 << 14
+_VARINTS: Final = tuple(varint(n) for n in range(_SMALL))
+
+
+@dataclass(slots=True)
+class Rewritten:
+    """One partition's records as sent to the client, and what happened to them."""
+
+    data: bytes
+    #: Records whose value was decoded.
+    decoded: int = 0
+    #: Records sent as stored that carry no header of ours (control records included).
+    passed: int = 0
+    #: Records with our header sent as stored: they could not be decoded.
+    failed: int = 0
+    #: Why the last of them failed (for the log), None if none did.
+    failure: str | None = None
+    #: The partition stops before a batch the client will fetch again (no room, or the
+    #: registry did not answer): why, None if every batch was sent.
+    held_back: str | None = None
+
+
+class PartitionDecoder:
+    """Rewrites the record batches of fetched partitions (see module); one per thread."""
+
+    def __init__(self, decoder: Decoder, compression: FetchCompression = "input") -> None:
+        self.decoder = decoder
+        self.compression: FetchCompression = compression
+        key = decoder.header_key.encode()
+        #: How our header's key appears in a record: its length (a zig-zag varint), then it.
+        self._marker = varint(len(key)) + key
+        self._key = key
+        self._zstd = zstandard.ZstdCompressor(level=PRODUCER_ZSTD_LEVEL)
+
+    def rewrite(self, data: bytes, *, limit: int, first: bool) -> Rewritten:
+        """The partition's `data` (its `records` field) for the client; at most `limit` bytes
+        out unless `first` and its first batch alone is larger (then sent as stored)."""
+        out: list[bytes] = []
+        result = Rewritten(b"")
+        size = pos = 0
+        end_of_data = len(data)
+        while pos < end_of_data:
+            if end_of_data - pos < BATCH_HEADER_BYTES:
+                out.append(data[pos:])  # a truncated batch at the end: the client drops it
+                break
+            _base, length, _epoch, magic, crc, attributes = _HEAD.unpack_from(data, pos)
+            end = pos + LOG_OVERHEAD + length
+            if length < BATCH_HEADER_BYTES - LOG_OVERHEAD or end > end_of_data:
+                out.append(data[pos:])
+                break
+            room = limit - size
+            # The response's first batch goes out whatever its size: the consumer progresses.
+            must = first and not out
+            try:
+                batch = self._batch(data, pos, end, magic, crc, attributes, room, result)
+            except FetchHeldBack as held:
+                if not must or isinstance(held, FetchDictionaryUnavailable):
+                    result.held_back = str(held)
+                    break
+                batch = data[pos:end]
+                self._failed(result, data, pos, f"sent as stored: {held}")
+            if len(batch) > room and not must:
+                result.held_back = f"the response reached its limit of {limit} bytes"
+                break
+            out.append(batch)
+            size += len(batch)
+            pos = end
+        result.data = b"".join(out)
+        return result
+
+    def _failed(self, result: Rewritten, data: bytes, pos: int, why: str) -> None:
+        result.failed += max(_INT32.unpack_from(data, pos + _COUNT_AT)[0], 0)
+        result.failure = why
+
+    def _batch(
+        self,
+        data: bytes,
+        pos: int,
+        end: int,
+        magic: int,
+        crc: int,
+        attributes: int,
+        room: int,
+        result: Rewritten,
+    ) -> bytes:
+        """One whole batch as sent to the client (see module)."""
+        count: int = _INT32.unpack_from(data, pos + _COUNT_AT)[0]
+        stored = data[pos:end]
+        if magic != 2 or attributes & CONTROL_BIT:
+            result.passed += max(count, 0) if magic == 2 else 0
+            return stored
+        if crc32c(stored[_CRC_FROM:]) != crc:
+            self._failed(
+                result, data, pos, "a batch's CRC-32C does not match (the client checks it)"
+            )
+            return stored
+        codec = attributes & _CODEC_MASK
+        section = stored[BATCH_HEADER_BYTES:]
+        if codec:
+            try:
+                section = _inflate(codec, section, room)
+            except MalformedBatch as exc:
+                self._failed(result, data, pos, str(exc))
+                return stored
+        if self._marker not in section:
+            result.passed += max(count, 0)
+            return stored
+        try:
+            records, decoded, failed = self._records(section, count, room, result)
+        except MalformedBatch as exc:
+            self._failed(result, data, pos, str(exc))
+            return stored
+        if not decoded:
+            result.passed += count - failed
+            result.failed += failed
+            return stored
+        result.decoded += decoded
+        result.passed += count - decoded - failed
+        result.failed += failed
+        out_codec = codec if self.compression == "input" else _CODEC_IDS[self.compression]
+        body = self._compress(out_codec, records)
+        after_crc = (
+            struct.pack(">h", (attributes & ~_CODEC_MASK) | out_codec)
+            + stored[_CRC_FROM + 2 : BATCH_HEADER_BYTES]
+            + body
+        )
+        return (
+            stored[:8]
+            + _INT32.pack(len(after_crc) + _CRC_FROM - LOG_OVERHEAD)
+            + stored[12:_CRC_AT]
+            + struct.pack(">I", crc32c(after_crc))
+            + after_crc
+        )
+
+    def _records(
+        self, section: bytes, count: int, room: int, result: Rewritten
+    ) -> tuple[bytes, int, int]:
+        """The records of a batch with values decoded: (bytes, decoded, failed).
+
+        Raises:
+            MalformedBatch: the records do not parse.
+            FetchHeldBack: the records outgrow `room`, or the registry could not be read.
+        """
+        try:
+            return self._parse_records(section, count, room, result)
+        except IndexError:
+            raise MalformedBatch("a record ends inside a varint") from None
+
+    def _parse_records(  # noqa: C901 - one loop per record, kept flat for speed
+        self, section: bytes, count: int, room: int, result: Rewritten
+    ) -> tuple[bytes, int, int]:
+        # Varints of one byte (values -64..63: most lengths and deltas) are read inline: this
+        # loop runs once per record, and a call per field doubled its cost.
+        decode = self.decoder.decode
+        key = self._key
+        key_name = self.decoder.header_key
+        out: list[bytes] = []
+        append = out.append
+        size = decoded = failed = 0
+        pos = 0
+        end = len(section)
+        for _ in range(count):
+            start = pos
+            byte = section[pos]
+            if byte < 0x80:
+                length, pos = (byte >> 1) ^ -(byte & 1), pos + 1
+            else:
+                length, pos = _varint(section, pos)
+            stop = pos + length
+            if length < 1 or stop > end:
+                raise MalformedBatch("a record runs past the end of its batch")
+            body_start = pos
+            pos += 1  # attributes
+            while section[pos] & 0x80:  # timestamp delta
+                pos += 1
+            pos += 1
+            while section[pos] & 0x80:  # offset delta
+                pos += 1
+            pos += 1
+            byte = section[pos]
+            if byte < 0x80:
+                key_len, pos = (byte >> 1) ^ -(byte & 1), pos + 1
+            else:
+                key_len, pos = _varint(section, pos)
+            if key_len > 0:
+                pos += key_len
+            value_at = pos
+            byte = section[pos]
+            if byte < 0x80:
+                value_len, pos = (byte >> 1) ^ -(byte & 1), pos + 1
+            else:
+                value_len, pos = _varint(section, pos)
+            value = None
+            if value_len >= 0:
+                value = section[pos : pos + value_len]
+                pos += value_len
+            byte = section[pos]
+            if byte < 0x80:
+                header_count, pos = (byte >> 1) ^ -(byte & 1), pos + 1
+            else:
+                header_count, pos = _varint(section, pos)
+            headers_at = pos
+            ours: bytes | None = None
+            ours_at = ours_end = -1
+            mine = 0
+            for _ in range(header_count):
+                header_at = pos
+                byte = section[pos]
+                if byte < 0x80:
+                    name_len, pos = (byte >> 1) ^ -(byte & 1), pos + 1
+                else:
+                    name_len, pos = _varint(section, pos)
+                name = section[pos : pos + name_len]
+                pos += name_len
+                byte = section[pos]
+                if byte < 0x80:
+                    header_len, pos = (byte >> 1) ^ -(byte & 1), pos + 1
+                else:
+                    header_len, pos = _varint(section, pos)
+                if name == key:
+                    mine += 1
+                    ours_at = header_at
+                    ours = section[pos : pos + header_len] if header_len >= 0 else None
+                if header_len > 0:
+                    pos += header_len
+                if name == key:
+                    ours_end = pos
+            if pos != stop:
+                raise MalformedBatch("a record's fields do not add up to its length")
+            if not mine or value is None:
+                append(section[start:stop])
+                size += stop - start
+                continue
+            try:
+                if mine > 1:
+                    raise CorruptFrame(
+                        f"record has {mine} {key_name!r} headers; exactly one is allowed"
+                    )
+                value = decode(value, [(key_name, ours)])
+            except CodecError as exc:
+                failed += 1
+                result.failure = str(exc)
+                append(section[start:stop])
+                size += stop - start
+                continue
+            except ZdictError as exc:  # the registry did not answer: try again later
+                raise FetchDictionaryUnavailable(
+                    f"the dictionary could not be looked up: {exc}"
+                ) from None
+            assert value is not None
+            record = b"".join(
+                (
+                    section[body_start:value_at],
+                    _small(len(value)),
+                    value,
+                    _small(header_count - 1),
+                    section[headers_at:ours_at],
+                    section[ours_end:stop],
+                )
+            )
+            prefix = _small(len(record))
+            append(prefix)
+            append(record)
+            size += len(prefix) + len(record)
+            decoded += 1
+            if size > room:
+                raise FetchHeldBack(f"its records decode to more than {room} bytes")
+            pos = stop
+        if pos != end:
+            raise MalformedBatch("bytes left over after the batch's last record")
+        return b"".join(out), decoded, failed
+
+    def _compress(self, codec: int, records: bytes) -> bytes:
+        if codec == 0:
+            return records
+        if codec == 4:
+            return self._zstd.compress(records)
+        if codec == 3:
+            compressed: bytes = lz4.frame.compress(records)
+            return compressed
+        compressor = zlib.compressobj(wbits=31)
+        return compressor.compress(records) + compressor.flush()
+
+
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    """Kafka's zig-zag varint at `pos`: (value, position after it)."""
+    shift = result = 0
+    while True:
+        try:
+            byte = data[pos]
+        except IndexError:
+            raise MalformedBatch("a record ends inside a varint") from None
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return (result >> 1) ^ -(result & 1), pos
+        shift += 7
+        if shift > 63:
+            raise MalformedBatch("a varint is longer than 10 bytes")
+
+
+def _small(n: int) -> bytes:
+    return _VARINTS[n] if n < _SMALL else varint(n)
+
+
+def _inflate(codec: int, data: bytes, limit: int) -> bytes:
+    """The records of a compressed batch, at most `limit` bytes.
+
+    Raises:
+        FetchHeldBack: they inflate past `limit`.
+        CodecError: the codec is not read here (snappy), or the data does not decompress.
+    """
+    inflate: Callable[[], bytes]
+    if codec == 1:
+
+        def inflate() -> bytes:
+            return zlib.decompressobj(wbits=47).decompress(data, limit + 1)
+
+    elif codec == 3:
+
+        def inflate() -> bytes:
+            out: bytes = lz4.frame.LZ4FrameDecompressor().decompress(data, max_length=limit + 1)
+            return out
+
+    elif codec == 4:
+
+        def inflate() -> bytes:
+            dctx = zstandard.ZstdDecompressor()
+            with dctx.stream_reader(data, read_across_frames=True) as reader:
+                out: bytes = reader.read(limit + 1)
+            return out
+
+    else:
+        raise MalformedBatch(
+            f"a {CODECS.get(codec, f'codec {codec}')} batch: the proxy does not read it"
+        )
+    try:
+        out = inflate()
+    except (zlib.error, zstandard.ZstdError, RuntimeError, ValueError) as exc:
+        raise MalformedBatch(
+            f"{CODECS[codec]} data of a batch does not decompress: {exc}"
+        ) from None
+    if len(out) > limit:
+        raise FetchHeldBack(f"a {CODECS[codec]} batch inflates past {limit} bytes")
+    return out
