@@ -23,6 +23,7 @@ from deploy.monitoring.dashboard import dashboard_json
 from deploy.monitoring.prometheus_rule import prometheus_rule_yaml
 from sidecar.metrics import Metrics
 from tests.deploy.promql import (
+    CLUSTER_METRICS,
     dashboard_queries,
     dashboard_variables,
     exported_names,
@@ -146,7 +147,7 @@ def test_the_dashboard_shows_the_numbers_the_issue_asks_for() -> None:
 
 def _known_names() -> set[str]:
     exposition = generate_latest(Metrics(CollectorRegistry()).registry).decode()
-    return exported_names(exposition) | recorded_names(_groups()) | {"up"}
+    return exported_names(exposition) | recorded_names(_groups()) | {"up"} | CLUSTER_METRICS
 
 
 def test_every_dashboard_and_rule_query_uses_only_metrics_the_sidecar_exports() -> None:
