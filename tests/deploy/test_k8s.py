@@ -33,7 +33,14 @@ from tests.deploy.operator_types import PrometheusRule, ServiceMonitor, decode
 
 ROOT = Path(__file__).resolve().parents[2]
 K8S = ROOT / "deploy" / "k8s"
-BUILT_IN = ("configmap.yaml", "secret.yaml", "deployment.yaml", "service.yaml", "pvc.yaml")
+BUILT_IN = (
+    "configmap.yaml",
+    "secret.yaml",
+    "deployment.yaml",
+    "pdb.yaml",
+    "service.yaml",
+    "pvc.yaml",
+)
 CRONJOB = "cronjob-train.yaml"
 OPERATOR = ("servicemonitor.yaml", "prometheusrule.yaml")
 #: Flags the retraining CronJob uses that the lifecycle work adds to `train` (the registry);
@@ -249,7 +256,9 @@ def test_the_service_selects_the_pods_and_the_servicemonitor_scrapes_it_as_job_z
     assert service["spec"]["selector"].items() <= pod_labels.items()
     assert deployment["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
     (port,) = service["spec"]["ports"]
-    assert port["targetPort"] == "metrics"
+    (_, sidecar), _cron = _zdict_containers()
+    # A number, resolved on every Kubernetes version (the proxy's port is an init container's).
+    assert port["targetPort"] == sidecar["ports"][0]["containerPort"] == 9400
     assert (
         monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
     )
