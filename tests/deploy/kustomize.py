@@ -55,3 +55,11 @@ def pod_spec(resources: dict[tuple[str, str], dict[str, Any]], name: str) -> dic
     """The pod template's spec of Deployment `name`."""
     spec: dict[str, Any] = resources[("Deployment", name)]["spec"]["template"]["spec"]
     return spec
+
+
+def generated(
+    resources: dict[tuple[str, str], dict[str, Any]], kind: str, name: str
+) -> dict[str, Any]:
+    """The one resource of `kind` that a generator named `name` made (`name-<hash>`)."""
+    (found,) = [r for (k, n), r in resources.items() if k == kind and n.startswith(f"{name}-")]
+    return found

@@ -15,7 +15,14 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.deploy.kustomize import DEPLOY, KUSTOMIZATIONS, deploy_copy, pod_spec, render
+from tests.deploy.kustomize import (
+    DEPLOY,
+    KUSTOMIZATIONS,
+    deploy_copy,
+    generated,
+    pod_spec,
+    render,
+)
 
 POD_LABELS = {"app.kubernetes.io/name": "orders-producer"}
 
@@ -65,7 +72,7 @@ def test_each_zdict_container_runs_one_worker_on_the_one_port_the_service_knows(
 ) -> None:
     """`--workers N` puts worker i's metrics on port + i, which neither the Service nor the
     probes know: in Kubernetes, scale with replicas (issue 28, point 8)."""
-    config = rendered[("ConfigMap", "zdict-sidecar-config")]["data"]
+    config = generated(rendered, "ConfigMap", "zdict-sidecar-config")["data"]
     assert config.get("ZDICT_RELAY__WORKERS", "1") == "1"
     for pod in _pods(rendered):
         for container in _zdict_containers(pod):
@@ -88,7 +95,7 @@ def test_the_brokers_ca_is_mounted_where_the_tls_settings_point(
     rendered: dict[tuple[str, str], dict[str, Any]],
 ) -> None:
     """was: SASL_SSL without a CA: a private CA failed the handshake on the first apply."""
-    config = rendered[("ConfigMap", "zdict-sidecar-config")]["data"]
+    config = generated(rendered, "ConfigMap", "zdict-sidecar-config")["data"]
     assert config["ZDICT_KAFKA__SECURITY_PROTOCOL"] == "SASL_SSL"
     ca = Path(config["ZDICT_KAFKA__SSL_CA_LOCATION"])
     for pod in _pods(rendered):
@@ -165,3 +172,38 @@ def test_kubernetes_validate_accepts_the_network_policy_and_the_budget() -> None
             check=False,
         )
         assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_a_changed_setting_rolls_the_pods(tmp_path: Path) -> None:
+    """was: a plain ConfigMap: a changed setting reached no pod until something else restarted
+    it. Generated, its name carries a hash of the content, written into the pod template."""
+    deploy = deploy_copy(tmp_path)
+    before = render(deploy / "k8s")
+    env = deploy / "k8s" / "zdict-sidecar.env"
+    env.write_text(env.read_text().replace("ZDICT_LOG_FORMAT=json", "ZDICT_LOG_FORMAT=console"))
+    after = render(deploy / "k8s")
+    names = [
+        generated(r, "ConfigMap", "zdict-sidecar-config")["metadata"]["name"]
+        for r in (before, after)
+    ]
+    assert names[0] != names[1]
+    for resources, name in zip((before, after), names, strict=True):
+        text = yaml.safe_dump(resources[("Deployment", "orders-producer")])
+        assert f"name: {name}" in text and "name: zdict-sidecar-config\n" not in text
+
+
+def test_the_image_is_named_in_one_place() -> None:
+    """was: the image and its tag in deployment.yaml and cronjob-train.yaml both."""
+    kustomization = yaml.safe_load((DEPLOY / "k8s" / "kustomization.yaml").read_text())
+    (image,) = kustomization["images"]
+    wanted = f"{image['newName']}:{image['newTag']}"
+    for variant in KUSTOMIZATIONS:
+        for pod in _pods(render(DEPLOY / variant)):
+            for container in _zdict_containers(pod):
+                assert container["image"] == wanted, (variant, container["name"])
+    mentions = [
+        path.relative_to(DEPLOY)
+        for path in DEPLOY.glob("k8s*/*.yaml")
+        if image["newName"] in path.read_text()
+    ]
+    assert mentions == [Path("k8s/kustomization.yaml")]
