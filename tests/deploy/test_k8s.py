@@ -276,6 +276,10 @@ def test_the_service_selects_the_pods_and_the_servicemonitor_scrapes_it_as_job_z
     )
     (endpoint,) = monitor["spec"]["endpoints"]
     assert endpoint["port"] == port["name"]
+    # was: instance = the pod's IP and port, in every legend and alert (issue 28, point 9)
+    assert {"sourceLabels": ["__meta_kubernetes_pod_name"], "targetLabel": "instance"} in (
+        endpoint["relabelings"]
+    )
     # The job label the alerts select on (deploy/prometheus/alerts.yml: job="zdict-sidecar").
     assert service["metadata"]["labels"][monitor["spec"]["jobLabel"]] == "zdict-sidecar"
 

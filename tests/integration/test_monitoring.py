@@ -28,13 +28,14 @@ which the annotations must name.
 
 Then every PromQL expression of the dashboard and of the rule files is sent to Prometheus's HTTP
 API with Grafana's template variables substituted (`$topic` = the three topics, `$job` =
-`zdict-sidecar`, `$instance` = All, the cost constants at their defaults, `$__rate_interval` =
-10s, `$__range` = 1m, `$__interval` = 2s) and must return series. Alert and annotation
-conditions are evaluated with their `OP NUMBER` comparisons stripped (tests/deploy/promql.py says
-why), the annotations, which mark events, over the whole time Prometheus has been scraping. The one
-exception is a metric that only has series after a failure: `zdict_produce_errors_total` (no
-delivery fails here); its queries must still be accepted by Prometheus, and the exposition must
-declare it. Nothing is skipped: without Prometheus or the broker these tests fail.
+`zdict-sidecar`, `$cluster`, `$namespace` and `$instance` = All, the cost constants at their
+defaults, `$__rate_interval` = 10s, `$__range` = 1m, `$__interval` = 2s) and must return series.
+Alert and annotation conditions are evaluated with their `OP NUMBER` comparisons stripped
+(tests/deploy/promql.py says why), the annotations, which mark events, over the whole time
+Prometheus has been scraping. The one exception is a metric that only has series after a failure:
+`zdict_produce_errors_total` (no delivery fails here); its queries must still be accepted by
+Prometheus, and the exposition must declare it. Nothing is skipped: without Prometheus or the
+broker these tests fail.
 """
 
 from __future__ import annotations
@@ -286,6 +287,8 @@ class Stack:
         """Grafana's template variables as Grafana would send them for "All"."""
         return {
             "topic": f"({'|'.join(self.topics)})",
+            "cluster": ".*",
+            "namespace": ".*",
             "job": f"({JOB})",
             "instance": ".*",
             "__rate_interval": "10s",
@@ -644,7 +647,13 @@ def test_the_dashboard_variables_list_the_job_its_instances_and_the_relayed_topi
     stack: Stack,
 ) -> None:
     instances = {f"127.0.0.1:{s.metrics_port}" for s in (stack.relay, stack.plain_relay)}
-    wanted = {"job": {JOB}, "instance": instances, "topic": set(stack.topics)}
+    wanted = {
+        "cluster": set(),  # no cluster label here: All (.*) matches series without it
+        "namespace": {K8S_NAMESPACE},
+        "job": {JOB},
+        "instance": instances,
+        "topic": set(stack.topics),
+    }
     for variable in dashboard_variables(_dashboard()):
         assert variable.metric
         selector = substitute(variable.metric, stack.variables)
