@@ -15,6 +15,8 @@ from typing import Any
 import pytest
 import yaml
 
+from sidecar.config import RegistrySettings
+from sidecar.dictionaries.registry import TOPIC_CONFIG
 from tests.deploy.kustomize import (
     DEPLOY,
     KUSTOMIZATIONS,
@@ -207,3 +209,18 @@ def test_the_image_is_named_in_one_place() -> None:
         if image["newName"] in path.read_text()
     ]
     assert mentions == [Path("k8s/kustomization.yaml")]
+
+
+def test_the_registry_topic_component_declares_the_topic_the_sidecars_use_replicated() -> None:
+    """was: the registry topic, the only source of truth for dictionaries, was left to the first
+    sidecar to create with the broker's default replication and no min.insync.replicas."""
+    resources = render(DEPLOY / "components" / "strimzi-registry-topic")
+    ((kind, _),) = resources
+    assert kind == "KafkaTopic"
+    (topic,) = resources.values()
+    spec = topic["spec"]
+    assert spec["topicName"] == RegistrySettings().topic
+    assert spec["partitions"] == 1 and spec["replicas"] == 3
+    assert int(spec["config"]["min.insync.replicas"]) == 2 < spec["replicas"]
+    # What the sidecar would create, and more: nothing of TOPIC_CONFIG is left out.
+    assert TOPIC_CONFIG.items() <= spec["config"].items()
