@@ -28,8 +28,8 @@ from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 from sidecar.config import Settings
 from sidecar.dictionaries.registry import TOPIC_CONFIG, Registry
 from sidecar.dictionaries.registry_state import Headers
-from sidecar.errors import InputError, RegistryError, RegistryUnavailable
-from sidecar.kafka.clients import make_reader, make_writer
+from sidecar.errors import InputError, KafkaUnavailable, RegistryError, RegistryUnavailable
+from sidecar.kafka import make_admin, make_reader, make_writer, partition_counts
 
 FORMAT: Final = "zdict-registry-backup"
 VERSION: Final = 1
@@ -146,6 +146,17 @@ def export_records(settings: Settings) -> list[RawRecord]:
         RegistryError: the topic is missing or cannot be read within `registry.timeout`.
     """
     topic, timeout = settings.registry.topic, settings.registry.timeout
+    bootstrap = settings.kafka.client_config()["bootstrap.servers"]
+    try:
+        # Reachable, and the topic there: the error names the brokers if not.
+        counts = partition_counts(make_admin(settings), [topic], timeout, bootstrap)
+    except KafkaUnavailable as exc:
+        raise RegistryUnavailable(str(exc)) from None
+    if topic not in counts:
+        raise RegistryError(
+            f"registry topic {topic} does not exist at {bootstrap}: nothing to export "
+            "(check ZDICT_REGISTRY__TOPIC and the bootstrap servers)"
+        )
     reader = make_reader(settings, "registry-export")
     try:
         tp = TopicPartition(topic, 0)
