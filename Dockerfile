@@ -5,7 +5,8 @@
 # wheels only (zstandard and confluent-kafka publish manylinux wheels, so not even this stage
 # compiles anything) at the versions deploy/constraints.txt pins (`python -m deploy.constraints`). The
 # final stage copies that virtualenv onto a fresh slim base: no compiler, no pip cache, no
-# source tree, and it runs as an unprivileged user.
+# source tree, no pip (the venv's own is uninstalled once it has installed the rest: nothing
+# installs at run time), and it runs as an unprivileged user.
 # tests/integration/test_image.py runs the RUN steps of `build` into a fresh venv the same way.
 
 # The base image by digest, so a rebuild gets the same one: python:3.12-slim's multi-platform
@@ -24,7 +25,8 @@ COPY pyproject.toml README.md deploy/constraints.txt ./
 COPY sidecar ./sidecar
 RUN python -m venv "$VENV" \
  && "$VENV/bin/pip" wheel --no-deps --wheel-dir "$WHEELS" . \
- && "$VENV/bin/pip" install --only-binary=:all: --constraint constraints.txt "$WHEELS"/zdict_sidecar-*.whl
+ && "$VENV/bin/pip" install --only-binary=:all: --constraint constraints.txt "$WHEELS"/zdict_sidecar-*.whl \
+ && "$VENV/bin/python" -m pip uninstall --yes --quiet pip
 
 FROM ${PYTHON_IMAGE}
 ARG VERSION=0.1.0
@@ -50,9 +52,10 @@ WORKDIR /var/lib/zdict
 VOLUME ["/var/lib/zdict/dictionaries"]
 EXPOSE 9400
 # /healthz answers 200 while the relay loop's heartbeat is fresh; slim images have no curl. It is
-# asked on the address the endpoint listens on (ZDICT_METRICS__HOST; 0.0.0.0: loopback).
+# asked on the address the endpoint listens on (ZDICT_METRICS__HOST; 0.0.0.0 and ::: loopback),
+# an IPv6 address in brackets (a pod IP on an IPv6 cluster).
 HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 \
-  CMD ["python", "-c", "import os, urllib.request; h = os.environ.get('ZDICT_METRICS__HOST') or '0.0.0.0'; urllib.request.urlopen('http://%s:%s/healthz' % ('127.0.0.1' if h == '0.0.0.0' else h, os.environ.get('ZDICT_METRICS__PORT', '9400')), timeout=4)"]
+  CMD ["python", "-c", "import os, urllib.request; h = os.environ.get('ZDICT_METRICS__HOST') or '0.0.0.0'; h = {'0.0.0.0': '127.0.0.1', '::': '::1'}.get(h, h); urllib.request.urlopen('http://%s:%s/healthz' % ('[%s]' % h if ':' in h else h, os.environ.get('ZDICT_METRICS__PORT', '9400')), timeout=4)"]
 ENTRYPOINT ["zdict-sidecar"]
 # Configured from the environment (ZDICT_RELAY__INPUT_TOPICS, KAFKA_BOOTSTRAP_SERVERS, ...).
 CMD ["run"]

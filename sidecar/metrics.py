@@ -337,7 +337,8 @@ class Metrics:
     ) -> None:
         """`memory` reads the container's memory figures (default: this process's cgroup);
         `group` is the consumer group the process's partitions come from (the label of
-        `zdict_assigned_partitions`, so that an alert tells one group from another)."""
+        `zdict_assigned_partitions`, so that an alert tells one group from another; exported
+        once the process joins it: `join_group`)."""
         self.registry = registry
         self._define_relay(registry)
         self._define_delivery(registry)
@@ -353,8 +354,11 @@ class Metrics:
             COMMIT_OK: self.commits.labels(COMMIT_OK),
             COMMIT_FAILED: self.commits.labels(COMMIT_FAILED),
         }
-        self._assigned = self.assigned_partitions.labels(group)
-        self._assigned.set(0)
+        self._group = group
+        # No series until the process joins its group: a process that never joins one (a
+        # proxy without training, the forwarding proxy) holds no partition by design, and a
+        # series at 0 would page ZdictNoPartitionAssigned for it.
+        self._assigned: Gauge | None = None
 
     # -- definitions, one group each -----------------------------------------------------------
 
@@ -688,9 +692,20 @@ class Metrics:
             if self._lag.pop((topic, partition), None) is not None:
                 _remove(self.consumer_lag, topic, str(partition))
 
+    def join_group(self) -> None:
+        """The process joins its consumer group: `zdict_assigned_partitions` is exported from
+        now on, at 0 until the first assignment (unchanged if one came first)."""
+        self._assigned_child()
+
     def set_assigned_partitions(self, count: int) -> None:
         """How many input partitions this process holds after a rebalance."""
-        self._assigned.set(count)
+        self._assigned_child().set(count)
+
+    def _assigned_child(self) -> Gauge:
+        with self._lock:
+            if self._assigned is None:
+                self._assigned = self.assigned_partitions.labels(self._group)
+            return self._assigned
 
     def produce_error(self, reason: str) -> None:
         """One record failed delivery; `reason` is a bounded error name (e.g. KafkaError.name())."""

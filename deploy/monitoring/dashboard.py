@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from deploy.monitoring.queries import ON, SEL
+from deploy.monitoring.queries import CLUSTER, JOB, NAMESPACE, ON, SEL
 from deploy.monitoring.rows import panels
 from deploy.monitoring.widgets import DS, Json
 
@@ -100,8 +100,8 @@ def _annotations() -> list[Json]:
 
 
 def _templating() -> list[Json]:
-    """The data source; the job, instance and topic variables (each narrowed by the ones
-    before it); the cost estimate's constants."""
+    """The data source; the cluster, namespace, job, instance and topic variables (each
+    narrowed by the ones before it); the cost estimate's constants."""
 
     def label_values(name: str, title: str, label: str, metric: str, all_value: str | None) -> Json:
         query = f"label_values({metric}, {label})"
@@ -149,17 +149,21 @@ def _templating() -> list[Json]:
             "regex": "",
             "hide": 0,
         },
+        # A Prometheus shared by clusters (an external or target label `cluster`) and
+        # namespaces: the same topic name in two of them is two topics.
+        label_values("cluster", "Cluster", "cluster", "zdict_build_info", ".*"),
+        label_values("namespace", "Namespace", "namespace", f"zdict_build_info{{{CLUSTER}}}", ".*"),
         # No custom All value: "All" then means every job that exports zdict_build_info, so a
         # Prometheus scraping itself does not add its own process_* series.
-        label_values("job", "Job", "job", "zdict_build_info", None),
-        label_values("instance", "Instance", "instance", 'zdict_build_info{job=~"$job"}', ".*"),
+        label_values("job", "Job", "job", f"zdict_build_info{{{CLUSTER}, {NAMESPACE}}}", None),
         label_values(
-            "topic",
-            "Topic",
-            "topic",
-            'zdict_messages_total{job=~"$job", instance=~"$instance"}',
+            "instance",
+            "Instance",
+            "instance",
+            f"zdict_build_info{{{CLUSTER}, {NAMESPACE}, {JOB}}}",
             ".*",
         ),
+        label_values("topic", "Topic", "topic", f"zdict_messages_total{{{ON}}}", ".*"),
         *(constant(*variable) for variable in COST_VARIABLES),
     ]
 

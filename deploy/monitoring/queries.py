@@ -1,20 +1,25 @@
 """The PromQL the dashboard is made of: label filters, rates, quantiles, the savings sums.
 
 Rates use Grafana's `$__rate_interval`, totals over the time range `$__range`. Every query is
-filtered by `$job` (the Prometheus jobs that scrape a sidecar) and `$instance`, and the relay's
-series by `$topic` (the input topics; multi-value, All = `.*`). The savings are the encoding
-relays' (`mode="encode"`): a decoding relay's bytes go the other way. The cost estimate takes
-its prices and the topics' retention from the dashboard's constants.
+filtered by `$cluster` and `$namespace` (the target's labels on a Prometheus shared by several
+clusters or namespaces, where same-named topics must not be summed; All = `.*`, which also
+matches series without the label), `$job` (the Prometheus jobs that scrape a sidecar) and
+`$instance`, and the relay's series by `$topic` (the input topics; multi-value, All = `.*`).
+The savings are the encoding relays' (`mode="encode"`): a decoding relay's bytes go the other
+way. The cost estimate takes its prices and the topics' retention from the dashboard's
+constants.
 """
 
 from __future__ import annotations
 
+CLUSTER = 'cluster=~"$cluster"'
+NAMESPACE = 'namespace=~"$namespace"'
 JOB = 'job=~"$job"'
 INSTANCE = 'instance=~"$instance"'
 TOPIC = 'topic=~"$topic"'
 ENCODE = 'mode="encode"'
 #: Every series of the selected sidecars.
-ON = f"{JOB}, {INSTANCE}"
+ON = f"{CLUSTER}, {NAMESPACE}, {JOB}, {INSTANCE}"
 #: Their series of the selected topics.
 SEL = f"{ON}, {TOPIC}"
 #: Their encoding side.

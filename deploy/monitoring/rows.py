@@ -666,14 +666,16 @@ def _kafka(layout: Layout) -> None:
     )
     layout.add(
         timeseries(
-            "Produce errors",
-            "Records the producer failed to deliver, per instance and reason. Without a "
+            "Produce errors per second",
+            "Records the producer failed to deliver per second, per instance and reason. "
+            "A relay without a dead-letter topic exits right after its first, often before a "
+            "scrape: ZdictSidecarExitedWithError reads that exit from the cluster. Without a "
             "dead-letter topic the relay stops at the first and is restarted (alert "
             "ZdictProduceErrors); with one, a record the broker refuses outright is set aside "
             "and the relay goes on (alert ZdictDeadLetters). No data is good.",
             [
                 (
-                    f"sum by (instance, reason) (zdict_produce_errors_total{{{ON}}})",
+                    sum_rate(f"zdict_produce_errors_total{{{ON}}}", by="instance, reason"),
                     "{{instance}} {{reason}}",
                 )
             ],

@@ -1,5 +1,6 @@
-"""`train`, `evaluate` and `dicts list|show|activate|rollback`: making dictionaries and choosing
-the active one, in the local store or the registry, with their reports."""
+"""`train`, `evaluate` and `dicts list|show|activate|rollback|export|import`: making dictionaries
+and choosing the active one, in the local store or the registry, with their reports; a backup of
+the registry topic and its restore."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import argparse
 import json
 import sys
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from sidecar.cli.common import (
@@ -22,6 +24,7 @@ from sidecar.cli.common import (
 )
 from sidecar.codec import Decoder
 from sidecar.config import Settings, TrainingSettings
+from sidecar.dictionaries.backup import export_records, import_records, read_backup, write_backup
 from sidecar.dictionaries.lifecycle import promote, sync_store
 from sidecar.dictionaries.model import (
     MAX_DICT_ID,
@@ -403,6 +406,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 def cmd_dicts(args: argparse.Namespace) -> int:
     settings = configured_settings(args)
+    if args.action in ("export", "import"):
+        return _backup(args, settings)
     store = DictionaryStore(settings.dictionaries)
     if args.registry:
         registry = open_registry(settings, "operator")
@@ -439,6 +444,34 @@ def cmd_dicts(args: argparse.Namespace) -> int:
             "add --registry to switch every sidecar",
             file=sys.stderr,
         )
+    return 0
+
+
+def _backup(args: argparse.Namespace, settings: Settings) -> int:
+    """`dicts export FILE` / `dicts import FILE`: the registry topic to a file and back."""
+    if not settings.registry.enabled:
+        raise ConfigError(
+            f"dicts {args.action} works on the registry topic, which is disabled "
+            "(ZDICT_REGISTRY__ENABLED=false): enable it"
+        )
+    topic = settings.registry.topic
+    if args.action == "export":
+        records = export_records(settings)
+        write_backup(args.file, topic, records)
+        print(f"exported {len(records)} records of registry topic {topic} to {args.file}")
+        return 0
+    exported_from, records = read_backup(args.file)
+    count = import_records(settings, records)
+    # Read back as every sidecar will: what it holds now, each record checked.
+    registry = Registry.open(settings, "operator")
+    try:
+        state = registry.state
+        print(
+            f"imported {count} records (exported from {exported_from}) into registry topic "
+            f"{topic}: {len(state.dictionaries)} dictionaries, {len(state.activations)} active"
+        )
+    finally:
+        registry.close()
     return 0
 
 
@@ -569,7 +602,10 @@ def _add_dicts_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def add_dicts(commands: Commands) -> None:
-    p = commands.add_parser("dicts", help="list, show, activate or roll back stored dictionaries")
+    p = commands.add_parser(
+        "dicts",
+        help="list, show, activate or roll back stored dictionaries; back up the registry",
+    )
     actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
     a = actions.add_parser("list", help="every dictionary, * marks the active one")
     a.add_argument("--namespace")
@@ -586,4 +622,14 @@ def add_dicts(commands: Commands) -> None:
     a = actions.add_parser("rollback", help="re-activate the previously active dictionary")
     a.add_argument("--namespace", required=True)
     _add_dicts_flags(a)
+    a = actions.add_parser(
+        "export", help="every record of the registry topic, in order, to FILE (a backup)"
+    )
+    a.add_argument("file", type=Path, metavar="FILE")
+    add_config_flags(a)
+    a = actions.add_parser(
+        "import", help="restore a backup FILE into the registry topic (created, and empty)"
+    )
+    a.add_argument("file", type=Path, metavar="FILE")
+    add_config_flags(a)
     p.set_defaults(func=cmd_dicts)

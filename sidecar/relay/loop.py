@@ -174,6 +174,7 @@ class Relay:
         }
         for topic, until in self._held.items():
             log.info("backlog_held", topic=topic, wait_seconds=round(until - last_commit, 1))
+        state.metrics.join_group()
         self.consumer.subscribe(
             list(self.routes),
             on_assign=self.on_assign,

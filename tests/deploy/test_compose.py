@@ -244,9 +244,22 @@ def test_a_service_of_the_zdict_image_that_is_not_the_relay_disables_the_images_
     for name, service in image.items():
         relay = service.get("command") in (["run"], ["proxy"]) and "entrypoint" not in service
         if relay:
-            assert "/healthz" in " ".join(service["healthcheck"]["test"]), name
+            assert "/healthz" in " ".join(service["healthcheck"]["test"]) or (
+                "/readyz" in " ".join(service["healthcheck"]["test"])
+            ), name
         else:
             assert service["healthcheck"] == {"disable": True}, name
+
+
+def test_the_producer_starts_once_the_proxy_is_ready_not_merely_alive(
+    project: dict[str, Any],
+) -> None:
+    """was: the sidecar's healthcheck asked /healthz, 200 from the first moment, so the demo
+    producer could start before the proxy listened (issue 28, point 11)."""
+    services = _services(project)
+    assert services["producer"]["depends_on"]["sidecar"]["condition"] == "service_healthy"
+    test = services["sidecar"]["healthcheck"]["test"]
+    assert test[0] == "CMD" and "/readyz" in test[-1] and "/healthz" not in test[-1]
 
 
 def test_the_header_comment_describes_exactly_the_services_of_the_file(

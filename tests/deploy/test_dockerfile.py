@@ -12,6 +12,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import threading
@@ -81,6 +82,13 @@ def test_the_final_stage_copies_the_built_venv_and_installs_no_build_tools() -> 
     assert copy.startswith("--from=build ")
     for run in final.all("RUN"):
         assert not re.search(r"apt-get|apk |gcc|g\+\+|build-essential|pip ", run), run
+
+
+def test_the_venv_the_final_stage_copies_has_no_pip() -> None:
+    """Nothing installs at run time: pip would only be attack surface (issue 28, point 11)."""
+    (run,) = _stages()[0].all("RUN")
+    last = run.split("&&")[-1].split()
+    assert last[:4] == ['"$VENV/bin/python"', "-m", "pip", "uninstall"] and last[-1] == "pip"
 
 
 def test_the_build_stage_installs_dependencies_from_wheels_only() -> None:
@@ -175,21 +183,38 @@ def test_the_build_context_holds_exactly_what_the_dockerfile_copies() -> None:
         assert (ROOT / path).exists(), path
 
 
+class _Healthz6(http.server.ThreadingHTTPServer):
+    address_family = socket.AF_INET6
+
+
 class _Healthz(http.server.BaseHTTPRequestHandler):
     def do_GET(self) -> None:
-        self.send_response(200 if self.path == "/healthz" else 404)
+        host = self.headers.get("Host", "")
+        # RFC 9110: an IPv6 address in Host is bracketed; strict servers refuse it bare.
+        bare_ipv6 = host.count(":") > 1 and not host.startswith("[")
+        self.send_response(400 if bare_ipv6 else 200 if self.path == "/healthz" else 404)
         self.end_headers()
 
     def log_message(self, format: str, *args: object) -> None:
         pass  # no stderr noise in the test output
 
 
-@pytest.mark.parametrize(("bind", "configured"), [("127.0.0.1", None), ("127.0.0.2", "127.0.0.2")])
+@pytest.mark.parametrize(
+    ("bind", "configured"),
+    [
+        ("127.0.0.1", None),
+        ("127.0.0.2", "127.0.0.2"),
+        # was: http://::1:PORT, which urllib cannot read: an IPv6 pod IP goes in brackets
+        ("::1", "::1"),
+        ("::1", "::"),
+    ],
+)
 def test_the_healthcheck_asks_the_address_the_endpoint_is_bound_to(
     bind: str, configured: str | None
 ) -> None:
     # As in Kubernetes with ZDICT_METRICS__HOST=status.podIP: nothing listens on 127.0.0.1.
-    server = http.server.ThreadingHTTPServer((bind, 0), _Healthz)
+    kind = _Healthz6 if ":" in bind else http.server.ThreadingHTTPServer
+    server = kind((bind, 0), _Healthz)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         command = json.loads(_final().one("HEALTHCHECK").partition("CMD ")[2])

@@ -5,16 +5,15 @@ so it works offline) validates every built-in kind strictly against Kubernetes 1
 ServiceMonitor and PrometheusRule are decoded into strict pydantic models of the Prometheus
 Operator's API (tests/deploy/operator_types.py: unknown fields, wrong types, enums and duration
 patterns refused), and the PrometheusRule's groups are checked by the real `promtool check
-rules`. The ConfigMap and Secret are loaded by sidecar.config as the pods' environment, and the
-CronJob's arguments are parsed by the real CLI parser. The kustomization's patches are applied
-by a reader of the one kind it uses (JSON patch `add` on a kind selector), here, without
-kustomize. No cluster and no operator run here.
+rules`. The ConfigMap (generated from zdict-sidecar.env) and the Secret are loaded by
+sidecar.config as the pods' environment, and the CronJob's arguments are parsed by the real CLI
+parser. The kustomization is rendered by the real kustomize (`kubectl kustomize`,
+tests/deploy/kustomize.py). No cluster and no operator run here.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -29,11 +28,18 @@ from sidecar.cli.main import build_parser
 from sidecar.config import load_settings
 from sidecar.health import Health
 from tests.deploy.files import is_setting
+from tests.deploy.kustomize import generated, render
 from tests.deploy.operator_types import PrometheusRule, ServiceMonitor, decode
 
 ROOT = Path(__file__).resolve().parents[2]
 K8S = ROOT / "deploy" / "k8s"
-BUILT_IN = ("configmap.yaml", "secret.yaml", "deployment.yaml", "service.yaml", "pvc.yaml")
+BUILT_IN = (
+    "secret.yaml",
+    "deployment.yaml",
+    "pdb.yaml",
+    "service.yaml",
+    "pvc.yaml",
+)
 CRONJOB = "cronjob-train.yaml"
 OPERATOR = ("servicemonitor.yaml", "prometheusrule.yaml")
 #: Flags the retraining CronJob uses that the lifecycle work adds to `train` (the registry);
@@ -44,6 +50,18 @@ PENDING_TRAIN_FLAGS = ("--publish",)
 def _doc(name: str) -> dict[str, Any]:
     loaded: dict[str, Any] = yaml.safe_load((K8S / name).read_text())
     return loaded
+
+
+def _config() -> dict[str, str]:
+    """The settings ConfigMap's data, as kustomize generates it from zdict-sidecar.env."""
+    data: dict[str, str] = generated(render(K8S), "ConfigMap", _config_name())["data"]
+    return data
+
+
+def _config_name() -> str:
+    (generator,) = _doc("kustomization.yaml")["configMapGenerator"]
+    name: str = generator["name"]
+    return name
 
 
 def _resources() -> dict[str, dict[str, Any]]:
@@ -186,7 +204,7 @@ def test_every_container_runs_non_root_on_a_read_only_root_filesystem() -> None:
 
 
 def test_the_dictionary_store_is_a_writable_volume_in_every_zdict_container() -> None:
-    store = _doc("configmap.yaml")["data"]["ZDICT_DICTIONARIES"]
+    store = _config()["ZDICT_DICTIONARIES"]
     pods = {
         "deployment": _doc("deployment.yaml")["spec"]["template"]["spec"],
         "cronjob": _doc(CRONJOB)["spec"]["jobTemplate"]["spec"]["template"]["spec"],
@@ -203,6 +221,7 @@ def test_the_dictionary_store_is_a_writable_volume_in_every_zdict_container() ->
 
 def test_zdict_containers_take_their_environment_from_the_configmap_and_the_secret() -> None:
     names = {r["kind"]: r["metadata"]["name"] for r in _resources().values()}
+    names["ConfigMap"] = _config_name()
     names["Secret"] = _doc("secret.yaml")["metadata"]["name"]
     for name, container in _zdict_containers():
         sources = container["envFrom"]
@@ -213,7 +232,7 @@ def test_zdict_containers_take_their_environment_from_the_configmap_and_the_secr
 
 
 def test_every_configmap_and_secret_key_is_a_setting_zdict_sidecar_reads() -> None:
-    keys = [*_doc("configmap.yaml")["data"], *_doc("secret.yaml")["stringData"]]
+    keys = [*_config(), *_doc("secret.yaml")["stringData"]]
     unknown = [key for key in keys if not is_setting(key)]
     assert unknown == []
     assert not is_setting("ZDICT_RELAY__INPUT_TOPIC")  # a typo is caught: the field is plural
@@ -224,7 +243,7 @@ def test_the_configmap_and_secret_load_as_valid_settings_with_the_password_kept_
 ) -> None:
     for key in [k for k in os.environ if k.startswith("ZDICT_")]:
         monkeypatch.delenv(key)
-    environment = {**_doc("configmap.yaml")["data"], **_doc("secret.yaml")["stringData"]}
+    environment = {**_config(), **_doc("secret.yaml")["stringData"]}
     for key, value in environment.items():
         monkeypatch.setenv(key, value)
     settings = load_settings()
@@ -249,12 +268,18 @@ def test_the_service_selects_the_pods_and_the_servicemonitor_scrapes_it_as_job_z
     assert service["spec"]["selector"].items() <= pod_labels.items()
     assert deployment["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
     (port,) = service["spec"]["ports"]
-    assert port["targetPort"] == "metrics"
+    (_, sidecar), _cron = _zdict_containers()
+    # A number, resolved on every Kubernetes version (the proxy's port is an init container's).
+    assert port["targetPort"] == sidecar["ports"][0]["containerPort"] == 9400
     assert (
         monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
     )
     (endpoint,) = monitor["spec"]["endpoints"]
     assert endpoint["port"] == port["name"]
+    # was: instance = the pod's IP and port, in every legend and alert (issue 28, point 9)
+    assert {"sourceLabels": ["__meta_kubernetes_pod_name"], "targetLabel": "instance"} in (
+        endpoint["relabelings"]
+    )
     # The job label the alerts select on (deploy/prometheus/alerts.yml: job="zdict-sidecar").
     assert service["metadata"]["labels"][monitor["spec"]["jobLabel"]] == "zdict-sidecar"
 
@@ -270,42 +295,13 @@ def test_the_cronjob_retrains_the_relayed_topic_on_a_schedule_with_the_real_cli(
     parsed, unknown = build_parser().parse_known_args(args)
     assert set(unknown) <= set(PENDING_TRAIN_FLAGS), unknown
     assert parsed.func.__name__ == "cmd_train"
-    topics = _doc("configmap.yaml")["data"]["ZDICT_RELAY__INPUT_TOPICS"]
+    topics = _config()["ZDICT_RELAY__INPUT_TOPICS"]
     assert f'"{parsed.topic}"' in topics
     assert parsed.sample == 20_000
 
 
-def _kustomized() -> dict[str, dict[str, Any]]:
-    """The listed resources with the kustomization's patches applied (kind name: resource).
-
-    Only what kustomization.yaml uses is read: targets selecting by group and by kind (an
-    anchored regular expression, as kustomize matches them) and JSON patches of `add`
-    operations; anything else fails the test, to be taught here first.
-    """
-    kustomization = _doc("kustomization.yaml")
-    resources = {r["kind"]: r for r in _resources().values()}
-    assert set(kustomization) <= {"apiVersion", "kind", "resources", "patches"}
-    for entry in kustomization.get("patches", []):
-        target = entry["target"]
-        assert set(target) <= {"group", "kind"}, target
-        for resource in resources.values():
-            group = resource["apiVersion"].rpartition("/")[0]
-            if group != target.get("group", group):
-                continue
-            if not re.fullmatch(target.get("kind", ".*"), resource["kind"]):
-                continue
-            for operation in yaml.safe_load(entry["patch"]):
-                assert operation["op"] == "add", operation
-                *parents, key = operation["path"].strip("/").split("/")
-                node = resource
-                for part in parents:
-                    node = node[part]
-                node[key] = operation["value"]
-    return resources
-
-
 def test_the_operator_resources_carry_the_release_label_kube_prometheus_stack_selects_on() -> None:
-    resources = _kustomized()
+    resources = {kind: resource for (kind, _), resource in render(K8S).items()}
     for kind in ("ServiceMonitor", "PrometheusRule"):
         labels = resources[kind]["metadata"]["labels"]
         assert labels["release"] == "kube-prometheus-stack", kind

@@ -23,6 +23,7 @@ from deploy.monitoring.dashboard import dashboard_json
 from deploy.monitoring.prometheus_rule import prometheus_rule_yaml
 from sidecar.metrics import Metrics
 from tests.deploy.promql import (
+    CLUSTER_METRICS,
     dashboard_queries,
     dashboard_variables,
     exported_names,
@@ -81,7 +82,7 @@ def test_the_dashboard_uid_is_pinned_and_every_query_uses_the_datasource_variabl
     dashboard = _dashboard()
     assert dashboard["uid"] == "zdict-sidecar"
     names = [v["name"] for v in dashboard["templating"]["list"]]
-    assert names[:4] == ["datasource", "job", "instance", "topic"]
+    assert names[:6] == ["datasource", "cluster", "namespace", "job", "instance", "topic"]
     datasource_var = dashboard["templating"]["list"][0]
     assert datasource_var["type"] == "datasource" and datasource_var["query"] == "prometheus"
     prometheus_ds = {"type": "prometheus", "uid": "${datasource}"}
@@ -146,7 +147,7 @@ def test_the_dashboard_shows_the_numbers_the_issue_asks_for() -> None:
 
 def _known_names() -> set[str]:
     exposition = generate_latest(Metrics(CollectorRegistry()).registry).decode()
-    return exported_names(exposition) | recorded_names(_groups()) | {"up"}
+    return exported_names(exposition) | recorded_names(_groups()) | {"up"} | CLUSTER_METRICS
 
 
 def test_every_dashboard_and_rule_query_uses_only_metrics_the_sidecar_exports() -> None:
@@ -201,20 +202,41 @@ def test_every_alert_has_a_severity_a_summary_and_a_description() -> None:
 _SELECTOR = re.compile(r"\b(zdict_\w+|process_\w+|up)\b(?!\s*\()(\{[^}]*\})?")
 
 
-def test_every_dashboard_query_is_filtered_by_the_job_and_instance_variables() -> None:
+#: The variables that narrow every series of the dashboard, in the order each narrows the next.
+_SCOPE = ("cluster", "namespace", "job", "instance")
+
+
+def test_every_dashboard_query_is_filtered_by_the_cluster_namespace_job_and_instance() -> None:
+    """was: no `namespace` or `cluster` variable: on a Prometheus shared by several, the same
+    topic name in two namespaces was summed into one (issue 28, point 9)."""
     for query in dashboard_queries(_dashboard()):
         for match in _SELECTOR.finditer(query.expr):
             matchers = match.group(2) or ""
-            assert 'job=~"$job"' in matchers, (query.source, match.group())
-            assert 'instance=~"$instance"' in matchers, (query.source, match.group())
+            for name in _SCOPE:
+                assert f'{name}=~"${name}"' in matchers, (query.source, match.group())
+
+
+def test_each_scope_variable_lists_values_within_the_ones_before_it() -> None:
+    variables = {v.name: v for v in dashboard_variables(_dashboard())}
+    for i, name in enumerate((*_SCOPE, "topic")):
+        selector = variables[name].metric or ""
+        for before in _SCOPE[:i]:
+            assert f'{before}=~"${before}"' in selector, (name, before)
 
 
 def test_the_dashboard_never_reads_the_topic_from_a_label_the_operator_overwrites() -> None:
-    """`namespace` is the Kubernetes namespace under the Prometheus Operator, not a topic."""
+    """`namespace` is the Kubernetes namespace under the Prometheus Operator, not a topic: it
+    is only ever matched against its own variable."""
     for query in dashboard_queries(_dashboard()):
-        assert "namespace" not in query.expr, query.source
+        assert "namespace" not in query.expr.replace('namespace=~"$namespace"', ""), query.source
     for variable in dashboard_variables(_dashboard()):
-        assert variable.label in {"job", "instance", "topic"}, variable
+        assert variable.label in {*_SCOPE, "topic"}, variable
+
+
+def test_the_produce_errors_panel_plots_a_rate_not_a_raw_counter() -> None:
+    (panel,) = [p for p in _dashboard()["panels"] if p["title"].startswith("Produce errors")]
+    (target,) = panel["targets"]
+    assert "rate(zdict_produce_errors_total{" in target["expr"]
 
 
 def test_every_query_of_bytes_and_records_takes_the_encode_side_where_it_sums_savings() -> None:
@@ -312,8 +334,8 @@ def test_the_first_dictionary_activation_is_annotated_and_a_pod_joining_is_not(
     (annotation,) = [
         a for a in _dashboard()["annotations"]["list"] if a.get("name") == "Dictionary activated"
     ]
-    variables = {"job": "zdict-sidecar", "instance": ".*", "topic": ".*"}
-    expr = substitute(annotation["expr"], variables)
+    variables = {"cluster": ".*", "namespace": ".*", "job": "zdict-sidecar", "instance": ".*"}
+    expr = substitute(annotation["expr"], {**variables, "topic": ".*"})
     a = 'job="zdict-sidecar", namespace="shop", instance="10.1.0.11:9400", topic="orders"'
     b = 'job="zdict-sidecar", namespace="shop", instance="10.1.0.12:9400", topic="orders"'
     active = 'dict_id="32768", version="1"'

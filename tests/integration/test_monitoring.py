@@ -28,13 +28,14 @@ which the annotations must name.
 
 Then every PromQL expression of the dashboard and of the rule files is sent to Prometheus's HTTP
 API with Grafana's template variables substituted (`$topic` = the three topics, `$job` =
-`zdict-sidecar`, `$instance` = All, the cost constants at their defaults, `$__rate_interval` =
-10s, `$__range` = 1m, `$__interval` = 2s) and must return series. Alert and annotation
-conditions are evaluated with their `OP NUMBER` comparisons stripped (tests/deploy/promql.py says
-why), the annotations, which mark events, over the whole time Prometheus has been scraping. The one
-exception is a metric that only has series after a failure: `zdict_produce_errors_total` (no
-delivery fails here); its queries must still be accepted by Prometheus, and the exposition must
-declare it. Nothing is skipped: without Prometheus or the broker these tests fail.
+`zdict-sidecar`, `$cluster`, `$namespace` and `$instance` = All, the cost constants at their
+defaults, `$__rate_interval` = 10s, `$__range` = 1m, `$__interval` = 2s) and must return series.
+Alert and annotation conditions are evaluated with their `OP NUMBER` comparisons stripped
+(tests/deploy/promql.py says why), the annotations, which mark events, over the whole time
+Prometheus has been scraping. The one exception is a metric that only has series after a failure:
+`zdict_produce_errors_total` (no delivery fails here); its queries must still be accepted by
+Prometheus, and the exposition must declare it. Nothing is skipped: without Prometheus or the
+broker these tests fail.
 """
 
 from __future__ import annotations
@@ -65,6 +66,7 @@ from deploy.monitoring.dashboard import COST_VARIABLES
 from sidecar.bench.events import generate
 from sidecar.tools.report import POINTS
 from tests.deploy.promql import (
+    CLUSTER_METRICS,
     Query,
     dashboard_queries,
     dashboard_variables,
@@ -90,6 +92,8 @@ DASHBOARD = ROOT / "deploy" / "grafana" / "dashboards" / "zdict-sidecar.json"
 JOB = "zdict-sidecar"
 #: Metrics whose series exist only after a failure that these tests do not cause.
 FAILURE_ONLY = frozenset({"zdict_produce_errors_total", "zdict_produce_errors_created"})
+#: Metrics without series here: the failure-only ones, and kube-state-metrics' (no cluster).
+NO_SERIES_HERE = FAILURE_ONLY | CLUSTER_METRICS
 #: The Kubernetes namespace the relabelling below gives every sidecar target.
 K8S_NAMESPACE = "zdict-it"
 #: What the Prometheus Operator's relabelling of a ServiceMonitor's endpoints puts on every
@@ -283,6 +287,8 @@ class Stack:
         """Grafana's template variables as Grafana would send them for "All"."""
         return {
             "topic": f"({'|'.join(self.topics)})",
+            "cluster": ".*",
+            "namespace": ".*",
             "job": f"({JOB})",
             "instance": ".*",
             "__rate_interval": "10s",
@@ -490,7 +496,7 @@ def _problems(stack: Stack, queries: list[Query]) -> list[str]:
             body = stack.prometheus.query(expr)
         if body["status"] != "success":
             problems.append(f"{query.source}: refused: {body.get('error')}\n    {expr}")
-        elif not body["data"]["result"] and not metric_names(expr) & FAILURE_ONLY:
+        elif not body["data"]["result"] and not metric_names(expr) & NO_SERIES_HERE:
             problems.append(f"{query.source}: no series\n    {expr}")
     return problems
 
@@ -641,7 +647,13 @@ def test_the_dashboard_variables_list_the_job_its_instances_and_the_relayed_topi
     stack: Stack,
 ) -> None:
     instances = {f"127.0.0.1:{s.metrics_port}" for s in (stack.relay, stack.plain_relay)}
-    wanted = {"job": {JOB}, "instance": instances, "topic": set(stack.topics)}
+    wanted = {
+        "cluster": set(),  # no cluster label here: All (.*) matches series without it
+        "namespace": {K8S_NAMESPACE},
+        "job": {JOB},
+        "instance": instances,
+        "topic": set(stack.topics),
+    }
     for variable in dashboard_variables(_dashboard()):
         assert variable.metric
         selector = substitute(variable.metric, stack.variables)
@@ -656,6 +668,7 @@ def test_every_metric_the_dashboard_and_rules_query_is_in_the_sidecars_expositio
     status, body = stack.relay.http_get("/metrics")
     assert status == 200
     known = exported_names(body.decode()) | recorded_names(_rule_groups()) | {"up"}
+    known |= CLUSTER_METRICS
     queries = dashboard_queries(_dashboard()) + rule_expressions(_rule_groups())
     assert unknown_metrics(queries, known) == {}
     assert known >= FAILURE_ONLY

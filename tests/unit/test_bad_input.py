@@ -98,6 +98,8 @@ CASES: Final = [
             "dicts show 40000",
             "dicts activate --namespace orders 40000",
             "dicts rollback --namespace orders",
+            "dicts export out.backup",
+            "dicts import {junk}",
         )
     ),
     # -- generate
@@ -357,6 +359,11 @@ CASES: Final = [
     case("dicts-activate-no-namespace", "dicts activate 40000", USAGE, "--namespace"),
     case("dicts-rollback-nothing", "dicts rollback --namespace orders", FAILURE, "orders"),
     case("dicts-list-registry-unreachable", "dicts list --registry", FAILURE, UNREACHABLE),
+    case("dicts-export-unreachable", "dicts export out.backup", FAILURE, UNREACHABLE),
+    case("dicts-export-no-file", "dicts export", USAGE, "FILE"),
+    case("dicts-import-missing", "dicts import {missing}", FAILURE, "{missing}"),
+    case("dicts-import-junk", "dicts import {junk}", FAILURE, "{junk}", "not a registry backup"),
+    case("dicts-import-empty", "dicts import {empty}", FAILURE, "{empty}", "not a registry backup"),
 ]
 
 

@@ -171,15 +171,28 @@ def test_registering_a_namespace_initialises_every_outcome_at_zero(
         assert value(registry, "zdict_training_runs_total", topic="orders", result=result) == 0
     assert value(registry, "zdict_input_bytes_total", topic="orders", mode="encode") == 0
     assert value(registry, "zdict_commits_total", result="failed") == 0
-    assert value(registry, "zdict_assigned_partitions", group="") == 0
 
 
-def test_the_assigned_partitions_carry_the_consumer_group_from_the_start() -> None:
+def test_the_assigned_partitions_carry_the_consumer_group_from_joining_it() -> None:
     registry = CollectorRegistry()
     metrics = Metrics(registry, group="orders-relay")
+    metrics.join_group()
     assert value(registry, "zdict_assigned_partitions", group="orders-relay") == 0
     metrics.set_assigned_partitions(4)
+    metrics.join_group()  # joining again keeps what is held
     assert value(registry, "zdict_assigned_partitions", group="orders-relay") == 4
+
+
+def test_a_process_that_never_joins_its_group_exports_no_assignment() -> None:
+    """was: every process exported zdict_assigned_partitions{group} = 0 from its start, so a
+    proxy that never joins a group (--no-training, --pass-through) paged
+    ZdictNoPartitionAssigned after 5 minutes (issue 28, point 2)."""
+    registry = CollectorRegistry()
+    metrics = Metrics(registry, group="orders-zdict-proxy")
+    metrics.namespace("orders")
+    assert scrape(registry)["zdict_assigned_partitions"] == ("gauge", [])
+    metrics.set_assigned_partitions(2)  # a first assignment without join_group: exported too
+    assert value(registry, "zdict_assigned_partitions", group="orders-zdict-proxy") == 2
 
 
 def test_each_registry_is_independent_and_a_second_metrics_on_one_registry_is_refused(
@@ -188,6 +201,7 @@ def test_each_registry_is_independent_and_a_second_metrics_on_one_registry_is_re
     first = Metrics(registry)
     other = CollectorRegistry()
     Metrics(other).set_assigned_partitions(5)
+    first.join_group()
     assert value(registry, "zdict_assigned_partitions", group="") == 0
     assert first.registry is registry
     with pytest.raises(ValueError, match="Duplicated timeseries"):
@@ -719,7 +733,7 @@ def test_metrics_endpoint_serves_the_registry_in_prometheus_text_format(
 def test_metrics_endpoint_gzips_when_asked(server: str) -> None:
     status, body, headers = get(server + "/metrics", {"Accept-Encoding": "gzip"})
     assert status == 200 and headers["Content-Encoding"] == "gzip"
-    assert b'zdict_assigned_partitions{group=""} 0.0' in gzip.decompress(body)
+    assert b'zdict_commits_total{result="failed"} 0.0' in gzip.decompress(body)
 
 
 def test_metrics_endpoint_speaks_openmetrics_when_asked(server: str) -> None:
