@@ -161,7 +161,14 @@ def start(secured: Secured, tmp_path: Path) -> Iterator[StartSidecar]:
 def _proxy(start: StartSidecar, env: dict[str, str | None]) -> tuple[str, Sidecar]:
     address = f"127.0.0.1:{free_port()}"
     process = start(
-        "proxy", "--forward", "--listen", address, "--metrics-port", "0", env=env, name="forward"
+        "proxy",
+        "--forward",
+        "--listen",
+        address,
+        "--metrics-port",
+        "0",
+        env={"ZDICT_PROXY__ALLOWED_TOPICS": '["zdict-it-fwd-*"]', **env},
+        name="forward",
     )
     return address, process
 
