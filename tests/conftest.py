@@ -16,4 +16,5 @@ pytest_plugins = [
     "tests.integration.fixtures.records",
     "tests.integration.fixtures.sidecars",
     "tests.integration.fixtures.private_brokers",
+    "tests.integration.fixtures.clusters",
 ]
