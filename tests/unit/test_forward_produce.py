@@ -362,6 +362,15 @@ def test_a_client_sent_zd_header_is_refused(encoder: Encoder, events: list[bytes
     assert code == ErrorCode.invalid_record and message is not None and "'zd'" in message
 
 
+def test_a_header_key_read_as_zd_up_to_a_nul_byte_is_refused(
+    encoder: Encoder, events: list[bytes]
+) -> None:
+    # librdkafka reads header keys as C strings: `zd\x00x` would reach its consumers as `zd`.
+    batch = encode_batch([NewRecord(value=events[0], headers=[("zd\x00x", b"\x80\x01")])])
+    code, message = _refusal(Setup(encoder), batch)
+    assert code == ErrorCode.invalid_record and message is not None and "NUL" in message
+
+
 def test_a_value_the_decoders_would_refuse_is_message_too_large(encoder: Encoder) -> None:
     batch = encode_batch([NewRecord(value=b"x" * 5000)])
     assert _refusal(Setup(encoder, max_value=4096), batch)[0] == ErrorCode.message_too_large

@@ -427,10 +427,11 @@ def _read_headers(
         name, pos = _sized(section, pos, stop, "header key")
         if name is None:
             raise _invalid("a record header has a null key")
-        if name == ours:
+        # C clients (librdkafka) read a key up to its first NUL byte: `zd\x00x` is `zd` there.
+        if name.split(b"\x00", 1)[0] == ours:
             raise _invalid(
-                f"a record carries the header {ours.decode()!r}, which only the proxy writes: "
-                "remove it"
+                f"a record carries the header {ours.decode()!r} (or a key that C clients read "
+                "as it, up to a NUL byte), which only the proxy writes: remove it"
             )
         header, pos = _sized(section, pos, stop, "header value")
         headers.append((name, header))
