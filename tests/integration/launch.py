@@ -25,8 +25,12 @@ def environment_for(kafka_bootstrap: str, registry_topic: str) -> SidecarEnv:
 
     This process's environment without any ``ZDICT_*`` variable, plus KAFKA_BOOTSTRAP_SERVERS
     (`bootstrap`, default the test broker), ``ZDICT_LOG_FORMAT=json``, the metrics endpoint on
-    127.0.0.1, ``ZDICT_REGISTRY__TOPIC`` = `registry_topic`, and `env` on top (a None value
-    removes a variable).
+    127.0.0.1, ``ZDICT_REGISTRY__TOPIC`` = `registry_topic`, ``ZDICT_CODEC__OUTPUT_MODE=frames``,
+    and `env` on top (a None value removes a variable).
+
+    Output mode `frames`: the tests check what the codec writes record by record, and a relay
+    reading a backlog at full speed fills its batches, which `auto` (the default) writes raw;
+    the tests of `auto` set it (test_output_mode, test_monitoring).
     """
 
     def build(
@@ -39,6 +43,7 @@ def environment_for(kafka_bootstrap: str, registry_topic: str) -> SidecarEnv:
                 "ZDICT_LOG_FORMAT": "json",
                 "ZDICT_METRICS__HOST": "127.0.0.1",
                 "ZDICT_REGISTRY__TOPIC": registry_topic,
+                "ZDICT_CODEC__OUTPUT_MODE": "frames",
             }
         )
         for key, value in (env or {}).items():

@@ -130,6 +130,7 @@ def test_the_relay_writes_frames_at_one_record_a_batch_and_raw_values_at_full_ba
         f"zdict-it-outmode-{uuid.uuid4().hex[:12]}",
         env={
             "ZDICT_PRODUCER__STATISTICS_INTERVAL_MS": STATISTICS_MS,
+            "ZDICT_CODEC__OUTPUT_MODE": "auto",
             "ZDICT_TRAINING__ENABLED": "false",
             "ZDICT_REGISTRY__ENABLED": "false",
         },
