@@ -179,7 +179,7 @@ class NamespaceMetrics:
     )
 
     def __init__(
-        self, metrics: Metrics, namespace: str, outcomes: Sequence[str] = Outcome.ALL
+        self, metrics: Metrics, namespace: str, outcomes: Sequence[str] = Outcome.COUNTED
     ) -> None:
         self.name = namespace
         self._messages = metrics.messages
@@ -255,6 +255,20 @@ class NamespaceMetrics:
         self._input.inc(input_bytes)
         self._output.inc(output_bytes)
         self._compress.observe(encode_seconds / messages)
+
+    def observe_raw(self, records: int, size: int) -> None:
+        """`records` written raw (the output mode), `size` bytes of values: outcome `raw`, the
+        same bytes in and out. Not in the encode time: they were not encoded."""
+        if not records:
+            return
+        child = self._outcomes.get(Outcome.RAW)
+        if child is None:  # registered with other outcomes (a decoding relay never goes raw)
+            child = self._outcomes[Outcome.RAW] = self._messages.labels(
+                self.name, self._mode, Outcome.RAW
+            )
+        child.inc(records)
+        self._input.inc(size)
+        self._output.inc(size)
 
     def observe_delivery_latency(self, seconds: float) -> None:
         """One delivered record: input record timestamp → output acknowledged (clamped at 0)."""
@@ -367,7 +381,8 @@ class Metrics:
         and the record batches its output is stored in."""
         self.messages = Counter(
             "zdict_messages",
-            "Records handled, by what the codec did with the value (codec Outcome).",
+            "Records handled, by what the codec did with the value (codec Outcome); raw: "
+            "written as it came by the output mode (codec.output_mode), not encoded.",
             ("topic", "mode", "outcome"),
             registry=reg,
         )
@@ -575,7 +590,9 @@ class Metrics:
 
     # -- per topic -----------------------------------------------------------------------------
 
-    def namespace(self, namespace: str, outcomes: Sequence[str] = Outcome.ALL) -> NamespaceMetrics:
+    def namespace(
+        self, namespace: str, outcomes: Sequence[str] = Outcome.COUNTED
+    ) -> NamespaceMetrics:
         """The cached children of topic `namespace`, registering it on first use with
         `outcomes` (the encoder's, or `Outcome.DECODE_ALL` for a decode relay: `mode` decode)
         at 0."""

@@ -3,10 +3,11 @@
 A namespace is a topic as the producers name it: its dictionaries are trained on its values and
 stored under its name. Per namespace, a process holds the encoder of its active dictionary, the
 reservoir that samples its raw values for training, and its metrics. `Namespaces` builds them,
-encodes and counts a batch (`Namespace.encode`), and switches a namespace to a new encoder when
-the store's active dictionary changes (told by the trainer, or found in the store every
-`DICTIONARY_CHECK_INTERVAL` seconds), announcing each encoder it takes up in the log and in the
-`zdict_dictionary_*` metrics.
+encodes and counts a batch (`Namespace.encode`), counts the records written raw and
+shadow-encodes a share of them for the live ratio (`Namespace.pass_raw`), and switches a
+namespace to a new encoder when the store's active dictionary changes (told by the trainer, or
+found in the store every `DICTIONARY_CHECK_INTERVAL` seconds), announcing each encoder it takes
+up in the log and in the `zdict_dictionary_*` metrics.
 
 Not thread-safe but for `request_refresh`: the relay's loop or the proxy's event loop owns it.
 """
@@ -20,6 +21,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Final
 
 from sidecar.codec import CodecStats, Encoder, Transformed
+from sidecar.codec.raw_values import RawShadow, passed_raw
 from sidecar.config import CodecSettings, SamplingSettings
 from sidecar.dictionaries.store import DictionaryStore
 from sidecar.errors import ZdictError
@@ -71,10 +73,10 @@ def new_reservoir(topic: str, sampling: SamplingSettings) -> Reservoir:
 
 
 class Namespace:
-    """One namespace: its current encoder, its training sample (None: nothing trains) and its
-    metrics."""
+    """One namespace: its current encoder, its training sample (None: nothing trains), its
+    metrics and the shadow sample of its raw records."""
 
-    __slots__ = ("active_id", "encoder", "metrics", "reservoir", "topic")
+    __slots__ = ("active_id", "encoder", "metrics", "reservoir", "shadow", "topic")
 
     def __init__(
         self, topic: str, encoder: Encoder, reservoir: Reservoir | None, metrics: NamespaceMetrics
@@ -85,6 +87,7 @@ class Namespace:
         self.active_id: int | None = encoder.dict_id or None
         self.reservoir = reservoir
         self.metrics = metrics
+        self.shadow = RawShadow()
 
     def encode(self, records: Records) -> list[Transformed]:
         """Encode a batch with the current encoder and count it in the metrics (outcomes, bytes
@@ -107,6 +110,15 @@ class Namespace:
             delta, stats.input_bytes - input_bytes, stats.output_bytes - output_bytes, seconds
         )
         return encoded
+
+    def pass_raw(self, records: Records) -> list[Transformed]:
+        """`records` written raw (their partitions' output mode), as they came: counted as
+        outcome `raw` at their size in and out, and the shadow sample's share of them encoded
+        with the current encoder for the live ratio only (`codec.raw_values`)."""
+        passed = passed_raw(records)
+        self.metrics.observe_raw(len(passed), sum(t.input_bytes for t in passed))
+        self.shadow.measure(self.encoder, records)
+        return passed
 
 
 class Namespaces:

@@ -55,8 +55,9 @@ def _savings_at_a_glance(layout: Layout) -> None:
         stat(
             "Compression ratio",
             "Raw value bytes in / value bytes out (compressed frames with their zd header, and "
-            "values passed through) of the encoding relays, over the selected topics. 1.00 "
-            "saves nothing.",
+            "values passed through or written raw) of the encoding relays, over the selected "
+            "topics. 1.00 saves nothing: a topic written raw (output mode) leaves its saving to "
+            "the batch compression, seen in Ratio as stored.",
             [(RATIO, "ratio")],
             "none",
             decimals=2,
@@ -124,7 +125,8 @@ def _savings_at_a_glance(layout: Layout) -> None:
             stat(
                 "Records passed through",
                 "Share of records left uncompressed (tombstones, below the break-even size, "
-                "precompressed, no gain, already encoded). The reasons are in Records below.",
+                "precompressed, no gain, already encoded, and raw: written as they came where "
+                "batches fill past the crossover). The reasons are in Records below.",
                 [(PASSED_THROUGH, "passed through")],
                 "percentunit",
                 decimals=1,
@@ -255,7 +257,8 @@ def _records(layout: Layout) -> None:
         timeseries(
             "Records per second by outcome",
             "compressed, or passed through because of: tombstone, already_encoded, "
-            "below_threshold, precompressed, no_gain (README, wire format).",
+            "below_threshold, precompressed, no_gain (README, wire format); raw: written as "
+            "they came for the batch compression (output mode).",
             [(sum_rate(MESSAGES, by="outcome"), "{{outcome}}")],
             "short",
             stack=True,

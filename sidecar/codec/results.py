@@ -24,6 +24,11 @@ class Outcome:
     NO_GAIN: Final = "no_gain"
     ALL: Final = (COMPRESSED, TOMBSTONE, ALREADY_ENCODED, BELOW_THRESHOLD, PRECOMPRESSED, NO_GAIN)
     SKIPS: Final = (TOMBSTONE, ALREADY_ENCODED, BELOW_THRESHOLD, PRECOMPRESSED, NO_GAIN)
+    # Not the encoder's: the output mode wrote the value as it came, for the producer's batch
+    # compression (`codec.output_mode`); counted at its size in and out, no saving of ours.
+    RAW: Final = "raw"
+    #: What the encoding relays and the in-process producers count: the encoder's and `raw`.
+    COUNTED: Final = (*ALL, RAW)
     # The decoding direction (`Decoder.decode_batch`, `run --mode decode`):
     DECODED: Final = "decoded"
     NOT_ENCODED: Final = "not_encoded"  # no header of ours: passed through as it was
@@ -61,10 +66,31 @@ class CodecStats:
     output_bytes: int = 0
     excluded_bytes: int = 0
     dictionary_id: int = NO_DICTIONARY
+    #: The shadow sample of the records written raw (`codec.raw_shadow`), scaled to the records
+    #: it stands for: counted for the live ratio only, never in the totals above.
+    shadow_messages: int = 0
+    shadow_input_bytes: int = 0
+    shadow_output_bytes: int = 0
 
     @property
     def messages(self) -> int:
         return sum(self.outcomes.values())
+
+    @property
+    def live_messages(self) -> int:
+        """Records the live ratio stands on: those encoded and those the shadow sample took for."""
+        return self.messages + self.shadow_messages
+
+    @property
+    def live_input_bytes(self) -> int:
+        """Input bytes of the live ratio: values no dictionary could shrink left out, the
+        shadow sample's (scaled) in."""
+        return self.input_bytes - self.excluded_bytes + self.shadow_input_bytes
+
+    @property
+    def live_output_bytes(self) -> int:
+        """Output bytes of the live ratio (as `live_input_bytes`)."""
+        return self.output_bytes - self.excluded_bytes + self.shadow_output_bytes
 
     @property
     def ratio(self) -> float:

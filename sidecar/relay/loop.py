@@ -253,10 +253,10 @@ class Relay:
             self.state.stats.consumed += len(batch)
             raw = self._modes.split(topic, batch) if self._modes is not None else None
             try:
-                if raw is None:
+                if raw is None or route.namespace is None:
                     encoded = route.transform(records)
                 else:  # partitions whose batches fill: their values go as they came
-                    encoded = with_raw(route.transform, records, raw)
+                    encoded = with_raw(route.transform, route.namespace.pass_raw, records, raw)
             except CodecError:
                 self._output.one_by_one(route, batch, records)
                 continue

@@ -165,6 +165,7 @@ class _CompressingProducer:
         if modes is not None and modes.raw and self._goes_raw(modes, topic, partition, headers):
             # Batches fill here: the value goes as it came, batch compression only.
             self._producer.produce(topic, value, key, partition, report, None, timestamp, headers)
+            self._encoding.count_raw(topic, value)
             return
         try:
             value, header = self._encoding.encode(

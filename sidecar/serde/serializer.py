@@ -33,6 +33,7 @@ Value = bytes | str | bytearray | memoryview | None
 NamespaceRule = str | Callable[[str], str] | None
 
 _COMPRESSED: Final = Outcome.COMPRESSED
+_RAW: Final = Outcome.RAW
 _perf_counter: Final = time.perf_counter
 
 
@@ -143,6 +144,21 @@ class ValueEncoding:
             tally.dictionary = encoder.dictionary
             tally.at = ended
         return out, (encoder.header if outcome == _COMPRESSED else None)
+
+    def count_raw(self, topic: str, value: bytes | None) -> None:
+        """One record of `topic` written raw (its partition's output mode): outcome `raw`, its
+        value's size in and out (`codec.raw_values`), no encode time. Nothing without
+        metrics."""
+        if self._metrics is None:
+            return
+        try:
+            tally = self._local.tallies[topic]
+        except (AttributeError, KeyError):
+            tally = self._tally(topic)
+        size = len(value) if value is not None else 0
+        tally.outcomes[_RAW] += 1
+        tally.input_bytes += size
+        tally.output_bytes += size
 
     def _tally(self, topic: str) -> ProducerTopicMetrics:
         """The calling thread's tally of `topic`, made on its first record there."""

@@ -389,12 +389,14 @@ class Trainer:
         stats = self._encoder_stats(ns.topic)
         live: float | None = None
         if ns.champion is not None and stats.dictionary_id == ns.champion.id:
+            # The shadow sample of the records written raw counts too (`codec.raw_values`): a
+            # topic whose batches fill is measured all the same.
             ns.live.observe(
                 now,
                 stats,
-                stats.input_bytes - stats.excluded_bytes,
-                stats.output_bytes - stats.excluded_bytes,
-                stats.messages,
+                stats.live_input_bytes,
+                stats.live_output_bytes,
+                stats.live_messages,
             )
             live = ns.live.ratio()
         # Else the relay has not switched to the champion yet (it does within seconds): its

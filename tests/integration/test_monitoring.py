@@ -832,15 +832,26 @@ def test_report_from_prometheus_draws_a_png_and_its_numbers_are_prometheus_numbe
     assert summary["saved_per_second"] == pytest.approx(sum(values) / len(values), rel=1e-9)
     assert summary["saved_per_month"] == pytest.approx(summary["saved_per_second"] * 30 * 86400)
 
-    # The same ratio the sidecar counts itself, within the noise of a one-minute window.
+    # The raw-mode truth: at 1,500 records/s the relay's batches fill past the dictionary's
+    # crossover and its partitions go raw (output mode auto), their records counted at their
+    # size in and out: the batch zstd's saving is the producer's, so the value ratio is the
+    # frames' diluted towards 1, by a raw share that follows each partition's fill (so the
+    # one-minute ratio is no longer the sidecar's ratio since it started, give or take noise).
+    # What the dictionary achieves on these events is the live ratio, measured on the raw
+    # records' shadow sample.
     counters = stack.relay.metrics()
     labels = frozenset({("topic", stack.dict_topic), ("mode", "encode")})
     own_ratio = (
         counters[("zdict_input_bytes_total", labels)]
         / counters[("zdict_output_bytes_total", labels)]
     )
-    assert summary["ratio"] == pytest.approx(own_ratio, rel=0.1)
-    assert 1.3 < summary["ratio"] < 3.0
+    assert counters[("zdict_messages_total", frozenset({*labels, ("outcome", "raw")}))] > 0
+    assert 1.0 <= summary["ratio"] < 3.0
+    assert 1.0 <= own_ratio < 3.0
+    (live,) = stack.prometheus.result(
+        f'last_over_time(zdict_live_ratio{{topic="{stack.dict_topic}"}}[60s])'
+    )
+    assert 1.3 < float(live["value"][1]) < 3.0
 
 
 def test_report_from_the_sidecars_own_metrics_sums_its_counters(stack: Stack) -> None:

@@ -681,6 +681,16 @@ def test_the_producer_writes_raw_values_where_its_batches_fill_past_the_crossove
     assert (
         mode("zdict_producer_output_mode", {"topic": TOPIC, "partition": "-1", "mode": "raw"}) == 1
     )
+    # The raw records are counted, at their size in and out; only the frame was encoded.
+    got = scrape(registry)
+    topic = (("topic", TOPIC),)
+    assert got[("zdict_producer_records_total", (("outcome", "raw"), *topic))] == 3
+    assert got[("zdict_producer_records_total", (("outcome", "compressed"), *topic))] == 1
+    raw_bytes = len(events[0]) + len(events[2]) + len(events[3])
+    assert got[("zdict_producer_input_bytes_total", topic)] == raw_bytes + len(events[1])
+    frame_cost = len(framed["value"]) + Encoder(crossing).header_bytes
+    assert got[("zdict_producer_output_bytes_total", topic)] == raw_bytes + frame_cost
+    assert got[("zdict_producer_encode_seconds_count", topic)] == 1
 
 
 def test_the_producer_frames_every_value_with_output_mode_frames_or_another_batch_codec(

@@ -268,6 +268,35 @@ def test_the_live_ratio_is_judged_only_once_the_relay_encodes_with_the_champion(
     assert live() == pytest.approx(1.9, rel=0.01)
 
 
+def _raw_traffic(harness: Harness, ratio: float, seconds: int) -> None:
+    """A topic written raw (`codec.output_mode`): the encoder encodes nothing, its shadow
+    sample's scaled totals grow at `ratio` for `seconds` ticks."""
+    for _ in range(seconds):
+        harness.stats.shadow_input_bytes += 100_000
+        harness.stats.shadow_output_bytes += int(100_000 / ratio)
+        harness.stats.shadow_messages += 1000
+        harness.tick()
+
+
+def test_a_topic_written_raw_keeps_its_live_ratio_and_its_drift_retrains(
+    harness: Harness,
+) -> None:
+    first = _promote_first(harness)
+    harness.tick(10.0)
+    registry = harness.trainer.metrics.registry
+    _raw_traffic(harness, 1.9, 12)  # the first whole window: the reference
+    assert registry.get_sample_value("zdict_live_ratio", {"topic": TOPIC}) == pytest.approx(
+        1.9, rel=0.01
+    )
+    assert harness.stats.messages == 0
+    _raw_traffic(harness, 1.0, 12)  # far below it: drift, noticed on the shadow sample alone
+    assert harness.trainer.namespaces[TOPIC].drift is not None
+    harness.feed(3500, seed=2, drift_at=0)
+    harness.tick()
+    assert len(harness.jobs) == 2 and harness.jobs[-1].job.champion is not None
+    assert harness.jobs[-1].job.champion.id == first
+
+
 def test_an_operator_rollback_holds_drift_off(harness: Harness) -> None:
     first = _promote_first(harness)
     harness.feed(4000, seed=2, drift_at=0)
