@@ -126,6 +126,8 @@ TRAINING_ENV = {
     "ZDICT_TRAINING__DRIFT_MIN_MESSAGES": "1000",
     "ZDICT_TRAINING__DRIFT_TOLERANCE": "0.9",
     "ZDICT_REGISTRY__FOLLOW_INTERVAL": "1",
+    # The default output mode, as deployed: full batches of a partition go raw.
+    "ZDICT_CODEC__OUTPUT_MODE": "auto",
 }
 
 
