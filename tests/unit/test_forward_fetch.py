@@ -663,7 +663,7 @@ def test_the_service_decodes_with_the_store_without_a_registry(
             fetch_compression="zstd",
         ),
     )
-    fetch = _fetch_decoding(settings, CollectorRegistry())
+    fetch = _fetch_decoding(settings, CollectorRegistry(), None)
     try:
         assert fetch.max_bytes == 1 << 20, "a response fits the budget"
         assert fetch.topics.hidden("dicts") and not fetch.decodes_for("raw")
