@@ -257,7 +257,10 @@ def test_after_training_the_dictionary_is_used(proxy: Proxy, kafka_bootstrap: st
     wait_until(trained, timeout=60, interval=1.0, what="a dictionary trained from Produce")
     active = store.active(proxy.trained)
     assert active is not None
-    proxy.process.wait_for_event("dictionary_loaded", timeout=30)
+    # The topic's own switch: another topic of the module may have trained first.
+    proxy.process.wait_for_event(
+        "dictionary_loaded", timeout=30, where=lambda e: e.get("namespace") == proxy.trained
+    )
     sent = records_for(proxy.trained, 200, "after", 2)
     assert produce_all(producer, sent) == []
     got = read_all(kafka_bootstrap, proxy.trained, 400 * batch + len(sent))
