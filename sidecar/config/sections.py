@@ -524,7 +524,7 @@ class ProxySettings(BaseModel):
         default=False,
         description="forward every request to the upstream broker the client addressed, "
         "broker addresses rewritten to the proxy's listeners, Produce requests rewritten in "
-        "place (values encoded)",
+        "place (values encoded), Fetch responses decoded (fetch_decode)",
     )
     broker_port_base: int = Field(
         default=9100,
