@@ -84,8 +84,8 @@ def add_proxy(commands: Commands) -> None:
         action="store_true",
         help="forward every request to the upstream brokers, their addresses rewritten to "
         "local ports (ZDICT_PROXY__BROKER_PORT_BASE + node id), Produce requests rewritten in "
-        "place (values encoded); clients may produce to ZDICT_PROXY__ALLOWED_TOPICS (default: "
-        "the --topic topics)",
+        "place (values encoded), Fetch responses decoded (ZDICT_PROXY__FETCH_DECODE); clients "
+        "may produce to ZDICT_PROXY__ALLOWED_TOPICS (default: the --topic topics)",
     )
     add_lifecycle_flags(p, "the proxy")
     add_config_flags(p)

@@ -524,7 +524,7 @@ class ProxySettings(BaseModel):
         default=False,
         description="forward every request to the upstream broker the client addressed, "
         "broker addresses rewritten to the proxy's listeners, Produce requests rewritten in "
-        "place (values encoded)",
+        "place (values encoded), Fetch responses decoded (fetch_decode)",
     )
     broker_port_base: int = Field(
         default=9100,
@@ -576,7 +576,7 @@ class ProxySettings(BaseModel):
         description="with forward: client ids (client.id) that get fetched records as stored, "
         "for clients that decode themselves, a JSON list",
     )
-    fetch_compression: Literal["input", "none", "gzip", "lz4", "zstd"] = Field(
+    fetch_compression: Literal["input", "none", "gzip", "snappy", "lz4", "zstd"] = Field(
         default="input",
         description="with forward: the compression of a fetched batch whose records were "
         "decoded: input keeps the batch's own",

@@ -39,7 +39,7 @@ from sidecar.errors import CodecError, MalformedBatch
 from sidecar.kafka import protocol_error_code
 from sidecar.logs import get_logger
 from sidecar.metrics import Metrics
-from sidecar.namespaces import Namespace
+from sidecar.proxy.forward.routes import Route
 from sidecar.proxy.metadata import UpstreamTopics
 from sidecar.proxy.protocol import NO_THROTTLE, PRODUCE, Request, build, nested, response_class
 from sidecar.proxy.sequences import Sequences, Verdict
@@ -62,19 +62,6 @@ _MALFORMED_CODES: Final = {
     "codec": ErrorCode.unsupported_compression_type,
     "format": ErrorCode.invalid_record,
 }
-
-
-@dataclass(frozen=True, slots=True)
-class Route:
-    """Where records produced to one topic go, and how they are encoded."""
-
-    #: The topic as the client names it: its namespace (encoder, sample, metrics).
-    namespace: Namespace
-    upstream: str
-
-    @property
-    def topic(self) -> str:
-        return self.namespace.topic
 
 
 class Routes(Protocol):

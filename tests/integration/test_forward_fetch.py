@@ -254,9 +254,22 @@ def test_kcat_and_the_java_console_consumer_read_decoded_values(
     registry_topic: str,
     events: list[bytes],
 ) -> None:
+    """Batches written in zstd, lz4 and snappy come back in their codec: lz4 with independent
+    blocks and snappy in xerial framing, the only forms Kafka's Java reader takes."""
     address, _ = forward
     topic = create_topic(kafka_admin, 1, None, "zdict-it-fetch-cli")
-    sent = _write(kafka_bootstrap, registry_topic, topic, events[:200], "zstd", partitions=1)
+    sent = [
+        record
+        for i, codec in enumerate(["zstd", "lz4", "snappy"])
+        for record in _write(
+            kafka_bootstrap,
+            registry_topic,
+            topic,
+            events[100 * i : 100 * (i + 1)],
+            codec,
+            partitions=1,
+        )
+    ]
     lines = [
         f"{key.decode()}|{value.decode()}|trace={(headers[0][1] or b'').decode()},app=fetch"
         for _, key, value, headers, _ in sent
@@ -320,7 +333,7 @@ def test_kcat_and_the_java_console_consumer_read_decoded_values(
         f"CreateTime:{timestamp}\ttrace:{(headers[0][1] or b'').decode()},app:fetch\t"
         f"{(key or b'').decode()}\t{(value or b'').decode()}"
         for _, key, value, headers, timestamp in sent
-    ]
+    ], java.stderr[-3000:]
 
 
 def test_metadata_lists_neither_internal_topics_nor_the_registry(

@@ -257,6 +257,7 @@ def test_after_training_the_dictionary_is_used(proxy: Proxy, kafka_bootstrap: st
     wait_until(trained, timeout=60, interval=1.0, what="a dictionary trained from Produce")
     active = store.active(proxy.trained)
     assert active is not None
+    # The topic's own switch: another topic of the module may have trained first.
     proxy.process.wait_for_event(
         "dictionary_loaded",
         timeout=30,

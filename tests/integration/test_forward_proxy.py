@@ -1,9 +1,10 @@
-"""`zdict-sidecar proxy --forward` (issue 26, step A) with real clients against the session
-broker: every request forwarded, broker addresses rewritten to the proxy's loopback listeners.
-confluent-kafka Producer and a Consumer in a group (FindCoordinator, JoinGroup, commits),
-transactions committed and aborted under read_committed, kcat -P and -C -G, and Kafka's Java
-console consumer with --group: what they read through the proxy is byte-exact what was written
-(keys, headers, timestamps, order)."""
+"""`zdict-sidecar proxy --forward` (issue 26) with real clients against the session broker:
+every request forwarded, broker addresses rewritten to the proxy's loopback listeners, values
+compressed on Produce and decoded on Fetch. confluent-kafka Producer and a Consumer in a group
+(FindCoordinator, JoinGroup, commits), transactions committed and aborted under read_committed,
+kcat -P and -C -G, and Kafka's Java console consumer with --group, all producing and reading
+through the proxy: what they read is byte-exact what was written (keys, headers, timestamps,
+order), while the topic read directly from the broker holds `zd` frames."""
 
 from __future__ import annotations
 
@@ -18,6 +19,9 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
+
+from sidecar.codec import Decoder
+from sidecar.dictionaries.registry import RegistryResolver
 
 from .launch import SidecarEnv, StartSidecar, environment_for, start_sidecars
 from .process import Sidecar, free_port
@@ -43,8 +47,13 @@ def produce_all(producer: Producer, records: list[dict[str, Any]]) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def forward_env(kafka_bootstrap: str) -> SidecarEnv:
-    return environment_for(kafka_bootstrap, f"_zdict_dictionaries-{uuid.uuid4().hex}")
+def registry_topic() -> str:
+    return f"_zdict_dictionaries-{uuid.uuid4().hex}"
+
+
+@pytest.fixture(scope="module")
+def forward_env(kafka_bootstrap: str, registry_topic: str) -> SidecarEnv:
+    return environment_for(kafka_bootstrap, registry_topic)
 
 
 @pytest.fixture(scope="module")
@@ -65,10 +74,7 @@ def forward(
         "0",
         env={
             "ZDICT_PROXY__BROKER_PORT_BASE": str(base),
-            # Forwarding as such: every test topic allowed, values passed as they are (the
-            # rewriting of Produce is test_forward_produce's).
             "ZDICT_PROXY__ALLOWED_TOPICS": '["zdict-it-forward*"]',
-            "ZDICT_PROXY__COMPRESS": "false",
         },
         name="forward",
     )
@@ -76,12 +82,18 @@ def forward(
     yield address, process
     process.terminate()
     assert process.wait() == 0, process.tail()
-    refused = [
+    troubles = [
         e
         for e in process.log_lines()
-        if e.get("event") in ("request_refused", "upstream_response_refused")
+        if e.get("event")
+        in (
+            "request_refused",
+            "upstream_response_refused",
+            "produce_refused",
+            "fetch_records_not_decoded",
+        )
     ]
-    assert refused == [], "every client request was forwarded and every answer read"
+    assert troubles == [], "every request forwarded, every answer read, every record decoded"
     next(starter, None)
 
 
@@ -125,7 +137,10 @@ def test_clients_see_only_the_proxys_loopback_addresses(
 
 
 def test_a_producer_and_a_consumer_group_byte_exact(
-    forward: tuple[str, Sidecar], kafka_admin: AdminClient
+    forward: tuple[str, Sidecar],
+    kafka_admin: AdminClient,
+    kafka_bootstrap: str,
+    registry_topic: str,
 ) -> None:
     address, _ = forward
     topic = create_topic(kafka_admin, 3, None, "zdict-it-forward")
@@ -158,6 +173,25 @@ def test_a_producer_and_a_consumer_group_byte_exact(
         [TopicPartition(topic, p) for p in range(3)], timeout=10
     )
     assert [tp.offset for tp in committed] == [200, 200, 200], "commits went through the proxy"
+
+    stored = consume(
+        {"bootstrap.servers": kafka_bootstrap, "group.id": f"{group}-direct"}, [topic], len(sent)
+    )
+    assert [(m.partition(), m.offset()) for m in sorted(stored, key=_position)] == [
+        (m.partition(), m.offset()) for m in sorted(got, key=_position)
+    ]
+    assert all([name for name, _ in headers_of(m)] == ["trace", "empty", "zd"] for m in stored), (
+        "on the broker: the zd header after the client's"
+    )
+    resolver = RegistryResolver.connect(kafka_bootstrap, topic=registry_topic, follow_interval=None)
+    with Decoder(resolver) as decoder:
+        frames = [decoder.decode(m.value(), headers_of(m)) for m in sorted(stored, key=_position)]
+    assert frames == [m.value() for m in sorted(got, key=_position)], "zd frames of the values"
+    assert all(m.value() != s for m, s in zip(sorted(stored, key=_position), frames, strict=True))
+
+
+def _position(m: Message) -> tuple[int, int]:
+    return m.partition() or 0, m.offset() or 0
 
 
 def test_transactions_commit_and_abort_and_read_committed_sees_the_committed(
@@ -234,7 +268,7 @@ def test_kcat_produces_and_consumes_in_a_group(
 
 
 def test_the_java_console_consumer_reads_in_a_group(
-    forward: tuple[str, Sidecar], kafka_admin: AdminClient, kafka_bootstrap: str
+    forward: tuple[str, Sidecar], kafka_admin: AdminClient
 ) -> None:
     address, _ = forward
     topic = create_topic(kafka_admin, 2, None, "zdict-it-forward-java")
@@ -249,7 +283,7 @@ def test_the_java_console_consumer_reads_in_a_group(
         }
         for i in range(100)
     ]
-    assert produce_all(Producer({"bootstrap.servers": kafka_bootstrap}), sent) == []
+    assert produce_all(Producer({"bootstrap.servers": address}), sent) == []
     result = subprocess.run(
         [
             sys.executable,

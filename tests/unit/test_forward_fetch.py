@@ -16,8 +16,10 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import cramjam
 import pytest
 import zstandard
+from crc32c import crc32c
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_writer
@@ -31,6 +33,7 @@ from sidecar.dictionaries.model import build_dictionary
 from sidecar.dictionaries.store import DictionaryStore
 from sidecar.errors import RegistryUnavailable, UnknownDictionary
 from sidecar.proxy.forward.addresses import Address, encode_response, parse_response
+from sidecar.proxy.forward.compression import CODEC_IDS, XERIAL_HEADER, Compression
 from sidecar.proxy.forward.fetch import FetchDecoding, RecentMisses
 from sidecar.proxy.forward.fetch_metrics import FetchMetrics
 from sidecar.proxy.forward.fetched import PartitionDecoder
@@ -164,6 +167,43 @@ def test_the_output_compression_can_be_set(
     (batch,) = decode_batches(result.data, LIMIT)
     assert batch.codec == compression
     assert _values([batch]) == events[:20]
+
+
+@pytest.mark.parametrize("framing", ["xerial", "raw"])
+def test_snappy_batches_are_decoded_and_written_again_in_xerial_framing(
+    dictionary: Dictionary, events: list[bytes], framing: str
+) -> None:
+    compression = Compression()
+    plain = encode_batch(_encoded(dictionary, events[:50]), producer_id=4242, base_sequence=3)
+    section = plain[61:]
+    if framing == "xerial":
+        body = compression.compress(CODEC_IDS["snappy"], section)
+    else:
+        body = bytes(cramjam.snappy.compress_raw(section))
+    stored = _with_body(plain, body, CODEC_IDS["snappy"])
+
+    kept = PartitionDecoder(_decoder(dictionary)).rewrite(stored, limit=LIMIT, first=True)
+    unpacked = PartitionDecoder(_decoder(dictionary), "none").rewrite(
+        stored, limit=LIMIT, first=True
+    )
+
+    assert (kept.decoded, unpacked.decoded) == (50, 50)
+    (batch,) = decode_batches(unpacked.data, LIMIT)  # the CRC-32C is checked
+    assert _values([batch]) == events[:50]
+    assert (batch.producer_id, batch.base_sequence) == (4242, 3)
+    assert kept.data[22] & 0x07 == CODEC_IDS["snappy"], "the batch's own codec kept"
+    assert kept.data[61:].startswith(XERIAL_HEADER), "written as Java producers write it"
+    assert crc32c(kept.data[21:]) == struct.unpack_from(">I", kept.data, 17)[0]
+    inflated = compression.decompress(CODEC_IDS["snappy"], kept.data[61:], LIMIT)
+    assert inflated == unpacked.data[61:]
+
+
+def _with_body(batch: bytes, body: bytes, codec: int) -> bytes:
+    """`batch` with its records section replaced by `body`, compressed with `codec`."""
+    attributes = (struct.unpack_from(">h", batch, 21)[0] & ~0x07) | codec
+    after = struct.pack(">h", attributes) + batch[23:61] + body
+    length = struct.pack(">i", len(after) + 9)  # partition leader epoch, magic, CRC
+    return batch[:8] + length + batch[12:17] + struct.pack(">I", crc32c(after)) + after
 
 
 def test_what_is_not_ours_passes_byte_for_byte(dictionary: Dictionary, events: list[bytes]) -> None:
@@ -623,7 +663,7 @@ def test_the_service_decodes_with_the_store_without_a_registry(
             fetch_compression="zstd",
         ),
     )
-    fetch = _fetch_decoding(settings, CollectorRegistry())
+    fetch = _fetch_decoding(settings, CollectorRegistry(), None)
     try:
         assert fetch.max_bytes == 1 << 20, "a response fits the budget"
         assert fetch.topics.hidden("dicts") and not fetch.decodes_for("raw")

@@ -27,13 +27,8 @@ from sidecar.metrics import Metrics
 from sidecar.namespaces import Namespace
 from sidecar.proxy.forward.addresses import Address
 from sidecar.proxy.forward.allowlist import TopicAllowList
-from sidecar.proxy.forward.batches import (
-    CODEC_IDS,
-    Allowance,
-    BatchLimits,
-    BatchRewriter,
-    compress,
-)
+from sidecar.proxy.forward.batches import Allowance, BatchLimits, BatchRewriter
+from sidecar.proxy.forward.compression import CODEC_IDS, Compression
 from sidecar.proxy.forward.frames import read_request_header
 from sidecar.proxy.forward.listeners import Listeners
 from sidecar.proxy.forward.metrics import ForwardMetrics
@@ -269,12 +264,10 @@ def _compressed(records: Sequence[NewRecord], codec: str) -> bytes:
     """A batch of `records` compressed as a client would (snappy: xerial or raw)."""
     if codec in ("none", "gzip", "lz4", "zstd"):
         return encode_batch(records, codec=codec)
-    import zstandard
-
     plain = encode_batch(records)
     section = plain[61:]
     if codec == "snappy":
-        body = compress(2, section, zstandard.ZstdCompressor())
+        body = Compression().compress(2, section)
     else:
         import cramjam
 

@@ -22,8 +22,9 @@ from sidecar.codec import Decoder, Encoder, StaticResolver
 from sidecar.config import ProxySettings
 from sidecar.metrics import Metrics
 from sidecar.namespaces import Namespace
+from sidecar.proxy.forward.routes import Route
 from sidecar.proxy.metadata import UpstreamTopics
-from sidecar.proxy.produce import ProduceHandler, Route
+from sidecar.proxy.produce import ProduceHandler
 from sidecar.proxy.protocol import INIT_PRODUCER_ID, METADATA, PRODUCE
 from sidecar.proxy.sequences import ProducerIds, Sequences
 from sidecar.proxy.server import Dispatcher, ProxyServer

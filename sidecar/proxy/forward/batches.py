@@ -2,7 +2,7 @@
 
 Pure: no Kafka client, no I/O. Per v2 batch (layout in `sidecar.record_batch`): the header is
 read and checked (whole, magic 2, CRC-32C), a control batch passes untouched, a compressed one is
-decompressed within bounds (gzip, lz4, zstd, snappy in raw or xerial framing), every record is
+decompressed within bounds (`compression`: gzip, lz4, zstd, snappy raw or xerial), every record is
 read with each length checked against the bytes left, the values are encoded by the namespace's
 encoder (its skip rules; the `zd` header appended by the codec) and the records written again:
 attributes, timestamp delta, offset delta and key copied byte for byte, the client's headers
@@ -13,35 +13,31 @@ values changed, already in the output codec, is passed as it came.
 
 Refused (`ProduceRefused`, with the Kafka error the client gets): a batch that is truncated, of
 another magic or declares more records than its bytes can hold (INVALID_RECORD); a CRC mismatch
-(CORRUPT_MESSAGE); an unknown codec (UNSUPPORTED_COMPRESSION_TYPE); a batch decompressing past
-its bound (MESSAGE_TOO_LARGE) or a request past its bounds of records or decompressed bytes
-(RECORD_LIST_TOO_LARGE); a record carrying our header, a header key that is not UTF-8
-(INVALID_RECORD); a value above what the decoders accept (MESSAGE_TOO_LARGE); a timestamp below
--1 or past 2^63 - 1 ms (INVALID_TIMESTAMP).
+or data that does not decompress (CORRUPT_MESSAGE); an unknown codec
+(UNSUPPORTED_COMPRESSION_TYPE); a batch decompressing past its bound (MESSAGE_TOO_LARGE) or a
+request past its bounds of records or decompressed bytes (RECORD_LIST_TOO_LARGE); a record
+carrying our header, a header key that is not UTF-8 (INVALID_RECORD); a value above what the
+decoders accept (MESSAGE_TOO_LARGE); a timestamp below -1 or past 2^63 - 1 ms
+(INVALID_TIMESTAMP).
 """
 
 from __future__ import annotations
 
-import io
 import struct
-import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-import cramjam
-import lz4.frame
-import zstandard
 from crc32c import crc32c
 
 from sidecar.codec import Transformed
 from sidecar.codec.results import Outcome
-from sidecar.errors import CodecError, ProduceRefused
+from sidecar.errors import CodecError, MalformedBatch, ProduceRefused
+from sidecar.proxy.forward.compression import CODEC_IDS, Compression
 from sidecar.record_batch import (
     BATCH_HEADER_BYTES,
     CONTROL_BIT,
     LOG_OVERHEAD,
-    PRODUCER_ZSTD_LEVEL,
     varint,
 )
 
@@ -52,9 +48,6 @@ RECORD_LIST_TOO_LARGE: Final = 18
 INVALID_TIMESTAMP: Final = 32
 UNSUPPORTED_COMPRESSION_TYPE: Final = 76
 INVALID_RECORD: Final = 87
-#: Codec names by the value of bits 0-2 of a batch's attributes, and back.
-CODEC_NAMES: Final = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
-CODEC_IDS: Final = {name: code for code, name in CODEC_NAMES.items()}
 #: The smallest record: length, attributes, timestamp delta, offset delta, key length, value
 #: length, header count, one byte each. A batch declaring more records than its bytes hold
 #: this many is refused before any record is read.
@@ -62,12 +55,6 @@ MIN_RECORD_BYTES: Final = 7
 #: Highest timestamp a record may carry (milliseconds; a Java long). -1 means none.
 MAX_TIMESTAMP: Final = 2**63 - 1
 NO_TIMESTAMP: Final = -1
-#: snappy-java's stream framing (what Java producers write): magic, version, compatible version,
-#: then blocks of a 4-byte length and a raw snappy block.
-XERIAL_MAGIC: Final = b"\x82SNAPPY\x00"
-_XERIAL_HEADER: Final = XERIAL_MAGIC + struct.pack(">ii", 1, 1)
-#: Uncompressed bytes per xerial block written (snappy-java's default block size).
-XERIAL_BLOCK_BYTES: Final = 32 * 1024
 #: Records sections shorter than this are written uncompressed: their values are frames
 #: already, or short, and a compressor's frame header and setup cost more than it could save.
 MIN_COMPRESSED: Final = 256
@@ -79,7 +66,6 @@ _CRC_START: Final = 21
 _HEADER: Final = struct.Struct(">qiiBIhiqqqhii")
 _AFTER_CRC: Final = struct.Struct(">hiqqqhii")
 _BEFORE_CRC: Final = struct.Struct(">qiiBI")
-_INT32: Final = struct.Struct(">i")
 
 #: One record as read: (attributes, timestamp delta, offset delta and key as they came), value,
 #: header count, headers, the headers as they came.
@@ -157,7 +143,8 @@ class ReadPartition:
 
 
 class BatchRewriter:
-    """Rewrites the batches of Produce partitions (see module); holds the output compressor.
+    """Rewrites the batches of Produce partitions (see module); holds the codecs' compressors
+    (one rewriter per thread).
 
     In two steps so that the records of every partition of a topic in a request are encoded
     in one call (the namespace's per-call cost, metrics and all, is paid once per request,
@@ -170,8 +157,7 @@ class BatchRewriter:
         self.limits = limits
         self._header_key = limits.header_key.encode()
         self._codec_id = CODEC_IDS[limits.output_codec]
-        self._zstd = zstandard.ZstdCompressor(level=PRODUCER_ZSTD_LEVEL)
-        self._unzstd = zstandard.ZstdDecompressor()
+        self._compression = Compression()
 
     def rewrite(self, data: bytes, encode: Encode, allowance: Allowance) -> Rewritten:
         """The records field `data` of one partition with every batch rewritten.
@@ -273,7 +259,12 @@ class BatchRewriter:
     def _decompress(self, codec: int, section: bytes, allowance: Allowance) -> bytes:
         batch_limit = self.limits.max_batch_bytes
         limit = min(batch_limit, allowance.bytes_left)
-        plain = decompress(codec, section, limit, self._unzstd)
+        try:
+            plain = self._compression.decompress(codec, section, limit)
+        except MalformedBatch as exc:
+            if exc.reason == "codec":
+                raise ProduceRefused(UNSUPPORTED_COMPRESSION_TYPE, "codec", str(exc)) from None
+            raise ProduceRefused(CORRUPT_MESSAGE, "corrupt", str(exc)) from None
         if plain is None:
             if limit == batch_limit:
                 raise ProduceRefused(
@@ -294,7 +285,9 @@ class BatchRewriter:
     def _write_batch(self, fields: tuple[int, ...], plain: bytes) -> bytes:
         codec = self._codec_id
         body = (
-            compress(codec, plain, self._zstd) if codec and len(plain) >= MIN_COMPRESSED else plain
+            self._compression.compress(codec, plain)
+            if codec and len(plain) >= MIN_COMPRESSED
+            else plain
         )
         if len(body) >= len(plain):  # as librdkafka: a batch compression does not shrink goes plain
             codec, body = 0, plain
@@ -470,97 +463,3 @@ def _write_records(records: Sequence[_Record], encoded: Sequence[Transformed]) -
         out += small[size] if size < _SMALL else varint(size)
         out += body
     return bytes(out)
-
-
-def decompress(
-    codec: int, data: bytes, limit: int, unzstd: zstandard.ZstdDecompressor | None = None
-) -> bytes | None:
-    """The records of a batch compressed with `codec`; None when they are more than `limit`
-    bytes (at most `limit` + 1 bytes are ever produced). `unzstd`: a decompressor to reuse
-    (not thread-safe: one per thread).
-
-    Raises:
-        ProduceRefused: an unknown codec, or data that does not decompress.
-    """
-    out: bytes | None
-    try:
-        if codec == 1:
-            out = zlib.decompressobj(wbits=47).decompress(data, limit + 1)
-        elif codec == 2:
-            out = _snappy(data, limit)
-        elif codec == 3:
-            out = lz4.frame.LZ4FrameDecompressor().decompress(data, max_length=limit + 1)
-        elif codec == 4:
-            reader = (unzstd or zstandard.ZstdDecompressor()).stream_reader(
-                io.BytesIO(data), read_across_frames=True
-            )
-            out = reader.read(limit + 1)
-        else:
-            raise ProduceRefused(
-                UNSUPPORTED_COMPRESSION_TYPE,
-                "codec",
-                f"unknown compression codec {codec} in a batch's attributes",
-            )
-    except (
-        zlib.error,
-        zstandard.ZstdError,
-        cramjam.DecompressionError,
-        RuntimeError,
-        ValueError,
-    ) as exc:
-        raise ProduceRefused(
-            CORRUPT_MESSAGE,
-            "corrupt",
-            f"{CODEC_NAMES[codec]} data of a batch does not decompress: {exc}",
-        ) from None
-    return None if out is None or len(out) > limit else out
-
-
-def _snappy(data: bytes, limit: int) -> bytes | None:
-    """Raw snappy (librdkafka) or xerial-framed (Java); None past `limit`: each block's declared
-    length is read before it is decompressed, so nothing past the bound is allocated."""
-    if not data.startswith(XERIAL_MAGIC):
-        return _snappy_block(data, limit)
-    out: list[bytes] = []
-    produced = 0
-    pos = len(_XERIAL_HEADER)
-    while pos < len(data):
-        if pos + _INT32.size > len(data):
-            raise ValueError("a snappy block length is truncated")
-        (length,) = _INT32.unpack_from(data, pos)
-        pos += _INT32.size
-        if length < 0 or pos + length > len(data):
-            raise ValueError(f"a snappy block of {length} bytes runs past the batch")
-        block = _snappy_block(data[pos : pos + length], limit - produced)
-        if block is None:
-            return None
-        produced += len(block)
-        out.append(block)
-        pos += length
-    return b"".join(out)
-
-
-def _snappy_block(block: bytes, limit: int) -> bytes | None:
-    if int(cramjam.snappy.decompress_raw_len(block)) > limit:
-        return None
-    return bytes(cramjam.snappy.decompress_raw(block))
-
-
-def compress(codec: int, data: bytes, zstd: zstandard.ZstdCompressor) -> bytes:
-    """`data` compressed as a producer of `codec` would (lz4 frames with independent blocks,
-    as Kafka's Java reader requires; snappy in xerial framing, as Java producers write)."""
-    if codec == 4:
-        return zstd.compress(data)
-    if codec == 3:
-        out: bytes = lz4.frame.compress(data, block_linked=False)
-        return out
-    if codec == 1:
-        compressor = zlib.compressobj(wbits=31)
-        return compressor.compress(data) + compressor.flush()
-    if codec == 2:
-        blocks = [_XERIAL_HEADER]
-        for start in range(0, len(data), XERIAL_BLOCK_BYTES):
-            block = bytes(cramjam.snappy.compress_raw(data[start : start + XERIAL_BLOCK_BYTES]))
-            blocks.append(_INT32.pack(len(block)) + block)
-        return b"".join(blocks)
-    raise ValueError(f"unknown codec {codec}")

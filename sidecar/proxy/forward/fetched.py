@@ -9,13 +9,13 @@ registry, which is its business). Each v2 record batch (layout in `sidecar.recor
   offset deltas, key, the other headers, in order) is copied as it came. The batch header keeps
   base offset, partition leader epoch, last offset delta, both timestamps, producer id, epoch,
   base sequence, record count and every attribute bit but the codec's; the records are
-  compressed again with the batch's own codec (or the one asked for) and the CRC-32C
-  recomputed;
+  compressed again with the batch's own codec or the one asked for (`compression`: gzip,
+  snappy raw or xerial read, snappy written xerial, lz4, zstd) and the CRC-32C recomputed;
 * **passed as stored**, byte for byte, otherwise: no record carries the header (the test is a
   search for the header's bytes in the records, so most such batches are never parsed), a
   control batch, a magic other than 2, a CRC-32C that does not match (the client sees the
-  corruption itself, as it would without the proxy), a codec the proxy cannot read (snappy), and
-  the truncated batch a broker may send at the end of a partition's data.
+  corruption itself, as it would without the proxy), an unknown codec or data that does not
+  decompress, and the truncated batch a broker may send at the end of a partition's data.
 
 A record that cannot be decoded (its dictionary unknown after the registry was read to its end,
 a corrupt frame, a value above `codec.max_output_size`) is **passed as stored, `zd` header and
@@ -34,13 +34,9 @@ the limit is passed as stored, so a consumer always progresses.
 from __future__ import annotations
 
 import struct
-import zlib
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final, Literal
 
-import lz4.frame
-import zstandard
 from crc32c import crc32c
 
 from sidecar.codec import Decoder
@@ -52,18 +48,11 @@ from sidecar.errors import (
     MalformedBatch,
     ZdictError,
 )
-from sidecar.record_batch import (
-    BATCH_HEADER_BYTES,
-    CODECS,
-    CONTROL_BIT,
-    LOG_OVERHEAD,
-    PRODUCER_ZSTD_LEVEL,
-    varint,
-)
+from sidecar.proxy.forward.compression import CODEC_IDS, Compression
+from sidecar.record_batch import BATCH_HEADER_BYTES, CODECS, CONTROL_BIT, LOG_OVERHEAD, varint
 
 #: Codec of the batches rewritten: the fetched batch's own, or one for all.
-FetchCompression = Literal["input", "none", "gzip", "lz4", "zstd"]
-_CODEC_IDS: Final = {name: code for code, name in CODECS.items()}
+FetchCompression = Literal["input", "none", "gzip", "snappy", "lz4", "zstd"]
 #: baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes.
 _HEAD: Final = struct.Struct(">qiibIh")
 #: Where the CRC-32C field is, and where the bytes it covers start (the attributes).
@@ -106,7 +95,7 @@ class PartitionDecoder:
         #: How our header's key appears in a record: its length (a zig-zag varint), then it.
         self._marker = varint(len(key)) + key
         self._key = key
-        self._zstd = zstandard.ZstdCompressor(level=PRODUCER_ZSTD_LEVEL)
+        self._compression = Compression()
 
     def rewrite(self, data: bytes, *, limit: int, first: bool) -> Rewritten:
         """The partition's `data` (its `records` field) for the client; at most `limit` bytes
@@ -174,10 +163,13 @@ class PartitionDecoder:
         section = stored[BATCH_HEADER_BYTES:]
         if codec:
             try:
-                section = _inflate(codec, section, room)
+                inflated = self._compression.decompress(codec, section, room)
             except MalformedBatch as exc:
                 self._failed(result, data, pos, str(exc))
                 return stored
+            if inflated is None:
+                raise FetchHeldBack(f"a {CODECS[codec]} batch inflates past {room} bytes")
+            section = inflated
         if self._marker not in section:
             result.passed += max(count, 0)
             return stored
@@ -193,8 +185,8 @@ class PartitionDecoder:
         result.decoded += decoded
         result.passed += count - decoded - failed
         result.failed += failed
-        out_codec = codec if self.compression == "input" else _CODEC_IDS[self.compression]
-        body = self._compress(out_codec, records)
+        out_codec = codec if self.compression == "input" else CODEC_IDS[self.compression]
+        body = self._compression.compress(out_codec, records)
         after_crc = (
             struct.pack(">h", (attributes & ~_CODEC_MASK) | out_codec)
             + stored[_CRC_FROM + 2 : BATCH_HEADER_BYTES]
@@ -346,17 +338,6 @@ class PartitionDecoder:
             raise MalformedBatch("bytes left over after the batch's last record")
         return b"".join(out), decoded, failed
 
-    def _compress(self, codec: int, records: bytes) -> bytes:
-        if codec == 0:
-            return records
-        if codec == 4:
-            return self._zstd.compress(records)
-        if codec == 3:
-            compressed: bytes = lz4.frame.compress(records)
-            return compressed
-        compressor = zlib.compressobj(wbits=31)
-        return compressor.compress(records) + compressor.flush()
-
 
 def _varint(data: bytes, pos: int) -> tuple[int, int]:
     """Kafka's zig-zag varint at `pos`: (value, position after it)."""
@@ -377,45 +358,3 @@ def _varint(data: bytes, pos: int) -> tuple[int, int]:
 
 def _small(n: int) -> bytes:
     return _VARINTS[n] if n < _SMALL else varint(n)
-
-
-def _inflate(codec: int, data: bytes, limit: int) -> bytes:
-    """The records of a compressed batch, at most `limit` bytes.
-
-    Raises:
-        FetchHeldBack: they inflate past `limit`.
-        CodecError: the codec is not read here (snappy), or the data does not decompress.
-    """
-    inflate: Callable[[], bytes]
-    if codec == 1:
-
-        def inflate() -> bytes:
-            return zlib.decompressobj(wbits=47).decompress(data, limit + 1)
-
-    elif codec == 3:
-
-        def inflate() -> bytes:
-            out: bytes = lz4.frame.LZ4FrameDecompressor().decompress(data, max_length=limit + 1)
-            return out
-
-    elif codec == 4:
-
-        def inflate() -> bytes:
-            dctx = zstandard.ZstdDecompressor()
-            with dctx.stream_reader(data, read_across_frames=True) as reader:
-                out: bytes = reader.read(limit + 1)
-            return out
-
-    else:
-        raise MalformedBatch(
-            f"a {CODECS.get(codec, f'codec {codec}')} batch: the proxy does not read it"
-        )
-    try:
-        out = inflate()
-    except (zlib.error, zstandard.ZstdError, RuntimeError, ValueError) as exc:
-        raise MalformedBatch(
-            f"{CODECS[codec]} data of a batch does not decompress: {exc}"
-        ) from None
-    if len(out) > limit:
-        raise FetchHeldBack(f"a {CODECS[codec]} batch inflates past {limit} bytes")
-    return out

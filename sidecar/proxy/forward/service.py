@@ -5,13 +5,13 @@ rewritten to the proxy's listeners, Produce requests are rewritten in place (`pr
 values encoded with the namespace's dictionary, and Fetch responses decoded for the clients
 (`_fetch_decoding`: a decoder that follows the registry as the relay's does, the local store
 without a registry), internal topics and the registry topic left out of listings. The
-dictionary lifecycle is the produce proxy's (`sidecar.proxy.service.ProxyRoutes`): per topic a
-namespace (encoder, training sample, metrics), the proxies of a topic in one consumer group
-(`proxy.group_id`) so that one trains it, the registry followed and encoders switched as
-dictionaries are activated. Topics: those of `proxy.topics` are set up at start; the allow-list
-(`proxy.allowed_topics`, by default `proxy.topics`) says what clients may produce to, and an
-allowed topic is set up on first use. Upstream topic = the topic the client names
-(`proxy.upstream_topic` must be `{topic}`). Upstream is reached as
+dictionary lifecycle (`routes.ProxyRoutes`): per topic a namespace (encoder, training sample,
+metrics), the proxies of a topic in one consumer group (`proxy.group_id`) so that one trains
+it, the registry followed and encoders switched as dictionaries are activated; one registry
+reader serves the trainer and the Fetch decoder. Topics: those of `proxy.topics` are set up at
+start; the allow-list (`proxy.allowed_topics`, by default `proxy.topics`) says what clients may
+produce to, and an allowed topic is set up on first use. Upstream topic = the topic the client
+names (`proxy.upstream_topic` must be `{topic}`). Upstream is reached as
 `ZDICT_KAFKA__SECURITY_PROTOCOL` says (`security`: TLS, the proxy's own SASL), checked at start
 with one connection of the proxy's own (`upstream.check_upstream`). Readiness: once the
 bootstrap listener is up.
@@ -34,7 +34,7 @@ from prometheus_client import CollectorRegistry
 
 from sidecar.codec import Decoder, DictionaryResolver
 from sidecar.config import Settings
-from sidecar.dictionaries.registry import Registry, RegistryResolver, default_actor
+from sidecar.dictionaries.registry import Registry, RegistryResolver
 from sidecar.dictionaries.store import DictionaryStore
 from sidecar.errors import ConfigError
 from sidecar.health import Health
@@ -48,10 +48,10 @@ from sidecar.proxy.forward.fetch_metrics import FetchMetrics
 from sidecar.proxy.forward.listeners import Listeners
 from sidecar.proxy.forward.metrics import ForwardMetrics
 from sidecar.proxy.forward.produce import ProduceRewriter
+from sidecar.proxy.forward.routes import ProxyRoutes
 from sidecar.proxy.forward.security import UpstreamSecurity, upstream_security
 from sidecar.proxy.forward.topics import TopicView
 from sidecar.proxy.forward.upstream import check_upstream
-from sidecar.proxy.service import ProxyRoutes
 from sidecar.runtime import exit_code, interrupt_start
 
 log = get_logger("sidecar.proxy.forward")
@@ -166,14 +166,16 @@ async def _serve(
     return 0
 
 
-def _fetch_decoding(settings: Settings, prometheus: CollectorRegistry) -> FetchDecoding:
-    """Fetch responses' rewriting: a decoder over the registry (read on the first id it does
-    not know, then every `registry.follow_interval` seconds), or over the local store when the
-    registry is disabled; ids the registry did not have are not looked up again for that long."""
+def _fetch_decoding(
+    settings: Settings, prometheus: CollectorRegistry, registry: Registry | None
+) -> FetchDecoding:
+    """Fetch responses' rewriting: a decoder over `registry` (read on the first id it does not
+    know, then every `registry.follow_interval` seconds), or over the local store without one;
+    ids the registry did not have are not looked up again for that long. Closing it closes
+    `registry`."""
     proxy = settings.proxy
     resolver: DictionaryResolver = DictionaryStore(settings.dictionaries)
-    if settings.registry.enabled:
-        registry = Registry(settings, actor=default_actor("proxy"))
+    if registry is not None:
         resolver = RegistryResolver(registry, settings.registry.follow_interval)
     decoder = Decoder(
         RecentMisses(resolver, settings.registry.follow_interval),
@@ -217,13 +219,18 @@ def run_forward_proxy(settings: Settings, ready: Callable[[str, int], None] | No
                 if settings.registry.enabled:
                     registry = Registry.open(settings, "proxy", observed.metrics)
                     stack.callback(registry.close)
+                # One registry reader for the trainer (Produce) and the decoder (Fetch, on its
+                # own thread), as the relay shares one: `Registry` reads under a lock, and
+                # both read its state rather than the entries a read returns, so neither
+                # misses what the other's read applied. Closed in reverse: the trainer
+                # stops before the decoder closes the registry (closing it again is a no-op).
+                fetch = _fetch_decoding(settings, observed.prometheus, registry)
+                stack.callback(fetch.close)
                 store = DictionaryStore(settings.dictionaries)
                 routes = ProxyRoutes(settings, store, registry, observed.metrics)
                 stack.callback(routes.close)
                 routes.set_up(settings.proxy.topics)
                 routes.elect()
-                fetch = _fetch_decoding(settings, observed.prometheus)
-                stack.callback(fetch.close)
                 return asyncio.run(
                     _serve(
                         settings,
