@@ -231,25 +231,43 @@ class DecodedBatch:
         return self.base_sequence + self.last_offset_delta
 
 
-def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
-    """Kafka's zig-zag varint at `pos`: (value, position after it)."""
-    shift = result = 0
-    while True:
-        try:
+def read_varint(data: bytes, pos: int) -> tuple[int, int]:
+    """Kafka's zig-zag varint at `pos`: (value, position after it).
+
+    Raises:
+        MalformedBatch: `data` ends inside it, or it runs past 10 bytes.
+    """
+    try:
+        byte = data[pos]
+        if byte < 0x80:  # most lengths and deltas of small records: one byte
+            return (byte >> 1) ^ -(byte & 1), pos + 1
+        result, shift = byte & 0x7F, 7
+        while True:
+            pos += 1
             byte = data[pos]
-        except IndexError:
-            raise MalformedBatch("a record ends inside a varint (truncated)") from None
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return (result >> 1) ^ -(result & 1), pos
-        shift += 7
-        if shift > 63:
-            raise MalformedBatch("a varint is longer than 10 bytes")
+            result |= (byte & 0x7F) << shift
+            if byte < 0x80:
+                return (result >> 1) ^ -(result & 1), pos + 1
+            shift += 7
+            if shift > 63:
+                raise MalformedBatch("a varint is longer than 10 bytes")
+    except IndexError:
+        raise MalformedBatch("a record ends inside a varint (truncated)") from None
+
+
+def uvarint(n: int) -> bytes:
+    """The protocol's unsigned varint of `n` >= 0 (compact lengths and counts of flexible
+    versions)."""
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
 
 
 def _read_sized(data: bytes, pos: int, what: str) -> tuple[bytes | None, int]:
-    length, pos = _read_varint(data, pos)
+    length, pos = read_varint(data, pos)
     if length < 0:
         if length != -1:
             raise MalformedBatch(f"a record's {what} has length {length}")
@@ -296,16 +314,16 @@ def _records(section: bytes, count: int, base_timestamp: int) -> list[DecodedRec
     records: list[DecodedRecord] = []
     pos, end = 0, len(section)
     for _ in range(count):
-        length, pos = _read_varint(section, pos)
+        length, pos = read_varint(section, pos)
         stop = pos + length
         if length < 1 or stop > end:
             raise MalformedBatch("a record's length runs past the end of its batch (truncated)")
         pos += 1  # attributes: unused in v2
-        timestamp_delta, pos = _read_varint(section, pos)
-        offset_delta, pos = _read_varint(section, pos)
+        timestamp_delta, pos = read_varint(section, pos)
+        offset_delta, pos = read_varint(section, pos)
         key, pos = _read_sized(section, pos, "key")
         value, pos = _read_sized(section, pos, "value")
-        header_count, pos = _read_varint(section, pos)
+        header_count, pos = read_varint(section, pos)
         if header_count < 0 or header_count > length:
             raise MalformedBatch(f"a record says it has {header_count} headers")
         headers: list[tuple[bytes, bytes | None]] = []

@@ -49,7 +49,14 @@ from sidecar.errors import (
     ZdictError,
 )
 from sidecar.proxy.forward.compression import CODEC_IDS, Compression
-from sidecar.record_batch import BATCH_HEADER_BYTES, CODECS, CONTROL_BIT, LOG_OVERHEAD, varint
+from sidecar.record_batch import (
+    BATCH_HEADER_BYTES,
+    CODECS,
+    CONTROL_BIT,
+    LOG_OVERHEAD,
+    read_varint,
+    varint,
+)
 
 #: Codec of the batches rewritten: the fetched batch's own, or one for all.
 FetchCompression = Literal["input", "none", "gzip", "snappy", "lz4", "zstd"]
@@ -233,7 +240,7 @@ class PartitionDecoder:
             if byte < 0x80:
                 length, pos = (byte >> 1) ^ -(byte & 1), pos + 1
             else:
-                length, pos = _varint(section, pos)
+                length, pos = read_varint(section, pos)
             stop = pos + length
             if length < 1 or stop > end:
                 raise MalformedBatch("a record runs past the end of its batch")
@@ -249,7 +256,7 @@ class PartitionDecoder:
             if byte < 0x80:
                 key_len, pos = (byte >> 1) ^ -(byte & 1), pos + 1
             else:
-                key_len, pos = _varint(section, pos)
+                key_len, pos = read_varint(section, pos)
             if key_len > 0:
                 pos += key_len
             value_at = pos
@@ -257,7 +264,7 @@ class PartitionDecoder:
             if byte < 0x80:
                 value_len, pos = (byte >> 1) ^ -(byte & 1), pos + 1
             else:
-                value_len, pos = _varint(section, pos)
+                value_len, pos = read_varint(section, pos)
             value = None
             if value_len >= 0:
                 value = section[pos : pos + value_len]
@@ -266,7 +273,7 @@ class PartitionDecoder:
             if byte < 0x80:
                 header_count, pos = (byte >> 1) ^ -(byte & 1), pos + 1
             else:
-                header_count, pos = _varint(section, pos)
+                header_count, pos = read_varint(section, pos)
             headers_at = pos
             ours: bytes | None = None
             ours_at = ours_end = -1
@@ -277,14 +284,14 @@ class PartitionDecoder:
                 if byte < 0x80:
                     name_len, pos = (byte >> 1) ^ -(byte & 1), pos + 1
                 else:
-                    name_len, pos = _varint(section, pos)
+                    name_len, pos = read_varint(section, pos)
                 name = section[pos : pos + name_len]
                 pos += name_len
                 byte = section[pos]
                 if byte < 0x80:
                     header_len, pos = (byte >> 1) ^ -(byte & 1), pos + 1
                 else:
-                    header_len, pos = _varint(section, pos)
+                    header_len, pos = read_varint(section, pos)
                 if name == key:
                     mine += 1
                     ours_at = header_at
@@ -337,23 +344,6 @@ class PartitionDecoder:
         if pos != end:
             raise MalformedBatch("bytes left over after the batch's last record")
         return b"".join(out), decoded, failed
-
-
-def _varint(data: bytes, pos: int) -> tuple[int, int]:
-    """Kafka's zig-zag varint at `pos`: (value, position after it)."""
-    shift = result = 0
-    while True:
-        try:
-            byte = data[pos]
-        except IndexError:
-            raise MalformedBatch("a record ends inside a varint") from None
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return (result >> 1) ^ -(result & 1), pos
-        shift += 7
-        if shift > 63:
-            raise MalformedBatch("a varint is longer than 10 bytes")
 
 
 def _small(n: int) -> bytes:

@@ -22,6 +22,7 @@ from typing import Final
 
 from sidecar.errors import ProtocolError
 from sidecar.proxy.forward.frames import RequestHeader, skip_tagged_fields, unsigned_varint
+from sidecar.record_batch import uvarint
 
 #: The Produce versions read: from v3 (record batches v2) to v12; v13 names topics by id.
 FIRST_VERSION: Final = 3
@@ -112,7 +113,7 @@ def encode_produce(
                 continue
             parts.append(frame[copied : partition.start])
             if request.flexible:
-                parts.append(_uvarint(len(new) + 1))
+                parts.append(uvarint(len(new) + 1))
             else:
                 parts.append(_INT32.pack(len(new)))
             parts.append(new)
@@ -121,15 +122,6 @@ def encode_produce(
     size = sum(map(len, parts))
     parts[0] = _INT32.pack(size)
     return b"".join(parts)
-
-
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 class _Reader:
