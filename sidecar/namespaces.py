@@ -4,7 +4,8 @@ A namespace is a topic as the producers name it: its dictionaries are trained on
 stored under its name. Per namespace, a process holds the encoder of its active dictionary, the
 reservoir that samples its raw values for training, and its metrics. `Namespaces` builds them,
 encodes and counts a batch (`Namespace.encode`), counts the records written raw and
-shadow-encodes a share of them for the live ratio (`Namespace.pass_raw`), and switches a
+shadow-encodes a share of them for the live ratio (`Namespace.pass_raw`; both in one batch:
+`encode_with_raw`), and switches a
 namespace to a new encoder when the store's active dictionary changes (told by the trainer, or
 found in the store every `DICTIONARY_CHECK_INTERVAL` seconds), announcing each encoder it takes
 up in the log and in the `zdict_dictionary_*` metrics.
@@ -110,6 +111,29 @@ class Namespace:
             delta, stats.input_bytes - input_bytes, stats.output_bytes - output_bytes, seconds
         )
         return encoded
+
+    def output_crossover(self, codec: str) -> float | None:
+        """The fill (records per batch) from which raw values with batch codec `codec` store
+        fewer bytes than the current dictionary's frames (None: no dictionary, frames win at
+        every fill measured, or not measured: frames)."""
+        dictionary = self.encoder.dictionary
+        return None if dictionary is None else dictionary.meta.output_crossover(codec)
+
+    def encode_with_raw(self, records: Records, raw: Sequence[int]) -> list[Transformed]:
+        """`records` encoded (`encode`), but those at the positions `raw` (ascending) passed as
+        they came (`pass_raw`); each of the two gets its records in one call."""
+        if len(raw) == len(records):
+            return self.pass_raw(records)
+        out: list[Transformed | None] = [None] * len(records)
+        taken = set(raw)
+        positions = [i for i in range(len(records)) if i not in taken]
+        # The encoder first: a batch it refuses (CodecError) is retried record by record, and
+        # its raw records must not have been counted already.
+        for i, encoded in zip(positions, self.encode([records[i] for i in positions]), strict=True):
+            out[i] = encoded
+        for i, passed in zip(raw, self.pass_raw([records[i] for i in raw]), strict=True):
+            out[i] = passed
+        return [t for t in out if t is not None]
 
     def pass_raw(self, records: Records) -> list[Transformed]:
         """`records` written raw (their partitions' output mode), as they came: counted as

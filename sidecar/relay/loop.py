@@ -37,7 +37,6 @@ from sidecar.relay.output import (
     TopicRoute,
     counted,
 )
-from sidecar.relay.output_modes import with_raw
 from sidecar.relay.state import RelayState, RelayStats
 from sidecar.runtime import tune_gc
 
@@ -56,17 +55,6 @@ UNREACHABLE_FLUSH_TIMEOUT: Final = 5.0
 #: session times out.
 CLOSE_LIMIT: Final = 30.0
 UNREACHABLE_CLOSE_LIMIT: Final = 5.0
-
-
-def _crossover_of(namespace: Namespace) -> Callable[[str], float | None]:
-    """The output crossover of `namespace`'s current dictionary for a batch codec (None: no
-    dictionary, or unknown)."""
-
-    def crossover(codec: str) -> float | None:
-        dictionary = namespace.encoder.dictionary
-        return None if dictionary is None else dictionary.meta.output_crossover(codec)
-
-    return crossover
 
 
 class Relay:
@@ -132,7 +120,7 @@ class Relay:
                         topic,
                         output,
                         per_partition=partitions.get(topic) == partitions.get(output),
-                        crossover=_crossover_of(namespace),
+                        crossover=namespace.output_crossover,
                     )
             else:
                 assert decoder is not None
@@ -256,7 +244,7 @@ class Relay:
                 if raw is None or route.namespace is None:
                     encoded = route.transform(records)
                 else:  # partitions whose batches fill: their values go as they came
-                    encoded = with_raw(route.transform, route.namespace.pass_raw, records, raw)
+                    encoded = route.namespace.encode_with_raw(records, raw)
             except CodecError:
                 self._output.one_by_one(route, batch, records)
                 continue

@@ -15,10 +15,10 @@ raw from its first batch, a trickle stays in frames). The statistics take over f
 window on.
 
 `split` then tells the loop which records of a consumed batch go raw: they skip the encoder and
-are produced as they came (no header of ours; every decoder passes them through). `with_raw`
-hands them to the namespace's `pass_raw`: counted under outcome `raw` at their size, and one in
-`codec.raw_values.SHADOW_EVERY` shadow-encoded so the live ratio and drift detection stay
-measured.
+are produced as they came (no header of ours; every decoder passes them through).
+`Namespace.encode_with_raw` hands them to the namespace's `pass_raw`: counted under outcome
+`raw` at their size, and one in `codec.raw_values.SHADOW_EVERY` shadow-encoded so the live
+ratio and drift detection stay measured.
 """
 
 from __future__ import annotations
@@ -30,12 +30,10 @@ from typing import Any, Final, cast
 
 from confluent_kafka import Message
 
-from sidecar.codec import Transformed
 from sidecar.codec.output_mode import MODES, ModeTable
 from sidecar.kafka.batch_fill import BatchFills
 from sidecar.logs import get_logger
 from sidecar.metrics import Metrics
-from sidecar.namespaces import Records
 
 log = get_logger("sidecar.relay.output_modes")
 
@@ -43,29 +41,6 @@ log = get_logger("sidecar.relay.output_modes")
 WHOLE_TOPIC: Final = -1
 
 Key = tuple[str, int]
-
-
-def with_raw(
-    transform: Callable[[Records], list[Transformed]],
-    pass_raw: Callable[[Records], list[Transformed]],
-    records: Records,
-    raw: Sequence[int],
-) -> list[Transformed]:
-    """`records` transformed, but those at the positions `raw` (ascending) passed as they came
-    (`Namespace.pass_raw`: counted as outcome `raw`, a shadow share measured for the live
-    ratio). Each of the two gets its records in one call (`transform` none when all are raw)."""
-    if len(raw) == len(records):
-        return pass_raw(records)
-    out: list[Transformed | None] = [None] * len(records)
-    taken = set(raw)
-    positions = [i for i in range(len(records)) if i not in taken]
-    # The encoder first: a batch it refuses (CodecError) is retried record by record, and its
-    # raw records must not have been counted already.
-    for i, encoded in zip(positions, transform([records[i] for i in positions]), strict=True):
-        out[i] = encoded
-    for i, passed in zip(raw, pass_raw([records[i] for i in raw]), strict=True):
-        out[i] = passed
-    return [t for t in out if t is not None]
 
 
 @dataclass(frozen=True, slots=True)

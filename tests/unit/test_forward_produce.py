@@ -623,3 +623,70 @@ def test_mutated_frames_are_answered_or_refused_never_raise_otherwise(
             parse_produce(body, read_request_header(body, 2), True)
     assert outcomes["answered"] > 0 and outcomes["closed"] > 0
     assert time.perf_counter() - started < 20
+
+
+@pytest.fixture
+def crossover_encoder(store: DictionaryStore, add_dictionary: AddDictionary) -> Encoder:
+    """An encoder whose dictionary says raw values + zstd win from 8 records per batch."""
+    added = add_dictionary("orders", raw_crossover={"zstd": 8.0, "lz4": None})
+    store.activate("orders", added.id)
+    return Encoder.from_store(store, "orders", min_size=16, header_key=HEADER_KEY)
+
+
+def _outcomes(setup: Setup) -> dict[str, float]:
+    return {
+        outcome: setup.registry.get_sample_value(
+            "zdict_messages_total", {"topic": "orders", "mode": "encode", "outcome": outcome}
+        )
+        or 0.0
+        for outcome in ("compressed", "raw")
+    }
+
+
+@pytest.mark.parametrize("codec_in", ["none", "zstd"])
+def test_a_batch_holding_the_crossover_goes_raw_and_a_smaller_one_as_frames(
+    codec_in: str, crossover_encoder: Encoder, decoder: Decoder, events: list[bytes]
+) -> None:
+    full, small = _records(events[:16]), _records(events[16:18], 16)
+    full_batch = _compressed(full, codec_in)
+    frame = _produce(11, {"orders": [(0, full_batch), (1, encode_batch(small))]})
+    setup = Setup(crossover_encoder)
+    after = _read_request(setup.rewrite(frame).frame).topic_data[0].partition_data
+    raw_batch, framed = after[0].records, after[1].records
+    if codec_in == "zstd":  # the output codec's own batch: kept byte for byte
+        assert raw_batch == full_batch
+    (stored,) = decode_batches(raw_batch, 1 << 26)
+    assert [r.value for r in stored.records] == [r.value for r in full]
+    assert all(HEADER_KEY.encode() not in [k for k, _ in r.headers] for r in stored.records)
+    assert _decoded(decoder, raw_batch) == _expected(full)
+    (written,) = decode_batches(framed, 1 << 26)
+    assert any(k == HEADER_KEY.encode() for r in written.records for k, _ in r.headers)
+    assert _decoded(decoder, framed) == [
+        (i, *rest) for i, (_, *rest) in enumerate(_expected(small))
+    ]
+    counts = _outcomes(setup)
+    assert counts["raw"] == len(full) and counts["compressed"] >= 1
+
+
+def test_output_mode_frames_writes_frames_whatever_the_fill(
+    crossover_encoder: Encoder, events: list[bytes]
+) -> None:
+    setup = Setup(crossover_encoder)
+    setup.rewriter.raw_batches = False
+    full = _records(events[:16])
+    frame = _produce(11, {"orders": [(0, encode_batch(full))]})
+    after = _read_request(setup.rewrite(frame).frame).topic_data[0].partition_data
+    (written,) = decode_batches(after[0].records, 1 << 26)
+    framed = [r for r in written.records if any(k == HEADER_KEY.encode() for k, _ in r.headers)]
+    assert framed and _outcomes(setup)["raw"] == 0
+
+
+def test_without_a_crossover_every_fill_is_written_as_frames(
+    encoder: Encoder, events: list[bytes]
+) -> None:
+    setup = Setup(encoder)
+    frame = _produce(11, {"orders": [(0, encode_batch(_records(events[:64])))]})
+    after = _read_request(setup.rewrite(frame).frame).topic_data[0].partition_data
+    (written,) = decode_batches(after[0].records, 1 << 26)
+    assert any(k == HEADER_KEY.encode() for r in written.records for k, _ in r.headers)
+    assert _outcomes(setup)["raw"] == 0

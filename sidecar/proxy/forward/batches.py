@@ -141,6 +141,18 @@ class ReadPartition:
     batches: list[ReadBatch]
     inputs: Inputs
 
+    def raw_positions(self, crossover: float) -> list[int]:
+        """The positions (in `inputs`) of the records of the batches holding at least
+        `crossover` records: those the batch codec stores in fewer bytes raw than as frames."""
+        out: list[int] = []
+        at = 0
+        for batch in self.batches:
+            count = len(batch.records)
+            if count and count >= crossover:
+                out.extend(range(at, at + count))
+            at += count
+        return out
+
 
 class BatchRewriter:
     """Rewrites the batches of Produce partitions (see module); holds the codecs' compressors
@@ -445,7 +457,8 @@ def _write_records(records: Sequence[_Record], encoded: Sequence[Transformed]) -
             size = len(value)
             body += small[size] if size < _SMALL else varint(size)
             body += value
-        added = enc.headers[count:] if len(enc.headers) > count else ()
+        headers = enc.headers  # None: a record written raw that came without headers
+        added = headers[count:] if headers and len(headers) > count else ()
         body += varint(count + len(added))
         body += headers_raw
         for pair in added:

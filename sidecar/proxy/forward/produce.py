@@ -16,6 +16,12 @@ of them was written), so a request mixing a bad batch with good ones delivers th
 the retry. A refused request with acks=0 gets no answer (a broker gives none); the connection is
 closed, as a broker closes it when an acks=0 request fails, so the client sees it.
 
+A batch full enough that the output codec stores its values in fewer bytes raw than as frames
+(at least the namespace's crossover, measured when its dictionary was trained, in records) is
+written with its values as they came, no `zd` header, and left to the batch compression
+(`codec.output_mode=auto`, the default; `frames` turns it off): the proxy stores no more than
+the better of the two. Those records are counted as outcome `raw`.
+
 Per partition rewritten, the raw values are offered to the namespace's training sample (at a
 position counted by the proxy: the upstream offset is not known before upstream answers).
 One log line per kind of refusal per `REFUSAL_LOG_INTERVAL` seconds; the kinds are the proxy's
@@ -134,12 +140,15 @@ class ProduceRewriter:
         metrics: ForwardMetrics,
         max_records: int,
         max_decompressed_bytes: int,
+        raw_batches: bool = True,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """Args:
         namespace: the namespace of an allowed topic, set up on first use.
         max_records: records one request may hold.
         max_decompressed_bytes: bytes one request's batches may decompress to.
+        raw_batches: write the values of batches that hold at least the namespace's
+            crossover raw (`codec.output_mode=auto`); False: frames always.
         """
         self.batches = batches
         self.allowed = allowed
@@ -147,6 +156,7 @@ class ProduceRewriter:
         self.metrics = metrics
         self.max_records = max_records
         self.max_decompressed_bytes = max_decompressed_bytes
+        self.raw_batches = raw_batches
         self.clock = clock
         self._logged: dict[str, float] = {}
         self._positions: dict[tuple[str, int], int] = {}
@@ -232,8 +242,11 @@ class ProduceRewriter:
         if not read:
             return None
         namespace = self.namespace(topic.name)
+        raw = self._raw_positions(namespace, [batches for _, _, batches in read])
         try:
-            encoded = encode_checked(namespace.encode, inputs)
+            encoded = encode_checked(
+                lambda records: namespace.encode_with_raw(records, raw), inputs
+            )
         except ProduceRefused as exc:
             return (t, read[0][0]), exc
         at = 0
@@ -243,6 +256,24 @@ class ProduceRewriter:
             at += count
             offered.append((namespace, index, [value for value, _ in batches.inputs]))
         return None
+
+    def _raw_positions(self, namespace: Namespace, partitions: list[ReadPartition]) -> list[int]:
+        """The positions (in the topic's inputs, partitions in order) of the records written
+        raw: those of batches holding at least the namespace's crossover for the output codec
+        (none without a crossover, or with `raw_batches` off)."""
+        crossover = (
+            namespace.output_crossover(self.batches.limits.output_codec)
+            if self.raw_batches
+            else None
+        )
+        if crossover is None:
+            return []
+        raw: list[int] = []
+        base = 0
+        for batches in partitions:
+            raw += [base + i for i in batches.raw_positions(crossover)]
+            base += len(batches.inputs)
+        return raw
 
     def _offer(self, offered: list[tuple[Namespace, int, list[bytes | None]]]) -> None:
         for namespace, partition, values in offered:

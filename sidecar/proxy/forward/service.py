@@ -101,6 +101,7 @@ def produce_rewriter(
         metrics=metrics,
         max_records=proxy.max_records_per_request,
         max_decompressed_bytes=proxy.max_decompressed_request_bytes,
+        raw_batches=settings.codec.output_mode == "auto",
     )
 
 
