@@ -19,6 +19,7 @@ import pytest
 from confluent_kafka import Consumer, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from sidecar.bench.events import generate
 from sidecar.codec import Decoder
 from sidecar.dictionaries.store import DictionaryStore
 
@@ -26,6 +27,7 @@ from .launch import SidecarEnv, StartSidecar, environment_for, start_sidecars
 from .process import Sidecar, free_port
 from .proxy_records import decoded, event, headers_of, read_all
 from .topics import create_topic
+from .training import train_dictionary
 from .waiting import wait_until
 
 READ_TIMEOUT = 60.0
@@ -269,3 +271,57 @@ def test_after_training_the_dictionary_is_used(proxy: Proxy, kafka_bootstrap: st
     decoder = proxy.decoder()
     latest = [m for m in got if decoder.dictionary_id(headers_of(m)) == active.id]
     assert len(latest) >= 150, "the new records are framed with the trained dictionary"
+
+
+def test_a_full_client_batch_goes_raw_and_single_records_go_as_frames(
+    kafka_bootstrap: str, kafka_admin: AdminClient, tmp_path: Path
+) -> None:
+    """Output mode auto (the default): a batch of a client's at or above the dictionary's
+    crossover is written with its values as they came, under the batch compression; records
+    sent one by one are framed. Through the proxy a consumer reads every value exactly."""
+    topic = create_topic(kafka_admin, 1, None, f"{PREFIX}-mode")
+    store = tmp_path / "dictionaries"
+    train_dictionary(store, topic, list(generate("product_viewed", 5_000, seed=902)), tmp_path)
+    active = DictionaryStore(store).active(topic)
+    assert active is not None
+    crossover = active.meta.output_crossover("zstd")
+    assert crossover is not None and crossover < 256, active.meta.raw_crossover
+    env = environment_for(kafka_bootstrap, f"_zdict_dictionaries-{uuid.uuid4().hex}")
+    starter = start_sidecars(env, tmp_path)
+    start: StartSidecar = next(starter)
+    address = f"127.0.0.1:{free_port()}"
+    process = start(
+        "proxy",
+        *("--forward", "--listen", address, "--no-training", "--metrics-port", "0"),
+        env={
+            "ZDICT_PROXY__BROKER_PORT_BASE": str(free_port() - 1),
+            "ZDICT_PROXY__ALLOWED_TOPICS": f'["{topic}"]',
+            "ZDICT_DICTIONARIES": str(store),
+            "ZDICT_REGISTRY__ENABLED": "false",
+            "ZDICT_CODEC__OUTPUT_MODE": "auto",
+        },
+        name="forward-mode",
+    )
+    process.wait_for_event("proxy_listening", timeout=60)
+    values = list(generate("product_viewed", 512 + 20, seed=903))
+    full = Producer(
+        {
+            "bootstrap.servers": address,
+            "linger.ms": 1000,
+            "batch.num.messages": 10_000,
+            "compression.type": "zstd",
+        }
+    )
+    assert produce_all(full, [{"topic": topic, "value": v} for v in values[:512]]) == []
+    single = Producer({"bootstrap.servers": address, "linger.ms": 0})
+    for value in values[512:]:
+        assert produce_all(single, [{"topic": topic, "value": value}]) == []
+    stored = read_all(kafka_bootstrap, topic, len(values))
+    framed = [bool(headers_of(m)) for m in stored]
+    assert framed == [False] * 512 + [True] * 20, "the full batch raw, single records framed"
+    assert [m.value() for m in stored[:512]] == values[:512]
+    got = read_all(address, topic, len(values))
+    assert [m.value() for m in got] == values and not any(headers_of(m) for m in got)
+    process.terminate()
+    assert process.wait() == 0, process.tail()
+    next(starter, None)
