@@ -210,6 +210,6 @@ def _describe(field: dataclasses.Field[Any], hint: Any) -> _Field:
         inner = typing.get_origin(hint)
         if inner in (types.UnionType, typing.Union):
             hint = next(a for a in typing.get_args(hint) if a is not type(None))
-    if dataclasses.is_dataclass(hint):
-        return _Field(field.name, None, hint, array, nullable and not array)  # type: ignore[arg-type]
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        return _Field(field.name, None, hint, array, nullable and not array)
     return _Field(field.name, str(field.metadata["kafka_type"]), None, array, False)
