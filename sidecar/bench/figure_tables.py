@@ -452,6 +452,50 @@ def _stored_cells(stored: Mapping[str, float]) -> list[str]:
 
 # -- bench proxy ---------------------------------------------------------------------------------
 
+#: Milliseconds, µs and bytes per record as `bench proxy` prints them.
+MS: Final = "{:.1f}"
+
+
+def cpu_us_per_record(part: Document) -> list[float]:
+    """The proxy's CPU µs per record in each measured round of a `bench proxy` part."""
+    return [cpu / n * 1e6 for cpu, n in zip(part["proxy_cpu_s"], part["records"], strict=True) if n]
+
+
+def records_per_cpu_s(part: Document) -> list[float]:
+    """Records per proxy CPU second in each measured round of a `bench proxy` part."""
+    return [n / cpu for cpu, n in zip(part["proxy_cpu_s"], part["records"], strict=True) if cpu]
+
+
+def added_ms(proxy: Sequence[float], direct: Sequence[float]) -> list[float]:
+    """Per round, what the proxy added to a latency percentile (ms)."""
+    return [p - d for p, d in zip(proxy, direct, strict=True)]
+
+
+def stored_per_record(entry: Document, path: str) -> list[float]:
+    """Bytes stored per record by `path` in each measured round of a `bench proxy` bytes entry."""
+    pairs = zip(entry["stored_bytes"][path], entry["records"][path], strict=True)
+    return [b / r for b, r in pairs if r]
+
+
+def stored_fill(entry: Document, path: str) -> list[float]:
+    """Records per stored batch of `path` in each measured round of a bytes entry."""
+    pairs = zip(entry["records"][path], entry["batches"][path], strict=True)
+    return [r / b for r, b in pairs if b]
+
+
+def stored_ratio(entry: Document) -> list[float]:
+    """Per measured round, the proxy's bytes per record over the smaller of raw + producer zstd
+    (direct) and per-record frames."""
+    return [
+        p / min(d, f)
+        for p, d, f in zip(
+            stored_per_record(entry, "proxy"),
+            stored_per_record(entry, "direct"),
+            stored_per_record(entry, "frames"),
+            strict=True,
+        )
+    ]
+
 
 def proxy_flags(doc: Document) -> list[str]:
     settings = doc["settings"]
@@ -461,55 +505,96 @@ def proxy_flags(doc: Document) -> list[str]:
         *flag("--seconds", settings["seconds"]),
         *flag("--partitions", settings["partitions"]),
         *flag("--runs", settings["runs"]),
+        *flag("--fills", ",".join(map(str, settings["fills"]))),
+        *flag("--batches", settings["batches"]),
         *flag("--data-dir", settings["data_dir"]),
     ]
 
 
 def proxy_tables(doc: Document) -> list[str]:
-    settings, parts = doc["settings"], doc["results"]["parts"]
-    direct, proxy = parts["direct, fixed rate"], parts["proxy, fixed rate"]
-    per_core = [settings["count"] / cpu for cpu in parts["proxy"]["proxy_cpu_s"] if cpu]
-    added = [p - d for p, d in zip(proxy["p99_ms"], direct["p99_ms"], strict=True)]
+    settings, results = doc["settings"], doc["results"]
+    parts = results["parts"]
+    latency_d, latency_p = parts["latency, direct"], parts["latency, proxy"]
     rate = f"{settings['rate']:,} records/s"
     rows: list[list[object]] = [
         [
-            f"records/s, unthrottled ({settings['count']:,} events, {settings['partitions']} "
-            "partitions)",
-            spread(parts["direct"]["records_per_s"]),
-            spread(parts["proxy"]["records_per_s"]),
+            f"produce, unthrottled: records/s ({settings['count']:,} events, "
+            f"{settings['partitions']} partitions)",
+            *_both(parts, "produce", "records_per_s", "{:,.0f}"),
         ],
-        ["the proxy's CPU seconds for them", "", spread(parts["proxy"]["proxy_cpu_s"], "{:.2f}")],
-        ["records per proxy CPU second", "", spread(per_core)],
-        [f"p50 ms at {rate}, produce() → delivery report", *_both(direct, proxy, "p50_ms")],
-        ["p99 ms, same", *_both(direct, proxy, "p99_ms")],
-        ["p99 added by the proxy, ms", "", spread(added, "{:+.1f}")],
+        ["proxy CPU µs per record", "", spread(cpu_us_per_record(parts["produce, proxy"]), MS)],
+        [
+            "records per proxy CPU second (target ≥ 100,000)",
+            "",
+            spread(records_per_cpu_s(parts["produce, proxy"])),
+        ],
+        [f"p50 ms at {rate}, produce() → delivery report", *_both(parts, "latency", "p50_ms")],
+        ["p99 ms, same", *_both(parts, "latency", "p99_ms")],
+        [
+            "p50 added by the proxy, ms (target ≤ +1)",
+            "",
+            spread(added_ms(latency_p["p50_ms"], latency_d["p50_ms"]), "{:+.1f}"),
+        ],
+        [
+            "p99 added by the proxy, ms (target ≤ +5)",
+            "",
+            spread(added_ms(latency_p["p99_ms"], latency_d["p99_ms"]), "{:+.1f}"),
+        ],
+        [
+            f"proxy CPU µs per record at {rate} (target ≤ 10)",
+            "",
+            spread(cpu_us_per_record(latency_p), MS),
+        ],
+        [
+            f"fetch: records/s reading {settings['count']:,} stored records (direct: as stored; "
+            "through the proxy: decoded)",
+            *_both(parts, "fetch", "records_per_s", "{:,.0f}"),
+        ],
+        [
+            "records decoded per proxy CPU second (target ≥ 150,000)",
+            "",
+            spread(records_per_cpu_s(parts["fetch, proxy"])),
+        ],
     ]
-    for over, suffix in ((settings["partitions"], ""), (settings["sparse_partitions"], ", sparse")):
-        rows.append(
-            [
-                f"stored bytes/record at {rate} over {over} partitions (records/batch)",
-                _stored(parts[f"direct, fixed rate{suffix}"]),
-                _stored(parts[f"proxy, fixed rate{suffix}"]),
-            ]
-        )
-    return [
-        "Direct (the client's raw values, its producer zstd) and through the proxy (frames, the "
-        "proxy's producer zstd), median [min–max] of the measured rounds:",
+    out = [
+        "Direct and through the forwarding proxy (`proxy --forward`), median [min–max] of the "
+        "measured rounds:",
         "",
         *table(" | direct | through the proxy", rows),
     ]
+    stored = results["stored"]
+    if not stored:
+        return [*out, "", "Bytes stored: not measured (no --data-dir)."]
+    stored_rows = [
+        [
+            entry["partitions"],
+            entry["fill"],
+            spread(stored_per_record(entry, "direct"), MS),
+            spread(stored_per_record(entry, "frames"), MS),
+            spread(stored_per_record(entry, "proxy"), MS),
+            spread(stored_fill(entry, "proxy"), MS),
+            spread(stored_ratio(entry), "{:.3f}"),
+        ]
+        for entry in stored
+    ]
+    return [
+        *out,
+        "",
+        "Bytes stored per record at each client fill (records per batch, `batch.num.messages`), "
+        "the broker's log segments: the client's raw values with producer zstd, per-record "
+        "frames (the proxy with `ZDICT_CODEC__OUTPUT_MODE=frames`), through the proxy (frames or "
+        "raw per batch), and the proxy's bytes over the smaller of the first two (target ≤ 1.03):",
+        "",
+        *table(
+            "partitions | client fill | raw + producer zstd | frames | through the proxy | "
+            "records/batch stored | proxy / smaller",
+            stored_rows,
+        ),
+    ]
 
 
-def _both(direct: Document, proxy: Document, key: str) -> list[str]:
-    return [spread(direct[key], "{:.1f}"), spread(proxy[key], "{:.1f}")]
-
-
-def _stored(part: Document) -> str:
-    per_record = [b / r for b, r in zip(part["stored_bytes"], part["records"], strict=True) if r]
-    fill = [r / b for r, b in zip(part["records"], part["batches"], strict=True) if b]
-    if not per_record:
-        return "– (no --data-dir)"
-    return f"{spread(per_record, '{:.1f}')} ({spread(fill, '{:.1f}')})"
+def _both(parts: Document, part: str, key: str, fmt: str = MS) -> list[str]:
+    return [spread(parts[f"{part}, direct"][key], fmt), spread(parts[f"{part}, proxy"][key], fmt)]
 
 
 # -- bench lifecycle -----------------------------------------------------------------------------

@@ -1,21 +1,31 @@
-"""`zdict-sidecar bench proxy`: the produce proxy next to producing directly, in one run.
+"""`zdict-sidecar bench proxy`: the forwarding proxy (`proxy --forward`) next to the broker
+directly, in one interleaved run.
 
-On a real broker, with `kind` events (~100 B `product_viewed` by default), one proxy process
-(`zdict-sidecar proxy --no-registry`, its dictionary trained from a warm-up stream first):
+On a real broker, with `kind` events (~112 B `product_viewed` by default), one forwarding proxy
+(`zdict-sidecar proxy --forward --no-registry --no-training`, `ZDICT_CODEC__OUTPUT_MODE=auto`,
+its dictionary trained first on a warm-up stream) is measured; a second one with
+`ZDICT_CODEC__OUTPUT_MODE=frames` only writes the per-record frames the bytes are compared with,
+and the records the Fetch part reads:
 
-* **throughput**: `count` events produced as fast as one confluent-kafka producer can
-  (idempotent, acks=all, linger.ms=5), directly and through the proxy: records/s, and the
-  proxy's own CPU seconds (`/proc/<pid>/stat`, its training child excluded), hence records/s
-  per core of the proxy;
-* **latency at a fixed rate** (5,000 records/s for `seconds`): each record's time from
-  `produce()` to its delivery report, directly and through the proxy, p50/p99: what the proxy
-  adds;
-* **bytes stored**: the fixed-rate streams as the broker stores them (record batches in the
-  topic's log segments, read from `data_dir`): the client producing raw values with producer
-  zstd, against the proxy's per-record frames (batch-compressed with zstd by its producer), at
-  the batch fill the client's own settings give.
+* **produce, unthrottled**: `count` events produced as fast as one confluent-kafka producer can
+  (idempotent, acks=all, linger.ms=5, no client compression) over `partitions` partitions,
+  directly and through the proxy: records/s, and the proxy's CPU seconds
+  (`/proc/<pid>/stat`: its threads, not a training child), hence its CPU µs per record and
+  records per proxy CPU second (target ≥ 100,000);
+* **latency at 5,000 records/s** (producer zstd, `partitions` partitions): each record's time
+  from `produce()` to its delivery report, p50/p99, directly and through the proxy, and the
+  proxy's CPU µs per record meanwhile (targets: ≤ 10 µs, p50 +≤ 1 ms, p99 +≤ 5 ms);
+* **fetch, decoded**: one consumer reading `count` records as the frames proxy stored them
+  (their batches as one unthrottled producer fills them), directly (frames) and through the
+  proxy (decoded): records/s and records decoded per proxy CPU second (target ≥ 150,000);
+* **bytes stored per record** (with `data_dir`, the broker's log directory): at client fills
+  `fills` (librdkafka `batch.num.messages`, a linger long enough that every batch fills, one
+  timestamp for every record) over `partitions` and `sparse_partitions` partitions, the record
+  batches the broker wrote in its log segments: raw values with producer zstd (direct), through
+  the proxy, and per-record frames (through the frames proxy); the proxy's bytes over the
+  smaller of the other two (target ≤ 1.03).
 
-Each measured part runs `runs` times after a warm-up round, direct and proxy interleaved;
+Every part runs `runs` times after a discarded warm-up round, direct and proxy interleaved;
 medians and [min-max] are reported.
 """
 
@@ -24,90 +34,143 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Final
 
-from confluent_kafka import KafkaError, Message, Producer
+from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
 from sidecar.bench.events import generate
 from sidecar.bench.relay import percentile
 from sidecar.bench.storage import broker_cpu
 from sidecar.bench.workload import free_port
+from sidecar.config import CodecSettings
 from sidecar.errors import InputError
-from sidecar.kafka import plain_admin, plain_producer
+from sidecar.kafka import plain_admin, plain_consumer, plain_producer
 from sidecar.record_batch import BatchInfo, segment_batches
 
-#: The fixed rate of the latency and bytes part (records/s).
+#: The fixed rate of the latency part (records/s).
 RATE: Final = 5000
 #: Records each fixed-rate stream starts with, untimed: the client's metadata and connections.
 PRIME: Final = 100
-#: Events of the stream before the measured ones that the proxy's dictionary is trained on
-#: (the proxy runs with --no-training: no training run takes CPU while it is measured).
+#: Events of the stream before the measured ones that the proxies' dictionaries are trained on
+#: (the proxies run with --no-training: no training run takes CPU while they are measured).
 WARMUP: Final = 20_000
-#: The measured parts: throughput (direct, proxy), then the fixed-rate streams over
-#: `partitions` and over `sparse_partitions` (fewer records per batch).
+#: Client fills (records per batch) whose bytes stored are measured.
+FILLS: Final = (1, 4, 16, 64, 512)
+#: Batches each partition gets at each fill in the bytes part.
+BATCHES: Final = 2
+#: The timed parts, each direct and through the proxy.
 PARTS: Final = (
-    "direct",
-    "proxy",
-    "direct, fixed rate",
-    "proxy, fixed rate",
-    "direct, fixed rate, sparse",
-    "proxy, fixed rate, sparse",
+    "produce, direct",
+    "produce, proxy",
+    "latency, direct",
+    "latency, proxy",
+    "fetch, direct",
+    "fetch, proxy",
 )
-#: The client's settings in every part: librdkafka's defaults but for these.
+#: What the broker stores in the bytes part: the client's raw values with producer zstd, the
+#: proxy's output (frames or raw per batch), per-record frames (the frames proxy's output).
+STORED: Final = ("direct", "proxy", "frames")
+#: The client's settings in the timed parts: librdkafka's defaults but for these.
 CLIENT: Final = {"linger.ms": 5, "acks": "all", "enable.idempotence": True}
+#: The bytes part's producers: every batch fills before it is sent (flush sends the last ones).
+FILL_LINGER_MS: Final = 1000
 
 
 @dataclass(slots=True)
 class Part:
-    """One measured part, direct or through the proxy: per round, what it gave."""
+    """One timed part, direct or through the proxy: per measured round, what it gave."""
 
     name: str
+    records: list[int] = field(default_factory=list)
     records_per_s: list[float] = field(default_factory=list)
     proxy_cpu_s: list[float] = field(default_factory=list)
     p50_ms: list[float] = field(default_factory=list)
     p99_ms: list[float] = field(default_factory=list)
-    stored_bytes: list[int] = field(default_factory=list)
-    batches: list[int] = field(default_factory=list)
-    records: list[int] = field(default_factory=list)
 
-    def median(self, values: Sequence[float]) -> float | None:
-        return statistics.median(values) if values else None
+
+@dataclass(slots=True)
+class Stored:
+    """The bytes part at one fill and partition count, per path (`STORED`): per measured round,
+    the batches the broker wrote."""
+
+    partitions: int
+    fill: int
+    stored_bytes: dict[str, list[int]] = field(default_factory=lambda: {p: [] for p in STORED})
+    records: dict[str, list[int]] = field(default_factory=lambda: {p: [] for p in STORED})
+    batches: dict[str, list[int]] = field(default_factory=lambda: {p: [] for p in STORED})
 
 
 @dataclass(slots=True)
 class ProxyResults:
     settings: dict[str, Any]
     parts: dict[str, Part]
+    stored: list[Stored]
     dictionary: dict[str, Any] | None
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "parts": {name: asdict(part) for name, part in self.parts.items()},
+            "stored": [asdict(s) for s in self.stored],
             "dictionary": self.dictionary,
         }
 
 
-class _ProxyProcess:
-    """`zdict-sidecar proxy` as a child process, its JSON log in a file."""
+def _port_base(node_ids: Sequence[int]) -> int:
+    """A `ZDICT_PROXY__BROKER_PORT_BASE` at which every node's port is free now."""
+    for _ in range(100):
+        base = free_port() - min(node_ids)
+        if base < 1 or base + max(node_ids) > 65535:
+            continue
+        try:
+            with contextlib.ExitStack() as stack:
+                for node in node_ids:
+                    sock = stack.enter_context(socket.socket())
+                    sock.bind(("127.0.0.1", base + node))
+            return base
+        except OSError:
+            continue
+    raise InputError(f"bench proxy: no free local ports for brokers {sorted(node_ids)}")
 
-    def __init__(self, bootstrap: str, store: Path, topic: str, log_path: Path) -> None:
+
+class _ProxyProcess:
+    """`zdict-sidecar proxy --forward` as a child process, its JSON log in a file."""
+
+    def __init__(
+        self,
+        bootstrap: str,
+        store: Path,
+        topic: str,
+        log_path: Path,
+        *,
+        output_mode: str,
+        node_ids: Sequence[int],
+    ) -> None:
         self.address = f"127.0.0.1:{free_port()}"
         self.log_path = log_path
         env = {k: v for k, v in os.environ.items() if not k.startswith("ZDICT_")}
-        env.update({"KAFKA_BOOTSTRAP_SERVERS": bootstrap, "ZDICT_LOG_FORMAT": "json"})
+        env.update(
+            {
+                "KAFKA_BOOTSTRAP_SERVERS": bootstrap,
+                "ZDICT_LOG_FORMAT": "json",
+                "ZDICT_CODEC__OUTPUT_MODE": output_mode,
+                "ZDICT_PROXY__BROKER_PORT_BASE": str(_port_base(node_ids)),
+            }
+        )
         with open(log_path, "wb") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "sidecar", "proxy", "--listen", self.address,
+                [sys.executable, "-m", "sidecar", "proxy", "--forward", "--listen", self.address,
                  "--no-registry", "--no-training", "--dictionaries", str(store), "--topic", topic,
                  "--metrics-port", "0"],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
@@ -127,6 +190,7 @@ class _ProxyProcess:
         raise InputError(f"bench proxy: the proxy logged no {text!r} in {timeout:.0f} s:\n{tail}")
 
     def cpu(self) -> float:
+        """The proxy process's CPU seconds so far (its threads; a child is not counted)."""
         seconds = broker_cpu(self.proc.pid)
         if seconds is None:
             raise InputError("bench proxy: cannot read the proxy's CPU time from /proc")
@@ -141,13 +205,6 @@ class _ProxyProcess:
             self.proc.wait(10)
 
 
-def _producer(bootstrap: str, compression: str) -> Producer:
-    return plain_producer(
-        bootstrap,
-        {**CLIENT, "compression.type": compression, "queue.buffering.max.messages": 1_000_000},
-    )
-
-
 def _produce(
     producer: Producer,
     topic: str,
@@ -156,9 +213,12 @@ def _produce(
     on_latency: Callable[[float], None] | None = None,
     *,
     spread: int = 1,
+    first_partition: int = 0,
+    timestamp: int = 0,
 ) -> float:
-    """Produce `values` round-robin over `spread` partitions (at `rate` records/s, or as fast
-    as possible); seconds until every one is delivered. `on_latency` gets each record's
+    """Produce `values` round-robin over `spread` partitions from `first_partition` (at `rate`
+    records/s, or as fast as possible; `timestamp` ms for every record, 0: the producer's
+    clock); seconds until every one is delivered. `on_latency` gets each record's
     produce-to-delivery seconds."""
     failures: list[KafkaError] = []
     started = time.monotonic()
@@ -173,7 +233,13 @@ def _produce(
 
         while True:
             try:
-                producer.produce(topic, value, partition=i % spread, on_delivery=delivered)
+                producer.produce(
+                    topic,
+                    value,
+                    partition=first_partition + i % spread,
+                    timestamp=timestamp,
+                    on_delivery=delivered,
+                )
                 break
             except BufferError:
                 producer.poll(0.01)
@@ -187,14 +253,263 @@ def _produce(
     return time.monotonic() - started
 
 
-def _batches(
-    data_dir: Path | None, topic: str, partitions: int
-) -> dict[int, list[BatchInfo]] | None:
-    """The record batches of `topic` in the broker's segments, per partition; None without a
-    data directory."""
-    if data_dir is None:
-        return None
-    return {p: segment_batches(data_dir / f"{topic}-{p}") for p in range(partitions)}
+def _consume(consumer: Consumer, topic: str, partitions: Sequence[int], count: int) -> float:
+    """Read `count` records of `partitions` of `topic` from their start; seconds it took.
+
+    Raises:
+        InputError: an error, or no record for 30 s.
+    """
+    started = time.monotonic()
+    consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
+    got, idle_since = 0, time.monotonic()
+    while got < count:
+        messages = consumer.consume(10_000, 0.5)
+        if not messages and time.monotonic() - idle_since > 30:
+            raise InputError(f"bench proxy: read {got:,} of {count:,} records of {topic} in 30 s")
+        for message in messages:
+            error = message.error()
+            if error is not None:
+                raise InputError(f"bench proxy: reading {topic} failed: {error}")
+        got += len(messages)
+        idle_since = time.monotonic() if messages else idle_since
+    return time.monotonic() - started
+
+
+def _decoded(consumer: Consumer, header_key: str) -> bool:
+    """Whether the next record `consumer` reads carries no `header_key` header (decoded)."""
+    for _ in range(20):
+        message = consumer.poll(1.0)
+        if message is not None and message.error() is None:
+            headers = message.headers() or []
+            keys = headers.keys() if isinstance(headers, dict) else [k for k, _ in headers]
+            return header_key not in keys
+    raise InputError("bench proxy: no record to check the decoding on")
+
+
+def _batches(data_dir: Path, topic: str, partitions: int) -> dict[int, list[BatchInfo]]:
+    """The record batches of `topic`'s first `partitions` partitions, from the segments."""
+    out = {}
+    for p in range(partitions):
+        directory = data_dir / f"{topic}-{p}"
+        if not directory.is_dir():
+            raise InputError(
+                f"{directory} is not there: is {data_dir} the data directory of the broker the "
+                "bench produces to? (--data-dir)"
+            )
+        out[p] = segment_batches(directory)
+    return out
+
+
+def _train(store: Path, sample: Path, namespace: str) -> None:
+    trained = subprocess.run(
+        [sys.executable, "-m", "sidecar", "train", "--input", str(sample),
+         "--namespace", namespace, "--dictionaries", str(store)],
+        capture_output=True, stdin=subprocess.DEVNULL, check=False,
+    )  # fmt: skip
+    if trained.returncode != 0:
+        raise InputError(f"bench proxy: training failed: {trained.stderr.decode()[-2000:]}")
+
+
+@contextlib.contextmanager
+def _proxies(
+    bootstrap: str, tmp: Path, topics: dict[str, str], node_ids: Sequence[int]
+) -> Iterator[tuple[_ProxyProcess, _ProxyProcess, str]]:
+    """The measured proxy (output mode auto, on `topics["proxy"]`) and the frames proxy (on
+    `topics["frames"]`), started and ready; and the measured one's `dictionary_loaded` line."""
+    started: list[_ProxyProcess] = []
+    try:
+        for name, mode in (("proxy", "auto"), ("frames", "frames")):
+            started.append(
+                _ProxyProcess(
+                    bootstrap,
+                    tmp / "dictionaries",
+                    topics[name],
+                    tmp / f"{name}.log",
+                    output_mode=mode,
+                    node_ids=node_ids,
+                )
+            )
+        for proxy in started:
+            proxy.wait_for('"proxy_listening"', 60)
+        loaded = started[0].wait_for('"dictionary_loaded"', 10)
+        started[1].wait_for('"dictionary_loaded"', 10)
+        yield started[0], started[1], loaded
+    finally:
+        for proxy in started:
+            proxy.stop()
+
+
+class _Run:
+    """One run of the benchmark: its topics, proxies and stream; fills `parts` and `stored`."""
+
+    def __init__(
+        self,
+        bootstrap: str,
+        data_dir: Path | None,
+        stream: Iterator[bytes],
+        settings: dict[str, Any],
+        header_key: str,
+        log: Callable[[str], None],
+    ) -> None:
+        self.bootstrap, self.data_dir, self.stream, self.log = bootstrap, data_dir, stream, log
+        self.settings, self.header_key = settings, header_key
+        self.count: int = settings["count"]
+        self.partitions: int = settings["partitions"]
+        run_id = uuid.uuid4().hex[:6]
+        # One topic per path, with enough partitions for every part: one namespace per proxy
+        # (its dictionary trained once), the bytes of each part counted as the batches it
+        # added. The frames topic holds the Fetch part's records on partitions of their own.
+        self.topics = {path: f"bench-proxy-{run_id}-{path}" for path in STORED}
+        spread_max = max(self.partitions, settings["sparse_partitions"])
+        self.fetch_partitions = list(range(spread_max, spread_max + self.partitions))
+        self.parts = {name: Part(name) for name in PARTS}
+        self.stored = [
+            Stored(s, f)
+            for s in (self.partitions, settings["sparse_partitions"])
+            for f in settings["fills"]
+        ]
+        self.timestamp = int(time.time() * 1000)
+        self.measured = False
+
+    def values(self, n: int) -> list[bytes]:
+        return [next(self.stream) for _ in range(n)]
+
+    def topic_partitions(self) -> dict[str, int]:
+        spread_max = self.fetch_partitions[0]
+        return {
+            t: spread_max + (self.partitions if path == "frames" else 0)
+            for path, t in self.topics.items()
+        }
+
+    def timed(
+        self, proxy: _ProxyProcess, name: str, records: int, run: Callable[[], float]
+    ) -> Part:
+        """Run one timed part, with the proxy's CPU seconds meanwhile (kept when measured)."""
+        cpu = proxy.cpu()
+        took = run()
+        part = self.parts[name]
+        if self.measured:
+            part.records.append(records)
+            part.records_per_s.append(records / took)
+            part.proxy_cpu_s.append(proxy.cpu() - cpu)
+        return part
+
+    def fetch_source(self, frames: _ProxyProcess) -> None:
+        """The records the Fetch part reads, written once through the frames proxy."""
+        producer = plain_producer(frames.address, {**CLIENT, "compression.type": "none"})
+        _produce(
+            producer,
+            self.topics["frames"],
+            self.values(self.count),
+            None,
+            spread=self.partitions,
+            first_partition=self.fetch_partitions[0],
+        )
+
+    def round(self, proxy: _ProxyProcess, frames: _ProxyProcess, label: str) -> None:
+        self.produce(proxy, label)
+        self.latency(proxy, label)
+        self.fetch(proxy, label)
+        if self.data_dir is not None:
+            self.bytes_stored(proxy, frames, label)
+
+    def produce(self, proxy: _ProxyProcess, label: str) -> None:
+        values = self.values(self.count)
+        self.log(f"{label}: {self.count:,} events unthrottled, direct, then through the proxy")
+        for name, address, topic in (
+            ("produce, direct", self.bootstrap, self.topics["direct"]),
+            ("produce, proxy", proxy.address, self.topics["proxy"]),
+        ):
+            producer = plain_producer(address, {**CLIENT, "compression.type": "none"})
+            run = partial(_produce, producer, topic, values, None, spread=self.partitions)
+            self.timed(proxy, name, self.count, run)
+
+    def latency(self, proxy: _ProxyProcess, label: str) -> None:
+        seconds = self.settings["seconds"]
+        fixed = self.values(int(RATE * seconds))
+        self.log(
+            f"{label}: {RATE:,} records/s for {seconds:g} s over {self.partitions} partitions, "
+            "direct, then through the proxy"
+        )
+        for name, address, topic in (
+            ("latency, direct", self.bootstrap, self.topics["direct"]),
+            ("latency, proxy", proxy.address, self.topics["proxy"]),
+        ):
+            producer = plain_producer(address, {**CLIENT, "compression.type": "zstd"})
+            # Metadata and connections first, untimed.
+            _produce(producer, topic, fixed[:PRIME], None, spread=self.partitions)
+            latencies: list[float] = []
+            run = partial(
+                _produce, producer, topic, fixed[PRIME:], RATE, latencies.append,
+                spread=self.partitions,
+            )  # fmt: skip
+            part = self.timed(proxy, name, len(fixed) - PRIME, run)
+            if self.measured:
+                part.p50_ms.append(percentile(latencies, 0.5) * 1000)
+                part.p99_ms.append(percentile(latencies, 0.99) * 1000)
+
+    def fetch(self, proxy: _ProxyProcess, label: str) -> None:
+        self.log(f"{label}: {self.count:,} stored records read, directly, then through the proxy")
+        topic = self.topics["frames"]
+        for name, address in (("fetch, direct", self.bootstrap), ("fetch, proxy", proxy.address)):
+            consumer = plain_consumer(
+                address,
+                f"bench-proxy-{uuid.uuid4().hex}",
+                {"enable.auto.commit": False, "auto.offset.reset": "earliest"},
+            )
+            try:
+                run = partial(_consume, consumer, topic, self.fetch_partitions, self.count)
+                self.timed(proxy, name, self.count, run)
+                if name == "fetch, proxy" and not self.measured:
+                    # Once, after the warm-up's timing: what the client got was decoded.
+                    consumer.assign([TopicPartition(topic, self.fetch_partitions[0], 0)])
+                    if not _decoded(consumer, self.header_key):
+                        raise InputError(
+                            f"bench proxy: records read through the proxy still carry the "
+                            f"{self.header_key!r} header: not decoded (see the proxy's log)"
+                        )
+            finally:
+                consumer.close()
+
+    def bytes_stored(self, proxy: _ProxyProcess, frames: _ProxyProcess, label: str) -> None:
+        fills = ", ".join(map(str, self.settings["fills"]))
+        self.log(
+            f"{label}: bytes stored at fills {fills} over {self.partitions} and "
+            f"{self.settings['sparse_partitions']} partitions, direct, through the proxy, "
+            "through the frames proxy"
+        )
+        for entry in self.stored:
+            values = self.values(entry.fill * entry.partitions * self.settings["batches"])
+            for path, address in (
+                ("direct", self.bootstrap),
+                ("proxy", proxy.address),
+                ("frames", frames.address),
+            ):
+                self.store(entry, path, address, values)
+
+    def store(self, entry: Stored, path: str, address: str, values: list[bytes]) -> None:
+        """One fill at one partition count, produced by one path: its batches (when measured)."""
+        assert self.data_dir is not None
+        topic, spread = self.topics[path], entry.partitions
+        before = _batches(self.data_dir, topic, spread)
+        producer = plain_producer(
+            address,
+            {
+                "compression.type": "zstd",
+                "batch.num.messages": entry.fill,
+                "linger.ms": FILL_LINGER_MS,
+                "queue.buffering.max.messages": max(100_000, len(values) + 1),
+                "enable.idempotence": True,
+            },
+        )
+        _produce(producer, topic, values, None, spread=spread, timestamp=self.timestamp)
+        if not self.measured:
+            return
+        after = _batches(self.data_dir, topic, spread)
+        new = [b for p, got in after.items() for b in got[len(before[p]) :]]
+        entry.stored_bytes[path].append(sum(b.size for b in new))
+        entry.records[path].append(sum(b.records for b in new))
+        entry.batches[path].append(len(new))
 
 
 def bench_proxy(
@@ -206,6 +521,8 @@ def bench_proxy(
     seconds: float = 10.0,
     partitions: int = 4,
     sparse_partitions: int = 64,
+    fills: Sequence[int] = FILLS,
+    batches: int = BATCHES,
     runs: int = 3,
     log: Callable[[str], None] = print,
 ) -> ProxyResults:
@@ -213,92 +530,6 @@ def bench_proxy(
     are not measured)."""
     if data_dir is not None and not data_dir.is_dir():
         raise InputError(f"broker data directory {data_dir} does not exist (--data-dir)")
-    admin = plain_admin(bootstrap)
-    run_id = uuid.uuid4().hex[:6]
-    # One topic each way, with enough partitions for every part: one namespace for the proxy
-    # (its dictionary trained once), and the bytes of each part counted as the batches it added.
-    direct, proxied = f"bench-proxy-{run_id}-direct", f"bench-proxy-{run_id}-proxied"
-    spread_max = max(partitions, sparse_partitions)
-    for future in admin.create_topics(
-        [NewTopic(t, num_partitions=spread_max) for t in (direct, proxied)]
-    ).values():
-        future.result(30)
-    stream = generate(kind, WARMUP + (count + 2 * int(RATE * seconds)) * (runs + 1), seed=7)
-    parts = {name: Part(name) for name in PARTS}
-
-    def fixed_rate(
-        name: str, address: str, topic: str, values: list[bytes], spread: int, round_: int
-    ) -> None:
-        """One fixed-rate stream over `spread` partitions into `parts[name]` (round > 0)."""
-        producer = _producer(address, "zstd")
-        # Metadata and connections first (its records are counted in the bytes, not timed).
-        before = _batches(data_dir, topic, spread_max)
-        _produce(producer, topic, values[:PRIME], None, spread=spread)
-        latencies: list[float] = []
-        _produce(producer, topic, values[PRIME:], RATE, latencies.append, spread=spread)
-        if round_ == 0:
-            return
-        part = parts[name]
-        part.p50_ms.append(percentile(latencies, 0.5) * 1000)
-        part.p99_ms.append(percentile(latencies, 0.99) * 1000)
-        if before is not None:
-            added = _batches(data_dir, topic, spread_max)
-            assert added is not None
-            new = [b for key, batches in added.items() for b in batches[len(before.get(key, [])) :]]
-            part.stored_bytes.append(sum(b.size for b in new))
-            part.batches.append(len(new))
-            part.records.append(sum(b.records for b in new))
-
-    with tempfile.TemporaryDirectory(prefix="bench-proxy-") as tmp:
-        store = Path(tmp) / "dictionaries"
-        log(f"a dictionary for {proxied}, trained on {WARMUP:,} events of the stream")
-        sample = Path(tmp) / "sample.txt"
-        sample.write_bytes(b"\n".join(next(stream) for _ in range(WARMUP)) + b"\n")
-        trained = subprocess.run(
-            [sys.executable, "-m", "sidecar", "train", "--input", str(sample),
-             "--namespace", proxied, "--dictionaries", str(store)],
-            capture_output=True, stdin=subprocess.DEVNULL, check=False,
-        )  # fmt: skip
-        if trained.returncode != 0:
-            raise InputError(f"bench proxy: training failed: {trained.stderr.decode()[-2000:]}")
-        proxy = _ProxyProcess(bootstrap, store, proxied, Path(tmp) / "proxy.log")
-        try:
-            proxy.wait_for('"proxy_listening"', 60)
-            loaded = proxy.wait_for('"dictionary_loaded"', 10)
-            for round_ in range(runs + 1):
-                measured = round_ > 0
-                label = f"round {round_}" if measured else "warm-up round"
-                values = [next(stream) for _ in range(count)]
-                log(f"{label}: throughput, {count:,} events direct, then through the proxy")
-                for name, address, target in (
-                    ("direct", bootstrap, direct),
-                    ("proxy", proxy.address, proxied),
-                ):
-                    cpu = proxy.cpu()
-                    producer = _producer(address, "none")
-                    took = _produce(producer, target, values, None, spread=partitions)
-                    if measured:
-                        parts[name].records_per_s.append(count / took)
-                        parts[name].proxy_cpu_s.append(proxy.cpu() - cpu)
-                for spread in (partitions, sparse_partitions):
-                    fixed = [next(stream) for _ in range(int(RATE * seconds))]
-                    log(
-                        f"{label}: {RATE:,} records/s for {seconds:.0f} s over {spread} "
-                        "partitions, direct, then through the proxy"
-                    )
-                    suffix = "" if spread == partitions else ", sparse"
-                    fixed_rate(
-                        f"direct, fixed rate{suffix}", bootstrap, direct, fixed, spread, round_
-                    )
-                    fixed_rate(
-                        f"proxy, fixed rate{suffix}", proxy.address, proxied, fixed, spread, round_
-                    )
-        finally:
-            proxy.stop()
-            for future in admin.delete_topics([direct, proxied], operation_timeout=30).values():
-                with contextlib.suppress(Exception):  # best effort: the bench's own topics
-                    future.result(60)
-    dictionary = json.loads(loaded)
     settings = {
         "kind": kind,
         "count": count,
@@ -306,13 +537,47 @@ def bench_proxy(
         "seconds": seconds,
         "partitions": partitions,
         "sparse_partitions": sparse_partitions,
+        "fills": list(fills),
+        "batches": batches,
         "runs": runs,
         "client": CLIENT,
         "warmup": WARMUP,
         "data_dir": str(data_dir) if data_dir else None,
     }
+    stored_records = sum(f * s * batches for f in fills for s in (partitions, sparse_partitions))
+    per_round = count + int(RATE * seconds) + (stored_records if data_dir else 0)
+    stream = generate(kind, WARMUP + count + per_round * (runs + 1), seed=7)
+    # The proxies run without the caller's ZDICT_ settings: the default header.
+    run = _Run(bootstrap, data_dir, stream, settings, CodecSettings().header_key, log)
+    admin = plain_admin(bootstrap)
+    node_ids = sorted(admin.list_topics(timeout=30).brokers)
+    new_topics = [NewTopic(t, num_partitions=n) for t, n in run.topic_partitions().items()]
+    for future in admin.create_topics(new_topics).values():
+        future.result(30)
+    try:
+        with tempfile.TemporaryDirectory(prefix="bench-proxy-") as tmp_name:
+            tmp = Path(tmp_name)
+            log(f"dictionaries for the proxies' topics, trained on {WARMUP:,} events of the stream")
+            sample = tmp / "sample.txt"
+            sample.write_bytes(b"\n".join(run.values(WARMUP)) + b"\n")
+            for path in ("proxy", "frames"):
+                _train(tmp / "dictionaries", sample, run.topics[path])
+            with _proxies(bootstrap, tmp, run.topics, node_ids) as (proxy, frames, loaded):
+                log(f"the Fetch part's {count:,} records, through the frames proxy")
+                run.fetch_source(frames)
+                for round_ in range(runs + 1):
+                    run.measured = round_ > 0
+                    run.round(proxy, frames, f"round {round_}" if run.measured else "warm-up round")
+    finally:
+        for future in admin.delete_topics(list(run.topics.values()), operation_timeout=30).values():
+            with contextlib.suppress(Exception):  # best effort: the bench's own topics
+                future.result(60)
+    dictionary = json.loads(loaded)
     return ProxyResults(
-        settings, parts, {k: dictionary.get(k) for k in ("dict_id", "heldout_ratio")}
+        settings,
+        run.parts,
+        run.stored if data_dir else [],
+        {k: dictionary.get(k) for k in ("dict_id", "heldout_ratio")},
     )
 
 
@@ -329,53 +594,89 @@ def _range(values: Sequence[float], fmt: str) -> str:
 
 
 def format_results(results: ProxyResults) -> str:
-    """`bench proxy`'s tables: throughput per core, latency added at the fixed rate, bytes."""
+    """`bench proxy`'s tables: produce, latency and fetch with the proxy's CPU; bytes stored."""
+    from sidecar.bench.figure_tables import (
+        added_ms,
+        cpu_us_per_record,
+        records_per_cpu_s,
+        stored_fill,
+        stored_per_record,
+        stored_ratio,
+    )
     from sidecar.tools.tables import render
 
-    parts = results.parts
-    direct, proxy = parts["direct"], parts["proxy"]
-    # Records per CPU second of the proxy process: what one core of it moves.
-    per_core = [results.settings["count"] / cpu for cpu in proxy.proxy_cpu_s if cpu]
-    throughput = render(
-        ["path", "records/s", "proxy CPU s", "records/s per proxy core"],
+    doc = results.to_dict()
+    parts, settings = doc["parts"], results.settings
+
+    def both(key: str, fmt: str, name: str) -> list[str]:
+        return [
+            _range(parts[f"{name}, direct"][key], fmt),
+            _range(parts[f"{name}, proxy"][key], fmt),
+        ]
+
+    latency_d, latency_p = parts["latency, direct"], parts["latency, proxy"]
+    rows = [
+        ["produce, unthrottled: records/s", *both("records_per_s", "{:,.0f}", "produce")],
         [
-            ["direct", _range(direct.records_per_s, "{:,.0f}"), "-", "-"],
-            [
-                "through the proxy",
-                _range(proxy.records_per_s, "{:,.0f}"),
-                _range(proxy.proxy_cpu_s, "{:.2f}"),
-                _range(per_core, "{:,.0f}"),
-            ],
+            "  proxy CPU µs/record; records per proxy CPU s (≥ 100,000)",
+            "",
+            f"{_range(cpu_us_per_record(parts['produce, proxy']), '{:.1f}')}; "
+            f"{_range(records_per_cpu_s(parts['produce, proxy']), '{:,.0f}')}",
         ],
-        f"Throughput: {results.settings['count']:,} {results.settings['kind']} events, one "
-        "producer (idempotent, acks=all, linger.ms=5)",
-    )
-    fixed_direct, fixed_proxy = parts["direct, fixed rate"], parts["proxy, fixed rate"]
-    added = [p - d for p, d in zip(fixed_proxy.p99_ms, fixed_direct.p99_ms, strict=True)]
-    latency = render(
-        ["path", "p50 ms", "p99 ms"],
+        [f"at {RATE:,} records/s: p50 ms", *both("p50_ms", MS, "latency")],
+        ["  p99 ms", *both("p99_ms", MS, "latency")],
         [
-            ["direct", _range(fixed_direct.p50_ms, MS), _range(fixed_direct.p99_ms, MS)],
-            ["through the proxy", _range(fixed_proxy.p50_ms, MS), _range(fixed_proxy.p99_ms, MS)],
-            ["added by the proxy", "", _range(added, "{:+.1f}")],
+            "  added p50 (≤ +1 ms); p99 (≤ +5 ms)",
+            "",
+            f"{_range(added_ms(latency_p['p50_ms'], latency_d['p50_ms']), '{:+.1f}')}; "
+            f"{_range(added_ms(latency_p['p99_ms'], latency_d['p99_ms']), '{:+.1f}')}",
         ],
-        f"Latency at {RATE:,} records/s: produce() to delivery report",
-    )
-    rows = []
-    for spread, suffix in (
-        (results.settings["partitions"], ""),
-        (results.settings["sparse_partitions"], ", sparse"),
-    ):
-        for label, part in (
-            ("client: raw values, producer zstd", parts[f"direct, fixed rate{suffix}"]),
-            ("through the proxy: frames, its zstd", parts[f"proxy, fixed rate{suffix}"]),
-        ):
-            per_record = [b / r for b, r in zip(part.stored_bytes, part.records, strict=True) if r]
-            fill = [r / b for r, b in zip(part.records, part.batches, strict=True) if b]
-            rows.append([spread, label, _range(fill, "{:.1f}"), _range(per_record, "{:.1f}")])
-    stored = render(
-        ["partitions", "what the broker stores", "records/batch", "bytes/record"],
+        [
+            "  proxy CPU µs/record (≤ 10)",
+            "",
+            _range(cpu_us_per_record(latency_p), "{:.1f}"),
+        ],
+        [
+            "fetch: records/s (direct: frames; proxy: decoded)",
+            *both("records_per_s", "{:,.0f}", "fetch"),
+        ],
+        [
+            "  records decoded per proxy CPU s (≥ 150,000)",
+            "",
+            _range(records_per_cpu_s(parts["fetch, proxy"]), "{:,.0f}"),
+        ],
+    ]
+    timed = render(
+        ["", "direct", "through the proxy"],
         rows,
-        f"Bytes stored: {RATE:,} records/s, the log segments' record batches",
+        f"{settings['count']:,} {settings['kind']} events, {settings['partitions']} partitions, "
+        "one client (idempotent, acks=all, linger.ms=5)",
     )
-    return "\n\n".join([throughput, latency, stored])
+    if not doc["stored"]:
+        return timed + "\n\n(bytes stored: not measured without --data-dir)"
+    stored_rows = [
+        [
+            entry["partitions"],
+            entry["fill"],
+            _range(stored_per_record(entry, "direct"), MS),
+            _range(stored_per_record(entry, "frames"), MS),
+            _range(stored_per_record(entry, "proxy"), MS),
+            _range(stored_fill(entry, "proxy"), MS),
+            _range(stored_ratio(entry), "{:.3f}"),
+        ]
+        for entry in doc["stored"]
+    ]
+    stored = render(
+        [
+            "partitions",
+            "client fill",
+            "raw + producer zstd",
+            "frames",
+            "through the proxy",
+            "proxy records/batch",
+            "proxy / smaller (≤ 1.03)",
+        ],
+        stored_rows,
+        "Bytes stored per record (the log segments' record batches)",
+    )
+    return "\n\n".join([timed, stored])

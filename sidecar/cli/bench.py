@@ -486,6 +486,8 @@ def cmd_bench_proxy(args: argparse.Namespace) -> int:
         count=args.count,
         seconds=args.seconds,
         partitions=args.partitions,
+        fills=args.fills or bench.FILLS,
+        batches=args.batches or bench.BATCHES,
         runs=args.runs,
     )
     print()
@@ -496,11 +498,17 @@ def cmd_bench_proxy(args: argparse.Namespace) -> int:
 
 def _add_bench_proxy(benches: Commands) -> None:
     b = benches.add_parser(
-        "proxy", help="the produce proxy next to producing directly: speed, latency, bytes"
+        "proxy",
+        help="the forwarding proxy (proxy --forward) next to the broker directly: produce and "
+        "fetch speed with the proxy's CPU, latency, bytes stored",
     )
     b.add_argument("--kind", choices=KINDS, default="product_viewed")
     b.add_argument(
-        "-n", "--count", type=number(int, ge=1), default=200_000, help="events per throughput run"
+        "-n",
+        "--count",
+        type=number(int, ge=1),
+        default=200_000,
+        help="events per unthrottled produce run, and records read per fetch run",
     )
     b.add_argument(
         "--seconds", type=number(float, gt=0), default=10.0, help="seconds at 5,000 records/s"
@@ -508,6 +516,17 @@ def _add_bench_proxy(benches: Commands) -> None:
     b.add_argument("--partitions", type=number(int, ge=1, le=10_000), default=4)
     b.add_argument(
         "--runs", type=number(int, ge=1, le=100), default=3, help="measured rounds after a warm-up"
+    )
+    b.add_argument(
+        "--fills",
+        type=fills,
+        help="client fills (records per batch) whose bytes stored are measured "
+        "(default 1,4,16,64,512)",
+    )
+    b.add_argument(
+        "--batches",
+        type=number(int, ge=1, le=1000),
+        help="batches per partition at each fill in the bytes part (default 2)",
     )
     b.add_argument("--data-dir", metavar="DIR", help="the broker's log.dirs (bytes stored)")
     b.add_argument("--json-out", type=output_file, default="out/bench-proxy.json", metavar="FILE")

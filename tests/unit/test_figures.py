@@ -27,7 +27,7 @@ from sidecar.bench.codec import BatchRow, CodecResult, RelayRun, Speed, result_d
 from sidecar.bench.figure_tables import spread
 from sidecar.bench.lifecycle import COST_SCHEDULE, CostRound, LifecycleResults, results_dict
 from sidecar.bench.producer import ProducerResults, SizeResult
-from sidecar.bench.proxy import CLIENT, PARTS, RATE, WARMUP, Part, ProxyResults
+from sidecar.bench.proxy import CLIENT, PARTS, RATE, WARMUP, Part, ProxyResults, Stored
 from sidecar.bench.relay import C_RELAY, PASS_THROUGH, KindResults, LatencyRun
 from sidecar.bench.storage import StorageResults, Variant
 from sidecar.bench.wire import SAMPLE_IDS, WrongDictionary, header_options
@@ -163,14 +163,27 @@ def producer() -> Written:
 
 def proxy() -> Written:
     parts = {name: Part(name) for name in PARTS}
-    parts["direct"].records_per_s = [76_596.0, 74_131.0, 131_711.0]
-    parts["proxy"].records_per_s = [24_931.0, 19_144.0, 28_826.0]
-    parts["proxy"].proxy_cpu_s = [1.43, 1.2, 1.45]
-    for name, p50, p99 in (("direct", 4.6, 192.2), ("proxy", 20.2, 276.4)):
-        for suffix in (", fixed rate", ", fixed rate, sparse"):
-            part = parts[name + suffix]
-            part.p50_ms, part.p99_ms = [p50, p50 + 1], [p99, p99 + 10]
-            part.stored_bytes, part.batches, part.records = [666_000], [1_200], [10_000]
+    for path, per_s, cpu in (("direct", 76_596.0, 0.0), ("proxy", 24_931.0, 0.8)):
+        part = parts[f"produce, {path}"]
+        part.records = [100_000] * 3
+        part.records_per_s = [per_s, per_s * 0.9, per_s * 1.1]
+        part.proxy_cpu_s = [cpu, cpu * 1.25, cpu * 0.8]
+    for path, p50, p99, cpu in (("direct", 4.6, 40.2, 0.0), ("proxy", 5.2, 44.4, 0.4)):
+        part = parts[f"latency, {path}"]
+        part.records = [49_900] * 3
+        part.records_per_s = [4_990.0] * 3
+        part.proxy_cpu_s = [cpu, cpu, cpu * 1.5]
+        part.p50_ms, part.p99_ms = [p50, p50 + 1, p50 - 1], [p99, p99 + 10, p99 - 10]
+    for path, per_s, cpu in (("direct", 530_000.0, 0.0), ("proxy", 129_000.0, 0.5)):
+        part = parts[f"fetch, {path}"]
+        part.records = [100_000] * 3
+        part.records_per_s = [per_s] * 3
+        part.proxy_cpu_s = [cpu] * 3
+    stored = Stored(64, 16)
+    for path, size in (("direct", 57_000), ("proxy", 57_000), ("frames", 62_100)):
+        stored.stored_bytes[path] = [size] * 3
+        stored.records[path] = [1_000] * 3
+        stored.batches[path] = [64] * 3
     settings = {
         "kind": "product_viewed",
         "count": 100_000,
@@ -178,12 +191,14 @@ def proxy() -> Written:
         "seconds": 10.0,
         "partitions": 4,
         "sparse_partitions": 64,
+        "fills": [16],
+        "batches": 2,
         "runs": 3,
         "client": CLIENT,
         "warmup": WARMUP,
-        "data_dir": None,
+        "data_dir": "deploy/kafka/.cache/run/data",
     }
-    results = ProxyResults(settings, parts, {"dict_id": 32768, "heldout_ratio": 2.1})
+    results = ProxyResults(settings, parts, [stored], {"dict_id": 32768, "heldout_ratio": 2.1})
     return "proxy", results.settings, results.to_dict()
 
 
@@ -280,13 +295,16 @@ CASES: dict[str, tuple[Callable[[], Written], list[str]]] = {
     "proxy": (
         proxy,
         [
-            "| records/s, unthrottled (100,000 events, 4 partitions) | 76,596 [74,131–131,711] | "
-            "24,931 [19,144–28,826] |",
-            "| records per proxy CPU second |  | 69,930 [68,966–83,333] |",
-            "| p50 ms at 5,000 records/s, produce() → delivery report | 5.1 [4.6–5.6] | "
-            "20.7 [20.2–21.2] |",
-            "| stored bytes/record at 5,000 records/s over 64 partitions (records/batch) | "
-            "66.6 (8.3) | 66.6 (8.3) |",
+            "| produce, unthrottled: records/s (100,000 events, 4 partitions) | "
+            "76,596 [68,936–84,256] | 24,931 [22,438–27,424] |",
+            "| proxy CPU µs per record |  | 8.0 [6.4–10.0] |",
+            "| records per proxy CPU second (target ≥ 100,000) |  | 125,000 [100,000–156,250] |",
+            "| p50 added by the proxy, ms (target ≤ +1) |  | +0.6 [+0.6–+0.6] |",
+            "| proxy CPU µs per record at 5,000 records/s (target ≤ 10) |  | 8.0 [8.0–12.0] |",
+            "| records decoded per proxy CPU second (target ≥ 150,000) |  | "
+            "200,000 [200,000–200,000] |",
+            "| 64 | 16 | 57.0 [57.0–57.0] | 62.1 [62.1–62.1] | 57.0 [57.0–57.0] | "
+            "15.6 [15.6–15.6] | 1.000 [1.000–1.000] |",
         ],
     ),
     "lifecycle": (
@@ -386,7 +404,8 @@ def test_the_provenance_says_when_the_json_records_no_commit(tmp_path: Path) -> 
         (
             "proxy",
             "zdict-sidecar bench proxy --kind product_viewed -n 100000 --seconds 10.0 "
-            "--partitions 4 --runs 3",
+            "--partitions 4 --runs 3 --fills 16 --batches 2 "
+            "--data-dir deploy/kafka/.cache/run/data",
         ),
         (
             "lifecycle",
@@ -516,3 +535,17 @@ def test_the_generator_loads_no_kafka_client() -> None:
 )
 def test_a_spread_is_the_median_and_its_range(values: list[float], fmt: str, text: str) -> None:
     assert spread(values, fmt) == text
+
+
+def test_bench_proxy_prints_its_targets_next_to_the_figures() -> None:
+    from sidecar.bench.proxy import format_results
+
+    _, settings, document = proxy()
+    parts = {name: Part(**part) for name, part in document["parts"].items()}
+    stored = [Stored(**entry) for entry in document["stored"]]
+    printed = format_results(ProxyResults(settings, parts, stored, document["dictionary"]))
+    assert "proxy CPU µs/record; records per proxy CPU s (≥ 100,000)" in printed
+    assert "8.0 [6.4-10.0]; 125,000 [100,000-156,250]" in printed
+    assert "records decoded per proxy CPU s (≥ 150,000)" in printed
+    assert "proxy / smaller (≤ 1.03)" in printed
+    assert "1.000" in printed.splitlines()[-1]
