@@ -11,11 +11,13 @@ import pytest
 from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode
 
+from sidecar.errors import ProtocolError
 from sidecar.proxy.forward.addresses import (
     Address,
     PortMap,
     encode_response,
     is_parsed,
+    names_no_broker,
     parse_response,
     rewrite,
     upstream_nodes,
@@ -162,6 +164,25 @@ def test_produce_node_endpoints_point_at_the_local_listeners(version: int) -> No
     got = _round_trip(PRODUCE, version, body, dict(LOCAL))
     assert got == dataclasses.replace(body, node_endpoints=_moved(endpoints))
     assert got.responses == body.responses
+
+
+@pytest.mark.parametrize("version", _versions(PRODUCE, first=10))
+def test_a_produce_response_naming_no_broker_passes_unparsed(version: int) -> None:
+    cls = load_response_schema(PRODUCE, version)
+    plain = encode_response(5, filled(cls, node_endpoints=()))[4:]
+    named = encode_response(
+        5, filled(cls, node_endpoints=_brokers(_class(PRODUCE, version, "NodeEndpoint")))
+    )[4:]
+    assert names_no_broker(PRODUCE, version, plain)
+    assert not names_no_broker(PRODUCE, version, named)
+    assert not names_no_broker(METADATA, 12, plain)  # the other APIs are always parsed
+
+
+def test_a_produce_response_running_past_its_frame_is_refused() -> None:
+    cls = load_response_schema(PRODUCE, 11)
+    frame = encode_response(5, filled(cls, node_endpoints=()))[4:]
+    with pytest.raises(ProtocolError, match="past the end"):
+        names_no_broker(PRODUCE, 11, frame[:-3])
 
 
 def test_produce_before_v10_is_not_parsed() -> None:

@@ -27,7 +27,7 @@ from kio.serial import entity_reader
 from kio.serial.errors import SerialError
 
 from sidecar.errors import ProtocolError
-from sidecar.proxy.forward.bounded import check
+from sidecar.proxy.forward.bounded import check, top_level_tags
 from sidecar.proxy.forward.topics import LISTING
 from sidecar.proxy.forward.versions import (
     API_VERSIONS,
@@ -46,6 +46,7 @@ __all__ = [
     "PortMap",
     "encode_response",
     "is_parsed",
+    "names_no_broker",
     "parse_response",
     "rewrite",
     "upstream_nodes",
@@ -90,6 +91,21 @@ def is_parsed(api_key: int, version: int) -> bool:
         return True
     first = REWRITTEN_FROM.get(api_key)
     return first is not None and version >= first
+
+
+def names_no_broker(api_key: int, version: int, frame: bytes) -> bool:
+    """Whether a Produce response frame (size prefix excluded) carries no `NodeEndpoints`, its
+    only address, a top-level tagged field that brokers send only when a leader moved: such a
+    response is passed as it came, without being parsed and encoded again (most of what it
+    cost per request). False for the other APIs.
+
+    Raises:
+        ProtocolError: the bytes run past the frame.
+    """
+    if api_key != PRODUCE:
+        return False
+    schema = load_response_schema(api_key, version)
+    return top_level_tags(schema, frame, check(schema.__header_schema__, frame)) == 0
 
 
 def parse_response(api_key: int, version: int, frame: bytes) -> tuple[int, Any]:

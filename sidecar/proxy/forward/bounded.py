@@ -86,6 +86,28 @@ def check(schema: type[Any], frame: bytes, offset: int = 0) -> int:
         raise ProtocolError(f"{schema.__name__} ends inside a field (truncated)") from None
 
 
+def top_level_tags(schema: type[Any], frame: bytes, offset: int = 0) -> int:
+    """How many tagged fields the message of kio class `schema` that starts at `offset` in
+    `frame` carries at its top level (0 for a version that is not flexible), its fields before
+    them bounds-checked on the way.
+
+    Raises:
+        ProtocolError: a length or count runs past the frame.
+    """
+    layout = _layout(schema)
+    if not layout.flexible:
+        return 0
+    end = len(frame)
+    try:
+        pos = offset
+        for field in layout.fields:
+            pos = _field(field, True, frame, pos, end)
+        count, _ = _uvarint(frame, pos, end)
+    except (IndexError, struct.error):
+        raise ProtocolError(f"{schema.__name__} ends inside a field (truncated)") from None
+    return count
+
+
 def _entity(cls: type[Any], data: bytes, pos: int, end: int) -> int:
     layout = _layout(cls)
     for field in layout.fields:

@@ -41,6 +41,7 @@ from sidecar.proxy.forward.addresses import (
     Address,
     encode_response,
     is_parsed,
+    names_no_broker,
     parse_response,
     rewrite,
     upstream_nodes,
@@ -394,6 +395,8 @@ class Connection:
     async def _rewritten(self, expected: Expected, frame: bytes) -> bytes:
         """The response frame to send for upstream's `frame` (see module)."""
         api_key = expected.api_key
+        if names_no_broker(api_key, expected.version, frame):
+            return _INT32.pack(len(frame)) + frame
         self.metrics.rewritten(api_key)
         if api_key == API_VERSIONS:
             # Above upstream's versions, upstream answers in v0 (KIP-511); so does the proxy.
