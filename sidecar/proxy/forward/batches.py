@@ -38,6 +38,7 @@ from sidecar.record_batch import (
     BATCH_HEADER_BYTES,
     CONTROL_BIT,
     LOG_OVERHEAD,
+    read_varint,
     varint,
 )
 
@@ -228,7 +229,10 @@ class BatchRewriter:
                 section = self._decompress(codec, section, allowance)
             if count > len(section) // MIN_RECORD_BYTES:
                 raise _invalid(f"a batch says it holds {count} records in {len(section)} bytes")
-            records = _read_records(section, count, fields[7], self._header_key)
+            try:
+                records = _read_records(section, count, fields[7], self._header_key)
+            except MalformedBatch as exc:  # a varint cut short or too long
+                raise _invalid(str(exc)) from None
             self._inputs(records, inputs)
             batches.append(ReadBatch(raw, fields, records, False))
         return ReadPartition(batches, inputs)
@@ -351,28 +355,8 @@ def _invalid(reason: str) -> ProduceRefused:
     return ProduceRefused(INVALID_RECORD, "invalid_record", reason)
 
 
-def _varint(data: bytes, pos: int) -> tuple[int, int]:
-    """Kafka's zig-zag varint (or varlong) at `pos`: (value, position after it)."""
-    try:
-        byte = data[pos]
-        if byte < 0x80:
-            return (byte >> 1) ^ -(byte & 1), pos + 1
-        result, shift = byte & 0x7F, 7
-        while True:
-            pos += 1
-            byte = data[pos]
-            result |= (byte & 0x7F) << shift
-            if byte < 0x80:
-                return (result >> 1) ^ -(result & 1), pos + 1
-            shift += 7
-            if shift > 63:
-                raise _invalid("a varint is longer than 10 bytes")
-    except IndexError:
-        raise _invalid("a record ends inside a varint (truncated)") from None
-
-
 def _sized(data: bytes, pos: int, end: int, what: str) -> tuple[bytes | None, int]:
-    length, pos = _varint(data, pos)
+    length, pos = read_varint(data, pos)
     if length < 0:
         if length != -1:
             raise _invalid(f"a record's {what} has length {length}")
@@ -387,12 +371,12 @@ def _read_records(section: bytes, count: int, base_timestamp: int, ours: bytes) 
     records: list[_Record] = []
     pos, size = 0, len(section)
     for _ in range(count):
-        length, pos = _varint(section, pos)
+        length, pos = read_varint(section, pos)
         stop = pos + length
         if length < MIN_RECORD_BYTES - 1 or stop > size:
             raise _invalid("a record's length runs past the end of its batch (truncated)")
         start = pos
-        delta, pos = _varint(section, pos + 1)  # after the attributes byte
+        delta, pos = read_varint(section, pos + 1)  # after the attributes byte
         timestamp = base_timestamp + delta
         if timestamp < NO_TIMESTAMP or timestamp > MAX_TIMESTAMP:
             raise ProduceRefused(
@@ -400,8 +384,8 @@ def _read_records(section: bytes, count: int, base_timestamp: int, ours: bytes) 
                 "timestamp",
                 f"a record's timestamp {timestamp} is outside -1..2^63-1 ms",
             )
-        _offset_delta, pos = _varint(section, pos)
-        key_length, pos = _varint(section, pos)
+        _offset_delta, pos = read_varint(section, pos)
+        key_length, pos = read_varint(section, pos)
         if key_length > 0:
             pos += key_length
         elif key_length < -1:
@@ -410,7 +394,7 @@ def _read_records(section: bytes, count: int, base_timestamp: int, ours: bytes) 
             raise _invalid("a record's key runs past the end of the record (truncated)")
         head = section[start:pos]
         value, pos = _sized(section, pos, stop, "value")
-        header_count, pos = _varint(section, pos)
+        header_count, pos = read_varint(section, pos)
         if header_count < 0 or header_count > length:
             raise _invalid(f"a record says it has {header_count} headers")
         first_header = pos
