@@ -9,6 +9,7 @@ import struct
 import cramjam
 import lz4.frame
 import pytest
+import zstandard
 
 from sidecar.errors import MalformedBatch
 from sidecar.proxy.forward.compression import (
@@ -104,3 +105,23 @@ def test_data_that_does_not_decompress_is_refused_naming_its_codec(
     with pytest.raises(MalformedBatch, match=f"{codec} data of a batch does not decompress") as e:
         Compression().decompress(CODEC_IDS[codec], garbage, 1 << 20)
     assert e.value.reason == "format"
+
+
+@pytest.mark.parametrize("declared", [True, False], ids=["size declared", "size not declared"])
+def test_zstd_frames_in_a_row_decompress_whole_whether_or_not_they_declare_their_size(
+    declared: bool, data: bytes
+) -> None:
+    compressor = zstandard.ZstdCompressor(write_content_size=declared)
+    half = len(data) // 2
+    one = compressor.compress(data)
+    two = compressor.compress(data[:half]) + compressor.compress(data[half:])
+    compression = Compression()
+    for frames in (one, two):
+        assert compression.decompress(CODEC_IDS["zstd"], frames, len(data)) == data
+        assert compression.decompress(CODEC_IDS["zstd"], frames, len(data) - 1) is None
+
+
+def test_a_zstd_frame_declaring_more_than_the_bound_is_not_decompressed() -> None:
+    frame = zstandard.ZstdCompressor().compress(b"\0" * (8 << 20))
+    assert zstandard.frame_content_size(frame) == 8 << 20
+    assert Compression().decompress(CODEC_IDS["zstd"], frame, 1 << 20) is None

@@ -43,6 +43,8 @@ XERIAL_MAGIC: Final = b"\x82SNAPPY\x00"
 XERIAL_HEADER: Final = XERIAL_MAGIC + struct.pack(">ii", 1, 1)
 #: Uncompressed bytes per xerial block written (snappy-java's default block size).
 XERIAL_BLOCK_BYTES: Final = 32 * 1024
+#: Bytes of zstd output read at a time from frames that do not declare their size.
+ZSTD_READ_BYTES: Final = 256 * 1024
 #: gzip framing only (zlib's window bits: 16 + 15).
 _GZIP_WBITS: Final = 31
 #: gzip or zlib framing, detected from the header (32 + 15).
@@ -88,9 +90,7 @@ class Compression:
 
     def _decompress(self, codec: int, data: bytes, limit: int) -> bytes | None:
         if codec == ZSTD:
-            with self._unzstd.stream_reader(data, read_across_frames=True) as reader:
-                zstd_out: bytes = reader.read(limit + 1)
-            return zstd_out
+            return self._unzstd_bounded(data, limit)
         if codec == LZ4:
             lz4_out: bytes = lz4.frame.LZ4FrameDecompressor().decompress(data, max_length=limit + 1)
             return lz4_out
@@ -99,6 +99,32 @@ class Compression:
         if codec == SNAPPY:
             return _unsnappy(data, limit)
         return data
+
+    def _unzstd_bounded(self, data: bytes, limit: int) -> bytes | None:
+        """zstd frames decompressed, at most `limit` + 1 bytes (None: a first frame that
+        declares more). One frame that declares its size (librdkafka writes it) is decompressed
+        into exactly that many bytes; others are read a chunk at a time, so a small batch never
+        costs a buffer of the whole bound."""
+        declared = zstandard.frame_content_size(data)
+        if declared > limit:
+            return None
+        if declared >= 0:
+            try:
+                out: bytes = self._unzstd.decompress(data, allow_extra_data=False)
+            except zstandard.ZstdError:
+                pass  # frames in a row (or a broken one): read as a stream below
+            else:
+                return out
+        chunks: list[bytes] = []
+        produced = 0
+        with self._unzstd.stream_reader(data, read_across_frames=True) as reader:
+            while produced <= limit:
+                chunk: bytes = reader.read(min(ZSTD_READ_BYTES, limit + 1 - produced))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                produced += len(chunk)
+        return b"".join(chunks)
 
     def compress(self, codec: int, data: bytes) -> bytes:
         """`data` compressed with `codec` as a producer writes it (see module); `data` itself
