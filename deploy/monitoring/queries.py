@@ -5,7 +5,7 @@ filtered by `$cluster` and `$namespace` (the target's labels on a Prometheus sha
 clusters or namespaces, where same-named topics must not be summed; All = `.*`, which also
 matches series without the label), `$job` (the Prometheus jobs that scrape a sidecar) and
 `$instance`, and the relay's series by `$topic` (the input topics; multi-value, All = `.*`).
-The savings are the encoding relays' (`mode="encode"`): a decoding relay's bytes go the other
+The savings are the encoding relays' (`op="encode"`): a decoding relay's bytes go the other
 way. The cost estimate takes its prices and the topics' retention from the dashboard's
 constants.
 """
@@ -17,7 +17,7 @@ NAMESPACE = 'namespace=~"$namespace"'
 JOB = 'job=~"$job"'
 INSTANCE = 'instance=~"$instance"'
 TOPIC = 'topic=~"$topic"'
-ENCODE = 'mode="encode"'
+ENCODE = 'op="encode"'
 #: Every series of the selected sidecars.
 ON = f"{CLUSTER}, {NAMESPACE}, {JOB}, {INSTANCE}"
 #: Their series of the selected topics.
@@ -32,7 +32,7 @@ GB = "1e9"
 
 IN = f"zdict_input_bytes_total{{{ENC}}}"
 OUT = f"zdict_output_bytes_total{{{ENC}}}"
-MESSAGES = f"zdict_messages_total{{{ENC}}}"
+MESSAGES = f"zdict_records_total{{{ENC}}}"
 STORED = f"zdict_output_stored_bytes_total{{{SEL}}}"
 STORED_RECORDS = f"zdict_output_stored_records_total{{{SEL}}}"
 BATCHES = f"zdict_output_batches_total{{{SEL}}}"
@@ -52,7 +52,7 @@ SAVED_PER_SECOND = f"{sum_rate(IN)} - {sum_rate(OUT)}"
 SAVED_IN_RANGE = f"sum(increase({IN}[$__range])) - sum(increase({OUT}[$__range]))"
 SAVED_PER_MONTH = f"({sum_rate(IN, '1h')} - {sum_rate(OUT, '1h')}) * {MONTH_SECONDS}"
 PASSED_THROUGH = (
-    f'1 - sum(rate(zdict_messages_total{{{ENC}, outcome="compressed"}}[{RATE}])) '
+    f'1 - sum(rate(zdict_records_total{{{ENC}, outcome="compressed"}}[{RATE}])) '
     f"/ {sum_rate(MESSAGES)}"
 )
 #: What the broker stores for the output per record: batch and record framing, key, headers,

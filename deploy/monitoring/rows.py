@@ -181,7 +181,7 @@ def _compression(layout: Layout) -> None:
                     "{{topic}} values",
                 ),
                 (
-                    f"max by (topic) (zdict_dictionary_heldout_ratio{{{SEL}}})",
+                    f"max by (topic) (zdict_dictionary_heldout_compression_factor{{{SEL}}})",
                     "{{topic}} held-out",
                 ),
             ],
@@ -273,7 +273,7 @@ def _records(layout: Layout) -> None:
             "encoding relays handled.",
             [
                 (
-                    f"sum by (outcome) (increase(zdict_messages_total{{{ENC}, "
+                    f"sum by (outcome) (increase(zdict_records_total{{{ENC}, "
                     f'outcome!="compressed"}}[$__range])) '
                     f"/ scalar(sum(increase({MESSAGES}[$__range])))",
                     "{{outcome}}",
@@ -393,8 +393,8 @@ def _dictionaries_and_training(layout: Layout) -> None:
             "Wall time of one training run, sampling excluded.",
             [
                 (
-                    f"sum(increase(zdict_training_seconds_sum{{{SEL}}}[$__range])) "
-                    f"/ sum(increase(zdict_training_seconds_count{{{SEL}}}[$__range]))",
+                    f"sum(increase(zdict_training_duration_seconds_sum{{{SEL}}}[$__range])) "
+                    f"/ sum(increase(zdict_training_duration_seconds_count{{{SEL}}}[$__range]))",
                     "mean",
                 )
             ],
@@ -477,12 +477,12 @@ def _trainer_and_drift(layout: Layout) -> None:
             "ZDICT_TRAINING__DRIFT_TOLERANCE below it (the 'Drift' annotation).",
             [
                 (
-                    f"max by (topic) (zdict_live_ratio{{{SEL}}} "
+                    f"max by (topic) (zdict_live_compression_factor{{{SEL}}} "
                     f"and on (instance, topic) (zdict_trainer{{{SEL}}} == 1))",
                     "{{topic}} live",
                 ),
                 (
-                    f"max by (topic) (zdict_dictionary_heldout_ratio{{{SEL}}})",
+                    f"max by (topic) (zdict_dictionary_heldout_compression_factor{{{SEL}}})",
                     "{{topic}} held-out",
                 ),
             ],
@@ -553,7 +553,7 @@ def _triggers_and_reservoir(layout: Layout) -> None:
             "ZDICT_SAMPLING__MIN_MESSAGES.",
             [
                 (
-                    f"max by (topic, instance) (zdict_sample_messages{{{SEL}}})",
+                    f"max by (topic, instance) (zdict_sample_records{{{SEL}}})",
                     "{{topic}} {{instance}}",
                 )
             ],
@@ -595,7 +595,7 @@ def _training_cpu_and_publications(layout: Layout) -> None:
             "(a failed one leaves the champion active; alert ZdictRegistryPublishFailing).",
             [
                 (
-                    f"sum by (result) (increase(zdict_registry_publish_total{{{ON}}}[{RATE}]))",
+                    f"sum by (result) (increase(zdict_registry_publications_total{{{ON}}}[{RATE}]))",
                     "{{result}}",
                 )
             ],
@@ -618,7 +618,7 @@ def _kafka(layout: Layout) -> None:
             "(from librdkafka's statistics, every 5 s; alert ZdictConsumerLagGrowing).",
             [
                 (
-                    f"sum by (topic, partition) (zdict_consumer_lag_messages{{{SEL}}})",
+                    f"sum by (topic, partition) (zdict_consumer_lag_records{{{SEL}}})",
                     "{{topic}} [{{partition}}]",
                 )
             ],

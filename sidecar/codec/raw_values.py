@@ -4,7 +4,7 @@ keeps the live ratio measured while they skip the encoder.
 Counted: each raw record is one of outcome `raw` (`Outcome.RAW`), at its value's size in and out:
 the saving of the producer's batch compression is the producer's, not claimed as ours.
 
-Measured: the live ratio (`zdict_live_ratio`, drift detection) is what the active dictionary
+Measured: the live ratio (`zdict_live_compression_factor`, drift detection) is what the active dictionary
 achieves on the traffic. A topic written raw would leave it unmeasured, so drift would never
 retrain its dictionary. `RawShadow` takes one raw record in `SHADOW_EVERY`, strided over the
 batches, and encodes its value with the active encoder into nothing but the encoder's

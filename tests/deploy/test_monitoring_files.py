@@ -252,10 +252,10 @@ def test_every_query_of_bytes_and_records_takes_the_encode_side_where_it_sums_sa
             if match.group(1) in {
                 "zdict_input_bytes_total",
                 "zdict_output_bytes_total",
-                "zdict_messages_total",
+                "zdict_records_total",
                 "zdict_compress_seconds_bucket",
             }:
-                assert 'mode="encode"' in (match.group(2) or ""), (query.source, match.group())
+                assert 'op="encode"' in (match.group(2) or ""), (query.source, match.group())
                 checked += 1
     assert checked >= 20
 
