@@ -286,7 +286,7 @@ def from_metrics(url: str, namespace: str | None = None) -> Report:
         raise InputError(f"{url} does not serve Prometheus metrics: {exc}") from None
     for sample in samples:
         ns = sample.labels.get("topic")
-        if ns is None or sample.labels.get("mode", "encode") != "encode":
+        if ns is None or sample.labels.get("op", "encode") != "encode":
             continue
         if pattern is not None and not pattern.fullmatch(ns):
             continue

@@ -13,8 +13,8 @@ One set-up for the module (about a minute), with a registry topic of the module'
   dictionary for `dict` through the registry and A switches to it, as in production;
 * sidecar B relays `plain` with `--no-training` (as a deployment that retrains elsewhere):
   nobody trains `plain`, and `zdict-sidecar train --publish` (what the retraining CronJob runs)
-  fails on it, so ZdictTrainerNotUnique, ZdictNoDictionary and ZdictLastTrainingFailed are
-  pending for it;
+  fails on it, so ZdictNoDictionary and ZdictLastTrainingFailed are pending for it (not
+  ZdictTrainerNotUnique: a process that never trains exports no `zdict_trainer` series);
 * Prometheus (Debian's package, /usr/bin/prometheus) runs from deploy/prometheus/prometheus.yml
   with both sidecars as the targets of job `zdict-sidecar`, a 1 s scrape and evaluation
   interval, its own storage directory and port, and the real rule files. Its scrape config
@@ -434,9 +434,11 @@ def stack(
             "zdict_consumer_lag_records",
             "sum(zdict_relay_latency_seconds_count) > 0",
             "sum(rate(zdict_output_stored_records_total[10s])) > 0",
-            "namespace_topic:zdict_compression_factor:rate5m",
-            "namespace_topic:zdict_output_stored_bytes_per_record:rate5m",
-            "namespace_topic:zdict_consumer_lag_records:sum",
+            "namespace_job_topic:zdict_input_bytes:rate5m",
+            "namespace_job_topic:zdict_codec_seconds_per_record:rate5m",
+            "namespace_job_topic:zdict_output_stored_records:rate5m",
+            "namespace_job_topic_le:zdict_relay_latency_seconds_bucket:rate5m",
+            "namespace_job_topic:zdict_consumer_lag_records:sum",
         ]
         for expr in ready_when:
             wait_until(partial(prom.result, expr), 90, f"Prometheus to return {expr}")
@@ -573,7 +575,6 @@ def test_no_alert_fires_while_healthy_and_only_the_untrained_plain_topic_has_pen
     assert {a["labels"].get("namespace") for a in alerts} == {K8S_NAMESPACE}
     assert pending == {
         ("ZdictNoDictionary", stack.plain_topic),
-        ("ZdictTrainerNotUnique", stack.plain_topic),
         ("ZdictLastTrainingFailed", stack.plain_topic),
     }
 
@@ -640,7 +641,9 @@ def test_prometheus_saw_the_sidecar_train_fresh_once_publish_it_and_judge_its_li
     # held-out ratio (drift would be a tenth of it here); the reservoir keeps sampling.
     heldout = _value(stack, f"zdict_dictionary_heldout_compression_factor{{{fresh}}}")
     assert heldout == pytest.approx(run["heldout_ratio"], rel=1e-6)
-    assert 0.7 * heldout < _value(stack, f"zdict_live_compression_factor{{{fresh}}}") < 1.3 * heldout
+    assert (
+        0.7 * heldout < _value(stack, f"zdict_live_compression_factor{{{fresh}}}") < 1.3 * heldout
+    )
     assert _value(stack, f"zdict_sample_records{{{fresh}}}") >= 2000
     assert _value(stack, f"zdict_sample_bytes{{{fresh}}}") > 2000 * 100
 
@@ -690,7 +693,7 @@ def test_under_operator_target_labels_the_topic_survives_and_nothing_is_renamed(
     pods = {s["metric"]["pod"] for s in series}
     assert pods == {f"orders-producer-{s.metrics_port}" for s in (stack.relay, stack.plain_relay)}
     # The recording rules keep both: the Kubernetes namespace and the topic.
-    ratios = stack.prometheus.result("namespace_topic:zdict_compression_factor:rate5m")
+    ratios = stack.prometheus.result("namespace_job_topic:zdict_input_bytes:rate5m")
     assert {(r["metric"]["namespace"], r["metric"]["topic"]) for r in ratios} == {
         (K8S_NAMESPACE, topic) for topic in stack.topics
     }
@@ -842,7 +845,7 @@ def test_report_from_prometheus_draws_a_png_and_its_numbers_are_prometheus_numbe
     # What the dictionary achieves on these events is the live ratio, measured on the raw
     # records' shadow sample.
     counters = stack.relay.metrics()
-    labels = frozenset({("topic", stack.dict_topic), ("mode", "encode")})
+    labels = frozenset({("topic", stack.dict_topic), ("op", "encode")})
     own_ratio = (
         counters[("zdict_input_bytes_total", labels)]
         / counters[("zdict_output_bytes_total", labels)]

@@ -220,9 +220,7 @@ def test_observe_batch_counts_add_up_to_the_encoded_outcomes_and_bytes(
 
     expected = Tally(e.outcome for e in encoded) + Tally(e.outcome for e in encoded[:10])
     for outcome in Outcome.ALL:
-        got = value(
-            registry, "zdict_records_total", topic="orders", op="encode", outcome=outcome
-        )
+        got = value(registry, "zdict_records_total", topic="orders", op="encode", outcome=outcome)
         assert got == expected[outcome], outcome
     in_bytes = sum(e.input_bytes for e in encoded) + sum(e.input_bytes for e in encoded[:10])
     out_bytes = sum(e.output_bytes for e in encoded) + sum(e.output_bytes for e in encoded[:10])
