@@ -28,6 +28,7 @@ from kio.serial.errors import SerialError
 
 from sidecar.errors import ProtocolError
 from sidecar.proxy.forward.bounded import check, top_level_tags
+from sidecar.proxy.forward.responses import encode_response
 from sidecar.proxy.forward.topics import LISTING
 from sidecar.proxy.forward.versions import (
     API_VERSIONS,
@@ -38,7 +39,6 @@ from sidecar.proxy.forward.versions import (
     PRODUCE,
     api_name,
 )
-from sidecar.proxy.protocol import encode_response
 
 __all__ = [
     "REWRITTEN_FROM",

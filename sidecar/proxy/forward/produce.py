@@ -56,7 +56,7 @@ from sidecar.proxy.forward.produce_request import (
     encode_produce,
     parse_produce,
 )
-from sidecar.proxy.protocol import build, encode_response, nested, response_class
+from sidecar.proxy.forward.responses import build, encode_response, nested, response_class
 
 log = get_logger(__name__)
 
