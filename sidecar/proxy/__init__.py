@@ -1,1 +1,1 @@
-"""`zdict-sidecar proxy`: a Kafka-protocol produce proxy that compresses records one by one."""
+"""`zdict-sidecar proxy`: the forwarding Kafka proxy, compressing on Produce, decoding on Fetch."""

@@ -555,16 +555,6 @@ def test_the_refusal_error_names_its_code() -> None:
     assert (refused.code, refused.kind, str(refused)) == (87, "invalid_record", "why")
 
 
-def test_a_mapped_upstream_topic_is_refused_under_forward() -> None:
-    from sidecar.config import Settings
-    from sidecar.errors import ConfigError
-    from sidecar.proxy.forward.service import run_forward_proxy
-
-    settings = Settings(proxy=ProxySettings(forward=True, upstream_topic="{topic}.zd"))
-    with pytest.raises(ConfigError, match=r"ZDICT_PROXY__UPSTREAM_TOPIC \(--upstream-topic\)"):
-        run_forward_proxy(settings)
-
-
 def test_a_refused_acks_0_request_closes_its_connection(encoder: Encoder) -> None:
     async def main() -> None:
         async with _proxy(encoder) as (port, got):

@@ -162,7 +162,7 @@ def test_the_start_check_names_the_tls_failure_and_every_server(
         return str(failed.value)
 
     message = asyncio.run(run())
-    assert message.startswith("proxy --forward cannot reach upstream as SSL within 0.5 s")
+    assert message.startswith("the proxy cannot reach upstream as SSL within 0.5 s")
     assert "the TLS handshake failed: certificate verify failed" in message
 
 

@@ -1,4 +1,4 @@
-"""`zdict-sidecar proxy --forward`: the forwarding proxy wired from the settings.
+"""`zdict-sidecar proxy`: the forwarding proxy wired from the settings.
 
 Every request is forwarded to the upstream broker the client addressed, broker addresses are
 rewritten to the proxy's listeners, Produce requests are rewritten in place (`produce`):
@@ -10,11 +10,10 @@ metrics), the proxies of a topic in one consumer group (`proxy.group_id`) so tha
 it, the registry followed and encoders switched as dictionaries are activated; one registry
 reader serves the trainer and the Fetch decoder. Topics: those of `proxy.topics` are set up at
 start; the allow-list (`proxy.allowed_topics`, by default `proxy.topics`) says what clients may
-produce to, and an allowed topic is set up on first use. Upstream topic = the topic the client
-names (`proxy.upstream_topic` must be `{topic}`). Upstream is reached as
-`ZDICT_KAFKA__SECURITY_PROTOCOL` says (`security`: TLS, the proxy's own SASL), checked at start
-with one connection of the proxy's own (`upstream.check_upstream`). Readiness: once the
-bootstrap listener is up.
+produce to, and an allowed topic is set up on first use; records go to the topic the client
+names. Upstream is reached as `ZDICT_KAFKA__SECURITY_PROTOCOL` says (`security`: TLS, the
+proxy's own SASL), checked at start with one connection of the proxy's own
+(`upstream.check_upstream`). Readiness: once the bootstrap listener is up.
 
 Exit codes: 0 after SIGTERM/SIGINT, 1 when upstream cannot be reached at start or refuses the
 proxy's credentials, 2 for configuration errors (among them a listen address that is taken, or
@@ -58,8 +57,6 @@ log = get_logger("sidecar.proxy.forward")
 
 #: Seconds between two heartbeats of the event loop (/healthz).
 BEAT_INTERVAL: Final = 1.0
-#: The only upstream topic template the forwarding proxy takes: the topic the client names.
-SAME_TOPIC: Final = "{topic}"
 
 
 def bootstrap_addresses(servers: str) -> list[Address]:
@@ -200,12 +197,6 @@ def run_forward_proxy(settings: Settings, ready: Callable[[str, int], None] | No
     is called with the address it listens on."""
     client = settings.kafka.client_config()
     security = upstream_security(client)
-    if settings.proxy.upstream_topic != SAME_TOPIC:
-        raise ConfigError(
-            f"proxy --forward writes each topic under the name the client uses: "
-            f"ZDICT_PROXY__UPSTREAM_TOPIC (--upstream-topic) must be {SAME_TOPIC}, not "
-            f"{settings.proxy.upstream_topic!r}"
-        )
     bootstrap = bootstrap_addresses(client["bootstrap.servers"])
     interrupt_start()
     with Observability(settings.metrics, settings.proxy.group_id) as observed:

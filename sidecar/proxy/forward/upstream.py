@@ -103,7 +103,7 @@ async def check_upstream(
             return
         if time.monotonic() + RETRY_INTERVAL > deadline:
             raise KafkaUnavailable(
-                f"proxy --forward cannot reach upstream as {security.protocol.upper()} within "
+                f"the proxy cannot reach upstream as {security.protocol.upper()} within "
                 f"{timeout:g} s (ZDICT_PROXY__START_TIMEOUT): " + "; ".join(errors)
             )
         await asyncio.sleep(RETRY_INTERVAL)
