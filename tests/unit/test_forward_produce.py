@@ -1,5 +1,5 @@
-"""Produce requests rewritten in place by the forwarding proxy (`forward.produce`,
-`forward.produce_request`, `forward.batches`): built with kio, rewritten, read again by kio;
+"""Produce requests rewritten in place by the forwarding proxy (`produce`,
+`produce_request`, `batches`): built with kio, rewritten, read again by kio;
 only values, headers, CRCs and sizes change. Every refusal, the bounded reader, compression in
 and out, and local answers given in request order."""
 

@@ -1,4 +1,4 @@
-"""Responses the proxy writes itself (`sidecar.proxy.forward.responses`): kio classes picked
+"""Responses the proxy writes itself (`responses`): kio classes picked
 per version, built for any version, framed with the header that version takes."""
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ CLOSE_REASONS: Final = (
     "upstream_auth_failed",
     "client_sasl",
 )
-#: Why a Produce request was refused at the door (`forward.produce`, `forward.batches`).
+#: Why a Produce request was refused at the door (`produce`, `batches`).
 PRODUCE_REFUSALS: Final = (
     "topic",
     "acks",

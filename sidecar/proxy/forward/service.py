@@ -53,7 +53,7 @@ from sidecar.proxy.forward.topics import TopicView
 from sidecar.proxy.forward.upstream import check_upstream
 from sidecar.runtime import exit_code, interrupt_start
 
-log = get_logger("sidecar.proxy.forward")
+log = get_logger("sidecar.proxy")
 
 #: Seconds between two heartbeats of the event loop (/healthz).
 BEAT_INTERVAL: Final = 1.0
