@@ -49,9 +49,9 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 def cmd_proxy(args: argparse.Namespace) -> int:
     settings = configured_settings(args, **_overrides(args))
-    from sidecar.proxy.forward.service import run_forward_proxy
+    from sidecar.proxy.service import run_proxy
 
-    return run_forward_proxy(settings)
+    return run_proxy(settings)
 
 
 def add_proxy(commands: Commands) -> None:

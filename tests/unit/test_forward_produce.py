@@ -25,16 +25,16 @@ from sidecar.dictionaries.store import DictionaryStore
 from sidecar.errors import ProduceRefused, ProtocolError
 from sidecar.metrics import Metrics
 from sidecar.namespaces import Namespace
-from sidecar.proxy.forward.addresses import Address
-from sidecar.proxy.forward.allowlist import TopicAllowList
-from sidecar.proxy.forward.batches import Allowance, BatchLimits, BatchRewriter
-from sidecar.proxy.forward.compression import CODEC_IDS, Compression
-from sidecar.proxy.forward.frames import read_request_header
-from sidecar.proxy.forward.listeners import Listeners
-from sidecar.proxy.forward.metrics import ForwardMetrics
-from sidecar.proxy.forward.produce import ProduceRewriter
-from sidecar.proxy.forward.produce_request import FIRST_VERSION, LAST_VERSION, parse_produce
-from sidecar.proxy.forward.versions import request_header_version
+from sidecar.proxy.addresses import Address
+from sidecar.proxy.allowlist import TopicAllowList
+from sidecar.proxy.batches import Allowance, BatchLimits, BatchRewriter
+from sidecar.proxy.compression import CODEC_IDS, Compression
+from sidecar.proxy.frames import read_request_header
+from sidecar.proxy.listeners import Listeners
+from sidecar.proxy.metrics import ForwardMetrics
+from sidecar.proxy.produce import ProduceRewriter
+from sidecar.proxy.produce_request import FIRST_VERSION, LAST_VERSION, parse_produce
+from sidecar.proxy.versions import request_header_version
 from sidecar.record_batch import (
     CONTROL_BIT,
     TRANSACTIONAL_BIT,

@@ -9,9 +9,9 @@ import struct
 import pytest
 from kio.schema.errors import ErrorCode
 
-from sidecar.proxy.forward.addresses import parse_response
-from sidecar.proxy.forward.responses import build, encode_response, nested, response_class
-from sidecar.proxy.forward.versions import API_VERSIONS, PRODUCE
+from sidecar.proxy.addresses import parse_response
+from sidecar.proxy.responses import build, encode_response, nested, response_class
+from sidecar.proxy.versions import API_VERSIONS, PRODUCE
 
 
 def _produce_response(version: int) -> object:

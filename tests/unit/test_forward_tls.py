@@ -14,14 +14,14 @@ from pathlib import Path
 import pytest
 
 from sidecar.errors import ConfigError, KafkaUnavailable
-from sidecar.proxy.forward.addresses import Address
-from sidecar.proxy.forward.security import (
+from sidecar.proxy.addresses import Address
+from sidecar.proxy.security import (
     PLAINTEXT_UPSTREAM,
     SaslCredentials,
     UpstreamSecurity,
     upstream_security,
 )
-from sidecar.proxy.forward.upstream import check_upstream, describe, open_upstream
+from sidecar.proxy.upstream import check_upstream, describe, open_upstream
 from tests.integration.pki import CertificateAuthority
 
 

@@ -40,23 +40,23 @@ from kio.schema.errors import ErrorCode
 from sidecar.errors import ProduceRefused, ProtocolError
 from sidecar.logs import get_logger
 from sidecar.namespaces import Namespace
-from sidecar.proxy.forward.allowlist import TopicAllowList
-from sidecar.proxy.forward.batches import (
+from sidecar.proxy.allowlist import TopicAllowList
+from sidecar.proxy.batches import (
     Allowance,
     BatchRewriter,
     Inputs,
     ReadPartition,
     encode_checked,
 )
-from sidecar.proxy.forward.frames import RequestHeader
-from sidecar.proxy.forward.metrics import ForwardMetrics
-from sidecar.proxy.forward.produce_request import (
+from sidecar.proxy.frames import RequestHeader
+from sidecar.proxy.metrics import ForwardMetrics
+from sidecar.proxy.produce_request import (
     ProduceRequest,
     TopicData,
     encode_produce,
     parse_produce,
 )
-from sidecar.proxy.forward.responses import build, encode_response, nested, response_class
+from sidecar.proxy.responses import build, encode_response, nested, response_class
 
 log = get_logger(__name__)
 

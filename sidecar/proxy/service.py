@@ -39,18 +39,18 @@ from sidecar.errors import ConfigError
 from sidecar.health import Health
 from sidecar.logs import get_logger
 from sidecar.observability import Observability
-from sidecar.proxy.forward.addresses import Address
-from sidecar.proxy.forward.allowlist import TopicAllowList
-from sidecar.proxy.forward.batches import BatchLimits, BatchRewriter
-from sidecar.proxy.forward.fetch import FetchDecoding, RecentMisses
-from sidecar.proxy.forward.fetch_metrics import FetchMetrics
-from sidecar.proxy.forward.listeners import Listeners
-from sidecar.proxy.forward.metrics import ForwardMetrics
-from sidecar.proxy.forward.produce import ProduceRewriter
-from sidecar.proxy.forward.routes import ProxyRoutes
-from sidecar.proxy.forward.security import UpstreamSecurity, upstream_security
-from sidecar.proxy.forward.topics import TopicView
-from sidecar.proxy.forward.upstream import check_upstream
+from sidecar.proxy.addresses import Address
+from sidecar.proxy.allowlist import TopicAllowList
+from sidecar.proxy.batches import BatchLimits, BatchRewriter
+from sidecar.proxy.fetch import FetchDecoding, RecentMisses
+from sidecar.proxy.fetch_metrics import FetchMetrics
+from sidecar.proxy.listeners import Listeners
+from sidecar.proxy.metrics import ForwardMetrics
+from sidecar.proxy.produce import ProduceRewriter
+from sidecar.proxy.routes import ProxyRoutes
+from sidecar.proxy.security import UpstreamSecurity, upstream_security
+from sidecar.proxy.topics import TopicView
+from sidecar.proxy.upstream import check_upstream
 from sidecar.runtime import exit_code, interrupt_start
 
 log = get_logger("sidecar.proxy")
@@ -192,7 +192,7 @@ def _fetch_decoding(
     )
 
 
-def run_forward_proxy(settings: Settings, ready: Callable[[str, int], None] | None = None) -> int:
+def run_proxy(settings: Settings, ready: Callable[[str, int], None] | None = None) -> int:
     """Run the forwarding proxy until SIGTERM/SIGINT (exit 0) or a failure (exit 1); `ready`
     is called with the address it listens on."""
     client = settings.kafka.client_config()

@@ -11,7 +11,7 @@ from typing import Final
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from sidecar.proxy.forward.versions import api_name
+from sidecar.proxy.versions import api_name
 
 REQUEST: Final = "request"
 RESPONSE: Final = "response"

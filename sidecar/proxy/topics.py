@@ -23,7 +23,7 @@ import uuid
 from collections.abc import Iterable
 from typing import Any, Final
 
-from sidecar.proxy.forward.versions import METADATA
+from sidecar.proxy.versions import METADATA
 
 DESCRIBE_LOG_DIRS: Final = 35
 DESCRIBE_TOPIC_PARTITIONS: Final = 75
