@@ -90,7 +90,7 @@ bench-relay-large: $(STAMP)
 		--json-out $(OUT)/bench-relay-order.json --png $(OUT)/bench-relay-order.png
 
 ## bench-clients: compressing before the broker, next to a plain producer in the same run: the
-## in-process producer (µs added to produce(), bytes stored) and the forwarding proxy (proxy --forward)
+## in-process producer (µs added to produce(), bytes stored) and the proxy (zdict-sidecar proxy)
 bench-clients: $(STAMP)
 	deploy/kafka/kafka-local exec -- sh -c '\
 		$(BIN)/zdict-sidecar bench producer --json-out $(OUT)/bench-producer.json && \

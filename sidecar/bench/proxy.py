@@ -170,7 +170,7 @@ class _ProxyProcess:
         )
         with open(log_path, "wb") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "sidecar", "proxy", "--forward", "--listen", self.address,
+                [sys.executable, "-m", "sidecar", "proxy", "--listen", self.address,
                  "--no-registry", "--no-training", "--dictionaries", str(store), "--topic", topic,
                  "--metrics-port", "0"],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
