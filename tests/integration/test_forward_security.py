@@ -29,8 +29,9 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # public, but
     UserScramCredentialUpsertion,
 )
 
+from tests.pki import CertificateAuthority
+
 from .launch import StartSidecar, environment_for, start_sidecars
-from .pki import CertificateAuthority
 from .private_broker import PrivateBroker, StartPrivateBroker
 from .process import Sidecar, free_port
 from .proxy_records import event, headers_of
