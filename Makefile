@@ -108,6 +108,12 @@ figures: $(STAMP)
 	$(BIN)/python -m sidecar.bench.figures --out sidecar/bench/FIGURES.md \
 		--commit "$$(git describe --always --dirty 2>/dev/null || echo unknown)" $(wildcard $(OUT)/bench-*.json)
 
+## constraints: deploy/constraints.txt, the image's dependency pins with the sha256 of each wheel
+## the image may install (from the index), written from this venv's versions: after changing one
+.PHONY: constraints
+constraints: $(STAMP)
+	$(BIN)/python -m deploy.constraints
+
 ## unit: the broker-free tests (tests/unit, tests/deploy) but the slow ones, each property test
 ## capped at 100 examples: a quick check while working; `make test` runs every test in full
 unit: $(STAMP) tools

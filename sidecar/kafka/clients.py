@@ -457,7 +457,33 @@ def partition_counts(
         topic = metadata.topics.get(name)
         if topic is not None and topic.error is None:
             counts[name] = len(topic.partitions)
+    absent = [name for name in topics if name not in counts]
+    refused = _refused_topics(admin, absent, max(0.1, min(METADATA_SLICE, remaining)))
+    if refused:
+        raise KafkaUnavailable(
+            f"the cluster at bootstrap.servers={bootstrap} refuses to describe topic(s) "
+            f"{', '.join(refused)} to this client (TOPIC_AUTHORIZATION_FAILED): each does not "
+            "exist, or the client's principal lacks the Describe ACL on it; grant the ACLs its "
+            "role needs (deploy/README.md, ACLs)"
+        )
     return counts
+
+
+def _refused_topics(admin: AdminClient, names: list[str], timeout: float) -> list[str]:
+    """Those of `names` the cluster refuses to describe to this client. A listing of every topic
+    leaves out those the client may not Describe, as if they did not exist; asked by name, an
+    authorizing broker says TOPIC_AUTHORIZATION_FAILED (for a missing topic too: it does not
+    tell an unauthorised client what exists)."""
+    refused = []
+    for name in names:
+        try:
+            topic = admin.list_topics(topic=name, timeout=timeout).topics.get(name)
+        except KafkaException:
+            continue  # unanswered: the topic stays missing for the caller, as before
+        error = None if topic is None else topic.error
+        if error is not None and error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+            refused.append(name)
+    return refused
 
 
 def max_message_bytes(admin: AdminClient, topics: list[str], timeout: float) -> dict[str, int]:

@@ -29,9 +29,10 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # public, but
     UserScramCredentialUpsertion,
 )
 
+from tests.pki import CertificateAuthority
+
 from .forward_proxies import allowed, start_proxy
 from .launch import StartSidecar, environment_for, start_sidecars
-from .pki import CertificateAuthority
 from .private_broker import PrivateBroker, StartPrivateBroker
 from .process import Sidecar
 from .proxy_records import event, headers_of

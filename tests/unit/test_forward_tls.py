@@ -22,7 +22,7 @@ from sidecar.proxy.security import (
     upstream_security,
 )
 from sidecar.proxy.upstream import check_upstream, describe, open_upstream
-from tests.integration.pki import CertificateAuthority
+from tests.pki import CertificateAuthority
 
 
 @pytest.fixture(scope="module")
