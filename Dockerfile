@@ -3,10 +3,13 @@
 #
 # Stage `build` makes a virtualenv holding the package and its dependencies, installed from
 # wheels only (zstandard and confluent-kafka publish manylinux wheels, so not even this stage
-# compiles anything) at the versions deploy/constraints.txt pins (`python -m deploy.constraints`). The
-# final stage copies that virtualenv onto a fresh slim base: no compiler, no pip cache, no
-# source tree, no pip (the venv's own is uninstalled once it has installed the rest: nothing
-# installs at run time), and it runs as an unprivileged user.
+# compiles anything) at the versions deploy/constraints.txt pins, each wheel checked against the
+# sha256 listed there (`make constraints`): pip refuses a file whose hash is not listed. The
+# package's own wheel, built here from the source, goes in after them without dependencies, and
+# `pip check` proves the pins hold everything it needs. The final stage copies that virtualenv
+# onto a fresh slim base: no compiler, no pip cache, no source tree, no pip (the venv's own is
+# uninstalled once it has installed the rest: nothing installs at run time), and it runs as an
+# unprivileged user.
 # tests/integration/test_image.py runs the RUN steps of `build` into a fresh venv the same way.
 
 # The base image by digest, so a rebuild gets the same one: python:3.12-slim's multi-platform
@@ -25,7 +28,9 @@ COPY pyproject.toml README.md deploy/constraints.txt ./
 COPY sidecar ./sidecar
 RUN python -m venv "$VENV" \
  && "$VENV/bin/pip" wheel --no-deps --wheel-dir "$WHEELS" . \
- && "$VENV/bin/pip" install --only-binary=:all: --constraint constraints.txt "$WHEELS"/zdict_sidecar-*.whl \
+ && "$VENV/bin/pip" install --require-hashes --only-binary=:all: --no-deps --requirement constraints.txt \
+ && "$VENV/bin/pip" install --no-deps --no-index "$WHEELS"/zdict_sidecar-*.whl \
+ && "$VENV/bin/pip" check \
  && "$VENV/bin/python" -m pip uninstall --yes --quiet pip
 
 FROM ${PYTHON_IMAGE}

@@ -90,7 +90,7 @@ bench-relay-large: $(STAMP)
 		--json-out $(OUT)/bench-relay-order.json --png $(OUT)/bench-relay-order.png
 
 ## bench-clients: compressing before the broker, next to a plain producer in the same run: the
-## in-process producer (µs added to produce(), bytes stored) and the forwarding proxy (proxy --forward)
+## in-process producer (µs added to produce(), bytes stored) and the proxy (zdict-sidecar proxy)
 bench-clients: $(STAMP)
 	deploy/kafka/kafka-local exec -- sh -c '\
 		$(BIN)/zdict-sidecar bench producer --json-out $(OUT)/bench-producer.json && \
@@ -107,6 +107,12 @@ bench-lifecycle: $(STAMP)
 figures: $(STAMP)
 	$(BIN)/python -m sidecar.bench.figures --out sidecar/bench/FIGURES.md \
 		--commit "$$(git describe --always --dirty 2>/dev/null || echo unknown)" $(wildcard $(OUT)/bench-*.json)
+
+## constraints: deploy/constraints.txt, the image's dependency pins with the sha256 of each wheel
+## the image may install (from the index), written from this venv's versions: after changing one
+.PHONY: constraints
+constraints: $(STAMP)
+	$(BIN)/python -m deploy.constraints
 
 ## unit: the broker-free tests (tests/unit, tests/deploy) but the slow ones, each property test
 ## capped at 100 examples: a quick check while working; `make test` runs every test in full

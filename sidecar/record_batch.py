@@ -4,9 +4,9 @@ Pure: no Kafka client, no I/O. `bench codec` uses it to measure producer batch c
 offline exactly as Kafka frames it (each record's length, attributes, timestamp and offset
 deltas, key, value and headers, then the batch's 61-byte header, uncompressed, in front of the
 records, which are compressed as one block); `bench storage` checks the same sizes on a real
-broker and reads its segment files back with `read_batches`. The produce proxy decodes the
-batches of a Produce request with `decode_batches` (CRC checked, gzip, lz4 and zstd
-decompressed within a bound; snappy refused) and its tests write them with `encode_batch`.
+broker and reads its segment files back with `read_batches`. The forwarding proxy's tests
+write batches with `encode_batch` and read the proxy's output back with `decode_batches` (CRC
+checked, gzip, lz4 and zstd decompressed within a bound; snappy refused).
 
 Layout (Kafka's `DefaultRecordBatch` and `DefaultRecord`):
 

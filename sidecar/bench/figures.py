@@ -28,6 +28,7 @@ from typing import Final
 
 from sidecar.bench import figure_tables as tables
 from sidecar.bench.figure_tables import Document
+from sidecar.bench.proxy_tables import proxy_flags, proxy_markdown
 from sidecar.errors import InputError, ZdictError
 
 TITLE: Final = "# Figures: what zdict-sidecar was measured to save and cost"
@@ -74,7 +75,7 @@ BENCHES: Final[Mapping[str, Bench]] = {
     "storage": Bench(tables.storage_flags, tables.storage_tables),
     "relay": Bench(tables.relay_flags, tables.relay_tables),
     "producer": Bench(tables.producer_flags, tables.producer_tables),
-    "proxy": Bench(tables.proxy_flags, tables.proxy_tables),
+    "proxy": Bench(proxy_flags, proxy_markdown),
     "lifecycle": Bench(tables.lifecycle_flags, tables.lifecycle_tables),
 }
 

@@ -1,8 +1,8 @@
-"""`zdict-sidecar bench proxy`: the forwarding proxy (`proxy --forward`) next to the broker
+"""`zdict-sidecar bench proxy`: the forwarding proxy (`proxy`) next to the broker
 directly, in one interleaved run.
 
 On a real broker, with `kind` events (~112 B `product_viewed` by default), one forwarding proxy
-(`zdict-sidecar proxy --forward --no-registry --no-training`, `ZDICT_CODEC__OUTPUT_MODE=auto`,
+(`zdict-sidecar proxy --no-registry --no-training`, `ZDICT_CODEC__OUTPUT_MODE=auto`,
 its dictionary trained first on a warm-up stream) is measured; a second one with
 `ZDICT_CODEC__OUTPUT_MODE=frames` only writes the per-record frames the bytes are compared with,
 and the records the Fetch part reads:
@@ -35,7 +35,6 @@ import contextlib
 import json
 import os
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -51,6 +50,7 @@ from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartit
 from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
 from sidecar.bench.events import generate
+from sidecar.bench.proxy_tables import STORED_HEADERS, TIMED_HEADERS, proxy_tables
 from sidecar.bench.relay import percentile
 from sidecar.bench.storage import broker_cpu
 from sidecar.bench.workload import free_port
@@ -58,6 +58,7 @@ from sidecar.config import CodecSettings
 from sidecar.errors import InputError
 from sidecar.kafka import plain_admin, plain_consumer, plain_producer
 from sidecar.record_batch import BatchInfo, segment_batches
+from sidecar.tools.tables import render
 
 #: The fixed rate of the latency part (records/s).
 RATE: Final = 5000
@@ -145,7 +146,7 @@ def _port_base(node_ids: Sequence[int]) -> int:
 
 
 class _ProxyProcess:
-    """`zdict-sidecar proxy --forward` as a child process, its JSON log in a file."""
+    """`zdict-sidecar proxy` as a child process, its JSON log in a file."""
 
     def __init__(
         self,
@@ -170,7 +171,7 @@ class _ProxyProcess:
         )
         with open(log_path, "wb") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "sidecar", "proxy", "--forward", "--listen", self.address,
+                [sys.executable, "-m", "sidecar", "proxy", "--listen", self.address,
                  "--no-registry", "--no-training", "--dictionaries", str(store), "--topic", topic,
                  "--metrics-port", "0"],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
@@ -581,102 +582,23 @@ def bench_proxy(
     )
 
 
-MS: Final = "{:.1f}"
-
-
-def _range(values: Sequence[float], fmt: str) -> str:
-    if not values:
-        return "-"
-    median = fmt.format(statistics.median(values))
-    if len(values) == 1:
-        return median
-    return f"{median} [{fmt.format(min(values))}-{fmt.format(max(values))}]"
-
-
 def format_results(results: ProxyResults) -> str:
-    """`bench proxy`'s tables: produce, latency and fetch with the proxy's CPU; bytes stored."""
-    from sidecar.bench.figure_tables import (
-        added_ms,
-        cpu_us_per_record,
-        records_per_cpu_s,
-        stored_fill,
-        stored_per_record,
-        stored_ratio,
-    )
-    from sidecar.tools.tables import render
-
-    doc = results.to_dict()
-    parts, settings = doc["parts"], results.settings
-
-    def both(key: str, fmt: str, name: str) -> list[str]:
-        return [
-            _range(parts[f"{name}, direct"][key], fmt),
-            _range(parts[f"{name}, proxy"][key], fmt),
-        ]
-
-    latency_d, latency_p = parts["latency, direct"], parts["latency, proxy"]
-    rows = [
-        ["produce, unthrottled: records/s", *both("records_per_s", "{:,.0f}", "produce")],
-        [
-            "  proxy CPU µs/record; records per proxy CPU s (≥ 100,000)",
-            "",
-            f"{_range(cpu_us_per_record(parts['produce, proxy']), '{:.1f}')}; "
-            f"{_range(records_per_cpu_s(parts['produce, proxy']), '{:,.0f}')}",
-        ],
-        [f"at {RATE:,} records/s: p50 ms", *both("p50_ms", MS, "latency")],
-        ["  p99 ms", *both("p99_ms", MS, "latency")],
-        [
-            "  added p50 (≤ +1 ms); p99 (≤ +5 ms)",
-            "",
-            f"{_range(added_ms(latency_p['p50_ms'], latency_d['p50_ms']), '{:+.1f}')}; "
-            f"{_range(added_ms(latency_p['p99_ms'], latency_d['p99_ms']), '{:+.1f}')}",
-        ],
-        [
-            "  proxy CPU µs/record (≤ 10)",
-            "",
-            _range(cpu_us_per_record(latency_p), "{:.1f}"),
-        ],
-        [
-            "fetch: records/s (direct: frames; proxy: decoded)",
-            *both("records_per_s", "{:,.0f}", "fetch"),
-        ],
-        [
-            "  records decoded per proxy CPU s (≥ 150,000)",
-            "",
-            _range(records_per_cpu_s(parts["fetch, proxy"]), "{:,.0f}"),
-        ],
-    ]
+    """`bench proxy`'s tables (FIGURES.md's, `sidecar.bench.proxy_tables`): produce, latency
+    and fetch with the proxy's CPU; bytes stored."""
+    settings = results.settings
+    tables = proxy_tables({"settings": settings, "results": results.to_dict()})
     timed = render(
-        ["", "direct", "through the proxy"],
-        rows,
+        TIMED_HEADERS,
+        tables.timed,
         f"{settings['count']:,} {settings['kind']} events, {settings['partitions']} partitions, "
-        "one client (idempotent, acks=all, linger.ms=5)",
+        "one client (idempotent, acks=all, linger.ms=5), median [min–max] of the measured rounds",
     )
-    if not doc["stored"]:
+    if not tables.stored:
         return timed + "\n\n(bytes stored: not measured without --data-dir)"
-    stored_rows = [
-        [
-            entry["partitions"],
-            entry["fill"],
-            _range(stored_per_record(entry, "direct"), MS),
-            _range(stored_per_record(entry, "frames"), MS),
-            _range(stored_per_record(entry, "proxy"), MS),
-            _range(stored_fill(entry, "proxy"), MS),
-            _range(stored_ratio(entry), "{:.3f}"),
-        ]
-        for entry in doc["stored"]
-    ]
     stored = render(
-        [
-            "partitions",
-            "client fill",
-            "raw + producer zstd",
-            "frames",
-            "through the proxy",
-            "proxy records/batch",
-            "proxy / smaller (≤ 1.03)",
-        ],
-        stored_rows,
-        "Bytes stored per record (the log segments' record batches)",
+        STORED_HEADERS,
+        tables.stored,
+        "Bytes stored per record (the log segments' record batches); proxy / smaller: target "
+        "≤ 1.03",
     )
     return "\n\n".join([timed, stored])

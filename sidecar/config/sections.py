@@ -448,25 +448,30 @@ class RelaySettings(BaseModel):
         return template.replace("{topic}", topic)
 
 
+#: Settings of the produce proxy, which `zdict-sidecar proxy` no longer runs (issue 26): section
+#: path -> why it is gone. One still set fails the start naming it (`load_settings`).
+REMOVED_SETTINGS: Final[dict[tuple[str, ...], str]] = {
+    ("proxy", "forward"): "`zdict-sidecar proxy` always forwards now, the produce proxy is gone",
+    ("proxy", "upstream_topic"): "the proxy writes each topic under the name the client uses",
+    ("proxy", "linger_ms"): "the proxy forwards the clients' own batches, with no producer of "
+    "its own to linger",
+    ("proxy", "metadata_max_age"): "Metadata is forwarded to the brokers, nothing is cached",
+}
+
+
 class ProxySettings(BaseModel):
-    """`zdict-sidecar proxy`: the Kafka-protocol produce proxy next to a producer."""
+    """`zdict-sidecar proxy`: the forwarding Kafka proxy next to the clients of a pod."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     listen: str = Field(
         default="127.0.0.1:9092",
-        description="HOST:PORT the proxy accepts producers on (the producer's bootstrap.servers)",
-    )
-    upstream_topic: str = Field(
-        default="{topic}",
-        min_length=1,
-        description="where a record produced to {topic} goes upstream: {topic} (the same "
-        "topic, consumers decode) or a mapped name such as {topic}.zd",
+        description="HOST:PORT of the bootstrap listener (the clients' bootstrap.servers)",
     )
     topics: tuple[str, ...] = Field(
         default=(),
-        description="topics (namespaces) set up at start, a JSON list; others are set up when "
-        "a client first produces to them",
+        description="topics (namespaces) set up at start, a JSON list; other allowed topics "
+        "are set up when a client first produces to them",
     )
     group_id: str = Field(
         default="zdict-proxy",
@@ -494,21 +499,8 @@ class ProxySettings(BaseModel):
         description="bytes of requests being served across all connections; a request waits "
         "for room before it is read (bounds the proxy's memory)",
     )
-    linger_ms: float = Field(
-        default=1.0,
-        ge=0.0,
-        le=1000.0,
-        description="the upstream producer's linger.ms unless ZDICT_PRODUCER__LINGER_MS sets it "
-        "(the client batched already: every millisecond here adds to its latency)",
-    )
     max_connections: int = Field(
         default=64, ge=1, le=10_000, description="client connections served at once"
-    )
-    metadata_max_age: float = Field(
-        default=30.0,
-        gt=0.0,
-        le=3600.0,
-        description="seconds the upstream topics' partition counts are cached",
     )
     start_timeout: float = Field(
         default=30.0,
@@ -520,34 +512,27 @@ class ProxySettings(BaseModel):
     compress: bool = Field(
         default=True, description="false: pass every record through, a cost baseline"
     )
-    forward: bool = Field(
-        default=False,
-        description="forward every request to the upstream broker the client addressed, "
-        "broker addresses rewritten to the proxy's listeners, Produce requests rewritten in "
-        "place (values encoded), Fetch responses decoded (fetch_decode)",
-    )
     broker_port_base: int = Field(
         default=9100,
         ge=0,
         le=65535,
-        description="with forward: upstream broker N is served at this port + N, on the host "
-        "of listen",
+        description="upstream broker N is served at this port + N, on the host of listen",
     )
     read_timeout: float = Field(
         default=30.0,
         gt=0.0,
         le=3600.0,
-        description="with forward: seconds a request frame may take to arrive once its first "
+        description="seconds a request frame may take to arrive once its first "
         "byte has; slower: the connection is closed",
     )
     output_compression: Literal["zstd", "lz4", "gzip", "snappy", "none"] = Field(
         default="zstd",
-        description="with forward: how the record batches the proxy rewrites are compressed "
+        description="how the record batches the proxy rewrites are compressed "
         "(a batch that would not shrink goes uncompressed)",
     )
     allowed_topics: tuple[str, ...] = Field(
         default=(),
-        description="with forward: topics clients may produce to, a JSON list of names or "
+        description="topics clients may produce to, a JSON list of names or "
         'patterns (* and ? as in a shell; ["*"]: every topic); empty: the topics of '
         "ZDICT_PROXY__TOPICS. Internal topics (__*) and the registry topic never are",
     )
@@ -555,44 +540,44 @@ class ProxySettings(BaseModel):
         default=100_000,
         ge=1,
         le=10_000_000,
-        description="with forward: records one Produce request may hold (bounds the CPU one "
+        description="records one Produce request may hold (bounds the CPU one "
         "request takes); more: RECORD_LIST_TOO_LARGE",
     )
     max_decompressed_request_bytes: int = Field(
         default=64 * 1024 * 1024,
         ge=64 * 1024,
         le=1024 * 1024 * 1024,
-        description="with forward: bytes the compressed batches of one Produce request may "
+        description="bytes the compressed batches of one Produce request may "
         "decompress to, all together (one batch: ZDICT_PROXY__MAX_REQUEST_BYTES); more: "
         "RECORD_LIST_TOO_LARGE",
     )
     fetch_decode: Literal["all", "none"] = Field(
         default="all",
-        description="with forward: all: the records of Fetch responses are decoded for every "
+        description="all: the records of Fetch responses are decoded for every "
         "client but raw_fetch_client_ids; none: every client gets them as stored (zd frames)",
     )
     raw_fetch_client_ids: tuple[str, ...] = Field(
         default=(),
-        description="with forward: client ids (client.id) that get fetched records as stored, "
+        description="client ids (client.id) that get fetched records as stored, "
         "for clients that decode themselves, a JSON list",
     )
     fetch_compression: Literal["input", "none", "gzip", "snappy", "lz4", "zstd"] = Field(
         default="input",
-        description="with forward: the compression of a fetched batch whose records were "
+        description="the compression of a fetched batch whose records were "
         "decoded: input keeps the batch's own",
     )
     max_fetch_bytes: int = Field(
         default=64 * 1024 * 1024,
         ge=64 * 1024,
         le=1024 * 1024 * 1024,
-        description="with forward: bytes of one Fetch response, from upstream and as sent "
+        description="bytes of one Fetch response, from upstream and as sent "
         "decoded (a response is cut at a batch boundary before it grows past, as a broker cuts "
         "at fetch.max.bytes); a larger response from upstream closes the connection: the "
         "clients' fetch.max.bytes must stay below",
     )
     show_internal_topics: bool = Field(
         default=False,
-        description="with forward: list internal topics (__consumer_offsets, ...) and the "
+        description="list internal topics (__consumer_offsets, ...) and the "
         "registry topic in Metadata as upstream does, and let clients fetch the registry topic",
     )
 
@@ -614,16 +599,6 @@ class ProxySettings(BaseModel):
             raise ValueError(f"expected HOST:PORT (e.g. 127.0.0.1:9092), got {value!r}")
         return value
 
-    @field_validator("upstream_topic")
-    @classmethod
-    def _template(cls, value: str) -> str:
-        if "{topic}" not in value:
-            raise ValueError(
-                "the upstream topic must contain {topic}: every topic a client produces to "
-                "would otherwise go to one topic"
-            )
-        return value
-
     @property
     def host(self) -> str:
         return self.listen.rpartition(":")[0].strip("[]")
@@ -631,10 +606,6 @@ class ProxySettings(BaseModel):
     @property
     def port(self) -> int:
         return int(self.listen.rpartition(":")[2])
-
-    def upstream_for(self, topic: str) -> str:
-        """The upstream topic records produced to `topic` go to."""
-        return self.upstream_topic.replace("{topic}", topic)
 
 
 class MetricsSettings(BaseModel):

@@ -30,6 +30,7 @@ from sidecar.config.sections import (
     ENV_DELIMITER,
     ENV_PREFIX,
     MAX_CONFIG_BYTES,
+    REMOVED_SETTINGS,
     CodecSettings,
     KafkaSettings,
     LogFormat,
@@ -90,7 +91,7 @@ class Settings(BaseSettings):
         default_factory=RegistrySettings, description="the registry topic"
     )
     proxy: ProxySettings = Field(
-        default_factory=ProxySettings, description="the produce proxy (`zdict-sidecar proxy`)"
+        default_factory=ProxySettings, description="the proxy (`zdict-sidecar proxy`)"
     )
 
     @model_validator(mode="after")
@@ -135,10 +136,14 @@ def _describe(err: Any) -> str:
     loc = tuple(err["loc"])
     if not loc:  # a check across settings: its message names them
         return str(err["msg"]).removeprefix("Value error, ")
-    text = f"{_setting_name(loc)}: {err['msg']}"
+    message = err["msg"]
+    removed = REMOVED_SETTINGS.get(tuple(map(str, loc)))
+    if err["type"] == "extra_forbidden" and removed is not None:
+        message = f"no longer a setting ({removed}): remove it"
+    text = f"{_setting_name(loc)}: {message}"
     if _config_file is not None:
         dotted = ".".join(map(str, loc))
-        text = f"{_setting_name(loc)} (or {dotted} in {_config_file}): {err['msg']}"
+        text = f"{_setting_name(loc)} (or {dotted} in {_config_file}): {message}"
     if loc[0] not in _UNECHOED:
         text += f" (got {err.get('input')!r})"
     return text

@@ -48,7 +48,6 @@ from sidecar.kafka.clients import (
     plain_consumer,
     plain_producer,
     producer_config,
-    protocol_error_code,
     reads_from_start,
 )
 
@@ -95,6 +94,5 @@ __all__ = [
     "plain_consumer",
     "plain_producer",
     "producer_config",
-    "protocol_error_code",
     "reads_from_start",
 ]

@@ -149,35 +149,6 @@ def is_topic_settling(error: KafkaError) -> bool:
     return error.code() in _SETTLING
 
 
-#: Kafka protocol error codes: what a produce proxy answers its client for errors librdkafka
-#: reports of its own (negative codes) on a delivery.
-_REQUEST_TIMED_OUT: Final = 7
-_NETWORK_EXCEPTION: Final = 13
-_UNKNOWN_SERVER_ERROR: Final = -1
-_LOCAL_TO_PROTOCOL: Final = {
-    KafkaError._MSG_TIMED_OUT: _REQUEST_TIMED_OUT,
-    KafkaError._TIMED_OUT: _REQUEST_TIMED_OUT,
-    KafkaError._TIMED_OUT_QUEUE: _REQUEST_TIMED_OUT,
-    KafkaError._TRANSPORT: _NETWORK_EXCEPTION,
-    KafkaError._ALL_BROKERS_DOWN: _NETWORK_EXCEPTION,
-    KafkaError._PURGE_QUEUE: _NETWORK_EXCEPTION,
-    KafkaError._PURGE_INFLIGHT: _NETWORK_EXCEPTION,
-}
-
-
-def protocol_error_code(error: KafkaError) -> int:
-    """The Kafka protocol error code a client should see for a failed delivery: the broker's
-    own code when the broker refused the record, else a retriable timeout or network error for
-    librdkafka's own failures (the record may still be written: at least once), or
-    UNKNOWN_SERVER_ERROR."""
-    code = error.code()
-    if code >= 0:
-        return int(code)
-    if code in _LOCAL_TO_PROTOCOL:
-        return _LOCAL_TO_PROTOCOL[code]
-    return _NETWORK_EXCEPTION if error.retriable() else _UNKNOWN_SERVER_ERROR
-
-
 def deserialization_error(field: str, cause: BaseException) -> KafkaError:
     """What a consumed message is marked with when its `field` ("key" or "value") does not
     deserialize or decode: confluent-kafka's own codes for it, the cause in words."""
@@ -347,9 +318,7 @@ def make_producer(
     `max.message.bytes` of the topics it writes to. With `stats_cb`, librdkafka's statistics
     (every 5 s unless the user's ZDICT_PRODUCER__STATISTICS_INTERVAL_MS says otherwise).
     `gapless` (the at-least-once relay's, not for a transactional producer) sets
-    enable.gapless.guarantee: one delivery report may then stand for the records before it.
-    The proxy does not: it answers each request by its own records' reports, and a failed
-    batch must stay a retriable answer for its client, not a fatal producer error."""
+    enable.gapless.guarantee: one delivery report may then stand for the records before it."""
     config = producer_config(settings, error_cb, transactional_id)
     if gapless and transactional_id is None:
         _checked("producer", settings.kafka.client_config(settings.producer), _RELAY_PRODUCER_FIXED)
@@ -488,7 +457,33 @@ def partition_counts(
         topic = metadata.topics.get(name)
         if topic is not None and topic.error is None:
             counts[name] = len(topic.partitions)
+    absent = [name for name in topics if name not in counts]
+    refused = _refused_topics(admin, absent, max(0.1, min(METADATA_SLICE, remaining)))
+    if refused:
+        raise KafkaUnavailable(
+            f"the cluster at bootstrap.servers={bootstrap} refuses to describe topic(s) "
+            f"{', '.join(refused)} to this client (TOPIC_AUTHORIZATION_FAILED): each does not "
+            "exist, or the client's principal lacks the Describe ACL on it; grant the ACLs its "
+            "role needs (deploy/README.md, ACLs)"
+        )
     return counts
+
+
+def _refused_topics(admin: AdminClient, names: list[str], timeout: float) -> list[str]:
+    """Those of `names` the cluster refuses to describe to this client. A listing of every topic
+    leaves out those the client may not Describe, as if they did not exist; asked by name, an
+    authorizing broker says TOPIC_AUTHORIZATION_FAILED (for a missing topic too: it does not
+    tell an unauthorised client what exists)."""
+    refused = []
+    for name in names:
+        try:
+            topic = admin.list_topics(topic=name, timeout=timeout).topics.get(name)
+        except KafkaException:
+            continue  # unanswered: the topic stays missing for the caller, as before
+        error = None if topic is None else topic.error
+        if error is not None and error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+            refused.append(name)
+    return refused
 
 
 def max_message_bytes(admin: AdminClient, topics: list[str], timeout: float) -> dict[str, int]:

@@ -17,7 +17,7 @@ per record.
 
 Each metric, its type, labels and meaning: deploy/README.md, "Metrics". The container's memory
 is collected by `sidecar.cgroup_memory`; an application's in-process producer has metrics of its
-own, `sidecar.serde.metrics`; the forwarding proxy too, `sidecar.proxy.forward.metrics`.
+own, `sidecar.serde.metrics`; the forwarding proxy too, `sidecar.proxy.metrics`.
 """
 
 from __future__ import annotations

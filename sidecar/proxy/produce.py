@@ -1,148 +1,77 @@
-"""Produce requests: batches decoded, each value encoded on its own, every record forwarded to
-the same partition upstream, the client answered per its `acks` once upstream acknowledged.
+"""Produce requests rewritten in place by the forwarding proxy, or refused at the door.
 
-Per partition of a request, in order:
+For every Produce request (v3-v12): the frame is read with a bounded reader
+(`produce_request`), each partition's record batches are rewritten (`batches`: values encoded
+by the topic's namespace, everything else of the batch kept, CRC-32C computed again) and the
+frame written again with the new records; acks, timeout, transactional id and the order of
+topics and partitions stay as the client sent them. The broker then applies its own
+idempotence and transactions to the batches as the producer numbered them.
 
-1. the upstream topic (`proxy.upstream_topic`) must exist and hold the partition, else
-   UNKNOWN_TOPIC_OR_PARTITION (LEADER_NOT_AVAILABLE while the cluster does not answer);
-2. its record batches are decoded (`record_batch.decode_batches`: CRC-32C checked, gzip, lz4 and
-   zstd decompressed; snappy refused with UNSUPPORTED_COMPRESSION_TYPE);
-3. an idempotent producer's batch is checked against its sequence numbers (`sequences`): a
-   batch sent again is answered as its first copy was, never written twice;
-4. the values are encoded with the namespace's encoder (the relay's skip rules), every record
-   checked against what the upstream producer accepts, then all of them produced (key,
-   headers, timestamp, partition kept) by the proxy's idempotent, acks=all producer, in order;
-5. once upstream has acknowledged every record of the request, or failed one, the client gets
-   the offset of each partition's first record, or the error mapped to the Kafka code it
-   retries (timeouts, network) or reports. A request still waiting when its timeout is nearly
-   over is answered REQUEST_TIMED_OUT (its records may still be written: a client that is not
-   idempotent may then write them twice, as with a broker that timed out). acks=0 gets no
-   answer, as from a broker.
+A request is refused whole, nothing of it forwarded, when a topic is not on the allow-list
+(TOPIC_AUTHORIZATION_FAILED), its acks are not 0, 1 or -1 (INVALID_REQUIRED_ACKS), or a batch or
+record is refused (see `batches`). The proxy answers it itself, in request order with
+upstream's answers: each refused partition gets its error and message; the other partitions of
+the request get REQUEST_TIMED_OUT, which clients retry (with the same sequence numbers: nothing
+of them was written), so a request mixing a bad batch with good ones delivers the good ones on
+the retry. A refused request with acks=0 gets no answer (a broker gives none); the connection is
+closed, as a broker closes it when an acks=0 request fails, so the client sees it.
 
-Nothing is acknowledged that upstream did not acknowledge. Batches are produced in the order
-their requests arrived on a connection, and librdkafka keeps that order per partition.
+A batch full enough that the output codec stores its values in fewer bytes raw than as frames
+(at least the namespace's crossover, measured when its dictionary was trained, in records) is
+written with its values as they came, no `zd` header, and left to the batch compression
+(`codec.output_mode=auto`, the default; `frames` turns it off): the proxy stores no more than
+the better of the two. Those records are counted as outcome `raw`.
+
+Per partition rewritten, the raw values are offered to the namespace's training sample (at a
+position counted by the proxy: the upstream offset is not known before upstream answers).
+One log line per kind of refusal per `REFUSAL_LOG_INTERVAL` seconds; the kinds are the proxy's
+own names, never a client's string.
 """
 
 from __future__ import annotations
 
-import asyncio
+import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any, Final, Protocol, TypeVar, cast
+from typing import Any, Final, overload
 
-from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from kio.schema.errors import ErrorCode
 
-from sidecar.codec import Transformed
-from sidecar.errors import CodecError, MalformedBatch
-from sidecar.kafka import protocol_error_code
+from sidecar.errors import ProduceRefused, ProtocolError
 from sidecar.logs import get_logger
-from sidecar.metrics import Metrics
-from sidecar.proxy.forward.routes import Route
-from sidecar.proxy.metadata import UpstreamTopics
-from sidecar.proxy.protocol import NO_THROTTLE, PRODUCE, Request, build, nested, response_class
-from sidecar.proxy.sequences import Sequences, Verdict
-from sidecar.record_batch import DecodedBatch, DecodedRecord, decode_batches
-from sidecar.relay.dead_letters import record_size
+from sidecar.namespaces import Namespace
+from sidecar.proxy.allowlist import TopicAllowList
+from sidecar.proxy.batches import (
+    Allowance,
+    BatchRewriter,
+    Inputs,
+    ReadPartition,
+    encode_checked,
+)
+from sidecar.proxy.frames import RequestHeader
+from sidecar.proxy.metrics import ForwardMetrics
+from sidecar.proxy.produce_request import (
+    ProduceRequest,
+    TopicData,
+    encode_produce,
+    parse_produce,
+)
+from sidecar.proxy.responses import build, encode_response, nested, response_class
 
 log = get_logger(__name__)
 
-#: Seconds to wait before producing again into a full producer queue (backpressure: the
-#: connection's next request is not read meanwhile).
-QUEUE_FULL_WAIT: Final = 0.005
-#: The answer leaves this share of the client's request timeout, and at most a second, for the
-#: way back: a client that timed out first would send the batch again.
-ANSWER_MARGIN: Final = 0.1
-MAX_ANSWER_MARGIN: Final = 1.0
-#: Seconds between two log lines about the same kind of refused batch.
+#: Seconds between two log lines about the same kind of refusal.
 REFUSAL_LOG_INTERVAL: Final = 10.0
-_MALFORMED_CODES: Final = {
-    "corrupt": ErrorCode.corrupt_message,
-    "codec": ErrorCode.unsupported_compression_type,
-    "format": ErrorCode.invalid_record,
-}
+#: Characters of a client's string (topic, client id) a log line shows.
+SHOWN_CHARS: Final = 100
+PRODUCE: Final = 0
+#: Why a request was refused, beyond `batches`' kinds: a metrics label and log key.
+TOPIC_REFUSED: Final = "topic"
+ACKS_REFUSED: Final = "acks"
 
 
-class Routes(Protocol):
-    """The namespaces the proxy serves (`service.Namespaces`)."""
-
-    def upstream_for(self, topic: str) -> str:
-        """The upstream topic of `topic` (without setting anything up)."""
-        ...
-
-    def route(self, topic: str) -> Route:
-        """The route of `topic`, set up on first use."""
-        ...
-
-
-@dataclass(frozen=True, slots=True)
-class Written:
-    """A partition's (or a batch's) answer: its first record's upstream offset, or an error."""
-
-    error: int = ErrorCode.none
-    base_offset: int = -1
-    message: str | None = None
-    #: Every record's upstream offset, in order (a batch's answer; empty otherwise).
-    offsets: tuple[int, ...] = ()
-
-    @property
-    def ok(self) -> bool:
-        return self.error == ErrorCode.none
-
-
-T = TypeVar("T")
-#: Per partition of a request, in order: (topic, partition, its batches' answers).
-Forwarded = list[tuple[str, int, list["asyncio.Future[Written]"]]]
-
-
-def _done(value: T) -> asyncio.Future[T]:
-    future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
-    future.set_result(value)
-    return future
-
-
-class _Delivery:
-    """Collects the upstream acknowledgements of one batch's records (librdkafka calls it, in
-    order within the partition, from `producer.poll` on the event loop) and resolves its future
-    with the last one."""
-
-    __slots__ = ("error", "future", "offsets", "remaining")
-
-    def __init__(self, loop: asyncio.AbstractEventLoop, records: int) -> None:
-        self.future: asyncio.Future[Written] = loop.create_future()
-        self.remaining = records
-        self.offsets: list[int] = []
-        self.error: KafkaError | None = None
-
-    def __call__(self, error: KafkaError | None, msg: Message | None) -> None:
-        if error is None and msg is not None:
-            self.offsets.append(cast(int, msg.offset()))
-        self.settle(1, error)
-
-    def settle(self, records: int, error: KafkaError | None) -> None:
-        """`records` of the batch are done (written, or failed with `error`)."""
-        if error is not None and self.error is None:
-            self.error = error
-        self.remaining -= records
-        if self.remaining or self.future.done() or self.future.get_loop().is_closed():
-            return  # (closed: the last flush at exit; nobody waits for the answer any more)
-        if self.error is not None:
-            self.future.set_result(
-                Written(
-                    protocol_error_code(self.error),
-                    message=f"upstream did not take the batch: {self.error.str()}",
-                )
-            )
-        else:
-            offsets = tuple(self.offsets)
-            self.future.set_result(
-                Written(base_offset=offsets[0] if offsets else -1, offsets=offsets)
-            )
-
-
-class _Sampled:
-    """A written record as the training reservoir reads it (`sampling.SampledRecord`)."""
+class Sampled:
+    """A value offered to a training sample (`sampling.SampledRecord`)."""
 
     __slots__ = ("_offset", "_partition", "_value")
 
@@ -159,333 +88,257 @@ class _Sampled:
         return self._value
 
 
-class ProduceHandler:
-    """Serves Produce requests (see module)."""
+class SampledValues(Sequence[Sampled]):
+    """One partition's values as a training sample reads them, each made a `Sampled` only
+    when the reservoir takes it (it keeps one in `sampling.every`)."""
+
+    __slots__ = ("_first", "_partition", "_values")
+
+    def __init__(self, partition: int, first: int, values: list[bytes | None]) -> None:
+        self._partition, self._first, self._values = partition, first, values
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    @overload
+    def __getitem__(self, index: int) -> Sampled: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Sampled]: ...
+
+    def __getitem__(self, index: int | slice) -> Sampled | list[Sampled]:
+        if isinstance(index, slice):
+            positions = range(len(self._values))[index]
+            values = self._values
+            return [Sampled(self._partition, self._first + i, values[i]) for i in positions]
+        position = range(len(self._values))[index]
+        return Sampled(self._partition, self._first + position, self._values[position])
+
+
+class Outcome:
+    """What becomes of one Produce request: the frame to forward, or the answer to give."""
+
+    __slots__ = ("acks", "answer", "frame")
+
+    def __init__(self, acks: int, frame: bytes | None = None, answer: bytes | None = None) -> None:
+        self.acks = acks
+        #: The rewritten request, size prefix included (None: refused).
+        self.frame = frame
+        #: The local answer, size prefix included (a refused request with acks other than 0).
+        self.answer = answer
+
+
+class ProduceRewriter:
+    """Serves the Produce requests of every connection (see module); runs on the event loop."""
 
     def __init__(
         self,
         *,
-        producer: Producer,
-        routes: Routes,
-        topics: UpstreamTopics,
-        metrics: Metrics,
-        sequences: Sequences[asyncio.Future[Written]],
-        max_batch_bytes: int,
-        max_record_bytes: int,
-        produced: Callable[[], None] = lambda: None,
+        batches: BatchRewriter,
+        allowed: TopicAllowList,
+        namespace: Callable[[str], Namespace],
+        metrics: ForwardMetrics,
+        max_records: int,
+        max_decompressed_bytes: int,
+        raw_batches: bool = True,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """Args:
-        max_batch_bytes: what one batch may decompress to.
-        max_record_bytes: what one record may weigh once encoded (the upstream producer's
-            message.max.bytes).
-        produced: called once records were handed to the producer (whoever serves its
-            delivery reports looks sooner).
+        namespace: the namespace of an allowed topic, set up on first use.
+        max_records: records one request may hold.
+        max_decompressed_bytes: bytes one request's batches may decompress to.
+        raw_batches: write the values of batches that hold at least the namespace's
+            crossover raw (`codec.output_mode=auto`); False: frames always.
         """
-        self.producer = producer
-        self.routes = routes
-        self.topics = topics
+        self.batches = batches
+        self.allowed = allowed
+        self.namespace = namespace
         self.metrics = metrics
-        self.sequences = sequences
-        self.max_batch_bytes = max_batch_bytes
-        self.max_record_bytes = max_record_bytes
+        self.max_records = max_records
+        self.max_decompressed_bytes = max_decompressed_bytes
+        self.raw_batches = raw_batches
         self.clock = clock
-        self._produced = produced
         self._logged: dict[str, float] = {}
-        self.batches = 0
-        self.records = 0
+        self._positions: dict[tuple[str, int], int] = {}
+        self.requests = 0
+        self.refused = 0
 
-    async def forward(self, request: Request) -> Forwarded:
-        """Hand every record of `request` to the upstream producer, in order; what to wait for.
+    def rewrite(self, frame: bytes, header: RequestHeader, flexible: bool) -> Outcome:
+        """The frame to forward for the Produce request `frame` (size prefix excluded), or
+        the answer to give in its place.
 
-        The caller awaits this before it reads the connection's next request: that keeps each
-        partition's records in the order their requests came."""
-        body = request.body
-        forwarded: Forwarded = []
-        refusal = self._refusal(body.acks, body.transactional_id, request.client_id)
-        for topic_data in body.topic_data:
-            for partition in topic_data.partition_data:
-                if refusal is not None:
-                    futures = [_done(refusal)]
-                else:
-                    futures = await self._partition(
-                        topic_data.name, partition.index, partition.records, request.client_id
-                    )
-                forwarded.append((topic_data.name, partition.index, futures))
-        return forwarded
-
-    async def answer(self, request: Request, forwarded: Forwarded) -> Any:
-        """The ProduceResponse, once upstream answered for every batch or the request's
-        timeout (less a margin for the way back) is over."""
-        timeout = request.body.timeout.total_seconds()
-        deadline = max(0.0, timeout - min(MAX_ANSWER_MARGIN, timeout * ANSWER_MARGIN))
-        pending = [f for _, _, futures in forwarded for f in futures if not f.done()]
-        if pending:
-            await asyncio.wait(pending, timeout=deadline)
-            if not all(f.done() for f in pending):
-                self._log_refusal(
-                    "timeout",
-                    request.client_id,
-                    f"upstream acknowledged nothing within {deadline:.1f} s: answered "
-                    "REQUEST_TIMED_OUT (the client retries)",
+        Raises:
+            ProtocolError: the frame does not parse, or a refused request has acks=0 (the
+                connection is closed).
+        """
+        request = parse_produce(frame, header, flexible)
+        self.requests += 1
+        refusals: dict[tuple[int, int], ProduceRefused] = {}
+        first: ProduceRefused | None = None
+        if request.acks not in (0, 1, -1):
+            first = ProduceRefused(
+                ErrorCode.invalid_required_acks,
+                ACKS_REFUSED,
+                f"acks={request.acks}: use 0, 1 or -1 (all)",
+            )
+        allowance = Allowance(self.max_records, self.max_decompressed_bytes)
+        records: dict[tuple[int, int], bytes] = {}
+        offered: list[tuple[Namespace, int, list[bytes | None]]] = []
+        where = ""
+        for t, topic in enumerate(request.topics):
+            if not self.allowed.allows(topic.name):
+                refused = ProduceRefused(
+                    ErrorCode.topic_authorization_failed,
+                    TOPIC_REFUSED,
+                    "the topic is not on the proxy's allow-list (ZDICT_PROXY__ALLOWED_TOPICS, "
+                    "ZDICT_PROXY__TOPICS; internal and registry topics never are)",
                 )
-        return self._response(request.version, forwarded)
+                for p in range(len(topic.partitions)):
+                    refusals[(t, p)] = refused
+                if first is None:
+                    first, where = refused, topic.name
+                continue
+            if first is not None:
+                continue
+            refusal = self._topic(t, topic, allowance, records, offered)
+            if refusal is not None:
+                refusals[refusal[0]] = first = refusal[1]
+                where = topic.name
+        if first is None:
+            self._offer(offered)
+            return Outcome(request.acks, frame=encode_produce(frame, request, records))
+        self.refused += 1
+        self.metrics.produce_refused(first.kind)
+        self._log(first, header, where)
+        if request.acks == 0:
+            raise ProtocolError(
+                f"a Produce request with acks=0 was refused ({first}): the connection is "
+                "closed, as a broker closes it"
+            )
+        return Outcome(request.acks, answer=_answer(request, refusals, first))
 
-    def _refusal(
-        self, acks: int, transactional_id: str | None, client: str | None
-    ) -> Written | None:
-        if acks not in (0, 1, -1):
-            return Written(ErrorCode.invalid_required_acks, message=f"acks={acks}: use 0, 1 or -1")
-        if transactional_id is not None:
-            self._log_refusal(
-                "transactions",
-                client,
-                "transactions are not supported by the proxy: produce transactionally to the "
-                "cluster directly",
+    def _topic(
+        self,
+        t: int,
+        topic: TopicData,
+        allowance: Allowance,
+        records: dict[tuple[int, int], bytes],
+        offered: list[tuple[Namespace, int, list[bytes | None]]],
+    ) -> tuple[tuple[int, int], ProduceRefused] | None:
+        """Rewrite the partitions of topic number `t` into `records`: every batch read, the
+        values of all encoded in one call, each partition written again. A refusal: (topic
+        number, partition number) and why; nothing of the topic is then written."""
+        read: list[tuple[int, int, ReadPartition]] = []
+        inputs: Inputs = []
+        for p, partition in enumerate(topic.partitions):
+            if partition.records is None:
+                continue
+            try:
+                batches = self.batches.read(partition.records, allowance)
+            except ProduceRefused as exc:
+                return (t, p), exc
+            read.append((p, partition.index, batches))
+            inputs += batches.inputs
+        if not read:
+            return None
+        namespace = self.namespace(topic.name)
+        raw = self._raw_positions(namespace, [batches for _, _, batches in read])
+        try:
+            encoded = encode_checked(
+                lambda records: namespace.encode_with_raw(records, raw), inputs
             )
-            return Written(
-                ErrorCode.invalid_request,
-                message="the zdict-sidecar proxy does not support transactions",
-            )
+        except ProduceRefused as exc:
+            return (t, read[0][0]), exc
+        at = 0
+        for p, index, batches in read:
+            count = len(batches.inputs)
+            records[(t, p)] = self.batches.write(batches, encoded[at : at + count])
+            at += count
+            offered.append((namespace, index, [value for value, _ in batches.inputs]))
         return None
 
-    def _log_refusal(self, kind: str, client: str | None, error: str) -> None:
-        now = self.clock()
-        if now - self._logged.get(kind, -1e18) >= REFUSAL_LOG_INTERVAL:
-            self._logged[kind] = now
-            log.warning("produce_refused", kind=kind, client_id=client, error=error)
-
-    async def _partition(
-        self, topic: str, index: int, records: bytes | None, client: str | None
-    ) -> list[asyncio.Future[Written]]:
-        """Forward one partition's batches; the futures of their answers, in order."""
-        upstream = self.routes.upstream_for(topic)
-        count = self.topics.partitions(upstream)
-        if count is None:
-            await self.topics.refresh([upstream])
-            count = self.topics.partitions(upstream)
-        if count is None or not 0 <= index < count:
-            reachable = self.topics.reachable
-            what = (
-                f"upstream topic {upstream} has no partition {index}"
-                if count is not None
-                else f"upstream topic {upstream} does not exist"
-                if reachable
-                else "the upstream cluster does not answer"
-            )
-            code = (
-                ErrorCode.unknown_topic_or_partition
-                if reachable
-                else ErrorCode.leader_not_available
-            )
-            self._log_refusal(f"topic:{upstream}", client, what)
-            return [_done(Written(code, message=what))]
-        # Set up (encoder, sample, trainer) only for topics that exist upstream: a client
-        # producing to made-up names must not make namespaces of them.
-        route = self.routes.route(topic)
-        try:
-            batches = decode_batches(records or b"", self.max_batch_bytes)
-        except MalformedBatch as exc:
-            self._log_refusal(f"batch:{exc.reason}", client, str(exc))
-            return [_done(Written(_MALFORMED_CODES[exc.reason], message=str(exc)))]
-        return [await self._batch(route, index, batch, client) for batch in batches]
-
-    async def _batch(
-        self, route: Route, partition: int, batch: DecodedBatch, client: str | None
-    ) -> asyncio.Future[Written]:
-        if batch.transactional or batch.control:
-            self._log_refusal("transactions", client, "a transactional batch")
-            return _done(
-                Written(
-                    ErrorCode.invalid_request,
-                    message="the zdict-sidecar proxy does not support transactions",
-                )
-            )
-        idempotent = batch.producer_id >= 0 and batch.base_sequence >= 0
-        if idempotent:
-            check = self.sequences.check(
-                batch.producer_id,
-                batch.producer_epoch,
-                route.topic,
-                partition,
-                batch.base_sequence,
-                batch.last_sequence,
-            )
-            if check.verdict is Verdict.IN_FLIGHT:
-                assert check.waiter is not None
-                return check.waiter
-            if check.verdict is not Verdict.NEW:
-                return _done(_sequence_answer(check.verdict, check.base_offset, check.expected))
-        prepared = self._encode(route, batch)
-        if isinstance(prepared, Written):
-            self._log_refusal(f"record:{prepared.error}", client, prepared.message or "")
-            return _done(prepared)
-        delivery = _Delivery(asyncio.get_running_loop(), len(batch.records))
-        if idempotent:
-            self.sequences.started(
-                batch.producer_id,
-                batch.producer_epoch,
-                route.topic,
-                partition,
-                batch.base_sequence,
-                batch.last_sequence,
-                delivery.future,
-            )
-        delivery.future.add_done_callback(
-            lambda future: self._finished(route, partition, batch, idempotent, future.result())
+    def _raw_positions(self, namespace: Namespace, partitions: list[ReadPartition]) -> list[int]:
+        """The positions (in the topic's inputs, partitions in order) of the records written
+        raw: those of batches holding at least the namespace's crossover for the output codec
+        (none without a crossover, or with `raw_batches` off)."""
+        crossover = (
+            namespace.output_crossover(self.batches.limits.output_codec)
+            if self.raw_batches
+            else None
         )
-        await self._produce(route, partition, batch.records, prepared, delivery)
-        self._produced()
-        self.batches += 1
-        self.records += len(batch.records)
-        return delivery.future
+        if crossover is None:
+            return []
+        raw: list[int] = []
+        base = 0
+        for batches in partitions:
+            raw += [base + i for i in batches.raw_positions(crossover)]
+            base += len(batches.inputs)
+        return raw
 
-    def _encode(self, route: Route, batch: DecodedBatch) -> list[Transformed] | Written:
-        """The batch's values encoded, or the refusal of the whole batch (nothing is written of
-        a batch that is refused)."""
-        try:
-            inputs = [
-                (r.value, [(k.decode(), v) for k, v in r.headers] if r.headers else None)
-                for r in batch.records
-            ]
-        except UnicodeDecodeError:
-            return Written(ErrorCode.invalid_record, message="a record header key is not UTF-8")
-        try:
-            encoded = route.namespace.encode(inputs)
-        except CodecError as exc:
-            return Written(ErrorCode.invalid_record, message=f"a record cannot be encoded: {exc}")
-        limit = self.max_record_bytes
-        for record, enc in zip(batch.records, encoded, strict=True):
-            if enc.output_bytes + len(record.key or b"") + 64 > limit:
-                size = record_size(record.key, enc.value, enc.headers)
-                if size > limit:
-                    return Written(
-                        ErrorCode.message_too_large,
-                        message=f"a record of {size} bytes once encoded is above the "
-                        f"{limit} bytes the upstream producer accepts (message.max.bytes)",
-                    )
-        return encoded
+    def _offer(self, offered: list[tuple[Namespace, int, list[bytes | None]]]) -> None:
+        for namespace, partition, values in offered:
+            reservoir = namespace.reservoir
+            if reservoir is None or not values:
+                continue
+            key = (namespace.topic, partition)
+            position = self._positions.get(key, 0)
+            self._positions[key] = position + len(values)
+            reservoir.offer(SampledValues(partition, position, values))
 
-    async def _produce(
-        self,
-        route: Route,
-        partition: int,
-        records: Sequence[DecodedRecord],
-        encoded: Sequence[Transformed],
-        delivery: _Delivery,
-    ) -> None:
-        # Positional arguments, as in the relay: topic, value, key, partition, callback,
-        # on_delivery (an alias), timestamp (0: now), headers.
-        produce = cast(Any, self.producer).produce
-        upstream = route.upstream
-        for i, (record, enc) in enumerate(zip(records, encoded, strict=True)):
-            timestamp = max(0, record.timestamp)
-            while True:
-                try:
-                    produce(
-                        upstream,
-                        enc.value,
-                        record.key,
-                        partition,
-                        delivery,
-                        None,
-                        timestamp,
-                        enc.headers or None,
-                    )
-                    break
-                except BufferError:
-                    await asyncio.sleep(QUEUE_FULL_WAIT)
-                except KafkaException as exc:
-                    # Refused outright (librdkafka's own checks): this and the rest fail.
-                    delivery.settle(len(records) - i, exc.args[0])
-                    return
-
-    def _finished(
-        self, route: Route, partition: int, batch: DecodedBatch, idempotent: bool, written: Written
-    ) -> None:
-        """Bookkeeping once upstream answered for a batch: sequences, sample, latency."""
-        if idempotent:
-            self.sequences.finished(
-                batch.producer_id,
-                batch.producer_epoch,
-                route.topic,
-                partition,
-                batch.base_sequence,
-                written.base_offset if written.ok else None,
-            )
-        if not written.ok:
-            self.metrics.produce_error(ErrorCode(written.error).name.upper())
+    def _log(self, refused: ProduceRefused, header: RequestHeader, topic: str) -> None:
+        now = self.clock()
+        if now - self._logged.get(refused.kind, -1e18) < REFUSAL_LOG_INTERVAL:
             return
-        first = batch.records[0]
-        namespace = route.namespace
-        if first.timestamp > 0:
-            namespace.metrics.observe_delivery_latency(time.time() - first.timestamp / 1000.0)
-        if namespace.reservoir is not None and len(written.offsets) == len(batch.records):
-            namespace.reservoir.offer(
-                [
-                    _Sampled(partition, offset, record.value)
-                    for offset, record in zip(written.offsets, batch.records, strict=True)
-                ]
-            )
+        self._logged[refused.kind] = now
+        log.warning(
+            "produce_refused",
+            kind=refused.kind,
+            error_code=ErrorCode(refused.code).name.upper(),
+            topic=topic[:SHOWN_CHARS],
+            client_id=(header.client_id or "")[:SHOWN_CHARS],
+            error=str(refused),
+        )
 
-    def _response(self, version: int, forwarded: Forwarded) -> Any:
-        cls = response_class(PRODUCE, version)
-        topic_class = nested(cls, "TopicProduceResponse")
-        partition_class = nested(cls, "PartitionProduceResponse")
-        by_topic: dict[str, list[Any]] = {}
-        for topic, index, futures in forwarded:
-            written = _combine(futures)
-            by_topic.setdefault(topic, []).append(
+
+def _answer(
+    request: ProduceRequest,
+    refusals: dict[tuple[int, int], ProduceRefused],
+    first: ProduceRefused,
+) -> bytes:
+    """The ProduceResponse frame for a refused request (see module)."""
+    cls = response_class(PRODUCE, request.header.version)
+    topic_class = nested(cls, "TopicProduceResponse")
+    partition_class = nested(cls, "PartitionProduceResponse")
+    leader_class = getattr(sys.modules[cls.__module__], "LeaderIdAndEpoch", None)
+    extra: dict[str, Any] = {}
+    if leader_class is not None:
+        extra["current_leader"] = leader_class(leader_id=-1, leader_epoch=-1)
+    topics = []
+    for t, topic in enumerate(request.topics):
+        partitions = []
+        for p, partition in enumerate(topic.partitions):
+            refused = refusals.get((t, p))
+            if refused is None and first.kind == ACKS_REFUSED:
+                refused = first
+            code = ErrorCode(refused.code) if refused else ErrorCode.request_timed_out
+            message = (
+                str(refused)
+                if refused
+                else f"not written: another partition of the request was refused ({first})"
+            )
+            partitions.append(
                 build(
                     partition_class,
-                    index=index,
-                    error_code=ErrorCode(written.error),
-                    base_offset=written.base_offset,
+                    index=partition.index,
+                    error_code=code,
+                    base_offset=-1,
                     log_append_time=None,
                     log_start_offset=-1,
                     record_errors=(),
-                    error_message=written.message,
+                    error_message=message,
+                    **extra,
                 )
             )
-        return build(
-            cls,
-            responses=tuple(
-                topic_class(name=name, partition_responses=tuple(parts))
-                for name, parts in by_topic.items()
-            ),
-            throttle_time=NO_THROTTLE,
-        )
-
-
-def _combine(futures: list[asyncio.Future[Written]]) -> Written:
-    """One partition's answer from its batches': the first error, else the first offset."""
-    if not futures:
-        return Written()
-    base = -1
-    for future in futures:
-        if not future.done():
-            return Written(
-                ErrorCode.request_timed_out,
-                message="upstream has not acknowledged the batch within the request's timeout",
-            )
-        written = future.result()
-        if not written.ok:
-            return written
-        if base < 0:
-            base = written.base_offset
-    return Written(base_offset=base)
-
-
-def _sequence_answer(verdict: Verdict, base_offset: int, expected: int | None) -> Written:
-    if verdict is Verdict.DUPLICATE:
-        return Written(base_offset=base_offset)
-    if verdict is Verdict.OLD:
-        return Written(ErrorCode.duplicate_sequence_number, message="batch written before")
-    if verdict is Verdict.FENCED:
-        return Written(
-            ErrorCode.invalid_producer_epoch, message="the producer's epoch is not its latest"
-        )
-    return Written(
-        ErrorCode.out_of_order_sequence_number,
-        message=f"expected sequence number {expected}",
-    )
+        topics.append(topic_class(name=topic.name, partition_responses=tuple(partitions)))
+    body = build(cls, responses=tuple(topics))
+    return encode_response(request.header.correlation_id, body)

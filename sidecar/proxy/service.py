@@ -1,13 +1,23 @@
-"""`zdict-sidecar proxy`: wiring the produce proxy from the settings, with the same dictionary
-lifecycle as `run`.
+"""`zdict-sidecar proxy`: the forwarding proxy wired from the settings.
 
-Per namespace (a topic the clients produce to, by the name they use): an encoder with its
-active dictionary, a reservoir sampling what was written (for training), and a trainer, as the
-forwarding proxy has them (`sidecar.proxy.forward.routes`). Topics named in `proxy.topics` are
-set up before the proxy listens; others when a client first produces to them.
+Every request is forwarded to the upstream broker the client addressed, broker addresses are
+rewritten to the proxy's listeners, Produce requests are rewritten in place (`produce`):
+values encoded with the namespace's dictionary, and Fetch responses decoded for the clients
+(`_fetch_decoding`: a decoder that follows the registry as the relay's does, the local store
+without a registry), internal topics and the registry topic left out of listings. The
+dictionary lifecycle (`routes.ProxyRoutes`): per topic a namespace (encoder, training sample,
+metrics), the proxies of a topic in one consumer group (`proxy.group_id`) so that one trains
+it, the registry followed and encoders switched as dictionaries are activated; one registry
+reader serves the trainer and the Fetch decoder. Topics: those of `proxy.topics` are set up at
+start; the allow-list (`proxy.allowed_topics`, by default `proxy.topics`) says what clients may
+produce to, and an allowed topic is set up on first use; records go to the topic the client
+names. Upstream is reached as `ZDICT_KAFKA__SECURITY_PROTOCOL` says (`security`: TLS, the
+proxy's own SASL), checked at start with one connection of the proxy's own
+(`upstream.check_upstream`). Readiness: once the bootstrap listener is up.
 
-Exit codes: 0 after SIGTERM/SIGINT (requests under way answered, the producer flushed), 1 when
-the proxy cannot start or its upstream producer fails fatally, 2 for configuration errors.
+Exit codes: 0 after SIGTERM/SIGINT, 1 when upstream cannot be reached at start or refuses the
+proxy's credentials, 2 for configuration errors (among them a listen address that is taken, or
+a security setting the proxy cannot honour).
 """
 
 from __future__ import annotations
@@ -15,143 +25,110 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
-import time
 from collections.abc import Callable
 from contextlib import ExitStack
 from typing import Final
 
-from confluent_kafka import KafkaError, KafkaException, Producer
+from prometheus_client import CollectorRegistry
 
-from sidecar.config import KafkaSettings, Settings
-from sidecar.dictionaries.registry import Registry
+from sidecar.codec import Decoder, DictionaryResolver
+from sidecar.config import Settings
+from sidecar.dictionaries.registry import Registry, RegistryResolver
 from sidecar.dictionaries.store import DictionaryStore
-from sidecar.errors import ConfigError, KafkaUnavailable
+from sidecar.errors import ConfigError
 from sidecar.health import Health
-from sidecar.kafka import (
-    is_all_brokers_down,
-    make_admin,
-    make_producer,
-    partition_counts,
-    producer_config,
-)
 from sidecar.logs import get_logger
 from sidecar.observability import Observability
-from sidecar.proxy.forward.routes import ProxyRoutes
-from sidecar.proxy.metadata import UpstreamTopics
-from sidecar.proxy.produce import ProduceHandler, Written
-from sidecar.proxy.sequences import ProducerIds, Sequences
-from sidecar.proxy.server import Dispatcher, ProxyServer
+from sidecar.proxy.addresses import Address
+from sidecar.proxy.allowlist import TopicAllowList
+from sidecar.proxy.batches import BatchLimits, BatchRewriter
+from sidecar.proxy.fetch import FetchDecoding, RecentMisses
+from sidecar.proxy.fetch_metrics import FetchMetrics
+from sidecar.proxy.listeners import Listeners
+from sidecar.proxy.metrics import ForwardMetrics
+from sidecar.proxy.produce import ProduceRewriter
+from sidecar.proxy.routes import ProxyRoutes
+from sidecar.proxy.security import UpstreamSecurity, upstream_security
+from sidecar.proxy.topics import TopicView
+from sidecar.proxy.upstream import check_upstream
 from sidecar.runtime import exit_code, interrupt_start
 
 log = get_logger("sidecar.proxy")
 
 #: Seconds between two heartbeats of the event loop (/healthz).
 BEAT_INTERVAL: Final = 1.0
-#: Seconds the upstream producer may take to deliver what is queued when the proxy stops.
-FLUSH_TIMEOUT: Final = 30.0
-#: Seconds between two looks at the upstream producer's delivery reports while records are
-#: under way, and while none is.
-BUSY_POLL: Final = 0.001
-IDLE_POLL: Final = 0.05
 
 
-class _Upstream:
-    """The upstream producer and what its callbacks report. Its delivery reports are served on
-    the event loop (`deliver`): a second Python thread calling `poll` would wait for the GIL
-    once per record while the loop works, which added tens of milliseconds to every answer."""
+def bootstrap_addresses(servers: str) -> list[Address]:
+    """`host:port,host:port` (each optionally `PROTOCOL://`-prefixed, IPv6 hosts in brackets)
+    as addresses.
 
-    def __init__(self, settings: Settings) -> None:
-        self.fatal: str | None = None
-        if "linger.ms" not in settings.producer.properties:
-            linger = {"linger.ms": f"{settings.proxy.linger_ms:g}"}
-            producer = KafkaSettings(properties={**settings.producer.properties, **linger})
-            settings = settings.model_copy(update={"producer": producer})
-        self.producer: Producer = make_producer(settings, self._error)
-        limit = producer_config(settings).get("message.max.bytes", 1_000_000)
-        self.max_record_bytes = int(limit)
-        self.cluster_id: str | None = None
-        self._busy: asyncio.Event | None = None
+    Raises:
+        ConfigError: an entry without a port.
+    """
+    addresses = []
+    for entry in servers.split(","):
+        server = entry.strip().rpartition("://")[2]
+        host, sep, port = server.rpartition(":")
+        if not server:
+            continue
+        if not sep or not port.isdigit():
+            raise ConfigError(f"bootstrap server {entry.strip()!r} is not HOST:PORT")
+        addresses.append(Address(host.strip("[]"), int(port)))
+    if not addresses:
+        raise ConfigError("no bootstrap server (KAFKA_BOOTSTRAP_SERVERS, ZDICT_KAFKA__*)")
+    return addresses
 
-    def produced(self) -> None:
-        """Records were handed to the producer: look at its delivery reports now (event loop)."""
-        if self._busy is not None:
-            self._busy.set()
 
-    def _error(self, error: KafkaError) -> None:
-        if error.fatal():
-            self.fatal = f"fatal Kafka client error: {error.str()}"
-        elif is_all_brokers_down(error):
-            log.warning("upstream_unreachable", error=error.str())
-
-    async def deliver(self, stopping: asyncio.Event) -> None:
-        """Serve delivery reports until `stopping`: every millisecond while records are under
-        way; otherwise as soon as records are produced, or every 50 ms."""
-        poll = self.producer.poll
-        self._busy = busy = asyncio.Event()
-        while not stopping.is_set():
-            poll(0)
-            if len(self.producer):
-                await asyncio.sleep(BUSY_POLL)
-                continue
-            busy.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(busy.wait(), IDLE_POLL)
-
-    def topics(self, timeout: float) -> dict[str, int]:
-        """Every upstream topic's partition count (the metadata cache's lister)."""
-        try:
-            metadata = self.producer.list_topics(timeout=timeout)
-        except KafkaException as exc:
-            raise KafkaUnavailable(f"upstream metadata: {exc.args[0]}") from None
-        self.cluster_id = metadata.cluster_id
-        return {
-            name: len(topic.partitions)
-            for name, topic in metadata.topics.items()
-            if topic.error is None
-        }
-
-    async def drain(self, timeout: float) -> None:
-        """Serve delivery reports until nothing is under way or `timeout` seconds passed (the
-        answers still awaited get theirs)."""
-        deadline = time.monotonic() + timeout
-        while len(self.producer) and time.monotonic() < deadline:
-            self.producer.poll(0)
-            await asyncio.sleep(BUSY_POLL)
-
-    def stop(self) -> int:
-        """Deliver what is still queued; returns the records left undelivered."""
-        remaining: int = self.producer.flush(FLUSH_TIMEOUT)
-        return remaining
+def produce_rewriter(
+    settings: Settings, routes: ProxyRoutes, metrics: ForwardMetrics
+) -> ProduceRewriter:
+    """The Produce rewriting of `settings`, encoding with the namespaces of `routes`."""
+    proxy = settings.proxy
+    limits = BatchLimits(
+        max_batch_bytes=proxy.max_request_bytes,
+        max_value_bytes=settings.codec.max_output_size,
+        header_key=settings.codec.header_key,
+        output_codec=proxy.output_compression,
+    )
+    return ProduceRewriter(
+        batches=BatchRewriter(limits),
+        allowed=TopicAllowList(proxy.allowed_topics or proxy.topics, [settings.registry.topic]),
+        namespace=lambda topic: routes.route(topic).namespace,
+        metrics=metrics,
+        max_records=proxy.max_records_per_request,
+        max_decompressed_bytes=proxy.max_decompressed_request_bytes,
+        raw_batches=settings.codec.output_mode == "auto",
+    )
 
 
 async def _serve(
     settings: Settings,
+    bootstrap: list[Address],
+    metrics: ForwardMetrics,
+    security: UpstreamSecurity,
     routes: ProxyRoutes,
-    upstream: _Upstream,
+    fetch: FetchDecoding,
     health: Health,
     ready: Callable[[str, int], None] | None,
 ) -> int:
-    topics = UpstreamTopics(upstream.topics, settings.proxy)
-    await topics.refresh(None)
-    handler = ProduceHandler(
-        producer=upstream.producer,
-        routes=routes,
-        topics=topics,
-        metrics=routes.metrics,
-        sequences=Sequences[asyncio.Future[Written]](),
-        max_batch_bytes=settings.proxy.max_request_bytes,
-        max_record_bytes=upstream.max_record_bytes,
-        produced=upstream.produced,
+    produce = produce_rewriter(settings, routes, metrics)
+    listeners = Listeners(
+        settings.proxy,
+        bootstrap,
+        metrics,
+        security,
+        produce=produce,
+        fetch=fetch,
+        topics=fetch.topics,
     )
-    dispatcher = Dispatcher(
-        produce=handler,
-        topics=topics,
-        producer_ids=ProducerIds(),
-        upstream_for=routes.upstream_for,
-        cluster_id=lambda: upstream.cluster_id,
-    )
-    server = ProxyServer(settings.proxy, dispatcher)
-    host, port = await server.start()
+    try:
+        address = await listeners.start()
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot listen on {settings.proxy.listen} (ZDICT_PROXY__LISTEN, --listen): "
+            f"{exc.strerror or exc}"
+        ) from None
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -159,83 +136,104 @@ async def _serve(
     health.set_encoder_ready(True)
     log.info(
         "proxy_listening",
-        listen=f"{host}:{port}",
-        upstream=settings.kafka.client_config()["bootstrap.servers"],
-        upstream_topic=settings.proxy.upstream_topic,
-        kafka=settings.kafka.redacted(),
-        registry=settings.registry.topic if routes.registry else None,
+        mode="forward",
+        listen=f"{address.host}:{address.port}",
+        broker_port_base=settings.proxy.broker_port_base,
+        upstream=",".join(f"{a.host}:{a.port}" for a in bootstrap),
+        allowed_topics=list(produce.allowed.patterns),
+        output_compression=settings.proxy.output_compression,
         training=settings.training.enabled,
     )
+    if not produce.allowed.patterns:
+        log.warning(
+            "no_topics_allowed",
+            detail="every Produce request is refused (TOPIC_AUTHORIZATION_FAILED): name the "
+            "topics with --topic or ZDICT_PROXY__ALLOWED_TOPICS",
+        )
     if ready is not None:
-        ready(host, port)
-    delivering = asyncio.create_task(upstream.deliver(stopping))
-    code = 0
+        ready(address.host, address.port)
     while not stopping.is_set():
         health.beat()
         routes.tick()
-        if upstream.fatal is not None:
-            log.error("proxy_failed", error=upstream.fatal)
-            code = 1
-            break
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stopping.wait(), BEAT_INTERVAL)
     health.set_stopping()
-    log.info("shutting_down", batches=handler.batches, records=handler.records)
-    stopping.set()
-    await delivering
-    stop_serving = asyncio.create_task(server.stop())
-    await upstream.drain(FLUSH_TIMEOUT)
-    await stop_serving
-    return code
+    log.info("shutting_down", produce_requests=produce.requests, refused=produce.refused)
+    await listeners.stop()
+    log.info("proxy_stopped")
+    return 0
+
+
+def _fetch_decoding(
+    settings: Settings, prometheus: CollectorRegistry, registry: Registry | None
+) -> FetchDecoding:
+    """Fetch responses' rewriting: a decoder over `registry` (read on the first id it does not
+    know, then every `registry.follow_interval` seconds), or over the local store without one;
+    ids the registry did not have are not looked up again for that long. Closing it closes
+    `registry`."""
+    proxy = settings.proxy
+    resolver: DictionaryResolver = DictionaryStore(settings.dictionaries)
+    if registry is not None:
+        resolver = RegistryResolver(registry, settings.registry.follow_interval)
+    decoder = Decoder(
+        RecentMisses(resolver, settings.registry.follow_interval),
+        max_output_size=settings.codec.max_output_size,
+        header_key=settings.codec.header_key,
+    )
+    return FetchDecoding(
+        decoder,
+        topics=TopicView(settings.registry.topic, show_internal=proxy.show_internal_topics),
+        metrics=FetchMetrics(prometheus),
+        decode=proxy.fetch_decode,
+        raw_client_ids=proxy.raw_fetch_client_ids,
+        compression=proxy.fetch_compression,
+        # A response is read within the budget: one larger than all of it could never be.
+        max_bytes=min(proxy.max_fetch_bytes, proxy.max_buffered_bytes),
+    )
 
 
 def run_proxy(settings: Settings, ready: Callable[[str, int], None] | None = None) -> int:
-    """Run the proxy until SIGTERM/SIGINT (exit 0) or a failure (exit 1); `ready` is called
-    with the address it listens on."""
+    """Run the forwarding proxy until SIGTERM/SIGINT (exit 0) or a failure (exit 1); `ready`
+    is called with the address it listens on."""
+    client = settings.kafka.client_config()
+    security = upstream_security(client)
+    bootstrap = bootstrap_addresses(client["bootstrap.servers"])
     interrupt_start()
-    with Observability(settings.metrics, settings.proxy.group_id) as observed, ExitStack() as stack:
-        stack.callback(log.info, "proxy_stopped")
-        return exit_code(
-            lambda: _run(settings, observed, stack, ready),
-            log,
-            failed="proxy_failed",
-            stopped="proxy_stopped",
-        )
+    with Observability(settings.metrics, settings.proxy.group_id) as observed:
 
+        def serve() -> int:
+            # Reachable, with the proxy's own TLS and SASL? A refusal names the broker's
+            # message; ZDICT_PROXY__START_TIMEOUT bounds the wait.
+            asyncio.run(check_upstream(bootstrap, security, settings.proxy.start_timeout))
+            metrics = ForwardMetrics(observed.prometheus)
+            with ExitStack() as stack:
+                registry: Registry | None = None
+                if settings.registry.enabled:
+                    registry = Registry.open(settings, "proxy", observed.metrics)
+                    stack.callback(registry.close)
+                # One registry reader for the trainer (Produce) and the decoder (Fetch, on its
+                # own thread), as the relay shares one: `Registry` reads under a lock, and
+                # both read its state rather than the entries a read returns, so neither
+                # misses what the other's read applied. Closed in reverse: the trainer
+                # stops before the decoder closes the registry (closing it again is a no-op).
+                fetch = _fetch_decoding(settings, observed.prometheus, registry)
+                stack.callback(fetch.close)
+                store = DictionaryStore(settings.dictionaries)
+                routes = ProxyRoutes(settings, store, registry, observed.metrics)
+                stack.callback(routes.close)
+                routes.set_up(settings.proxy.topics)
+                routes.elect()
+                return asyncio.run(
+                    _serve(
+                        settings,
+                        bootstrap,
+                        metrics,
+                        security,
+                        routes,
+                        fetch,
+                        observed.health,
+                        ready,
+                    )
+                )
 
-def _run(
-    settings: Settings,
-    observed: Observability,
-    stack: ExitStack,
-    ready: Callable[[str, int], None] | None,
-) -> int:
-    """The proxy's start and its serving (see `run_proxy`); what must be closed goes on
-    `stack`."""
-    bootstrap = settings.kafka.client_config()["bootstrap.servers"]
-    # Reachable at all? ZDICT_PROXY__START_TIMEOUT bounds the wait.
-    partition_counts(make_admin(settings), [], settings.proxy.start_timeout, bootstrap)
-    upstream = _Upstream(settings)
-    stack.callback(_flush, upstream)
-    store = DictionaryStore(settings.dictionaries)
-    registry: Registry | None = None
-    if settings.registry.enabled:
-        registry = Registry.open(settings, "proxy", observed.metrics)
-        stack.callback(registry.close)
-    routes = ProxyRoutes(settings, store, registry, observed.metrics)
-    stack.callback(routes.close)
-    routes.set_up(settings.proxy.topics)
-    routes.elect()
-    try:
-        return asyncio.run(_serve(settings, routes, upstream, observed.health, ready))
-    except OSError as exc:  # the listen address is taken or not ours
-        raise ConfigError(
-            f"cannot listen on {settings.proxy.listen} (ZDICT_PROXY__LISTEN, --listen): "
-            f"{exc.strerror or exc}"
-        ) from None
-
-
-def _flush(upstream: _Upstream) -> None:
-    """Deliver what the upstream producer still holds; log what could not be."""
-    undelivered = upstream.stop()
-    if undelivered:
-        log.error("flush_incomplete", undelivered=undelivered)
+        return exit_code(serve, log, failed="proxy_failed", stopped="proxy_stopped")

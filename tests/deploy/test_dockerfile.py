@@ -22,7 +22,17 @@ import pytest
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from deploy.constraints import image_environment, image_python, runtime_requirements
+from deploy.constraints import (
+    CONSTRAINTS_PATH,
+    Pin,
+    constraints_text,
+    image_environment,
+    image_hashes,
+    image_python,
+    image_tags,
+    read_pins,
+    runtime_requirements,
+)
 from tests.deploy.files import Stage, env_pairs, is_setting, parse_dockerfile
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -96,25 +106,79 @@ def test_the_build_stage_installs_dependencies_from_wheels_only() -> None:
     assert "--only-binary=:all:" in run
 
 
-def test_the_build_stage_installs_the_versions_constraints_txt_pins() -> None:
+def test_the_build_stage_installs_the_pins_of_constraints_txt_checked_by_their_hashes() -> None:
     (run,) = _stages()[0].all("RUN")
-    assert "--constraint constraints.txt" in run
+    steps = [step.split() for step in run.split("&&")]
+    (dependencies,) = [step for step in steps if "--requirement" in step]
+    assert dependencies[:2] == ['"$VENV/bin/pip"', "install"]
+    # Hash-checking mode: a file whose sha256 constraints.txt does not list is refused.
+    assert {"--require-hashes", "--only-binary=:all:", "--no-deps"} <= set(dependencies)
+    assert dependencies[dependencies.index("--requirement") + 1] == "constraints.txt"
+    # The package's own wheel (built in the same step, so no hash to pin) brings nothing in.
+    (package,) = [step for step in steps if any("zdict_sidecar-" in word for word in step)]
+    assert package[:2] == ['"$VENV/bin/pip"', "install"] and "wheel" not in package
+    assert {"--no-deps", "--no-index"} <= set(package)
+    assert steps.index(package) > steps.index(dependencies)
+    # ... and pip check proves the pins hold everything it requires.
+    assert ['"$VENV/bin/pip"', "check"] in steps[steps.index(package) :]
     copied = [source for args in _stages()[0].all("COPY") for source in args.split()[:-1]]
     assert "deploy/constraints.txt" in copied
 
 
+def test_every_pin_of_constraints_txt_carries_the_sha256_of_its_wheels() -> None:
+    pins = read_pins(CONSTRAINTS_PATH.read_text())
+    assert pins
+    for pin in pins.values():
+        assert pin.hashes, f"constraints.txt: {pin.name}=={pin.version} has no --hash"
+    every = [h for pin in pins.values() for h in pin.hashes]
+    assert len(every) == len(set(every)), "the same file listed under two pins"
+    # Written by `make constraints`, not by hand: the file is what the generator renders.
+    assert CONSTRAINTS_PATH.read_text() == constraints_text(sorted(pins.values(), key=_by_name))
+
+
+def _by_name(pin: Pin) -> str:
+    return canonicalize_name(pin.name)
+
+
+def test_reading_constraints_txt_refuses_a_pin_without_a_version_or_with_a_bad_hash() -> None:
+    good = Pin("zstandard", "0.25.0", ("a" * 64, "b" * 64))
+    assert read_pins(constraints_text([good])) == {"zstandard": good}
+    for bad in ("zstandard\n", "zstandard==0.25.0 \\\n    --hash=sha256:abc\n"):
+        with pytest.raises(ValueError, match="not name==version"):
+            read_pins(bad)
+
+
+def test_the_hashes_are_those_of_the_wheels_the_images_python_installs_on_linux() -> None:
+    files = [
+        ("zstandard-0.25.0-cp312-cp312-manylinux2014_x86_64.manylinux_2_17_x86_64.whl", "x86"),
+        ("zstandard-0.25.0-cp312-cp312-manylinux2014_aarch64.manylinux_2_17_aarch64.whl", "arm"),
+        ("zstandard-0.25.0-cp39-abi3-manylinux_2_28_x86_64.whl", "abi3"),
+        ("zstandard-0.25.0-cp312-cp312-musllinux_1_2_x86_64.whl", "musl"),
+        ("zstandard-0.25.0-cp311-cp311-manylinux_2_17_x86_64.whl", "py311"),
+        ("zstandard-0.25.0-cp312-cp312-manylinux_2_99_x86_64.whl", "newer glibc"),
+        ("zstandard-0.25.0-cp312-cp312-win_amd64.whl", "windows"),
+        ("zstandard-0.25.0-cp312-cp312-macosx_11_0_arm64.whl", "macos"),
+        ("zstandard-0.24.0-cp312-cp312-manylinux_2_17_x86_64.whl", "other version"),
+        ("zstandard-0.25.0.tar.gz", "sdist"),
+    ]
+    tags = image_tags("3.12")
+    assert image_hashes("zstandard", "0.25.0", files, tags) == ("abi3", "arm", "x86")
+    pure = [("scramp-1.5.0-py3-none-any.whl", "any")]
+    assert image_hashes("scramp", "1.5.0", pure, tags) == ("any",)
+    with pytest.raises(LookupError, match=r"zstandard==0\.25\.0: the index has no wheel"):
+        image_hashes("zstandard", "0.25.0", files[3:], tags)
+
+
 def test_constraints_txt_pins_every_runtime_dependency_to_a_version_its_dependents_accept() -> None:
-    pins: dict[str, Version] = {}
-    for line in (ROOT / "deploy" / "constraints.txt").read_text().splitlines():
-        if line and not line.startswith("#"):
-            name, _, version = line.partition("==")
-            assert version, f"constraints.txt: {line!r} is not name==version"
-            pins[canonicalize_name(name)] = Version(version)
+    pins = {
+        name: Version(pin.version) for name, pin in read_pins(CONSTRAINTS_PATH.read_text()).items()
+    }
     needed = runtime_requirements(image_python())
     # Exactly the runtime closure: nothing missing (a dependency added to pyproject.toml
-    # without running `python -m deploy.constraints`), nothing left over.
+    # without running `make constraints`), nothing left over.
     assert set(pins) == set(needed)
     assert {"confluent-kafka", "zstandard", "prometheus-client", "pydantic"} <= set(pins)
+    assert {"kio", "crc32c", "lz4", "scramp", "cramjam"} <= set(pins)  # the proxies' own
     for name, requirements in needed.items():
         for requirement in requirements:
             assert pins[name] in requirement.specifier, (str(requirement), str(pins[name]))

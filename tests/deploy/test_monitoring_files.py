@@ -22,8 +22,8 @@ from deploy.monitoring import PROMETHEUS_RULE_PATH
 from deploy.monitoring.dashboard import dashboard_json
 from deploy.monitoring.prometheus_rule import prometheus_rule_yaml
 from sidecar.metrics import Metrics
-from sidecar.proxy.forward.fetch_metrics import FetchMetrics
-from sidecar.proxy.forward.metrics import ForwardMetrics
+from sidecar.proxy.fetch_metrics import FetchMetrics
+from sidecar.proxy.metrics import ForwardMetrics
 from sidecar.serde.metrics import ProducerMetrics
 from tests.deploy.promql import (
     CLUSTER_METRICS,

@@ -47,6 +47,8 @@ def test_the_producer_talks_to_the_sidecar_proxy_on_localhost() -> None:
         proxy={
             "listen": env["ZDICT_PROXY__LISTEN"],
             "topics": yaml.safe_load(env["ZDICT_PROXY__TOPICS"]),
+            "allowed_topics": yaml.safe_load(env["ZDICT_PROXY__ALLOWED_TOPICS"]),
+            "broker_port_base": env["ZDICT_PROXY__BROKER_PORT_BASE"],
             "group_id": env["ZDICT_PROXY__GROUP_ID"],
         }
     )
@@ -54,6 +56,9 @@ def test_the_producer_talks_to_the_sidecar_proxy_on_localhost() -> None:
     assert bootstrap == {"name": "KAFKA_BOOTSTRAP_SERVERS", "value": "127.0.0.1:9092"}
     assert settings.proxy.listen == "127.0.0.1:9092"
     assert settings.proxy.topics == ("orders",)
+    # The application may produce to its topic, and broker N is served inside the pod at 9100+N.
+    assert settings.proxy.allowed_topics == ("orders",)
+    assert settings.proxy.broker_port_base == 9100
     # The producer starts once the proxy listens: its /readyz, not /healthz, gates the start.
     assert sidecar["startupProbe"]["httpGet"]["path"] == "/readyz"
 

@@ -1,4 +1,4 @@
-"""The forwarding proxy (`zdict-sidecar proxy --forward`) in front of a 3-broker local cluster:
+"""The forwarding proxy (`zdict-sidecar proxy`) in front of a 3-broker local cluster:
 its topics (replication factor 3, min ISR 2), the proxy as a real process that a test may kill
 and start again on the same ports, and the streams of numbered records the failure tests count."""
 
@@ -22,6 +22,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # public, but
 from sidecar.codec import Decoder
 from sidecar.dictionaries.store import DictionaryStore
 
+from .forward_proxies import TROUBLES, start_proxy
 from .launch import StartSidecar
 from .local_cluster import LocalCluster
 from .process import Sidecar, free_port
@@ -35,9 +36,6 @@ MIN_ISR = 2
 TOPIC_PREFIX = "zdict-it-fwdc"
 #: How long a reader or a producer's flush may take, a broker or the proxy down meanwhile.
 STREAM_TIMEOUT_S = 90.0
-#: Log events that no proxy of these tests may write: a request it could not read, a response
-#: it refused, a record it could not decode for a consumer.
-TROUBLES = ("request_refused", "upstream_response_refused", "fetch_records_not_decoded")
 
 
 def create_cluster_topic(cluster: LocalCluster, partitions: int, name: str) -> str:
@@ -119,20 +117,15 @@ class ClusterProxy:
 
     def launch(self) -> Sidecar:
         """Start a proxy process on the address and ports; returns once it listens."""
-        process = self.start(
-            "proxy",
-            "--forward",
-            "--listen",
-            self.address,
-            "--topic",
-            self.trained,
-            "--metrics-port",
-            "0",
+        _, process = start_proxy(
+            self.start,
+            f"forward-cluster-{len(self.processes) + 1}",
+            *("--topic", self.trained),
             env=self.env,
-            name=f"forward-cluster-{len(self.processes) + 1}",
+            address=self.address,
+            port_base=self.port_base,
         )
         self.processes.append(process)
-        process.wait_for_event("proxy_listening", timeout=60)
         return process
 
     def kill_and_restart(self) -> float:
@@ -149,7 +142,9 @@ class ClusterProxy:
         return Decoder.from_store(DictionaryStore(self.store))
 
     def troubles(self) -> list[dict[str, Any]]:
-        return [e for p in self.processes for e in p.log_lines() if e.get("event") in TROUBLES]
+        """What any of its processes logged of `forward_proxies.TROUBLES` but `produce_refused`."""
+        kept = set(TROUBLES) - {"produce_refused"}
+        return [e for p in self.processes for e in p.log_lines() if e.get("event") in kept]
 
 
 def sequenced(source: str, seq: int) -> bytes:

@@ -1,5 +1,6 @@
-"""A forwarding proxy (`zdict-sidecar proxy --forward`) as a real process with tight bounds,
-for the hostile-client and fuzz tests, and a TCP relay in front of the broker that can stop
+"""The proxy (`zdict-sidecar proxy`) as a real process, as every integration test starts it
+(`start_proxy`, stopped and checked by `stop_proxy`), with tight bounds for the hostile-client
+and fuzz tests (`start_forward_proxy`), and a TCP relay in front of the broker that can stop
 reading (an upstream that is slow or stopped)."""
 
 from __future__ import annotations
@@ -7,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from .launch import StartSidecar
 from .process import Sidecar, free_port
@@ -20,30 +21,85 @@ MAX_BUFFERED_BYTES = 16 * MIB
 MAX_DECOMPRESSED_REQUEST_BYTES = 16 * MIB
 MAX_VALUE_BYTES = 256 * 1024
 READ_TIMEOUT_S = 2.0
+#: Training within seconds: a small dictionary after 500 records, the registry followed every
+#: second, the trainers' group settling fast.
+FAST_TRAINING: Mapping[str, str] = {
+    "ZDICT_SAMPLING__MIN_MESSAGES": "500",
+    "ZDICT_TRAINING__DICT_SIZES": "[8192]",
+    "ZDICT_TRAINING__LEVELS": "[3]",
+    "ZDICT_TRAINING__MIN_INTERVAL": "1",
+    "ZDICT_REGISTRY__FOLLOW_INTERVAL": "1",
+    "ZDICT_CONSUMER__SESSION_TIMEOUT_MS": "6000",
+    "ZDICT_CONSUMER__HEARTBEAT_INTERVAL_MS": "1000",
+}
+#: Log events of a request, a response or a record the proxy could not serve as it came.
+TROUBLES = (
+    "request_refused",
+    "upstream_response_refused",
+    "produce_refused",
+    "fetch_records_not_decoded",
+)
+
+
+def start_proxy(
+    start: StartSidecar,
+    name: str,
+    *args: str,
+    env: Mapping[str, str | None] | None = None,
+    bootstrap: str | None = None,
+    address: str | None = None,
+    port_base: int | None = None,
+    listening: bool = True,
+) -> tuple[str, Sidecar]:
+    """`zdict-sidecar proxy` `args` as process `name`: its bootstrap listener at `address` (a
+    free port by default), upstream broker N at `port_base` + N (by default the port after it
+    free: the session broker is node 1), /metrics on a free port; once it logs
+    `proxy_listening` unless `listening` is false (a start meant to fail).
+    (its bootstrap address, the process)."""
+    address = address or f"127.0.0.1:{free_port()}"
+    base = free_port() - 1 if port_base is None else port_base
+    metrics_port = free_port()
+    process = start(
+        "proxy",
+        *("--listen", address, "--metrics-port", str(metrics_port), *args),
+        env={"ZDICT_PROXY__BROKER_PORT_BASE": str(base), **(env or {})},
+        bootstrap=bootstrap,
+        metrics_port=metrics_port,
+        name=name,
+    )
+    if listening:
+        process.wait_for_event("proxy_listening", timeout=60)
+    return address, process
+
+
+def stop_proxy(process: Sidecar, troubles: Sequence[str] = TROUBLES) -> None:
+    """SIGTERM: the proxy exits 0, having logged none of `troubles` in its life."""
+    process.terminate()
+    assert process.wait() == 0, process.tail()
+    found = [e for e in process.log_lines() if e.get("event") in troubles]
+    assert found == [], "every request forwarded, every answer read, every record decoded"
+
+
+def allowed(*topics: str) -> dict[str, str]:
+    """The environment allowing clients to produce to `topics` (names or patterns)."""
+    return {"ZDICT_PROXY__ALLOWED_TOPICS": "[" + ",".join(f'"{t}"' for t in topics) + "]"}
 
 
 def start_forward_proxy(
     start: StartSidecar,
     name: str,
-    allowed: list[str],
+    allowed_topics: list[str],
     env: Mapping[str, str] | None = None,
     bootstrap: str | None = None,
 ) -> tuple[str, Sidecar]:
-    """A forwarding proxy with the bounds above, clients allowed to produce to `allowed`
-    (names or patterns), not training; (its bootstrap address, the process)."""
-    address = f"127.0.0.1:{free_port()}"
-    allowed_json = "[" + ",".join(f'"{topic}"' for topic in allowed) + "]"
-    process = start(
-        "proxy",
-        "--forward",
+    """A proxy with the bounds above, clients allowed to produce to `allowed_topics`, not
+    training; (its bootstrap address, the process)."""
+    return start_proxy(
+        start,
+        name,
         "--no-training",
-        "--listen",
-        address,
-        "--metrics-port",
-        "0",
         env={
-            "ZDICT_PROXY__BROKER_PORT_BASE": str(free_port() - 1),  # the broker is node 1
-            "ZDICT_PROXY__ALLOWED_TOPICS": allowed_json,
+            **allowed(*allowed_topics),
             "ZDICT_PROXY__MAX_REQUEST_BYTES": str(MAX_REQUEST_BYTES),
             "ZDICT_PROXY__MAX_BUFFERED_BYTES": str(MAX_BUFFERED_BYTES),
             "ZDICT_PROXY__MAX_DECOMPRESSED_REQUEST_BYTES": str(MAX_DECOMPRESSED_REQUEST_BYTES),
@@ -52,10 +108,7 @@ def start_forward_proxy(
             **(env or {}),
         },
         bootstrap=bootstrap,
-        name=name,
     )
-    process.wait_for_event("proxy_listening", timeout=60)
-    return address, process
 
 
 class PausableRelay:

@@ -1,4 +1,4 @@
-"""Records through the produce proxy, for its integration tests: the events produced, and what
+"""Records through the proxy, for its integration tests: the events produced, and what
 arrives upstream, read back and decoded."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`zdict-sidecar proxy --forward` in front of a 3-broker KRaft cluster (issue 26, "Tests").
+"""`zdict-sidecar proxy` in front of a 3-broker KRaft cluster (issue 26, "Tests").
 
 One cluster and one proxy for the module (tests/integration/fixtures/clusters.py); every topic
 has replication factor 3 and min.insync.replicas 2. Through the proxy:
@@ -20,7 +20,6 @@ has replication factor 3 and min.insync.replicas 2. Through the proxy:
 from __future__ import annotations
 
 import subprocess
-import sys
 import time
 import uuid
 from typing import Any
@@ -42,8 +41,8 @@ from .forward_cluster import (
     read_partitions,
     sequence_of,
 )
+from .kafka_tools import console_consumer, kafka_tool
 from .local_cluster import LocalCluster
-from .private_broker import KAFKA_LOCAL
 from .proxy_records import decoded, event, headers_of
 from .waiting import wait_until
 
@@ -75,20 +74,6 @@ def _confluent_records(topic: str, start: int, count: int) -> list[dict[str, Any
     ]
 
 
-def _tool(*args: str, stdin: str | None = None) -> str:
-    """Run a Kafka CLI tool (`kafka-local tools`) to its end; its stdout."""
-    done = subprocess.run(
-        [sys.executable, str(KAFKA_LOCAL), "tools", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return done.stdout
-
-
 def _train(proxy: ClusterProxy, written: list[Written]) -> None:
     """Produce to the proxy's trained topic through it until its dictionary is active there."""
     producer = Producer({"bootstrap.servers": proxy.address, "linger.ms": 20})
@@ -117,7 +102,7 @@ def test_java_kcat_and_confluent_clients_read_byte_exact_what_they_wrote(
         (b"j-%d" % i, event(i, "java"), [("src", b"java"), ("trace", b"t%d" % i)])
         for i in range(100)
     ]
-    _tool(
+    kafka_tool(
         "console-producer",
         "--bootstrap-server",
         proxy.address,
@@ -199,27 +184,10 @@ def test_java_kcat_and_confluent_clients_read_byte_exact_what_they_wrote(
         for k, v, h, ts in expected
     ]
 
-    java_read = _tool(
-        "console-consumer",
-        "--bootstrap-server",
-        proxy.address,
-        "--topic",
-        topic,
-        "--group",
-        f"{TOPIC_PREFIX}-{uuid.uuid4().hex}",
-        "--from-beginning",
-        "--max-messages",
-        str(len(expected)),
-        "--timeout-ms",
-        "60000",
-        "--formatter-property",
-        "print.key=true",
-        "--formatter-property",
-        "print.headers=true",
-        "--formatter-property",
-        "print.timestamp=true",
+    java_read = console_consumer(
+        proxy.address, topic, len(expected), f"{TOPIC_PREFIX}-{uuid.uuid4().hex}"
     )
-    assert java_read.splitlines() == [
+    assert java_read == [
         f"CreateTime:{ts}\t{','.join(f'{hk}:{hv.decode()}' for hk, hv in h)}\t"
         f"{k.decode()}\t{v.decode()}"
         for k, v, h, ts in expected
@@ -263,7 +231,7 @@ def test_read_committed_sees_exactly_the_committed_transactions(
     java_topic = create_cluster_topic(three_brokers, 1, "java-tx")
     payloads = proxy.store.parent / "payloads.txt"
     payloads.write_text("".join(event(i, "java-tx").decode() + "\n" for i in range(50)))
-    _tool(
+    kafka_tool(
         "producer-perf-test",
         "--topic",
         java_topic,

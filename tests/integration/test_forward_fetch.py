@@ -1,4 +1,4 @@
-"""`zdict-sidecar proxy --forward` decoding Fetch responses (issue 26) on a real broker.
+"""`zdict-sidecar proxy` decoding Fetch responses (issue 26) on a real broker.
 
 Records are written compressed by the in-process serializer (`sidecar.serde.ZdictProducer`,
 following a registry with a trained and published dictionary), and read back through the proxy
@@ -14,12 +14,10 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import tempfile
 import time
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any, cast
 
 import pytest
@@ -37,12 +35,13 @@ from sidecar.serde import ZdictProducer
 from sidecar.training.choice import TrainingParams, train
 from sidecar.training.split import split_ordered
 
+from .forward_proxies import start_proxy, stop_proxy
+from .kafka_tools import console_consumer
 from .launch import SidecarEnv, StartSidecar, environment_for, start_sidecars
-from .process import Sidecar, free_port
+from .process import Sidecar
 from .proxy_records import headers_of
 from .topics import create_topic
 
-KAFKA_LOCAL = Path(__file__).resolve().parents[2] / "deploy" / "kafka" / "kafka-local"
 #: Seconds a reader through the proxy may take to read what it expects.
 READ_TIMEOUT = 60.0
 RAW_CLIENT = "decodes-itself"
@@ -92,31 +91,13 @@ def forward(
     env: SidecarEnv = environment_for(kafka_bootstrap, registry_topic)
     starter = start_sidecars(env, tmp_path_factory.mktemp("forward-fetch"))
     start: StartSidecar = next(starter)
-    address = f"127.0.0.1:{free_port()}"
-    process = start(
-        "proxy",
-        "--forward",
-        "--listen",
-        address,
-        "--metrics-port",
-        "0",
-        env={
-            "ZDICT_PROXY__BROKER_PORT_BASE": str(free_port() - 1),  # the broker is node 1
-            "ZDICT_PROXY__RAW_FETCH_CLIENT_IDS": json.dumps([RAW_CLIENT]),
-        },
-        name="forward-fetch",
+    address, process = start_proxy(
+        start,
+        "forward-fetch",
+        env={"ZDICT_PROXY__RAW_FETCH_CLIENT_IDS": json.dumps([RAW_CLIENT])},
     )
-    process.wait_for_event("proxy_listening", timeout=60)
     yield address, process
-    process.terminate()
-    assert process.wait() == 0, process.tail()
-    troubles = [
-        e
-        for e in process.log_lines()
-        if e.get("event")
-        in ("request_refused", "upstream_response_refused", "fetch_records_not_decoded")
-    ]
-    assert troubles == [], "every answer read, every record decoded"
+    stop_proxy(process)
     next(starter, None)
 
 
@@ -299,41 +280,12 @@ def test_kcat_and_the_java_console_consumer_read_decoded_values(
     assert kcat.returncode == 0, kcat.stderr
     assert kcat.stdout.splitlines() == lines
 
-    java = subprocess.run(
-        [
-            sys.executable,
-            str(KAFKA_LOCAL),
-            "tools",
-            "console-consumer",
-            "--bootstrap-server",
-            address,
-            "--topic",
-            topic,
-            "--group",
-            f"zdict-it-fetch-{uuid.uuid4().hex}",
-            "--from-beginning",
-            "--max-messages",
-            str(len(sent)),
-            "--timeout-ms",
-            "60000",
-            "--formatter-property",
-            "print.key=true",
-            "--formatter-property",
-            "print.headers=true",
-            "--formatter-property",
-            "print.timestamp=true",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert java.returncode == 0, java.stderr[-3000:]
-    assert java.stdout.splitlines() == [
+    java = console_consumer(address, topic, len(sent), f"zdict-it-fetch-{uuid.uuid4().hex}")
+    assert java == [
         f"CreateTime:{timestamp}\ttrace:{(headers[0][1] or b'').decode()},app:fetch\t"
         f"{(key or b'').decode()}\t{(value or b'').decode()}"
         for _, key, value, headers, timestamp in sent
-    ], java.stderr[-3000:]
+    ]
 
 
 def test_metadata_lists_neither_internal_topics_nor_the_registry(

@@ -1,4 +1,4 @@
-"""Fuzzing `zdict-sidecar proxy --forward` as a real process in front of the session broker,
+"""Fuzzing `zdict-sidecar proxy` as a real process in front of the session broker,
 with a fixed seed and a fixed number of iterations (capped at `TIME_CAP_S` on a slow machine),
 so that `make test` runs the same inputs every time within a bounded time.
 

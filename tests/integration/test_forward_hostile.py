@@ -1,4 +1,4 @@
-"""The 13 hostile clients of issue 26, each against `zdict-sidecar proxy --forward` as a real
+"""The 13 hostile clients of issue 26, each against `zdict-sidecar proxy` as a real
 process in front of the session broker, with a raw-socket client sending hand-built frames
 (and confluent-kafka where a real client shows it best). Each test asserts the Kafka error or
 the closed connection expected, that nothing refused reached the topic (read directly), that
@@ -531,7 +531,7 @@ def test_11_the_broker_owns_idempotence_and_the_proxy_holds_no_producer_state(
     flood(3 * 10**12, 4000)
     grown = hostile.rss() - rss
     print(f"4,000 made-up producer ids: RSS +{grown / 1024:.0f} KiB")
-    # The produce proxy held ~1.1 KiB per producer id: 4.4 MiB for these.
+    # The removed produce proxy held ~1.1 KiB per producer id: 4.4 MiB for these.
     assert grown < 2 * MIB, f"RSS grew {grown / 1024:.0f} KiB over 4,000 producer ids"
 
 

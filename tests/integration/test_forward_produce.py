@@ -1,4 +1,4 @@
-"""`zdict-sidecar proxy --forward` rewriting Produce in place (issue 26) with real clients
+"""`zdict-sidecar proxy` rewriting Produce in place (issue 26) with real clients
 against the session broker: an idempotent confluent-kafka producer, a transactional one
 (commits and aborts), producers compressing with gzip, lz4, zstd and snappy, and kcat -P, all
 through the proxy. Reading the topic directly shows `zd` frames that `Decoder` decodes back to
@@ -23,8 +23,9 @@ from sidecar.bench.events import generate
 from sidecar.codec import Decoder
 from sidecar.dictionaries.store import DictionaryStore
 
+from .forward_proxies import FAST_TRAINING, allowed, start_proxy, stop_proxy
 from .launch import SidecarEnv, StartSidecar, environment_for, start_sidecars
-from .process import Sidecar, free_port
+from .process import Sidecar
 from .proxy_records import decoded, event, headers_of, read_all
 from .topics import create_topic
 from .training import train_dictionary
@@ -37,14 +38,25 @@ PREFIX = "zdict-it-fwdp"
 
 
 class Proxy:
-    """The module's forwarding proxy: its address, process and dictionary store."""
+    """The module's forwarding proxy: its address, process and dictionary store, and how to
+    start another of its kind (`start`, `env`: same registry, same trainers' group)."""
 
-    def __init__(self, address: str, process: Sidecar, store: Path, trained: str) -> None:
+    def __init__(
+        self,
+        address: str,
+        process: Sidecar,
+        store: Path,
+        trained: str,
+        start: StartSidecar,
+        env: dict[str, str],
+    ) -> None:
         self.address = address
         self.process = process
         self.store = store
         #: The topic set up at start (`--topic`), which the proxy trains.
         self.trained = trained
+        self.start = start
+        self.env = env
 
     def decoder(self) -> Decoder:
         return Decoder.from_store(DictionaryStore(self.store))
@@ -59,37 +71,21 @@ def proxy(
     trained = create_topic(kafka_admin, 2, None, f"{PREFIX}-train")
     starter = start_sidecars(env, work)
     start: StartSidecar = next(starter)
-    address = f"127.0.0.1:{free_port()}"
     store = work / "dictionaries"
-    process = start(
-        "proxy",
-        "--forward",
-        "--listen",
-        address,
-        "--topic",
-        trained,
-        "--metrics-port",
-        "0",
-        env={
-            "ZDICT_PROXY__BROKER_PORT_BASE": str(free_port() - 1),
-            "ZDICT_PROXY__ALLOWED_TOPICS": f'["{PREFIX}-*"]',
-            "ZDICT_PROXY__GROUP_ID": f"{PREFIX}-{uuid.uuid4().hex}",
-            "ZDICT_DICTIONARIES": str(store),
-            "ZDICT_SAMPLING__MIN_MESSAGES": "500",
-            "ZDICT_TRAINING__DICT_SIZES": "[8192]",
-            "ZDICT_TRAINING__LEVELS": "[3]",
-            "ZDICT_TRAINING__MIN_INTERVAL": "1",
-            "ZDICT_REGISTRY__FOLLOW_INTERVAL": "1",
-            "ZDICT_CONSUMER__SESSION_TIMEOUT_MS": "6000",
-            "ZDICT_CONSUMER__HEARTBEAT_INTERVAL_MS": "1000",
-        },
-        name="forward-produce",
+    proxy_env = {
+        **allowed(f"{PREFIX}-*"),
+        "ZDICT_PROXY__GROUP_ID": f"{PREFIX}-{uuid.uuid4().hex}",
+        **FAST_TRAINING,
+    }
+    address, process = start_proxy(
+        start,
+        "forward-produce",
+        *("--topic", trained),
+        env={**proxy_env, "ZDICT_DICTIONARIES": str(store)},
     )
-    process.wait_for_event("proxy_listening", timeout=60)
-    yield Proxy(address, process, store, trained)
-    process.terminate()
-    assert process.wait() == 0, process.tail()
-    assert process.events("request_refused") == [], "no connection was closed for a request"
+    yield Proxy(address, process, store, trained, start, proxy_env)
+    # Refusals are this module's subject (the allow-list, client batches): requests only.
+    stop_proxy(process, troubles=("request_refused",))
     next(starter, None)
 
 
@@ -273,6 +269,55 @@ def test_after_training_the_dictionary_is_used(proxy: Proxy, kafka_bootstrap: st
     assert len(latest) >= 150, "the new records are framed with the trained dictionary"
 
 
+def test_one_proxy_of_the_group_trains_and_another_follows_the_registry(
+    proxy: Proxy, tmp_path: Path
+) -> None:
+    """One trainer per topic (`proxy.group_id`): with a second proxy in the group, exactly one
+    of the two trains the topic; the second, with a store of its own, takes the first one's
+    dictionary from the registry. Both answer /healthz and /readyz; /metrics counts the Produce
+    requests forwarded; SIGTERM stops the second with 0."""
+    producer = Producer({"bootstrap.servers": proxy.address, "linger.ms": 20})
+    assert produce_all(producer, records_for(proxy.trained, 50, "lifecycle", 2)) == []
+    active = DictionaryStore(proxy.store).active(proxy.trained)
+    assert active is not None, "trained by test_after_training_the_dictionary_is_used"
+    second_store = tmp_path / "second-store"
+    _, second = start_proxy(
+        proxy.start,
+        "forward-produce-second",
+        *("--topic", proxy.trained),
+        env={**proxy.env, "ZDICT_DICTIONARIES": str(second_store)},
+    )
+
+    def trainers() -> list[float]:
+        return [
+            value
+            for process in (proxy.process, second)
+            for (name, labels), value in process.metrics().items()
+            if name == "zdict_trainer" and ("topic", proxy.trained) in labels
+        ]
+
+    wait_until(
+        lambda: sorted(trainers()) == [0.0, 1.0], 60, "one trainer of the two proxies' topic"
+    )
+    wait_until(
+        lambda: DictionaryStore(second_store).active(proxy.trained) is not None,
+        30,
+        "the second proxy's dictionary, from the registry",
+    )
+    followed = DictionaryStore(second_store).active(proxy.trained)
+    assert followed is not None and followed.id == active.id
+    for process in (proxy.process, second):
+        assert process.http_get("/healthz")[0] == 200
+        assert process.http_get("/readyz")[0] == 200
+    produce_frames = [
+        value
+        for (name, labels), value in proxy.process.metrics().items()
+        if name == "zdict_proxy_frames_total" and ("api", "Produce") in labels
+    ]
+    assert produce_frames and min(produce_frames) > 0, "Produce requests and answers counted"
+    stop_proxy(second)
+
+
 def test_a_full_client_batch_goes_raw_and_single_records_go_as_frames(
     kafka_bootstrap: str, kafka_admin: AdminClient, tmp_path: Path
 ) -> None:
@@ -289,20 +334,17 @@ def test_a_full_client_batch_goes_raw_and_single_records_go_as_frames(
     env = environment_for(kafka_bootstrap, f"_zdict_dictionaries-{uuid.uuid4().hex}")
     starter = start_sidecars(env, tmp_path)
     start: StartSidecar = next(starter)
-    address = f"127.0.0.1:{free_port()}"
-    process = start(
-        "proxy",
-        *("--forward", "--listen", address, "--no-training", "--metrics-port", "0"),
+    address, process = start_proxy(
+        start,
+        "forward-mode",
+        "--no-training",
         env={
-            "ZDICT_PROXY__BROKER_PORT_BASE": str(free_port() - 1),
-            "ZDICT_PROXY__ALLOWED_TOPICS": f'["{topic}"]',
+            **allowed(topic),
             "ZDICT_DICTIONARIES": str(store),
             "ZDICT_REGISTRY__ENABLED": "false",
             "ZDICT_CODEC__OUTPUT_MODE": "auto",
         },
-        name="forward-mode",
     )
-    process.wait_for_event("proxy_listening", timeout=60)
     values = list(generate("product_viewed", 512 + 20, seed=903))
     full = Producer(
         {

@@ -1,4 +1,4 @@
-"""`zdict-sidecar proxy --forward` (issue 26) with real clients against the session broker:
+"""`zdict-sidecar proxy` (issue 26) with real clients against the session broker:
 every request forwarded, broker addresses rewritten to the proxy's loopback listeners, values
 compressed on Produce and decoded on Fetch. confluent-kafka Producer and a Consumer in a group
 (FindCoordinator, JoinGroup, commits), transactions committed and aborted under read_committed,
@@ -9,11 +9,9 @@ order), while the topic read directly from the broker holds `zd` frames."""
 from __future__ import annotations
 
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,12 +21,13 @@ from confluent_kafka.admin import AdminClient
 from sidecar.codec import Decoder
 from sidecar.dictionaries.registry import RegistryResolver
 
+from .forward_proxies import allowed, start_proxy, stop_proxy
+from .kafka_tools import console_consumer
 from .launch import SidecarEnv, StartSidecar, environment_for, start_sidecars
-from .process import Sidecar, free_port
+from .process import Sidecar
 from .proxy_records import event, headers_of
 from .topics import create_topic
 
-KAFKA_LOCAL = Path(__file__).resolve().parents[2] / "deploy" / "kafka" / "kafka-local"
 #: Seconds a consumer through the proxy may take to read what it expects, and a producer to
 #: deliver what it produced.
 READ_TIMEOUT = 60.0
@@ -63,37 +62,9 @@ def forward(
     """One forwarding proxy for the module: (its bootstrap address, the process)."""
     starter = start_sidecars(forward_env, tmp_path_factory.mktemp("forward"))
     start: StartSidecar = next(starter)
-    address = f"127.0.0.1:{free_port()}"
-    base = free_port() - 1  # the session broker is node 1
-    process = start(
-        "proxy",
-        "--forward",
-        "--listen",
-        address,
-        "--metrics-port",
-        "0",
-        env={
-            "ZDICT_PROXY__BROKER_PORT_BASE": str(base),
-            "ZDICT_PROXY__ALLOWED_TOPICS": '["zdict-it-forward*"]',
-        },
-        name="forward",
-    )
-    process.wait_for_event("proxy_listening", timeout=60)
+    address, process = start_proxy(start, "forward", env=allowed("zdict-it-forward*"))
     yield address, process
-    process.terminate()
-    assert process.wait() == 0, process.tail()
-    troubles = [
-        e
-        for e in process.log_lines()
-        if e.get("event")
-        in (
-            "request_refused",
-            "upstream_response_refused",
-            "produce_refused",
-            "fetch_records_not_decoded",
-        )
-    ]
-    assert troubles == [], "every request forwarded, every answer read, every record decoded"
+    stop_proxy(process)
     next(starter, None)
 
 
@@ -284,39 +255,10 @@ def test_the_java_console_consumer_reads_in_a_group(
         for i in range(100)
     ]
     assert produce_all(Producer({"bootstrap.servers": address}), sent) == []
-    result = subprocess.run(
-        [
-            sys.executable,
-            str(KAFKA_LOCAL),
-            "tools",
-            "console-consumer",
-            "--bootstrap-server",
-            address,
-            "--topic",
-            topic,
-            "--group",
-            f"zdict-it-forward-{uuid.uuid4().hex}",
-            "--from-beginning",
-            "--max-messages",
-            str(len(sent)),
-            "--timeout-ms",
-            "60000",
-            "--formatter-property",
-            "print.key=true",
-            "--formatter-property",
-            "print.headers=true",
-            "--formatter-property",
-            "print.timestamp=true",
-            "--formatter-property",
-            "print.partition=true",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
+    lines = console_consumer(
+        address, topic, len(sent), f"zdict-it-forward-{uuid.uuid4().hex}", partition=True
     )
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert result.stdout.splitlines() == [
+    assert lines == [
         f"CreateTime:{s['timestamp']}\tPartition:0\th:v{i}\tkey-{i}\t{s['value'].decode()}"
         for i, s in enumerate(sent)
     ]

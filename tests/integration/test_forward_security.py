@@ -1,4 +1,4 @@
-"""`zdict-sidecar proxy --forward` to a secured upstream: clients speak PLAINTEXT on loopback,
+"""`zdict-sidecar proxy` to a secured upstream: clients speak PLAINTEXT on loopback,
 the proxy speaks TLS and authenticates with SASL, as itself, on every upstream connection.
 
 A private broker (``kafka-local --home``) gets three listeners next to its PLAINTEXT one:
@@ -29,10 +29,12 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # public, but
     UserScramCredentialUpsertion,
 )
 
+from tests.pki import CertificateAuthority
+
+from .forward_proxies import allowed, start_proxy
 from .launch import StartSidecar, environment_for, start_sidecars
-from .pki import CertificateAuthority
 from .private_broker import PrivateBroker, StartPrivateBroker
-from .process import Sidecar, free_port
+from .process import Sidecar
 from .proxy_records import event, headers_of
 from .topics import create_topic
 from .waiting import wait_until
@@ -95,8 +97,6 @@ class Secured:
             "KAFKA_BOOTSTRAP_SERVERS": None,
             "ZDICT_KAFKA__BOOTSTRAP_SERVERS": self.broker.listeners[listener],
             "ZDICT_TRAINING__ENABLED": "false",
-            # Node 1 (kafka-local's broker) at the next free port.
-            "ZDICT_PROXY__BROKER_PORT_BASE": str(free_port() - 1),
             **security,
         }
 
@@ -158,19 +158,12 @@ def start(secured: Secured, tmp_path: Path) -> Iterator[StartSidecar]:
     yield from start_sidecars(env, tmp_path)
 
 
-def _proxy(start: StartSidecar, env: dict[str, str | None]) -> tuple[str, Sidecar]:
-    address = f"127.0.0.1:{free_port()}"
-    process = start(
-        "proxy",
-        "--forward",
-        "--listen",
-        address,
-        "--metrics-port",
-        "0",
-        env={"ZDICT_PROXY__ALLOWED_TOPICS": '["zdict-it-fwd-*"]', **env},
-        name="forward",
+def _proxy(
+    start: StartSidecar, env: dict[str, str | None], listening: bool = True
+) -> tuple[str, Sidecar]:
+    return start_proxy(
+        start, "forward", env={**allowed("zdict-it-fwd-*"), **env}, listening=listening
     )
-    return address, process
 
 
 def _round_trip(address: str, topic: str, n: int) -> tuple[list[Any], list[Any]]:
@@ -225,7 +218,6 @@ def test_a_producer_and_a_consumer_group_through_the_proxy_to_a_secured_upstream
 ) -> None:
     topic = create_topic(secured.broker.admin(), 2, None, f"zdict-it-fwd-{listener.lower()}")
     address, proxy = _proxy(start, secured.env(listener))
-    proxy.wait_for_event("proxy_listening", timeout=60)
     started = time.monotonic()
     sent, got = _round_trip(address, topic, 300)
     seconds = time.monotonic() - started
@@ -253,12 +245,12 @@ def test_a_wrong_password_stops_the_proxy_at_start_with_the_brokers_message(
     secured: Secured, start: StartSidecar
 ) -> None:
     started = time.monotonic()
-    _, proxy = _proxy(start, secured.env("SECURE", WRONG_PASSWORD))
+    _, proxy = _proxy(start, secured.env("SECURE", WRONG_PASSWORD), listening=False)
     code = proxy.wait(timeout=90)
     seconds = time.monotonic() - started
     failures = proxy.events("proxy_failed")
     print(
-        f"\nwrong SCRAM password: proxy --forward exited {code} after {seconds:.1f} s: "
+        f"\nwrong SCRAM password: proxy exited {code} after {seconds:.1f} s: "
         f"{failures[0]['error'] if failures else proxy.tail()}"
     )
     assert code == 1, proxy.tail()
@@ -274,7 +266,6 @@ def test_a_client_configured_with_sasl_against_the_proxy_is_refused_clearly(
     secured: Secured, start: StartSidecar
 ) -> None:
     address, proxy = _proxy(start, secured.env("SASLPLAIN"))
-    proxy.wait_for_event("proxy_listening", timeout=60)
     logger = logging.getLogger(f"zdict-it-sasl-client-{uuid.uuid4().hex}")
     lines = Lines()
     logger.addHandler(lines)

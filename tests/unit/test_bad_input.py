@@ -213,8 +213,14 @@ CASES: Final = [
     # -- proxy
     case("proxy-listen", "proxy --listen nowhere", USAGE, "ZDICT_PROXY__LISTEN", "nowhere"),
     case("proxy-listen-port", "proxy --listen 127.0.0.1:99999", USAGE, "ZDICT_PROXY__LISTEN"),
+    case("proxy-forward-flag", "proxy --forward", USAGE, "--forward"),
     case(
-        "proxy-upstream-topic", "proxy --upstream-topic one", USAGE, "ZDICT_PROXY__UPSTREAM_TOPIC"
+        "proxy-removed-setting",
+        "proxy",
+        USAGE,
+        "ZDICT_PROXY__UPSTREAM_TOPIC",
+        "remove it",
+        env={"ZDICT_PROXY__UPSTREAM_TOPIC": "{topic}.zd"},
     ),
     case("proxy-metrics-port", "proxy --metrics-port 70000", USAGE, "--metrics-port"),
     case("proxy-unreachable", "proxy --listen 127.0.0.1:0", FAILURE, UNREACHABLE),

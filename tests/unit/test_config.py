@@ -169,6 +169,37 @@ def test_unknown_keys_in_a_config_file_are_refused(tmp_path: Path) -> None:
     assert f"ZDICT_CODEC__LEVLE (or codec.levle in {config}): Extra inputs" in str(info.value)
 
 
+@pytest.mark.parametrize(
+    ("variable", "value", "why"),
+    [
+        ("ZDICT_PROXY__FORWARD", "true", "always forwards now"),
+        ("ZDICT_PROXY__UPSTREAM_TOPIC", "{topic}.zd", "the name the client uses"),
+        ("ZDICT_PROXY__LINGER_MS", "5", "the clients' own batches"),
+        ("ZDICT_PROXY__METADATA_MAX_AGE", "30", "nothing is cached"),
+    ],
+)
+def test_a_setting_of_the_removed_produce_proxy_stops_the_start_naming_it(
+    monkeypatch: pytest.MonkeyPatch, variable: str, value: str, why: str
+) -> None:
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(ConfigError) as info:
+        load_settings()
+    message = str(info.value)
+    assert f"{variable}: no longer a setting (" in message
+    assert why in message
+    assert "remove it" in message
+
+
+def test_a_removed_setting_in_a_config_file_is_named_with_its_key(tmp_path: Path) -> None:
+    config = tmp_path / "zdict.toml"
+    config.write_text("[proxy]\nlinger_ms = 5\n")
+    with pytest.raises(ConfigError) as info:
+        load_settings(config)
+    assert f"ZDICT_PROXY__LINGER_MS (or proxy.linger_ms in {config}): no longer a setting" in str(
+        info.value
+    )
+
+
 def test_a_config_file_with_a_syntax_error_is_named(tmp_path: Path) -> None:
     config = tmp_path / "zdict.toml"
     config.write_text("[codec\n")

@@ -537,15 +537,21 @@ def test_a_spread_is_the_median_and_its_range(values: list[float], fmt: str, tex
     assert spread(values, fmt) == text
 
 
-def test_bench_proxy_prints_its_targets_next_to_the_figures() -> None:
+def test_bench_proxy_prints_the_tables_figures_md_renders_with_their_targets() -> None:
     from sidecar.bench.proxy import format_results
+    from sidecar.bench.proxy_tables import proxy_tables
 
     _, settings, document = proxy()
     parts = {name: Part(**part) for name, part in document["parts"].items()}
     stored = [Stored(**entry) for entry in document["stored"]]
     printed = format_results(ProxyResults(settings, parts, stored, document["dictionary"]))
-    assert "proxy CPU µs/record; records per proxy CPU s (≥ 100,000)" in printed
-    assert "8.0 [6.4-10.0]; 125,000 [100,000-156,250]" in printed
-    assert "records decoded per proxy CPU s (≥ 150,000)" in printed
-    assert "proxy / smaller (≤ 1.03)" in printed
+    # One builder: every cell of FIGURES.md's two tables is printed, on one line per row.
+    tables = proxy_tables({"settings": settings, "results": document})
+    for row in [*tables.timed, *tables.stored]:
+        cells = [str(cell) for cell in row if cell != ""]
+        assert any(all(cell in line for cell in cells) for line in printed.splitlines()), row
+    assert "records per proxy CPU second (target ≥ 100,000)" in printed
+    assert "8.0 [6.4–10.0]" in printed and "125,000 [100,000–156,250]" in printed
+    assert "records decoded per proxy CPU second (target ≥ 150,000)" in printed
+    assert "proxy / smaller: target ≤ 1.03" in printed
     assert "1.000" in printed.splitlines()[-1]

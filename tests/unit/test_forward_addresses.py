@@ -12,7 +12,7 @@ from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode
 
 from sidecar.errors import ProtocolError
-from sidecar.proxy.forward.addresses import (
+from sidecar.proxy.addresses import (
     Address,
     PortMap,
     encode_response,
@@ -22,7 +22,7 @@ from sidecar.proxy.forward.addresses import (
     rewrite,
     upstream_nodes,
 )
-from sidecar.proxy.forward.versions import (
+from sidecar.proxy.versions import (
     DESCRIBE_CLUSTER,
     FIND_COORDINATOR,
     METADATA,

@@ -11,10 +11,10 @@ import pytest
 from kio.index import load_response_schema
 
 from sidecar.errors import ProtocolError
-from sidecar.proxy.forward.addresses import REWRITTEN_FROM, encode_response, parse_response
-from sidecar.proxy.forward.bounded import check
-from sidecar.proxy.forward.topics import LISTING
-from sidecar.proxy.forward.versions import API_VERSIONS, FETCH, kio_versions
+from sidecar.proxy.addresses import REWRITTEN_FROM, encode_response, parse_response
+from sidecar.proxy.bounded import check
+from sidecar.proxy.topics import LISTING
+from sidecar.proxy.versions import API_VERSIONS, FETCH, kio_versions
 from tests.unit.forward_messages import filled
 
 PARSED = sorted({*REWRITTEN_FROM, *LISTING, API_VERSIONS, FETCH})

@@ -12,7 +12,7 @@ import pytest
 import zstandard
 
 from sidecar.errors import MalformedBatch
-from sidecar.proxy.forward.compression import (
+from sidecar.proxy.compression import (
     CODEC_IDS,
     XERIAL_HEADER,
     XERIAL_MAGIC,

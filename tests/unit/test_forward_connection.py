@@ -20,9 +20,9 @@ from kio.schema.errors import ErrorCode
 from prometheus_client import CollectorRegistry
 
 from sidecar.config import ProxySettings
-from sidecar.proxy.forward.addresses import Address, encode_response, parse_response
-from sidecar.proxy.forward.listeners import Listeners
-from sidecar.proxy.forward.metrics import ForwardMetrics
+from sidecar.proxy.addresses import Address, encode_response, parse_response
+from sidecar.proxy.listeners import Listeners
+from sidecar.proxy.metrics import ForwardMetrics
 from tests.unit.forward_messages import filled
 from tests.unit.proxy_wire import request_frame
 

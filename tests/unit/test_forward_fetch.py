@@ -32,20 +32,20 @@ from sidecar.dictionaries import Dictionary, TrainingSample
 from sidecar.dictionaries.model import build_dictionary
 from sidecar.dictionaries.store import DictionaryStore
 from sidecar.errors import RegistryUnavailable, UnknownDictionary
-from sidecar.proxy.forward.addresses import Address, encode_response, parse_response
-from sidecar.proxy.forward.compression import CODEC_IDS, XERIAL_HEADER, Compression
-from sidecar.proxy.forward.fetch import FetchDecoding, RecentMisses
-from sidecar.proxy.forward.fetch_metrics import FetchMetrics
-from sidecar.proxy.forward.fetched import PartitionDecoder
-from sidecar.proxy.forward.listeners import Listeners
-from sidecar.proxy.forward.metrics import ForwardMetrics
-from sidecar.proxy.forward.service import _fetch_decoding
-from sidecar.proxy.forward.topics import (
+from sidecar.proxy.addresses import Address, encode_response, parse_response
+from sidecar.proxy.compression import CODEC_IDS, XERIAL_HEADER, Compression
+from sidecar.proxy.fetch import FetchDecoding, RecentMisses
+from sidecar.proxy.fetch_metrics import FetchMetrics
+from sidecar.proxy.fetched import PartitionDecoder
+from sidecar.proxy.listeners import Listeners
+from sidecar.proxy.metrics import ForwardMetrics
+from sidecar.proxy.service import _fetch_decoding
+from sidecar.proxy.topics import (
     DESCRIBE_LOG_DIRS,
     DESCRIBE_TOPIC_PARTITIONS,
     TopicView,
 )
-from sidecar.proxy.forward.versions import FETCH, METADATA
+from sidecar.proxy.versions import FETCH, METADATA
 from sidecar.record_batch import (
     CONTROL_BIT,
     TRANSACTIONAL_BIT,

@@ -14,14 +14,14 @@ from kio.serial import entity_writer
 from kio.static.primitive import i16, i32
 
 from sidecar.errors import ProtocolError
-from sidecar.proxy.forward.frames import (
+from sidecar.proxy.frames import (
     api_versions_v0,
     frame_size,
     produce_acks,
     read_request_header,
     unsigned_varint,
 )
-from sidecar.proxy.forward.versions import request_header_version
+from sidecar.proxy.versions import request_header_version
 from tests.unit.proxy_wire import request_frame
 
 

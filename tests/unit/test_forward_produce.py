@@ -1,5 +1,5 @@
-"""Produce requests rewritten in place by the forwarding proxy (`forward.produce`,
-`forward.produce_request`, `forward.batches`): built with kio, rewritten, read again by kio;
+"""Produce requests rewritten in place by the forwarding proxy (`produce`,
+`produce_request`, `batches`): built with kio, rewritten, read again by kio;
 only values, headers, CRCs and sizes change. Every refusal, the bounded reader, compression in
 and out, and local answers given in request order."""
 
@@ -25,16 +25,16 @@ from sidecar.dictionaries.store import DictionaryStore
 from sidecar.errors import ProduceRefused, ProtocolError
 from sidecar.metrics import Metrics
 from sidecar.namespaces import Namespace
-from sidecar.proxy.forward.addresses import Address
-from sidecar.proxy.forward.allowlist import TopicAllowList
-from sidecar.proxy.forward.batches import Allowance, BatchLimits, BatchRewriter
-from sidecar.proxy.forward.compression import CODEC_IDS, Compression
-from sidecar.proxy.forward.frames import read_request_header
-from sidecar.proxy.forward.listeners import Listeners
-from sidecar.proxy.forward.metrics import ForwardMetrics
-from sidecar.proxy.forward.produce import ProduceRewriter
-from sidecar.proxy.forward.produce_request import FIRST_VERSION, LAST_VERSION, parse_produce
-from sidecar.proxy.forward.versions import request_header_version
+from sidecar.proxy.addresses import Address
+from sidecar.proxy.allowlist import TopicAllowList
+from sidecar.proxy.batches import Allowance, BatchLimits, BatchRewriter
+from sidecar.proxy.compression import CODEC_IDS, Compression
+from sidecar.proxy.frames import read_request_header
+from sidecar.proxy.listeners import Listeners
+from sidecar.proxy.metrics import ForwardMetrics
+from sidecar.proxy.produce import ProduceRewriter
+from sidecar.proxy.produce_request import FIRST_VERSION, LAST_VERSION, parse_produce
+from sidecar.proxy.versions import request_header_version
 from sidecar.record_batch import (
     CONTROL_BIT,
     TRANSACTIONAL_BIT,
@@ -553,16 +553,6 @@ def test_a_refused_request_sets_up_nothing_and_samples_nothing(
 def test_the_refusal_error_names_its_code() -> None:
     refused = ProduceRefused(87, "invalid_record", "why")
     assert (refused.code, refused.kind, str(refused)) == (87, "invalid_record", "why")
-
-
-def test_a_mapped_upstream_topic_is_refused_under_forward() -> None:
-    from sidecar.config import Settings
-    from sidecar.errors import ConfigError
-    from sidecar.proxy.forward.service import run_forward_proxy
-
-    settings = Settings(proxy=ProxySettings(forward=True, upstream_topic="{topic}.zd"))
-    with pytest.raises(ConfigError, match=r"ZDICT_PROXY__UPSTREAM_TOPIC \(--upstream-topic\)"):
-        run_forward_proxy(settings)
 
 
 def test_a_refused_acks_0_request_closes_its_connection(encoder: Encoder) -> None:

@@ -22,14 +22,14 @@ from scramp import ScramException, ScramMechanism
 
 from sidecar.config import ProxySettings
 from sidecar.errors import AuthenticationFailed
-from sidecar.proxy.forward.addresses import Address, encode_response
-from sidecar.proxy.forward.client_sasl import CLIENT_SASL_APIS, Throttle
-from sidecar.proxy.forward.listeners import Listeners
-from sidecar.proxy.forward.metrics import ForwardMetrics
-from sidecar.proxy.forward.sasl import SASL_AUTHENTICATE, SASL_HANDSHAKE, authenticate
-from sidecar.proxy.forward.security import SaslCredentials, UpstreamSecurity
-from sidecar.proxy.forward.upstream import check_upstream, open_upstream
-from sidecar.proxy.forward.versions import served_versions
+from sidecar.proxy.addresses import Address, encode_response
+from sidecar.proxy.client_sasl import CLIENT_SASL_APIS, Throttle
+from sidecar.proxy.listeners import Listeners
+from sidecar.proxy.metrics import ForwardMetrics
+from sidecar.proxy.sasl import SASL_AUTHENTICATE, SASL_HANDSHAKE, authenticate
+from sidecar.proxy.security import SaslCredentials, UpstreamSecurity
+from sidecar.proxy.upstream import check_upstream, open_upstream
+from sidecar.proxy.versions import served_versions
 from tests.unit.proxy_wire import read_response, request_frame
 
 USER = "zdict-proxy"

@@ -14,15 +14,15 @@ from pathlib import Path
 import pytest
 
 from sidecar.errors import ConfigError, KafkaUnavailable
-from sidecar.proxy.forward.addresses import Address
-from sidecar.proxy.forward.security import (
+from sidecar.proxy.addresses import Address
+from sidecar.proxy.security import (
     PLAINTEXT_UPSTREAM,
     SaslCredentials,
     UpstreamSecurity,
     upstream_security,
 )
-from sidecar.proxy.forward.upstream import check_upstream, describe, open_upstream
-from tests.integration.pki import CertificateAuthority
+from sidecar.proxy.upstream import check_upstream, describe, open_upstream
+from tests.pki import CertificateAuthority
 
 
 @pytest.fixture(scope="module")
@@ -162,7 +162,7 @@ def test_the_start_check_names_the_tls_failure_and_every_server(
         return str(failed.value)
 
     message = asyncio.run(run())
-    assert message.startswith("proxy --forward cannot reach upstream as SSL within 0.5 s")
+    assert message.startswith("the proxy cannot reach upstream as SSL within 0.5 s")
     assert "the TLS handshake failed: certificate verify failed" in message
 
 

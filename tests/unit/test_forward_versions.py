@@ -14,8 +14,8 @@ from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.schema.index import api_key_map
 
-from sidecar.proxy.forward.addresses import REWRITTEN_FROM
-from sidecar.proxy.forward.versions import (
+from sidecar.proxy.addresses import REWRITTEN_FROM
+from sidecar.proxy.versions import (
     API_VERSIONS,
     FETCH,
     METADATA,

@@ -187,6 +187,44 @@ def test_an_unreachable_cluster_still_gets_the_whole_timeout() -> None:
     assert admin.refusals.first is None
 
 
+class _AuthorizingAdmin:
+    """An admin on an authorizing broker: its listing leaves out the topics this client may not
+    Describe; asked by name, they are TOPIC_AUTHORIZATION_FAILED, an unknown one is UNKNOWN."""
+
+    def __init__(self, visible: dict[str, int], refused: set[str]) -> None:
+        self.visible = visible
+        self.refused = refused
+
+    def list_topics(self, topic: str | None = None, timeout: float = -1) -> object:
+        def entry(name: str) -> SimpleNamespace:
+            if name in self.visible:
+                return SimpleNamespace(
+                    partitions=dict.fromkeys(range(self.visible[name])), error=None
+                )
+            code = (
+                KafkaError.TOPIC_AUTHORIZATION_FAILED
+                if name in self.refused
+                else KafkaError.UNKNOWN_TOPIC_OR_PART
+            )
+            return SimpleNamespace(partitions={}, error=KafkaError(code))
+
+        names = list(self.visible) if topic is None else [topic]
+        return SimpleNamespace(topics={name: entry(name) for name in names})
+
+
+def test_a_topic_the_client_may_not_describe_is_refused_naming_the_acl_not_reported_missing() -> (
+    None
+):
+    admin = cast(AdminClient, _AuthorizingAdmin({"orders": 2}, refused={"secret"}))
+    assert partition_counts(admin, ["orders", "gone"], timeout=5.0) == {"orders": 2}
+    with pytest.raises(KafkaUnavailable) as info:
+        partition_counts(admin, ["orders", "secret", "gone"], timeout=5.0, bootstrap="k1:9093")
+    message = str(info.value)
+    assert "refuses to describe topic(s) secret to this client" in message
+    assert "TOPIC_AUTHORIZATION_FAILED" in message and "Describe ACL" in message
+    assert "gone" not in message and "bootstrap.servers=k1:9093" in message
+
+
 class _NewTopicAdmin:
     """An admin whose broker learns of a topic created a moment ago after `unknown_for` asks."""
 

@@ -48,7 +48,7 @@ from sidecar.errors import (
     MalformedBatch,
     ZdictError,
 )
-from sidecar.proxy.forward.compression import CODEC_IDS, Compression
+from sidecar.proxy.compression import CODEC_IDS, Compression
 from sidecar.record_batch import (
     BATCH_HEADER_BYTES,
     CODECS,

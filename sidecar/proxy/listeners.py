@@ -21,15 +21,15 @@ from typing import Final
 from sidecar.config import ProxySettings
 from sidecar.errors import AuthenticationFailed
 from sidecar.logs import get_logger
-from sidecar.proxy.forward.addresses import Address, PortMap
-from sidecar.proxy.forward.budget import Budget
-from sidecar.proxy.forward.connection import Connection, Limits, Streams
-from sidecar.proxy.forward.fetch import FetchDecoding
-from sidecar.proxy.forward.metrics import BOOTSTRAP, BROKER, ForwardMetrics
-from sidecar.proxy.forward.produce import ProduceRewriter
-from sidecar.proxy.forward.security import PLAINTEXT_UPSTREAM, UpstreamSecurity
-from sidecar.proxy.forward.topics import TopicView
-from sidecar.proxy.forward.upstream import describe, open_upstream
+from sidecar.proxy.addresses import Address, PortMap
+from sidecar.proxy.budget import Budget
+from sidecar.proxy.connection import Connection, Limits, Streams
+from sidecar.proxy.fetch import FetchDecoding
+from sidecar.proxy.metrics import BOOTSTRAP, BROKER, ForwardMetrics
+from sidecar.proxy.produce import ProduceRewriter
+from sidecar.proxy.security import PLAINTEXT_UPSTREAM, UpstreamSecurity
+from sidecar.proxy.topics import TopicView
+from sidecar.proxy.upstream import describe, open_upstream
 
 log = get_logger(__name__)
 

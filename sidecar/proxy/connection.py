@@ -37,7 +37,7 @@ from kio.schema.errors import ErrorCode
 
 from sidecar.errors import ProtocolError
 from sidecar.logs import get_logger
-from sidecar.proxy.forward.addresses import (
+from sidecar.proxy.addresses import (
     Address,
     encode_response,
     is_parsed,
@@ -46,27 +46,27 @@ from sidecar.proxy.forward.addresses import (
     rewrite,
     upstream_nodes,
 )
-from sidecar.proxy.forward.budget import Budget
-from sidecar.proxy.forward.client_sasl import (
+from sidecar.proxy.budget import Budget
+from sidecar.proxy.client_sasl import (
     ADVICE,
     CLIENT_SASL_APIS,
     REFUSAL_LOG,
     read_header,
     requested_mechanism,
 )
-from sidecar.proxy.forward.client_sasl import answer as sasl_refusal
-from sidecar.proxy.forward.fetch import FetchDecoding
-from sidecar.proxy.forward.frames import (
+from sidecar.proxy.client_sasl import answer as sasl_refusal
+from sidecar.proxy.fetch import FetchDecoding
+from sidecar.proxy.frames import (
     PREFIX_BYTES,
     api_versions_v0,
     frame_size,
     produce_acks,
     read_request_header,
 )
-from sidecar.proxy.forward.metrics import REQUEST, RESPONSE, ForwardMetrics
-from sidecar.proxy.forward.produce import ProduceRewriter
-from sidecar.proxy.forward.topics import LISTING, TopicView
-from sidecar.proxy.forward.versions import (
+from sidecar.proxy.metrics import REQUEST, RESPONSE, ForwardMetrics
+from sidecar.proxy.produce import ProduceRewriter
+from sidecar.proxy.topics import LISTING, TopicView
+from sidecar.proxy.versions import (
     API_VERSIONS,
     FETCH,
     PRODUCE,

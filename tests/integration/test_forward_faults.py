@@ -1,6 +1,7 @@
 """The proxy while its upstream cluster goes away and comes back (a broker of the test's own):
-clients see retriable errors, nothing is acknowledged that was not written, nothing is lost
-after the cluster is back, and an idempotent client's records are written once."""
+the proxy closes the clients' connections it cannot serve and they retry, nothing is
+acknowledged that was not written, nothing is lost after the cluster is back, and an
+idempotent client's records are written once, in order."""
 
 from __future__ import annotations
 
@@ -13,22 +14,20 @@ from confluent_kafka import KafkaError, Message, Producer
 
 from sidecar.codec import Decoder, StaticResolver
 
+from .forward_proxies import allowed, start_proxy
 from .launch import environment_for, start_sidecars
 from .private_broker import StartPrivateBroker
-from .process import free_port
 from .proxy_records import decoded, event, read_all
 from .topics import create_topic
 
 
 def test_upstream_down_and_back(private_broker: StartPrivateBroker, tmp_path: Path) -> None:
     broker = private_broker("proxy-upstream")
-    topic = create_topic(broker.admin(), 2, None, "zdict-it-proxy")
+    topic = create_topic(broker.admin(), 2, None, "zdict-it-fwd-faults")
     env = environment_for(broker.bootstrap, f"_zdict_dictionaries-{uuid.uuid4().hex}")
     starter = start_sidecars(env, tmp_path)
     start = next(starter)
-    address = f"127.0.0.1:{free_port()}"
-    proxy = start("proxy", "--listen", address, "--no-training", "--metrics-port", "0")
-    proxy.wait_for_event("proxy_listening", timeout=60)
+    address, proxy = start_proxy(start, "forward-faults", "--no-training", env=allowed(topic))
 
     acknowledged: dict[str, set[bytes]] = {"idempotent": set(), "plain": set()}
     failed: dict[str, list[KafkaError]] = {"idempotent": [], "plain": []}
@@ -41,7 +40,7 @@ def test_upstream_down_and_back(private_broker: StartPrivateBroker, tmp_path: Pa
                 "bootstrap.servers": address,
                 "enable.idempotence": name == "idempotent",
                 "acks": "all" if name == "idempotent" else "1",
-                # Short, so that the proxy answers REQUEST_TIMED_OUT while upstream is away.
+                # Short, so that requests under way when upstream went are retried soon.
                 "request.timeout.ms": 5000,
                 "message.timeout.ms": 120_000,
                 "linger.ms": 5,
@@ -80,7 +79,7 @@ def test_upstream_down_and_back(private_broker: StartPrivateBroker, tmp_path: Pa
     for thread in threads:
         thread.join(240)
     assert failed == {"idempotent": [], "plain": []}
-    proxy.wait_for_event("produce_refused", where=lambda e: e.get("kind") == "timeout")
+    assert proxy.events("upstream_unreachable"), "upstream was away for the proxy too"
 
     got = decoded(Decoder(StaticResolver()), read_all(broker.bootstrap, topic, 6000, 120))
     for name, values in sent.items():

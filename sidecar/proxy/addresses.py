@@ -27,9 +27,10 @@ from kio.serial import entity_reader
 from kio.serial.errors import SerialError
 
 from sidecar.errors import ProtocolError
-from sidecar.proxy.forward.bounded import check, top_level_tags
-from sidecar.proxy.forward.topics import LISTING
-from sidecar.proxy.forward.versions import (
+from sidecar.proxy.bounded import check, top_level_tags
+from sidecar.proxy.responses import encode_response
+from sidecar.proxy.topics import LISTING
+from sidecar.proxy.versions import (
     API_VERSIONS,
     DESCRIBE_CLUSTER,
     FETCH,
@@ -38,7 +39,6 @@ from sidecar.proxy.forward.versions import (
     PRODUCE,
     api_name,
 )
-from sidecar.proxy.protocol import encode_response
 
 __all__ = [
     "REWRITTEN_FROM",

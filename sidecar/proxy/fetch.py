@@ -41,17 +41,17 @@ from sidecar.codec.decoder import DictionaryResolver
 from sidecar.dictionaries.model import Dictionary
 from sidecar.errors import RegistryUnavailable, UnknownDictionary, ZdictError
 from sidecar.logs import get_logger
-from sidecar.proxy.forward.addresses import (
+from sidecar.proxy.addresses import (
     Address,
     encode_response,
     parse_response,
     rewrite,
     upstream_nodes,
 )
-from sidecar.proxy.forward.fetch_metrics import FetchMetrics
-from sidecar.proxy.forward.fetched import FetchCompression, PartitionDecoder, Rewritten
-from sidecar.proxy.forward.topics import TopicView
-from sidecar.proxy.forward.versions import FETCH
+from sidecar.proxy.fetch_metrics import FetchMetrics
+from sidecar.proxy.fetched import FetchCompression, PartitionDecoder, Rewritten
+from sidecar.proxy.topics import TopicView
+from sidecar.proxy.versions import FETCH
 
 log = get_logger(__name__)
 

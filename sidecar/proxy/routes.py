@@ -1,8 +1,9 @@
 """The namespaces a proxy serves and their dictionary lifecycle, as `run` has it: per topic a
-route (encoder with its active dictionary, a reservoir sampling what was written, metrics, and
-the upstream topic), one trainer for them all, and the election of who trains what.
+route (encoder with its active dictionary, a reservoir sampling what was written, metrics),
+one trainer for them all, and the election of who trains what. Records go upstream to the topic
+the client names.
 
-The proxies of a topic (one per producer pod) join one consumer group on its upstream topic
+The proxies of a topic (one per producer pod) join one consumer group on the topic
 (`proxy.group_id`) without reading anything (`Elector`): as in `run`, the member holding
 partition 0 trains and publishes to the registry; every proxy follows the registry and switches
 encoders. Topics named in `proxy.topics` are set up before the proxy listens; others when a
@@ -33,11 +34,10 @@ log = get_logger("sidecar.proxy")  # the name these lines have always logged und
 
 @dataclass(frozen=True, slots=True)
 class Route:
-    """Where records produced to one topic go, and how they are encoded."""
+    """How records produced to one topic are encoded."""
 
     #: The topic as the client names it: its namespace (encoder, sample, metrics).
     namespace: Namespace
-    upstream: str
 
     @property
     def topic(self) -> str:
@@ -45,7 +45,7 @@ class Route:
 
 
 class Elector:
-    """Who trains what: a consumer in the proxies' group, subscribed to the upstream topics,
+    """Who trains what: a consumer in the proxies' group, subscribed to the topics,
     reading nothing (every partition is paused as it is assigned). The member holding a
     topic's partition 0 trains its namespace, as in `run`."""
 
@@ -68,10 +68,10 @@ class Elector:
     def start(self) -> None:
         self._thread.start()
 
-    def subscribe(self, upstream_topics: Iterable[str]) -> None:
-        """Join the group for these upstream topics (thread-safe; applied on the thread)."""
+    def subscribe(self, topics: Iterable[str]) -> None:
+        """Join the group for these topics (thread-safe; applied on the thread)."""
         with self._lock:
-            self._wanted = sorted(set(upstream_topics))
+            self._wanted = sorted(set(topics))
 
     @property
     def held(self) -> set[tuple[str, int]]:
@@ -117,8 +117,8 @@ class Elector:
 
 
 class ProxyRoutes:
-    """Every namespace the proxy serves: its route (the per-topic core, `Namespaces`, and the
-    upstream topic), and the trainer of them all."""
+    """Every namespace the proxy serves: its route (the per-topic core, `Namespaces`), and the
+    trainer of them all."""
 
     def __init__(
         self,
@@ -148,14 +148,8 @@ class ProxyRoutes:
 
     # -- routes (the event loop) ---------------------------------------------------------------
 
-    def upstream_for(self, topic: str) -> str:
-        return self.settings.proxy.upstream_for(topic)
-
-    def namespace_of(self, upstream: str) -> str | None:
-        for topic, route in list(self._routes.items()):
-            if route.upstream == upstream:
-                return topic
-        return None
+    def namespace_of(self, topic: str) -> str | None:
+        return topic if topic in self._routes else None
 
     def route(self, topic: str) -> Route:
         """The route of `topic`, set up on first use (its trainer in the background)."""
@@ -168,7 +162,7 @@ class ProxyRoutes:
         return route
 
     def _add(self, topic: str) -> Route:
-        route = Route(self.namespaces.add(topic), self.upstream_for(topic))
+        route = Route(self.namespaces.add(topic))
         self._routes[topic] = route
         return route
 
@@ -218,7 +212,7 @@ class ProxyRoutes:
             self._trainer.start()
             self.namespaces.request_refresh()
             if self._elector is not None:
-                self._elector.subscribe(self._routes[t].upstream for t in topics)
+                self._elector.subscribe(topics)
             log.info("namespaces_set_up", namespaces=topics)
 
     def elect(self) -> None:
@@ -226,7 +220,7 @@ class ProxyRoutes:
         if not self._training:
             return
         self._elector = Elector(self.settings, self.namespace_of, self._assigned)
-        self._elector.subscribe(r.upstream for r in self._routes.values())
+        self._elector.subscribe(self._routes)
         self._elector.start()
 
     def _assigned(self, held: set[tuple[str, int]]) -> None:

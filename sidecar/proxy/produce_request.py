@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from sidecar.errors import ProtocolError
-from sidecar.proxy.forward.frames import RequestHeader, skip_tagged_fields, unsigned_varint
+from sidecar.proxy.frames import RequestHeader, skip_tagged_fields, unsigned_varint
 from sidecar.record_batch import uvarint
 
 #: The Produce versions read: from v3 (record batches v2) to v12; v13 names topics by id.

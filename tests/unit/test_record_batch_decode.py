@@ -1,4 +1,5 @@
-"""Record batches of a Produce request, decoded as the proxy reads them (`record_batch`)."""
+"""Record batches decoded by `record_batch.decode_batches`, the reference reader the forwarding
+proxy's tests check its rewritten batches with."""
 
 from __future__ import annotations
 

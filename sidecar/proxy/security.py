@@ -110,9 +110,7 @@ def tls_context(config: Mapping[str, str]) -> ssl.SSLContext:
     """
     for name, instead in _TLS_REFUSED.items():
         if config.get(name):
-            raise ConfigError(
-                f"{name} is not supported by proxy --forward: {instead} ({_env(name)})"
-            )
+            raise ConfigError(f"{name} is not supported by the proxy: {instead} ({_env(name)})")
     verify = _choice(config, "enable.ssl.certificate.verification", _BOOLEANS, "true")
     check_hostname = _choice(
         config, "ssl.endpoint.identification.algorithm", _HOSTNAME_CHECKS, "https"
@@ -157,7 +155,7 @@ def sasl_credentials(config: Mapping[str, str]) -> SaslCredentials:
     if mechanism not in MECHANISMS:
         default = "" if configured else " (librdkafka's default when unset)"
         raise ConfigError(
-            f"sasl.mechanism {mechanism}{default} is not supported by proxy --forward: it "
+            f"sasl.mechanism {mechanism}{default} is not supported by the proxy: it "
             f"authenticates upstream with {', '.join(MECHANISMS)} (ZDICT_KAFKA__SASL_MECHANISM)"
         )
     found = {}

@@ -33,7 +33,7 @@ from crc32c import crc32c
 from sidecar.codec import Transformed
 from sidecar.codec.results import Outcome
 from sidecar.errors import CodecError, MalformedBatch, ProduceRefused
-from sidecar.proxy.forward.compression import CODEC_IDS, Compression
+from sidecar.proxy.compression import CODEC_IDS, Compression
 from sidecar.record_batch import (
     BATCH_HEADER_BYTES,
     CONTROL_BIT,

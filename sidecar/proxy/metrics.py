@@ -11,7 +11,7 @@ from typing import Final
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from sidecar.proxy.forward.versions import api_name
+from sidecar.proxy.versions import api_name
 
 REQUEST: Final = "request"
 RESPONSE: Final = "response"
@@ -30,7 +30,7 @@ CLOSE_REASONS: Final = (
     "upstream_auth_failed",
     "client_sasl",
 )
-#: Why a Produce request was refused at the door (`forward.produce`, `forward.batches`).
+#: Why a Produce request was refused at the door (`produce`, `batches`).
 PRODUCE_REFUSALS: Final = (
     "topic",
     "acks",

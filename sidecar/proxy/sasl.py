@@ -27,8 +27,8 @@ from kio.static.primitive import i16, i32
 from scramp import ScramClient, ScramException
 
 from sidecar.errors import AuthenticationFailed, ProtocolError
-from sidecar.proxy.forward.addresses import parse_response
-from sidecar.proxy.forward.security import PLAIN, SaslCredentials
+from sidecar.proxy.addresses import parse_response
+from sidecar.proxy.security import PLAIN, SaslCredentials
 
 SASL_HANDSHAKE: Final = 17
 SASL_AUTHENTICATE: Final = 36

@@ -20,9 +20,9 @@ from typing import Final
 
 from sidecar.errors import AuthenticationFailed, KafkaUnavailable, ProtocolError
 from sidecar.logs import get_logger
-from sidecar.proxy.forward.addresses import Address
-from sidecar.proxy.forward.sasl import authenticate
-from sidecar.proxy.forward.security import UpstreamSecurity
+from sidecar.proxy.addresses import Address
+from sidecar.proxy.sasl import authenticate
+from sidecar.proxy.security import UpstreamSecurity
 
 log = get_logger(__name__)
 
@@ -103,7 +103,7 @@ async def check_upstream(
             return
         if time.monotonic() + RETRY_INTERVAL > deadline:
             raise KafkaUnavailable(
-                f"proxy --forward cannot reach upstream as {security.protocol.upper()} within "
+                f"the proxy cannot reach upstream as {security.protocol.upper()} within "
                 f"{timeout:g} s (ZDICT_PROXY__START_TIMEOUT): " + "; ".join(errors)
             )
         await asyncio.sleep(RETRY_INTERVAL)

@@ -13,7 +13,7 @@ never needs the internal topics listed).
 
 Fetch v13+ names topics by id: the ids are learned from the Metadata and
 DescribeTopicPartitions responses that pass (a client looks a topic up before fetching it), for
-the registry topic's refusal (`forward.fetch`) and the metrics' topic label.
+the registry topic's refusal (`fetch`) and the metrics' topic label.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import uuid
 from collections.abc import Iterable
 from typing import Any, Final
 
-from sidecar.proxy.forward.versions import METADATA
+from sidecar.proxy.versions import METADATA
 
 DESCRIBE_LOG_DIRS: Final = 35
 DESCRIBE_TOPIC_PARTITIONS: Final = 75

@@ -23,10 +23,10 @@ from typing import Any, Final
 from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode
 
-from sidecar.proxy.forward.frames import RequestHeader, read_request_header
-from sidecar.proxy.forward.sasl import SASL_AUTHENTICATE, SASL_HANDSHAKE
-from sidecar.proxy.forward.versions import kio_versions
-from sidecar.proxy.protocol import encode_response
+from sidecar.proxy.frames import RequestHeader, read_request_header
+from sidecar.proxy.responses import encode_response
+from sidecar.proxy.sasl import SASL_AUTHENTICATE, SASL_HANDSHAKE
+from sidecar.proxy.versions import kio_versions
 
 #: API keys answered here, never forwarded.
 CLIENT_SASL_APIS: Final = frozenset({SASL_HANDSHAKE, SASL_AUTHENTICATE})

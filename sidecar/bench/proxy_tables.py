@@ -1,0 +1,184 @@
+"""`bench proxy`'s tables from its JSON: built once, printed by the bench (sidecar/bench/proxy.py)
+and rendered on FIGURES.md (`sidecar.bench.figures`).
+
+`proxy_tables(doc)` builds the rows of both tables (the timed parts, direct and through the
+proxy; the bytes stored at each client fill) from the document `bench proxy --json-out` writes;
+`proxy_flags` and `proxy_markdown` are FIGURES.md's section. Figures are medians with [min–max]
+of the measured rounds (`spread`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from sidecar.bench.figure_tables import Document, flag, spread, table
+
+#: Milliseconds, µs and bytes per record as `bench proxy` gives them.
+MS: Final = "{:.1f}"
+TIMED_HEADERS: Final = ("", "direct", "through the proxy")
+STORED_HEADERS: Final = (
+    "partitions",
+    "client fill",
+    "raw + producer zstd",
+    "frames",
+    "through the proxy",
+    "records/batch stored",
+    "proxy / smaller",
+)
+
+
+def cpu_us_per_record(part: Document) -> list[float]:
+    """The proxy's CPU µs per record in each measured round of a `bench proxy` part."""
+    return [cpu / n * 1e6 for cpu, n in zip(part["proxy_cpu_s"], part["records"], strict=True) if n]
+
+
+def records_per_cpu_s(part: Document) -> list[float]:
+    """Records per proxy CPU second in each measured round of a `bench proxy` part."""
+    return [n / cpu for cpu, n in zip(part["proxy_cpu_s"], part["records"], strict=True) if cpu]
+
+
+def added_ms(proxy: Sequence[float], direct: Sequence[float]) -> list[float]:
+    """Per round, what the proxy added to a latency percentile (ms)."""
+    return [p - d for p, d in zip(proxy, direct, strict=True)]
+
+
+def stored_per_record(entry: Document, path: str) -> list[float]:
+    """Bytes stored per record by `path` in each measured round of a `bench proxy` bytes entry."""
+    pairs = zip(entry["stored_bytes"][path], entry["records"][path], strict=True)
+    return [b / r for b, r in pairs if r]
+
+
+def stored_fill(entry: Document, path: str) -> list[float]:
+    """Records per stored batch of `path` in each measured round of a bytes entry."""
+    pairs = zip(entry["records"][path], entry["batches"][path], strict=True)
+    return [r / b for r, b in pairs if b]
+
+
+def stored_ratio(entry: Document) -> list[float]:
+    """Per measured round, the proxy's bytes per record over the smaller of raw + producer zstd
+    (direct) and per-record frames."""
+    return [
+        p / min(d, f)
+        for p, d, f in zip(
+            stored_per_record(entry, "proxy"),
+            stored_per_record(entry, "direct"),
+            stored_per_record(entry, "frames"),
+            strict=True,
+        )
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class ProxyTables:
+    """The rows of `bench proxy`'s two tables (`TIMED_HEADERS`, `STORED_HEADERS`); `stored` is
+    empty when the bytes were not measured (no --data-dir)."""
+
+    timed: list[list[object]]
+    stored: list[list[object]]
+
+
+def proxy_tables(doc: Document) -> ProxyTables:
+    """Both tables of a `bench proxy` document (`{"settings", "results"}`)."""
+    settings, results = doc["settings"], doc["results"]
+    parts = results["parts"]
+    latency_d, latency_p = parts["latency, direct"], parts["latency, proxy"]
+    rate = f"{settings['rate']:,} records/s"
+
+    def both(part: str, key: str, fmt: str = MS) -> list[object]:
+        return [spread(parts[f"{part}, {path}"][key], fmt) for path in ("direct", "proxy")]
+
+    timed: list[list[object]] = [
+        [
+            f"produce, unthrottled: records/s ({settings['count']:,} events, "
+            f"{settings['partitions']} partitions)",
+            *both("produce", "records_per_s", "{:,.0f}"),
+        ],
+        ["proxy CPU µs per record", "", spread(cpu_us_per_record(parts["produce, proxy"]), MS)],
+        [
+            "records per proxy CPU second (target ≥ 100,000)",
+            "",
+            spread(records_per_cpu_s(parts["produce, proxy"])),
+        ],
+        [f"p50 ms at {rate}, produce() → delivery report", *both("latency", "p50_ms")],
+        ["p99 ms, same", *both("latency", "p99_ms")],
+        [
+            "p50 added by the proxy, ms (target ≤ +1)",
+            "",
+            spread(added_ms(latency_p["p50_ms"], latency_d["p50_ms"]), "{:+.1f}"),
+        ],
+        [
+            "p99 added by the proxy, ms (target ≤ +5)",
+            "",
+            spread(added_ms(latency_p["p99_ms"], latency_d["p99_ms"]), "{:+.1f}"),
+        ],
+        [
+            f"proxy CPU µs per record at {rate} (target ≤ 10)",
+            "",
+            spread(cpu_us_per_record(latency_p), MS),
+        ],
+        [
+            f"fetch: records/s reading {settings['count']:,} stored records (direct: as stored; "
+            "through the proxy: decoded)",
+            *both("fetch", "records_per_s", "{:,.0f}"),
+        ],
+        [
+            "records decoded per proxy CPU second (target ≥ 150,000)",
+            "",
+            spread(records_per_cpu_s(parts["fetch, proxy"])),
+        ],
+    ]
+    stored: list[list[object]] = [
+        [
+            entry["partitions"],
+            entry["fill"],
+            spread(stored_per_record(entry, "direct"), MS),
+            spread(stored_per_record(entry, "frames"), MS),
+            spread(stored_per_record(entry, "proxy"), MS),
+            spread(stored_fill(entry, "proxy"), MS),
+            spread(stored_ratio(entry), "{:.3f}"),
+        ]
+        for entry in results["stored"]
+    ]
+    return ProxyTables(timed, stored)
+
+
+# -- FIGURES.md ----------------------------------------------------------------------------------
+
+
+def proxy_flags(doc: Document) -> list[str]:
+    settings = doc["settings"]
+    return [
+        *flag("--kind", settings["kind"]),
+        *flag("-n", settings["count"]),
+        *flag("--seconds", settings["seconds"]),
+        *flag("--partitions", settings["partitions"]),
+        *flag("--runs", settings["runs"]),
+        *flag("--fills", ",".join(map(str, settings["fills"]))),
+        *flag("--batches", settings["batches"]),
+        *flag("--data-dir", settings["data_dir"]),
+    ]
+
+
+def proxy_markdown(doc: Document) -> list[str]:
+    """FIGURES.md's `bench proxy` tables, each under the sentence that reads it."""
+    tables = proxy_tables(doc)
+    out = [
+        "Direct and through the forwarding proxy (`proxy`), median [min–max] of the "
+        "measured rounds:",
+        "",
+        *table(TIMED_HEADERS, tables.timed),
+    ]
+    if not tables.stored:
+        return [*out, "", "Bytes stored: not measured (no --data-dir)."]
+    return [
+        *out,
+        "",
+        "Bytes stored per record at each client fill (records per batch, `batch.num.messages`), "
+        "the broker's log segments: the client's raw values with producer zstd, per-record "
+        "frames (the proxy with `ZDICT_CODEC__OUTPUT_MODE=frames`), through the proxy (frames or "
+        "raw per batch), and the proxy's bytes over the smaller of the first two (target ≤ 1.03):",
+        "",
+        *table(STORED_HEADERS, tables.stored),
+    ]
