@@ -155,10 +155,16 @@ class Namespaces:
         metrics: Metrics,
         sampling: SamplingSettings | None,
         clock: Callable[[], float] = time.monotonic,
+        *,
+        compress: bool = True,
     ) -> None:
         """`build` makes a namespace's encoder; `sampling` bounds each namespace's training
-        sample (None: nothing is sampled, nothing trains)."""
+        sample (None: nothing is sampled, nothing trains); `compress` false: `build` makes
+        encoders that pass every value through (`--pass-through`, the kill switch), so no
+        dictionary is active and none is announced in the metrics (a pass-through topic
+        without one is not a topic compressed without one: `ZdictNoDictionary`)."""
         self.store = store
+        self._compress = compress
         self.metrics = metrics
         self._build = build
         self._sampling = sampling
@@ -245,6 +251,9 @@ class Namespaces:
     def _announce(self, namespace: Namespace) -> None:
         """The encoder a namespace takes up, in the log and the dictionary metrics."""
         dictionary = namespace.encoder.dictionary
+        if not self._compress:
+            log.info("passing_through", namespace=namespace.topic)
+            return
         self.metrics.set_dictionary(namespace.topic, dictionary)
         if dictionary is None:
             log.warning(

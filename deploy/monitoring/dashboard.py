@@ -163,7 +163,7 @@ def _templating() -> list[Json]:
             f"zdict_build_info{{{CLUSTER}, {NAMESPACE}, {JOB}}}",
             ".*",
         ),
-        label_values("topic", "Topic", "topic", f"zdict_messages_total{{{ON}}}", ".*"),
+        label_values("topic", "Topic", "topic", f"zdict_records_total{{{ON}}}", ".*"),
         *(constant(*variable) for variable in COST_VARIABLES),
     ]
 

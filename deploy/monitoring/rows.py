@@ -5,26 +5,30 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from deploy.monitoring.queries import (
-    BATCHES,
+    BATCHES_RATE,
+    CODEC_PER_RECORD,
     COST_SAVED_PER_MONTH,
     ENC,
-    IN,
-    MESSAGES,
+    IN_RATE,
+    LATENCY_BUCKETS,
     ON,
-    OUT,
+    OUT_RATE,
     PASSED_THROUGH,
     RATE,
     RATIO,
+    RECORDS,
+    RECORDS_RATE,
     SAVED_IN_RANGE,
     SAVED_PER_MONTH,
     SAVED_PER_SECOND,
     SEL,
-    STORED,
     STORED_PER_RECORD,
+    STORED_RATE,
     STORED_RATIO,
-    STORED_RECORDS,
+    STORED_RECORDS_RATE,
     quantile,
     sum_rate,
+    total,
 )
 from deploy.monitoring.widgets import (
     NO_RUN,
@@ -138,7 +142,7 @@ def _savings_at_a_glance(layout: Layout) -> None:
                 "Records per output batch",
                 "Records in each record batch the relay's producer sends: where batches fill, "
                 "batch compression on the output saves more (README, when to use it).",
-                [(f"{sum_rate(STORED_RECORDS)} / {sum_rate(BATCHES)}", "records per batch")],
+                [(f"{total(STORED_RECORDS_RATE)} / {total(BATCHES_RATE)}", "records per batch")],
                 "none",
                 decimals=1,
             ),
@@ -177,11 +181,11 @@ def _compression(layout: Layout) -> None:
             "(alert ZdictCompressionRatioDropped).",
             [
                 (
-                    f"{sum_rate(IN, by='topic')} / {sum_rate(OUT, by='topic')}",
+                    f"{total(IN_RATE, by='topic')} / {total(OUT_RATE, by='topic')}",
                     "{{topic}} values",
                 ),
                 (
-                    f"max by (topic) (zdict_dictionary_heldout_ratio{{{SEL}}})",
+                    f"max by (topic) (zdict_dictionary_heldout_compression_factor{{{SEL}}})",
                     "{{topic}} held-out",
                 ),
             ],
@@ -195,10 +199,10 @@ def _compression(layout: Layout) -> None:
             "Bytes per second: in, out, saved",
             "Raw bytes consumed, bytes produced (header included) and their difference.",
             [
-                (sum_rate(IN, by="topic"), "{{topic}} in"),
-                (sum_rate(OUT, by="topic"), "{{topic}} out"),
+                (total(IN_RATE, by="topic"), "{{topic}} in"),
+                (total(OUT_RATE, by="topic"), "{{topic}} out"),
                 (
-                    f"{sum_rate(IN, by='topic')} - {sum_rate(OUT, by='topic')}",
+                    f"{total(IN_RATE, by='topic')} - {total(OUT_RATE, by='topic')}",
                     "{{topic}} saved",
                 ),
             ],
@@ -215,13 +219,16 @@ def _compression(layout: Layout) -> None:
             "header), and what the broker stores for the output record (its share of the record "
             "batch: framing, key, headers, value, after batch compression).",
             [
-                (f"{sum_rate(IN, by='topic')} / {sum_rate(MESSAGES, by='topic')}", "{{topic}} raw"),
                 (
-                    f"{sum_rate(OUT, by='topic')} / {sum_rate(MESSAGES, by='topic')}",
+                    f"{total(IN_RATE, by='topic')} / {total(RECORDS_RATE, by='topic')}",
+                    "{{topic}} raw",
+                ),
+                (
+                    f"{total(OUT_RATE, by='topic')} / {total(RECORDS_RATE, by='topic')}",
                     "{{topic}} value out",
                 ),
                 (
-                    f"{sum_rate(STORED, by='topic')} / {sum_rate(STORED_RECORDS, by='topic')}",
+                    f"{total(STORED_RATE, by='topic')} / {total(STORED_RECORDS_RATE, by='topic')}",
                     "{{topic}} stored",
                 ),
             ],
@@ -238,7 +245,7 @@ def _compression(layout: Layout) -> None:
             "statistics, every 5 s).",
             [
                 (
-                    f"{sum_rate(STORED_RECORDS, by='topic')} / {sum_rate(BATCHES, by='topic')}",
+                    f"{total(STORED_RECORDS_RATE, by='topic')} / {total(BATCHES_RATE, by='topic')}",
                     "{{topic}}",
                 )
             ],
@@ -259,7 +266,7 @@ def _records(layout: Layout) -> None:
             "compressed, or passed through because of: tombstone, already_encoded, "
             "below_threshold, precompressed, no_gain (README, wire format); raw: written as "
             "they came for the batch compression (output mode).",
-            [(sum_rate(MESSAGES, by="outcome"), "{{outcome}}")],
+            [(total(RECORDS_RATE, by="outcome"), "{{outcome}}")],
             "short",
             stack=True,
         ),
@@ -273,9 +280,9 @@ def _records(layout: Layout) -> None:
             "encoding relays handled.",
             [
                 (
-                    f"sum by (outcome) (increase(zdict_messages_total{{{ENC}, "
+                    f"sum by (outcome) (increase(zdict_records_total{{{ENC}, "
                     f'outcome!="compressed"}}[$__range])) '
-                    f"/ scalar(sum(increase({MESSAGES}[$__range])))",
+                    f"/ scalar(sum(increase({RECORDS}[$__range])))",
                     "{{outcome}}",
                 )
             ],
@@ -287,17 +294,16 @@ def _records(layout: Layout) -> None:
 
 
 def _latency(layout: Layout) -> None:
-    """Encode time per message and relay latency, p50 and p99."""
+    """The codec's time per record and relay latency, p50 and p99."""
     layout.row("Latency")
     layout.add(
         timeseries(
-            "Compress time per message (p50, p99)",
-            "Encode time per message of the encoding relays, observed as each consumed batch's "
-            "mean (alert ZdictRelayLatencyHigh watches the relay latency's p99).",
-            [
-                (quantile(0.5, "zdict_compress_seconds", ENC), "p50"),
-                (quantile(0.99, "zdict_compress_seconds", ENC), "p99"),
-            ],
+            "Encode time per record, by topic",
+            "Seconds the encoding relays' codec spends per record: the consumed batches' "
+            "encode time over the records in them, a mean per record over 5 minutes "
+            "(zdict_codec_batch_duration_seconds, zdict_codec_records_total; alert "
+            "ZdictRelayLatencyHigh watches the relay latency's p99).",
+            [(total(CODEC_PER_RECORD, by="topic"), "{{topic}}")],
             "s",
         ),
         12,
@@ -310,8 +316,8 @@ def _latency(layout: Layout) -> None:
             "compressed copy (the oldest record of each delivery report). Includes the "
             "producer's own delay and any lag.",
             [
-                (quantile(0.5, "zdict_relay_latency_seconds"), "p50"),
-                (quantile(0.99, "zdict_relay_latency_seconds"), "p99"),
+                (quantile(0.5, LATENCY_BUCKETS), "p50"),
+                (quantile(0.99, LATENCY_BUCKETS), "p99"),
             ],
             "s",
         ),
@@ -393,8 +399,8 @@ def _dictionaries_and_training(layout: Layout) -> None:
             "Wall time of one training run, sampling excluded.",
             [
                 (
-                    f"sum(increase(zdict_training_seconds_sum{{{SEL}}}[$__range])) "
-                    f"/ sum(increase(zdict_training_seconds_count{{{SEL}}}[$__range]))",
+                    f"sum(increase(zdict_training_duration_seconds_sum{{{SEL}}}[$__range])) "
+                    f"/ sum(increase(zdict_training_duration_seconds_count{{{SEL}}}[$__range]))",
                     "mean",
                 )
             ],
@@ -477,12 +483,12 @@ def _trainer_and_drift(layout: Layout) -> None:
             "ZDICT_TRAINING__DRIFT_TOLERANCE below it (the 'Drift' annotation).",
             [
                 (
-                    f"max by (topic) (zdict_live_ratio{{{SEL}}} "
+                    f"max by (topic) (zdict_live_compression_factor{{{SEL}}} "
                     f"and on (instance, topic) (zdict_trainer{{{SEL}}} == 1))",
                     "{{topic}} live",
                 ),
                 (
-                    f"max by (topic) (zdict_dictionary_heldout_ratio{{{SEL}}})",
+                    f"max by (topic) (zdict_dictionary_heldout_compression_factor{{{SEL}}})",
                     "{{topic}} held-out",
                 ),
             ],
@@ -553,7 +559,7 @@ def _triggers_and_reservoir(layout: Layout) -> None:
             "ZDICT_SAMPLING__MIN_MESSAGES.",
             [
                 (
-                    f"max by (topic, instance) (zdict_sample_messages{{{SEL}}})",
+                    f"max by (topic, instance) (zdict_sample_records{{{SEL}}})",
                     "{{topic}} {{instance}}",
                 )
             ],
@@ -595,7 +601,8 @@ def _training_cpu_and_publications(layout: Layout) -> None:
             "(a failed one leaves the champion active; alert ZdictRegistryPublishFailing).",
             [
                 (
-                    f"sum by (result) (increase(zdict_registry_publish_total{{{ON}}}[{RATE}]))",
+                    "sum by (result) "
+                    f"(increase(zdict_registry_publications_total{{{ON}}}[{RATE}]))",
                     "{{result}}",
                 )
             ],
@@ -618,7 +625,7 @@ def _kafka(layout: Layout) -> None:
             "(from librdkafka's statistics, every 5 s; alert ZdictConsumerLagGrowing).",
             [
                 (
-                    f"sum by (topic, partition) (zdict_consumer_lag_messages{{{SEL}}})",
+                    f"sum by (topic, partition) (zdict_consumer_lag_records{{{SEL}}})",
                     "{{topic}} [{{partition}}]",
                 )
             ],

@@ -109,7 +109,7 @@ def cost_round(
             scrape = sidecar.metrics()
             if scrape:
                 last = scrape
-                done = _metric(scrape, "zdict_messages_total")
+                done = _metric(scrape, "zdict_records_total")
                 points.append((time.time(), done))
                 if done >= messages:
                     break

@@ -13,8 +13,9 @@ For each record size (~100 B product_viewed events, ~500 B orders):
   clock: what the application waits; and the thread's CPU time) and flushing outside the timed
   part; the added µs is the zdict round minus the plain round before it, the header's share
   the header round minus the plain one (librdkafka's header handling: no Python of ours), and
-  the encoding's share what the producer's metrics counted (`zdict_producer_encode_seconds`),
-  and under it zstd alone: the encoder's `compress` of each value, timed in the same round;
+  the encoding's share what the producer's metrics counted
+  (`zdict_producer_encode_duration_seconds`), and under it zstd alone: the encoder's
+  `compress` of each value, timed in the same round;
 * bytes as the broker stores them at 1, 2, 4, 8, 16 records per batch are computed exactly
   with `sidecar.record_batch` (Kafka's v2 batch format, which `bench storage` checks against a
   broker's segments): the raw values with and without producer zstd, and the records as the
@@ -230,8 +231,10 @@ def _measure(
         """(seconds, records) of encoding so far, as the producer metrics export them."""
         labels = {"topic": topic}
         return (
-            collectors.get_sample_value("zdict_producer_encode_seconds_sum", labels) or 0.0,
-            collectors.get_sample_value("zdict_producer_encode_seconds_count", labels) or 0.0,
+            collectors.get_sample_value("zdict_producer_encode_duration_seconds_sum", labels)
+            or 0.0,
+            collectors.get_sample_value("zdict_producer_encode_duration_seconds_count", labels)
+            or 0.0,
         )
 
     try:

@@ -183,7 +183,7 @@ def totals(metrics: Mapping[tuple[str, frozenset[tuple[str, str]]], float]) -> t
     for (name, _), value in metrics.items():
         if name in sums:
             sums[name] += value
-        elif name == "zdict_messages_total":
+        elif name == "zdict_records_total":
             messages += value
     return sums["zdict_input_bytes_total"], sums["zdict_output_bytes_total"], messages
 

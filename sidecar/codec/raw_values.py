@@ -4,9 +4,9 @@ keeps the live ratio measured while they skip the encoder.
 Counted: each raw record is one of outcome `raw` (`Outcome.RAW`), at its value's size in and out:
 the saving of the producer's batch compression is the producer's, not claimed as ours.
 
-Measured: the live ratio (`zdict_live_ratio`, drift detection) is what the active dictionary
-achieves on the traffic. A topic written raw would leave it unmeasured, so drift would never
-retrain its dictionary. `RawShadow` takes one raw record in `SHADOW_EVERY`, strided over the
+Measured: the live ratio (`zdict_live_compression_factor`, drift detection) is what the active
+dictionary achieves on the traffic. A topic written raw would leave it unmeasured, so drift would
+never retrain its dictionary. `RawShadow` takes one raw record in `SHADOW_EVERY`, strided over the
 batches, and encodes its value with the active encoder into nothing but the encoder's
 `CodecStats.shadow_*` counts, scaled by the stride so that raw and encoded partitions weigh in
 the ratio as their records do. The frame is thrown away: nothing is written, no byte counter

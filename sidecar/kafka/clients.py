@@ -39,7 +39,7 @@ _PRODUCER_FIXED: Final = {"acks": "all", "enable.idempotence": "true"}
 _RELAY_PRODUCER_FIXED: Final = {"enable.gapless.guarantee": "true"}
 _CONSUMER_DEFAULTS: Final = {
     "auto.offset.reset": "earliest",
-    # Statistics feed zdict_consumer_lag_messages; parsing them every 5 s costs nothing measurable.
+    # Statistics feed zdict_consumer_lag_records; parsing them every 5 s costs nothing measurable.
     "statistics.interval.ms": "5000",
 }
 #: librdkafka's default consumer session timeout (ms), and the transaction timeout we use

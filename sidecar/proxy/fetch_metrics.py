@@ -31,7 +31,7 @@ class FetchMetrics:
             registry=registry,
         )
         self._seconds = Histogram(
-            "zdict_proxy_fetch_decode_seconds",
+            "zdict_proxy_fetch_decode_duration_seconds",
             "Seconds spent rewriting the records of one Fetch response (decoding thread and "
             "waiting for it).",
             buckets=_SECONDS_BUCKETS,

@@ -137,6 +137,7 @@ class ProxyRoutes:
             encoder_factory(settings.codec, compress=settings.proxy.compress),
             metrics,
             settings.sampling if self._training else None,
+            compress=settings.proxy.compress,
         )
         self._routes: dict[str, Route] = {}
         self._trainer: Trainer | None = None

@@ -34,6 +34,7 @@ from sidecar.codec.output_mode import MODES, ModeTable
 from sidecar.kafka.batch_fill import BatchFills
 from sidecar.logs import get_logger
 from sidecar.metrics import Metrics
+from sidecar.output_mode_log import log_switch
 
 log = get_logger("sidecar.relay.output_modes")
 
@@ -137,15 +138,6 @@ class RelayOutputModes:
         new = key not in self._table
         switch = self._table.observe(key, fill, crossover)
         if switch is not None:
-            log.info(
-                "output_mode_changed",
-                topic=output,
-                partition=partition,
-                mode=switch.mode,
-                previous=switch.previous,
-                fill=None if switch.fill is None else round(switch.fill, 1),
-                crossover=crossover,
-                codec=self.codec,
-            )
+            log_switch(log, switch, self.codec)
         if switch is not None or new:
             self._metrics.set_output_mode(output, partition, self._table.mode(key), MODES)

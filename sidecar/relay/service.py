@@ -275,6 +275,7 @@ def _encoding_relay(
         encoder_factory(settings.codec, compress=relay_settings.compress),
         state.metrics,
         settings.sampling if training else None,
+        compress=relay_settings.compress,
     )
     for topic in relay_settings.input_topics:
         namespaces.add(topic)

@@ -133,7 +133,7 @@ class ProducerMetrics(Collector):
                 labels=("topic",),
             ),
             SummaryMetricFamily(
-                "zdict_producer_encode_seconds",
+                "zdict_producer_encode_duration_seconds",
                 "Time spent compressing record values in produce() (or the serializer).",
                 labels=("topic",),
             ),

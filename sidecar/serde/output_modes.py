@@ -21,6 +21,7 @@ from typing import Any, Final
 from sidecar.codec.output_mode import ModeTable
 from sidecar.kafka.batch_fill import BatchFills
 from sidecar.logs import get_logger
+from sidecar.output_mode_log import log_switch
 from sidecar.serde.metrics import ProducerMetrics
 
 log = get_logger("sidecar.serde.output_modes")
@@ -87,13 +88,4 @@ class ProducerOutputModes:
     ) -> None:
         switch = self._table.observe((topic, partition), fill, crossover)
         if switch is not None:
-            log.info(
-                "output_mode_changed",
-                topic=topic,
-                partition=partition,
-                mode=switch.mode,
-                previous=switch.previous,
-                fill=None if switch.fill is None else round(switch.fill, 1),
-                crossover=crossover,
-                codec=self.codec,
-            )
+            log_switch(log, switch, self.codec)

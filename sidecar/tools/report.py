@@ -214,9 +214,9 @@ class Prometheus:
 def _selector(namespace: str | None) -> str:
     """The encoding relays' series (the `topic` label: the input topic, the namespace)."""
     if namespace is None:
-        return '{mode="encode"}'
+        return '{op="encode"}'
     escaped = namespace.replace("\\", "\\\\").replace('"', '\\"')
-    return f'{{topic=~"{escaped}", mode="encode"}}'
+    return f'{{topic=~"{escaped}", op="encode"}}'
 
 
 def from_prometheus(
@@ -286,7 +286,7 @@ def from_metrics(url: str, namespace: str | None = None) -> Report:
         raise InputError(f"{url} does not serve Prometheus metrics: {exc}") from None
     for sample in samples:
         ns = sample.labels.get("topic")
-        if ns is None or sample.labels.get("mode", "encode") != "encode":
+        if ns is None or sample.labels.get("op", "encode") != "encode":
             continue
         if pattern is not None and not pattern.fullmatch(ns):
             continue
@@ -296,7 +296,7 @@ def from_metrics(url: str, namespace: str | None = None) -> Report:
             totals[ns][1] += sample.value
         elif sample.name == "zdict_input_bytes_created":
             created.append(sample.value)
-        elif sample.name == "zdict_messages_total":
+        elif sample.name == "zdict_records_total":
             outcomes[ns][sample.labels.get("outcome", "?")] = sample.value
     if not totals:
         raise InputError(f"{url} exposes no zdict_input_bytes_total: is it a zdict-sidecar?")

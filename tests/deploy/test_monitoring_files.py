@@ -22,6 +22,9 @@ from deploy.monitoring import PROMETHEUS_RULE_PATH
 from deploy.monitoring.dashboard import dashboard_json
 from deploy.monitoring.prometheus_rule import prometheus_rule_yaml
 from sidecar.metrics import Metrics
+from sidecar.proxy.fetch_metrics import FetchMetrics
+from sidecar.proxy.metrics import ForwardMetrics
+from sidecar.serde.metrics import ProducerMetrics
 from tests.deploy.promql import (
     CLUSTER_METRICS,
     dashboard_queries,
@@ -119,7 +122,7 @@ def test_the_dashboard_shows_the_numbers_the_issue_asks_for() -> None:
         "Saved in the time range",
         "Estimated saving per month",
         "Records per second by outcome",
-        "Compress time per message (p50, p99)",
+        "Encode time per record, by topic",
         "Relay latency: record timestamp to acknowledged (p50, p99)",
         "Active dictionary over time",
         "Training runs by result",
@@ -145,9 +148,19 @@ def test_the_dashboard_shows_the_numbers_the_issue_asks_for() -> None:
     assert {"Dictionary activated", "Training promoted", "Drift"} <= annotation_names
 
 
+def _defined_names() -> set[str]:
+    """Every metric name the code defines: the relay's and proxy's `Metrics`, the forwarding
+    proxy's own, the in-process producer's."""
+    registry = CollectorRegistry()
+    Metrics(registry)
+    ForwardMetrics(registry)
+    FetchMetrics(registry)
+    ProducerMetrics(registry)
+    return exported_names(generate_latest(registry).decode())
+
+
 def _known_names() -> set[str]:
-    exposition = generate_latest(Metrics(CollectorRegistry()).registry).decode()
-    return exported_names(exposition) | recorded_names(_groups()) | {"up"} | CLUSTER_METRICS
+    return _defined_names() | recorded_names(_groups()) | {"up"} | CLUSTER_METRICS
 
 
 def test_every_dashboard_and_rule_query_uses_only_metrics_the_sidecar_exports() -> None:
@@ -198,8 +211,11 @@ def test_every_alert_has_a_severity_a_summary_and_a_description() -> None:
 
 # -- labels, filters and the encode side --------------------------------------------------------
 
-#: A selector of a metric the sidecar exports (or `up`), with its matchers if it has any.
-_SELECTOR = re.compile(r"\b(zdict_\w+|process_\w+|up)\b(?!\s*\()(\{[^}]*\})?")
+#: A selector of a metric the sidecar exports (or `up`), or of a series recorded from them
+#: (`level:metric:operations`), with its matchers if it has any.
+_SELECTOR = re.compile(
+    r"(?<![\w:])((?:\w+:)?(?:zdict_\w+|process_\w+|up)(?::\w+)?)(?![\w:])(?!\s*\()(\{[^}]*\})?"
+)
 
 
 #: The variables that narrow every series of the dashboard, in the order each narrows the next.
@@ -208,12 +224,19 @@ _SCOPE = ("cluster", "namespace", "job", "instance")
 
 def test_every_dashboard_query_is_filtered_by_the_cluster_namespace_job_and_instance() -> None:
     """was: no `namespace` or `cluster` variable: on a Prometheus shared by several, the same
-    topic name in two namespaces was summed into one (issue 28, point 9)."""
+    topic name in two namespaces was summed into one (issue 28, point 9). A recorded series is
+    per topic (its rule sums the instances away): filtered by the topic instead."""
+    recorded = 0
     for query in dashboard_queries(_dashboard()):
         for match in _SELECTOR.finditer(query.expr):
             matchers = match.group(2) or ""
-            for name in _SCOPE:
+            scope: tuple[str, ...] = _SCOPE
+            if ":" in match.group(1):
+                scope = (*_SCOPE[:3], "topic")
+                recorded += 1
+            for name in scope:
                 assert f'{name}=~"${name}"' in matchers, (query.source, match.group())
+    assert recorded >= 20
 
 
 def test_each_scope_variable_lists_values_within_the_ones_before_it() -> None:
@@ -228,7 +251,9 @@ def test_the_dashboard_never_reads_the_topic_from_a_label_the_operator_overwrite
     """`namespace` is the Kubernetes namespace under the Prometheus Operator, not a topic: it
     is only ever matched against its own variable."""
     for query in dashboard_queries(_dashboard()):
-        assert "namespace" not in query.expr.replace('namespace=~"$namespace"', ""), query.source
+        # A recorded series' level names the labels it keeps, `namespace` among them.
+        expr = re.sub(r"\bnamespace_\w*:", "", query.expr)
+        assert "namespace" not in expr.replace('namespace=~"$namespace"', ""), query.source
     for variable in dashboard_variables(_dashboard()):
         assert variable.label in {*_SCOPE, "topic"}, variable
 
@@ -252,12 +277,13 @@ def test_every_query_of_bytes_and_records_takes_the_encode_side_where_it_sums_sa
             if match.group(1) in {
                 "zdict_input_bytes_total",
                 "zdict_output_bytes_total",
-                "zdict_messages_total",
-                "zdict_compress_seconds_bucket",
+                "zdict_records_total",
+                "zdict_codec_batch_duration_seconds_sum",
+                "zdict_codec_records_total",
             }:
-                assert 'mode="encode"' in (match.group(2) or ""), (query.source, match.group())
+                assert 'op="encode"' in (match.group(2) or ""), (query.source, match.group())
                 checked += 1
-    assert checked >= 20
+    assert checked >= 10
 
 
 def test_the_cost_estimate_is_priced_by_the_dashboards_constants() -> None:
@@ -443,3 +469,62 @@ def test_promtool_rejects_a_rule_file_with_a_broken_expression(tmp_path: Path, b
     )
     result = _run("check", "rules", str(path))
     assert result.returncode != 0
+
+
+# -- recording rules, configurations, names ----------------------------------------------------
+
+
+def test_every_recording_rule_is_used_by_a_panel_or_an_alert() -> None:
+    """was: six of seven recording rules were used by nothing, the dashboard computing the
+    same heavy expressions at every refresh (issue 28, point 3)."""
+    users = dashboard_queries(_dashboard()) + [
+        q for q in rule_expressions(_groups()) if q.source.startswith("alert")
+    ]
+    used = set().union(*(metric_names(q.expr) for q in users))
+    recorded = recorded_names(_groups())
+    assert len(recorded) >= 5
+    assert recorded - used == set()
+
+
+def _test_files() -> list[Path]:
+    return sorted((PROMETHEUS / "tests").glob("*.test.yml"))
+
+
+def test_every_series_the_promtool_tests_feed_is_one_the_code_defines() -> None:
+    """A renamed metric cannot leave a test feeding the old name to rules that no longer read
+    it (a silent test proves nothing then)."""
+    known = _known_names() | {"process_start_time_seconds"}
+    fed = {
+        re.match(r"[\w:]+", series["series"]).group()  # type: ignore[union-attr]
+        for path in _test_files()
+        for group in yaml.safe_load(path.read_text())["tests"]
+        for series in group["input_series"]
+    }
+    assert len(fed) > 20
+    assert fed - known == set()
+
+
+#: The configurations deploy/README.md and the README document, as silent.test.yml names them.
+_CONFIGURATIONS = (
+    "the relay",
+    "decode mode",
+    "the proxy (",
+    "the proxy without training",
+    "pass-through (`proxy",
+    "pass-through (`run",
+)
+
+
+def test_every_alert_stays_silent_in_every_documented_configuration() -> None:
+    """Each configuration's healthy series, every alert evaluated after its `for`: none fires
+    (issue 28, point 4)."""
+    path = PROMETHEUS / "tests" / "silent.test.yml"
+    groups = yaml.safe_load(path.read_text())["tests"]
+    alerts = {rule["alert"] for group in _groups() for rule in group["rules"] if "alert" in rule}
+    for prefix in _CONFIGURATIONS:
+        (group,) = [g for g in groups if g["name"].startswith(prefix)]
+        cases = group["alert_rule_test"]
+        assert {case["alertname"] for case in cases} == alerts, group["name"]
+        assert all(case["exp_alerts"] == [] for case in cases), group["name"]
+    result = _run("test", "rules", path.name, cwd=path.parent)
+    assert result.returncode == 0, result.stdout + result.stderr

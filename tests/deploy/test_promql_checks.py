@@ -23,12 +23,13 @@ def _exported() -> set[str]:
 
 def test_metric_names_skip_functions_keywords_label_lists_durations_and_strings() -> None:
     expr = (
-        'histogram_quantile(0.99, sum by (le) (rate(zdict_compress_seconds_bucket{ns=~"a|b"}'
+        "histogram_quantile(0.99, sum by (le) "
+        '(rate(zdict_codec_batch_duration_seconds_bucket{ns=~"a|b"}'
         "[5m] offset 1m))) / on (namespace) group_left (dict_id) zdict_dictionary_info"
         ' and label_replace(up, "x", "$1", "job", "(.*)") > bool 1e3'
     )
     assert metric_names(expr) == {
-        "zdict_compress_seconds_bucket",
+        "zdict_codec_batch_duration_seconds_bucket",
         "zdict_dictionary_info",
         "up",
     }
@@ -52,8 +53,12 @@ def test_a_made_up_metric_in_a_panel_is_reported_with_the_panel() -> None:
 
 
 def test_a_misspelt_histogram_series_is_reported() -> None:
-    query = Query("x", "histogram_quantile(0.5, rate(zdict_compress_seconds_buckets[1m]))")
-    assert unknown_metrics([query], _exported()) == {"x": {"zdict_compress_seconds_buckets"}}
+    query = Query(
+        "x", "histogram_quantile(0.5, rate(zdict_codec_batch_duration_seconds_buckets[1m]))"
+    )
+    assert unknown_metrics([query], _exported()) == {
+        "x": {"zdict_codec_batch_duration_seconds_buckets"}
+    }
 
 
 def test_exported_names_include_families_without_samples_and_histogram_series() -> None:
@@ -61,7 +66,10 @@ def test_exported_names_include_families_without_samples_and_histogram_series() 
     # no produce error happened, yet the family is declared and so exported, with the time
     # each of its series is created
     assert {"zdict_produce_errors_total", "zdict_produce_errors_created"} <= names
-    assert {"zdict_compress_seconds_bucket", "zdict_compress_seconds_count"} <= names
+    assert {
+        "zdict_codec_batch_duration_seconds_bucket",
+        "zdict_codec_batch_duration_seconds_count",
+    } <= names
     assert {"zdict_build_info", "zdict_dictionary_info", "process_start_time_seconds"} <= names
 
 

@@ -451,7 +451,7 @@ def test_when_the_registry_refuses_a_publication_the_relay_keeps_the_old_diction
     feed = Background(lambda: produce_events(topic, 40_000, rate=4000, seed=42, drift_at=0))
     refused = _wait_finished(proc, 90, decision="failed")
     assert "not published" in refused["reason"]
-    assert _scrape(proc, "zdict_registry_publish_total", result="failed") == 1.0
+    assert _scrape(proc, "zdict_registry_publications_total", result="failed") == 1.0
     assert proc.running()
     drifted = feed.join()
 
@@ -718,7 +718,7 @@ def test_the_sampler_stays_under_its_memory_bound_over_a_million_small_and_large
         if proc.events("relay_started"):
             peak_sample = max(peak_sample, _scrape(proc, "zdict_sample_bytes") or 0.0)
             peak_rss = max(peak_rss, _scrape(proc, "process_resident_memory_bytes") or 0.0)
-            kept.append(_scrape(proc, "zdict_sample_messages") or 0.0)
+            kept.append(_scrape(proc, "zdict_sample_records") or 0.0)
         time.sleep(0.25)
     peak_sample = max(peak_sample, _scrape(proc, "zdict_sample_bytes") or 0.0)
     assert proc.stop() == 0, proc.tail()

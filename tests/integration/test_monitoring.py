@@ -13,8 +13,8 @@ One set-up for the module (about a minute), with a registry topic of the module'
   dictionary for `dict` through the registry and A switches to it, as in production;
 * sidecar B relays `plain` with `--no-training` (as a deployment that retrains elsewhere):
   nobody trains `plain`, and `zdict-sidecar train --publish` (what the retraining CronJob runs)
-  fails on it, so ZdictTrainerNotUnique, ZdictNoDictionary and ZdictLastTrainingFailed are
-  pending for it;
+  fails on it, so ZdictNoDictionary and ZdictLastTrainingFailed are pending for it (not
+  ZdictTrainerNotUnique: a process that never trains exports no `zdict_trainer` series);
 * Prometheus (Debian's package, /usr/bin/prometheus) runs from deploy/prometheus/prometheus.yml
   with both sidecars as the targets of job `zdict-sidecar`, a 1 s scrape and evaluation
   interval, its own storage directory and port, and the real rule files. Its scrape config
@@ -423,20 +423,22 @@ def stack(
             f"{scrapes} >= {SCRAPES_BEFORE_CHECKING}",
             f'zdict_dictionary_info{{dict_id="{second_id}"}}',
             f'zdict_dictionary_info{{dict_id="{fresh_training["stored_id"]}"}}',
-            f'zdict_live_ratio{{topic="{dict_topic}"}}',
-            f'zdict_live_ratio{{topic="{fresh_topic}"}}',
+            f'zdict_live_compression_factor{{topic="{dict_topic}"}}',
+            f'zdict_live_compression_factor{{topic="{fresh_topic}"}}',
             f'zdict_training_runs_total{{topic="{fresh_topic}", result="promoted"}} > 0',
             f'zdict_last_training_timestamp_seconds{{topic="{dict_topic}", trigger="manual"}}',
             f'zdict_last_training_timestamp_seconds{{topic="{fresh_topic}", trigger="first"}}',
             f'zdict_last_training_timestamp_seconds{{topic="{plain_topic}", result="failed"}}',
             # the rules have looked at it (the alerts test reads their state once)
             'ALERTS{alertname="ZdictLastTrainingFailed", alertstate="pending"}',
-            "zdict_consumer_lag_messages",
+            "zdict_consumer_lag_records",
             "sum(zdict_relay_latency_seconds_count) > 0",
             "sum(rate(zdict_output_stored_records_total[10s])) > 0",
-            "namespace_topic:zdict_compression_ratio:rate5m",
-            "namespace_topic:zdict_output_stored_bytes_per_record:rate5m",
-            "namespace_topic:zdict_consumer_lag_messages:sum",
+            "namespace_job_topic:zdict_input_bytes:rate5m",
+            "namespace_job_topic:zdict_codec_seconds_per_record:rate5m",
+            "namespace_job_topic:zdict_output_stored_records:rate5m",
+            "namespace_job_topic_le:zdict_relay_latency_seconds_bucket:rate5m",
+            "namespace_job_topic:zdict_consumer_lag_records:sum",
         ]
         for expr in ready_when:
             wait_until(partial(prom.result, expr), 90, f"Prometheus to return {expr}")
@@ -573,7 +575,6 @@ def test_no_alert_fires_while_healthy_and_only_the_untrained_plain_topic_has_pen
     assert {a["labels"].get("namespace") for a in alerts} == {K8S_NAMESPACE}
     assert pending == {
         ("ZdictNoDictionary", stack.plain_topic),
-        ("ZdictTrainerNotUnique", stack.plain_topic),
         ("ZdictLastTrainingFailed", stack.plain_topic),
     }
 
@@ -617,31 +618,33 @@ def test_prometheus_saw_the_sidecar_train_fresh_once_publish_it_and_judge_its_li
         "drift": 0.0,
     }
     assert _value(stack, f'zdict_training_runs_total{{{fresh}, result="promoted"}}') == 1
-    assert _value(stack, f"zdict_training_seconds_count{{{fresh}}}") == 1
+    assert _value(stack, f"zdict_training_duration_seconds_count{{{fresh}}}") == 1
     # The run's CPU time is the child's, as logged (rounded there to the millisecond).
     cpu = _value(stack, f"zdict_training_cpu_seconds_total{{{fresh}}}")
     assert cpu > 0
     assert cpu == pytest.approx(run["cpu_seconds"], abs=0.001)
-    assert _value(stack, 'sum(zdict_registry_publish_total{result="ok"})') == 1
-    assert _value(stack, 'sum(zdict_registry_publish_total{result="failed"})') == 0
-    # A holds partition 0 of `dict` and `fresh` and trains them; B trains nothing.
+    assert _value(stack, 'sum(zdict_registry_publications_total{result="ok"})') == 1
+    assert _value(stack, 'sum(zdict_registry_publications_total{result="failed"})') == 0
+    # A holds partition 0 of `dict` and `fresh` and trains them; B trains nothing, so it has no
+    # zdict_trainer series (was: 0 for `plain`, which ZdictTrainerNotUnique read as "nobody
+    # trains it" in a deployment that trains elsewhere).
     trainers = {
         (s["metric"]["topic"], s["metric"]["instance"]): float(s["value"][1])
         for s in stack.prometheus.result("zdict_trainer")
     }
     a = f"127.0.0.1:{stack.relay.metrics_port}"
-    b = f"127.0.0.1:{stack.plain_relay.metrics_port}"
     assert trainers == {
         (stack.dict_topic, a): 1.0,
         (stack.fresh_topic, a): 1.0,
-        (stack.plain_topic, b): 0.0,
     }
     # A dictionary trained on the stream it compresses: the live ratio is of the order of its
     # held-out ratio (drift would be a tenth of it here); the reservoir keeps sampling.
-    heldout = _value(stack, f"zdict_dictionary_heldout_ratio{{{fresh}}}")
+    heldout = _value(stack, f"zdict_dictionary_heldout_compression_factor{{{fresh}}}")
     assert heldout == pytest.approx(run["heldout_ratio"], rel=1e-6)
-    assert 0.7 * heldout < _value(stack, f"zdict_live_ratio{{{fresh}}}") < 1.3 * heldout
-    assert _value(stack, f"zdict_sample_messages{{{fresh}}}") >= 2000
+    assert (
+        0.7 * heldout < _value(stack, f"zdict_live_compression_factor{{{fresh}}}") < 1.3 * heldout
+    )
+    assert _value(stack, f"zdict_sample_records{{{fresh}}}") >= 2000
     assert _value(stack, f"zdict_sample_bytes{{{fresh}}}") > 2000 * 100
 
 
@@ -684,13 +687,13 @@ def test_under_operator_target_labels_the_topic_survives_and_nothing_is_renamed(
     for label in OPERATOR_LABELS:
         renamed = stack.prometheus.result(f'{{__name__=~"zdict_.+", exported_{label}!=""}}')
         assert renamed == [], label
-    series = stack.prometheus.result('zdict_messages_total{mode="encode"}')
+    series = stack.prometheus.result('zdict_records_total{op="encode"}')
     assert {s["metric"]["namespace"] for s in series} == {K8S_NAMESPACE}
     assert {s["metric"]["topic"] for s in series} == set(stack.topics)
     pods = {s["metric"]["pod"] for s in series}
     assert pods == {f"orders-producer-{s.metrics_port}" for s in (stack.relay, stack.plain_relay)}
     # The recording rules keep both: the Kubernetes namespace and the topic.
-    ratios = stack.prometheus.result("namespace_topic:zdict_compression_ratio:rate5m")
+    ratios = stack.prometheus.result("namespace_job_topic:zdict_input_bytes:rate5m")
     assert {(r["metric"]["namespace"], r["metric"]["topic"]) for r in ratios} == {
         (K8S_NAMESPACE, topic) for topic in stack.topics
     }
@@ -709,8 +712,8 @@ def test_the_output_is_stored_at_its_value_bytes_plus_framing_per_record(stack: 
         )
         value_out = _value(
             stack,
-            f'sum(rate(zdict_output_bytes_total{{topic="{topic}", mode="encode"}}[30s])) '
-            f'/ sum(rate(zdict_messages_total{{topic="{topic}", mode="encode"}}[30s]))',
+            f'sum(rate(zdict_output_bytes_total{{topic="{topic}", op="encode"}}[30s])) '
+            f'/ sum(rate(zdict_records_total{{topic="{topic}", op="encode"}}[30s]))',
         )
         # An 8-byte key, ~8 bytes of record framing, and a 61-byte batch header shared by the
         # records of a batch, above; what batch zstd finds across records, below.
@@ -808,7 +811,7 @@ def test_report_from_prometheus_draws_a_png_and_its_numbers_are_prometheus_numbe
 
     at = summary["end"]
     assert at == pytest.approx(end, abs=1e-3)
-    selector = f'{{topic=~"{stack.dict_topic}", mode="encode"}}'
+    selector = f'{{topic=~"{stack.dict_topic}", op="encode"}}'
     for field, metric in (("input_bytes", "input"), ("output_bytes", "output")):
         (sample,) = stack.prometheus.query(
             f"sum(increase(zdict_{metric}_bytes_total{selector}[60s]))", at
@@ -842,16 +845,16 @@ def test_report_from_prometheus_draws_a_png_and_its_numbers_are_prometheus_numbe
     # What the dictionary achieves on these events is the live ratio, measured on the raw
     # records' shadow sample.
     counters = stack.relay.metrics()
-    labels = frozenset({("topic", stack.dict_topic), ("mode", "encode")})
+    labels = frozenset({("topic", stack.dict_topic), ("op", "encode")})
     own_ratio = (
         counters[("zdict_input_bytes_total", labels)]
         / counters[("zdict_output_bytes_total", labels)]
     )
-    assert counters[("zdict_messages_total", frozenset({*labels, ("outcome", "raw")}))] > 0
+    assert counters[("zdict_records_total", frozenset({*labels, ("outcome", "raw")}))] > 0
     assert 1.0 <= summary["ratio"] < 3.0
     assert 1.0 <= own_ratio < 3.0
     (live,) = stack.prometheus.result(
-        f'last_over_time(zdict_live_ratio{{topic="{stack.dict_topic}"}}[60s])'
+        f'last_over_time(zdict_live_compression_factor{{topic="{stack.dict_topic}"}}[60s])'
     )
     assert 1.3 < float(live["value"][1]) < 3.0
 

@@ -164,9 +164,9 @@ def test_the_relay_writes_frames_at_one_record_a_batch_and_raw_values_at_full_ba
     assert all(not any(k == "zd" for k, _ in r.headers) for r in measured)
     # Counted all the same, under outcome raw.
     counted = relay.metrics()
-    encode = frozenset({("topic", topic), ("mode", "encode")})
-    assert counted[("zdict_messages_total", frozenset({*encode, ("outcome", "raw")}))] >= MEASURED
-    total = sum(v for (name, labels), v in counted.items() if name == "zdict_messages_total")
+    encode = frozenset({("topic", topic), ("op", "encode")})
+    assert counted[("zdict_records_total", frozenset({*encode, ("outcome", "raw")}))] >= MEASURED
+    total = sum(v for (name, labels), v in counted.items() if name == "zdict_records_total")
     assert total == TRICKLE + WARM_UP + MEASURED  # every record relayed, raw ones included
 
     # What the broker stores: the relay's raw output against producer zstd at the same fill.

@@ -243,7 +243,7 @@ def test_relays_100k_records_byte_exact_keeping_keys_timestamps_headers_and_coun
     by_outcome = {
         labels_dict["outcome"]: value
         for (name, labels), value in scraped.items()
-        if name == "zdict_messages_total"
+        if name == "zdict_records_total"
         for labels_dict in [dict(labels)]
         if labels_dict.get("topic") == topic
     }
@@ -252,8 +252,8 @@ def test_relays_100k_records_byte_exact_keeping_keys_timestamps_headers_and_coun
     assert by_outcome["compressed"] == tally["compressed"]
     assert by_outcome["tombstone"] == tally["tombstone"]
     assert by_outcome["already_encoded"] == tally["already_encoded"]
-    assert sample("zdict_input_bytes_total", topic=topic, mode="encode") == input_bytes
-    assert sample("zdict_output_bytes_total", topic=topic, mode="encode") == output_bytes
+    assert sample("zdict_input_bytes_total", topic=topic, op="encode") == input_bytes
+    assert sample("zdict_output_bytes_total", topic=topic, op="encode") == output_bytes
     assert sample("zdict_assigned_partitions", group=relay_group(relay)) == 3
     print(
         f"\n[full] {N_FULL:,} records relayed in {relay_seconds:.1f} s "
@@ -388,7 +388,7 @@ def test_two_processes_share_the_partitions_and_the_survivor_takes_over_without_
         return sum(
             value
             for (name, labels), value in proc.metrics().items()
-            if name == "zdict_messages_total" and ("topic", topic) in labels
+            if name == "zdict_records_total" and ("topic", topic) in labels
         )
 
     wait_until(lambda: relayed_by(b) >= 5_000, 60, "worker b to relay records")

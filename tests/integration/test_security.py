@@ -165,7 +165,7 @@ def test_the_relay_over_sasl_ssl_relays_everything_and_metrics_carry_no_payload_
     relayed = sum(
         value
         for (name, labels), value in proc.metrics().items()
-        if name == "zdict_messages_total" and ("topic", topic) in labels
+        if name == "zdict_records_total" and ("topic", topic) in labels
     )
     assert proc.stop() == 0, proc.tail()
 

@@ -55,7 +55,7 @@ def test_train_from_a_topic_sample_then_relay_with_it_and_export_consumer_lag(
         lags = {
             dict(labels)["partition"]: value
             for (name, labels), value in relay.metrics().items()
-            if name == "zdict_consumer_lag_messages" and dict(labels)["topic"] == topic
+            if name == "zdict_consumer_lag_records" and dict(labels)["topic"] == topic
         }
         time.sleep(0.5)
     assert set(lags) == {"0", "1"}, relay.tail()

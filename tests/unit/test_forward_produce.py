@@ -626,7 +626,7 @@ def crossover_encoder(store: DictionaryStore, add_dictionary: AddDictionary) -> 
 def _outcomes(setup: Setup) -> dict[str, float]:
     return {
         outcome: setup.registry.get_sample_value(
-            "zdict_messages_total", {"topic": "orders", "mode": "encode", "outcome": outcome}
+            "zdict_records_total", {"topic": "orders", "op": "encode", "outcome": outcome}
         )
         or 0.0
         for outcome in ("compressed", "raw")

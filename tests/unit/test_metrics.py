@@ -22,7 +22,7 @@ from sidecar.cgroup_memory import CgroupMemory
 from sidecar.codec import DEFAULT_HEADER_KEY, Encoder, Outcome, Transformed
 from sidecar.health import Health, ObservabilityServer
 from sidecar.metrics import (
-    COMPRESS_BUCKETS,
+    CODEC_BATCH_BUCKETS,
     MAX_PRODUCE_ERROR_REASONS,
     OTHER_REASON,
     TRAINING_RESULTS,
@@ -85,23 +85,24 @@ TARGET_LABELS = {"namespace", "pod", "service", "container", "endpoint", "job", 
 
 EXPECTED_FAMILIES = {
     # family name as parsed: (type, label names of its samples, "le" aside)
-    "zdict_messages": ("counter", {"topic", "mode", "outcome"}),
-    "zdict_input_bytes": ("counter", {"topic", "mode"}),
-    "zdict_output_bytes": ("counter", {"topic", "mode"}),
-    "zdict_compress_seconds": ("histogram", {"topic", "mode"}),
+    "zdict_records": ("counter", {"topic", "op", "outcome"}),
+    "zdict_input_bytes": ("counter", {"topic", "op"}),
+    "zdict_output_bytes": ("counter", {"topic", "op"}),
+    "zdict_codec_batch_duration_seconds": ("histogram", {"topic", "op"}),
+    "zdict_codec_records": ("counter", {"topic", "op"}),
     "zdict_relay_latency_seconds": ("histogram", {"topic"}),
     "zdict_output_stored_bytes": ("counter", {"topic"}),
     "zdict_output_stored_records": ("counter", {"topic"}),
     "zdict_output_batches": ("counter", {"topic"}),
     "zdict_produce_errors": ("counter", {"reason"}),
     "zdict_commits": ("counter", {"result"}),
-    "zdict_consumer_lag_messages": ("gauge", {"topic", "partition"}),
+    "zdict_consumer_lag_records": ("gauge", {"topic", "partition"}),
     "zdict_assigned_partitions": ("gauge", {"group"}),
     "zdict_dictionary_info": ("gauge", {"topic", "dict_id", "version"}),
-    "zdict_dictionary_heldout_ratio": ("gauge", {"topic"}),
+    "zdict_dictionary_heldout_compression_factor": ("gauge", {"topic"}),
     "zdict_dictionary_created_timestamp_seconds": ("gauge", {"topic"}),
     "zdict_training_runs": ("counter", {"topic", "result"}),
-    "zdict_training_seconds": ("histogram", {"topic"}),
+    "zdict_training_duration_seconds": ("histogram", {"topic"}),
     "zdict_last_training_timestamp_seconds": ("gauge", {"topic", "trigger", "result"}),
     "zdict_memory_limit_bytes": ("gauge", set()),
     "zdict_memory_working_set_bytes": ("gauge", set()),
@@ -142,20 +143,20 @@ def test_every_metric_is_exposed_with_its_name_type_and_bounded_labels(
         label for _, samples in families.values() for _, lbl in samples for label in lbl
     }
     assert not exported_labels & TARGET_LABELS
-    counter_samples = {s for s, _ in families["zdict_messages"][1]}
-    assert "zdict_messages_total" in counter_samples
+    counter_samples = {s for s, _ in families["zdict_records"][1]}
+    assert "zdict_records_total" in counter_samples
     assert value(registry, "zdict_dictionary_info", topic="orders", dict_id="4242", version="2")
     assert value(registry, "zdict_build_info", **build_info()) == 1.0
 
 
-def test_compress_histogram_has_microsecond_buckets(
+def test_the_codec_batch_histogram_spans_a_few_records_to_a_large_batch(
     metrics: Metrics, registry: CollectorRegistry
 ) -> None:
     metrics.namespace("orders")
-    _, samples = scrape(registry)["zdict_compress_seconds"]
+    _, samples = scrape(registry)["zdict_codec_batch_duration_seconds"]
     bounds = [float(lbl["le"]) for s, lbl in samples if s.endswith("_bucket")]
-    assert bounds[: len(COMPRESS_BUCKETS)] == list(COMPRESS_BUCKETS)
-    assert bounds[0] == 0.5e-6 and bounds[-2] == 1e-3 and bounds[-1] == float("inf")
+    assert bounds[: len(CODEC_BATCH_BUCKETS)] == list(CODEC_BATCH_BUCKETS)
+    assert bounds[0] == 10e-6 and bounds[-2] == 2.5 and bounds[-1] == float("inf")
 
 
 def test_registering_a_namespace_initialises_every_outcome_at_zero(
@@ -164,12 +165,12 @@ def test_registering_a_namespace_initialises_every_outcome_at_zero(
     metrics.namespace("orders")
     for outcome in Outcome.ALL:
         assert (
-            value(registry, "zdict_messages_total", topic="orders", mode="encode", outcome=outcome)
+            value(registry, "zdict_records_total", topic="orders", op="encode", outcome=outcome)
             == 0
         )
     for result in TRAINING_RESULTS:
         assert value(registry, "zdict_training_runs_total", topic="orders", result=result) == 0
-    assert value(registry, "zdict_input_bytes_total", topic="orders", mode="encode") == 0
+    assert value(registry, "zdict_input_bytes_total", topic="orders", op="encode") == 0
     assert value(registry, "zdict_commits_total", result="failed") == 0
 
 
@@ -219,14 +220,12 @@ def test_observe_batch_counts_add_up_to_the_encoded_outcomes_and_bytes(
 
     expected = Tally(e.outcome for e in encoded) + Tally(e.outcome for e in encoded[:10])
     for outcome in Outcome.ALL:
-        got = value(
-            registry, "zdict_messages_total", topic="orders", mode="encode", outcome=outcome
-        )
+        got = value(registry, "zdict_records_total", topic="orders", op="encode", outcome=outcome)
         assert got == expected[outcome], outcome
     in_bytes = sum(e.input_bytes for e in encoded) + sum(e.input_bytes for e in encoded[:10])
     out_bytes = sum(e.output_bytes for e in encoded) + sum(e.output_bytes for e in encoded[:10])
-    assert value(registry, "zdict_input_bytes_total", topic="orders", mode="encode") == in_bytes
-    assert value(registry, "zdict_output_bytes_total", topic="orders", mode="encode") == out_bytes
+    assert value(registry, "zdict_input_bytes_total", topic="orders", op="encode") == in_bytes
+    assert value(registry, "zdict_output_bytes_total", topic="orders", op="encode") == out_bytes
     assert out_bytes < in_bytes  # compressed records make up for the header bytes
 
 
@@ -239,15 +238,15 @@ def test_observe_batch_matches_the_encoders_own_stats(
     stats = encoder.stats
     for outcome in Outcome.ALL:
         got = value(
-            registry, "zdict_messages_total", topic="customers", mode="encode", outcome=outcome
+            registry, "zdict_records_total", topic="customers", op="encode", outcome=outcome
         )
         assert got == stats.outcomes[outcome]
     assert (
-        value(registry, "zdict_input_bytes_total", topic="customers", mode="encode")
+        value(registry, "zdict_input_bytes_total", topic="customers", op="encode")
         == stats.input_bytes
     )
     assert (
-        value(registry, "zdict_output_bytes_total", topic="customers", mode="encode")
+        value(registry, "zdict_output_bytes_total", topic="customers", op="encode")
         == stats.output_bytes
     )
 
@@ -266,23 +265,36 @@ def test_observe_batch_increments_once_per_distinct_label_set_not_per_message(
     monkeypatch.setattr(Counter, "inc", counting_inc)
     children.observe_batch(encoded, 0.001)
     distinct_outcomes = len({e.outcome for e in encoded})
-    assert len(calls) == distinct_outcomes + 2  # + input bytes + output bytes
+    assert len(calls) == distinct_outcomes + 3  # + input bytes, output bytes, codec records
     assert len(encoded) > 10 * len(calls)
 
 
-def test_compress_seconds_is_observed_once_per_batch_as_the_per_message_mean(
+def test_the_codec_time_is_observed_once_per_batch_with_its_records_counted_beside(
     metrics: Metrics, registry: CollectorRegistry, encoded: list[Transformed]
 ) -> None:
+    """was: `zdict_compress_seconds` observed each batch's per-message mean, which the dashboard
+    read as a per-message percentile (issue 28, point 10)."""
     metrics.observe_batch("orders", encoded, 0.003)
-    assert value(registry, "zdict_compress_seconds_count", topic="orders", mode="encode") == 1
-    mean = value(registry, "zdict_compress_seconds_sum", topic="orders", mode="encode")
-    assert mean == pytest.approx(0.003 / len(encoded))
+    metrics.observe_batch("orders", encoded[:10], 0.001)
+    labels = {"topic": "orders", "op": "encode"}
+    assert value(registry, "zdict_codec_batch_duration_seconds_count", **labels) == 2
+    assert value(registry, "zdict_codec_batch_duration_seconds_sum", **labels) == pytest.approx(
+        0.004
+    )
+    assert value(registry, "zdict_codec_records_total", **labels) == len(encoded) + 10
+    per_record = 0.004 / (len(encoded) + 10)
+    seconds = value(registry, "zdict_codec_batch_duration_seconds_sum", **labels)
+    records = value(registry, "zdict_codec_records_total", **labels)
+    assert seconds is not None and records is not None
+    assert seconds / records == pytest.approx(per_record)
 
 
 def test_an_empty_batch_observes_nothing(metrics: Metrics, registry: CollectorRegistry) -> None:
     metrics.observe_batch("orders", [], 0.5)
-    assert value(registry, "zdict_compress_seconds_count", topic="orders", mode="encode") == 0
-    assert value(registry, "zdict_input_bytes_total", topic="orders", mode="encode") == 0
+    labels = {"topic": "orders", "op": "encode"}
+    assert value(registry, "zdict_codec_batch_duration_seconds_count", **labels) == 0
+    assert value(registry, "zdict_codec_records_total", **labels) == 0
+    assert value(registry, "zdict_input_bytes_total", **labels) == 0
 
 
 def test_observe_counts_takes_pre_aggregated_totals(
@@ -291,13 +303,14 @@ def test_observe_counts_takes_pre_aggregated_totals(
     children = metrics.namespace("orders")
     children.observe_counts({Outcome.COMPRESSED: 8, Outcome.TOMBSTONE: 2}, 1000, 300, 0.00001)
     assert (
-        value(registry, "zdict_messages_total", topic="orders", mode="encode", outcome="compressed")
+        value(registry, "zdict_records_total", topic="orders", op="encode", outcome="compressed")
         == 8
     )
-    assert value(registry, "zdict_output_bytes_total", topic="orders", mode="encode") == 300
+    assert value(registry, "zdict_output_bytes_total", topic="orders", op="encode") == 300
     assert value(
-        registry, "zdict_compress_seconds_sum", topic="orders", mode="encode"
-    ) == pytest.approx(1e-6)
+        registry, "zdict_codec_batch_duration_seconds_sum", topic="orders", op="encode"
+    ) == pytest.approx(1e-5)
+    assert value(registry, "zdict_codec_records_total", topic="orders", op="encode") == 10
 
 
 def test_delivery_latency_is_a_histogram_and_negative_skew_counts_as_zero(
@@ -315,20 +328,22 @@ def test_an_encoding_and_a_decoding_relay_count_their_bytes_under_their_own_mode
     metrics: Metrics, registry: CollectorRegistry
 ) -> None:
     # One encoder (1000 -> 400 B) and one decoder (400 -> 1000 B) in the same job: summed
-    # without the mode, the ratio would read 1.0 and nothing saved.
+    # without the op, the ratio would read 1.0 and nothing saved.
     metrics.namespace("orders").observe_counts({Outcome.COMPRESSED: 10}, 1000, 400, 1e-5)
     decoding = metrics.namespace("orders.zd", Outcome.DECODE_ALL)
     decoding.observe_counts({Outcome.DECODED: 10}, 400, 1000, 1e-5)
-    encoded_in = value(registry, "zdict_input_bytes_total", topic="orders", mode="encode")
-    encoded_out = value(registry, "zdict_output_bytes_total", topic="orders", mode="encode")
+    encoded_in = value(registry, "zdict_input_bytes_total", topic="orders", op="encode")
+    encoded_out = value(registry, "zdict_output_bytes_total", topic="orders", op="encode")
     assert (encoded_in, encoded_out) == (1000, 400)
-    assert value(registry, "zdict_output_bytes_total", topic="orders.zd", mode="decode") == 1000
+    assert value(registry, "zdict_output_bytes_total", topic="orders.zd", op="decode") == 1000
     for outcome in Outcome.DECODE_ALL:
         got = value(
-            registry, "zdict_messages_total", topic="orders.zd", mode="decode", outcome=outcome
+            registry, "zdict_records_total", topic="orders.zd", op="decode", outcome=outcome
         )
         assert got == (10 if outcome == Outcome.DECODED else 0)
-    assert value(registry, "zdict_compress_seconds_count", topic="orders.zd", mode="decode") == 1
+    labels = {"topic": "orders.zd", "op": "decode"}
+    assert value(registry, "zdict_codec_batch_duration_seconds_count", **labels) == 1
+    assert value(registry, "zdict_codec_records_total", **labels) == 10
 
 
 def test_output_batches_add_up_what_the_broker_stores_per_topic(
@@ -527,7 +542,7 @@ def test_switching_the_active_dictionary_leaves_exactly_one_info_series_per_name
     assert by_namespace == {"orders": 1, "clicks": 1}
     assert ({"topic": "orders", "dict_id": "1003", "version": "2"}, 1.0) in series
     assert ({"topic": "clicks", "dict_id": "2002", "version": "1"}, 1.0) in series
-    assert value(registry, "zdict_dictionary_heldout_ratio", topic="orders") == 2.4
+    assert value(registry, "zdict_dictionary_heldout_compression_factor", topic="orders") == 2.4
     assert value(
         registry, "zdict_dictionary_created_timestamp_seconds", topic="orders"
     ) == pytest.approx(created.timestamp())
@@ -539,7 +554,7 @@ def test_no_dictionary_is_dict_id_zero_and_drops_the_ratio_and_creation_time(
     metrics.set_active_dictionary("orders", 1001, 1, 2.1, datetime(2025, 1, 1, tzinfo=UTC))
     metrics.set_dictionary("orders", None)
     assert info_series(registry) == [({"topic": "orders", "dict_id": "0", "version": "0"}, 1.0)]
-    assert value(registry, "zdict_dictionary_heldout_ratio", topic="orders") is None
+    assert value(registry, "zdict_dictionary_heldout_compression_factor", topic="orders") is None
     assert value(registry, "zdict_dictionary_created_timestamp_seconds", topic="orders") is None
 
 
@@ -554,7 +569,7 @@ def test_set_dictionary_takes_identity_and_ratio_from_a_stored_dictionary(
         "version": str(dictionary.meta.version),
     }
     assert info_series(registry) == [(labels, 1.0)]
-    assert value(registry, "zdict_dictionary_heldout_ratio", topic="orders") == 2.75
+    assert value(registry, "zdict_dictionary_heldout_compression_factor", topic="orders") == 2.75
     assert value(
         registry, "zdict_dictionary_created_timestamp_seconds", topic="orders"
     ) == pytest.approx(dictionary.meta.created_at.timestamp())
@@ -577,11 +592,11 @@ def test_lag_is_per_partition_and_removed_with_the_partition(
     metrics.set_lag("orders", 0, 5)
     metrics.set_lag("orders", 1, 7)
     metrics.set_lag("orders", 0, 3)
-    assert value(registry, "zdict_consumer_lag_messages", topic="orders", partition="0") == 3
+    assert value(registry, "zdict_consumer_lag_records", topic="orders", partition="0") == 3
     metrics.remove_partition("orders", 0)
     metrics.remove_partition("orders", 9)  # never seen: a no-op
-    assert value(registry, "zdict_consumer_lag_messages", topic="orders", partition="0") is None
-    assert value(registry, "zdict_consumer_lag_messages", topic="orders", partition="1") == 7
+    assert value(registry, "zdict_consumer_lag_records", topic="orders", partition="0") is None
+    assert value(registry, "zdict_consumer_lag_records", topic="orders", partition="1") == 7
 
 
 def test_produce_error_reasons_are_counted_and_bounded(
@@ -612,7 +627,7 @@ def test_training_runs_are_counted_by_result_and_timed(
     metrics.training_run("orders", "rejected", 20.0)
     assert value(registry, "zdict_training_runs_total", topic="orders", result="promoted") == 1
     assert value(registry, "zdict_training_runs_total", topic="orders", result="rejected") == 1
-    assert value(registry, "zdict_training_seconds_sum", topic="orders") == 60.0
+    assert value(registry, "zdict_training_duration_seconds_sum", topic="orders") == 60.0
     with pytest.raises(ValueError, match="training result 'maybe'"):
         metrics.training_run("orders", "maybe", 1.0)
 
@@ -724,8 +739,8 @@ def test_metrics_endpoint_serves_the_registry_in_prometheus_text_format(
     families = {f.name: f for f in text_string_to_metric_families(body.decode())}
     compressed = [
         s
-        for s in families["zdict_messages"].samples
-        if s.name == "zdict_messages_total" and s.labels["outcome"] == "compressed"
+        for s in families["zdict_records"].samples
+        if s.name == "zdict_records_total" and s.labels["outcome"] == "compressed"
     ]
     assert compressed[0].value == sum(e.outcome == Outcome.COMPRESSED for e in encoded)
 
@@ -799,3 +814,18 @@ def test_stop_closes_the_socket_and_a_stopped_server_can_start_again(
         _, port = http.start("127.0.0.1", 0)
         assert get(f"http://127.0.0.1:{port}/healthz")[0] == 200
     assert http.port is None
+
+
+def test_a_topic_has_no_trainer_series_until_the_trainer_decides(
+    metrics: Metrics, registry: CollectorRegistry
+) -> None:
+    """was: every registered topic exported zdict_trainer 0, so a process that never trains
+    (training disabled, pass-through, decoding) told ZdictTrainerNotUnique that nobody trained
+    it, and a no-training proxy whose topic the retraining CronJob trains paged (issue 28,
+    point 4)."""
+    children = metrics.namespace("orders")
+    assert value(registry, "zdict_trainer", topic="orders") is None
+    children.set_trainer(False)
+    assert value(registry, "zdict_trainer", topic="orders") == 0
+    children.set_trainer(True)
+    assert value(registry, "zdict_trainer", topic="orders") == 1

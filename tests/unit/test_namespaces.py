@@ -94,15 +94,15 @@ def test_encode_counts_the_batch_in_the_metrics_as_the_encoder_tallied_it(
     ]
 
     def messages(outcome: str) -> float | None:
-        labels = {"topic": "orders", "mode": "encode", "outcome": outcome}
-        return registry.get_sample_value("zdict_messages_total", labels)
+        labels = {"topic": "orders", "op": "encode", "outcome": outcome}
+        return registry.get_sample_value("zdict_records_total", labels)
 
     assert messages(Outcome.COMPRESSED) == 1
     assert messages(Outcome.TOMBSTONE) == 1
     assert messages(Outcome.BELOW_THRESHOLD) == 1
     stats = namespaces.encoder_stats("orders")
     input_bytes = registry.get_sample_value(
-        "zdict_input_bytes_total", {"topic": "orders", "mode": "encode"}
+        "zdict_input_bytes_total", {"topic": "orders", "op": "encode"}
     )
     assert input_bytes == stats.input_bytes
 
@@ -170,3 +170,32 @@ def test_the_pass_through_baseline_builds_encoders_that_compress_nothing(tmp_pat
     assert encoder.min_size == NEVER_COMPRESS
     (result,) = encoder.encode_batch([(b"{}" * 500, None)])
     assert result.outcome == Outcome.BELOW_THRESHOLD
+
+
+@pytest.mark.parametrize("trained", [False, True])
+def test_a_pass_through_namespace_announces_no_dictionary_in_the_metrics(
+    store: DictionaryStore, add_dictionary: AddDictionary, trained: bool
+) -> None:
+    """was: a pass-through deployment without a dictionary exported dict_id 0, "compressing
+    without a dictionary", and ZdictNoDictionary warned for it (issue 28, point 4)."""
+    if trained:
+        add_dictionary("orders")
+    registry = CollectorRegistry()
+    namespaces = Namespaces(
+        store,
+        encoder_factory(CodecSettings(), compress=False),
+        Metrics(registry),
+        None,
+        Clock(),
+        compress=False,
+    )
+    with capture_logs() as logs:
+        namespaces.add("orders")
+    assert dictionary_id(registry, "orders") is None
+    created = "zdict_dictionary_created_timestamp_seconds"
+    assert registry.get_sample_value(created, {"topic": "orders"}) is None
+    assert [e["event"] for e in logs] == ["passing_through"]
+    # The same store compressing: the topic's dictionary series is there.
+    compressing, compressing_registry = make(store, Clock())
+    compressing.add("orders")
+    assert dictionary_id(compressing_registry, "orders") is not None

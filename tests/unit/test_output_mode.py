@@ -242,8 +242,8 @@ def test_the_relay_writes_raw_values_to_a_partition_whose_batches_fill(
     assert mode("zdict_output_mode", {"topic": "in.zd", "partition": "0", "mode": "frames"}) == 0
     assert mode("zdict_output_mode", {"topic": "in.zd", "partition": "1", "mode": "frames"}) == 1
     # Only the framed record went through the encoder.
-    compressed = {"topic": "in", "mode": "encode", "outcome": "compressed"}
-    assert mode("zdict_messages_total", compressed) == 1
+    compressed = {"topic": "in", "op": "encode", "outcome": "compressed"}
+    assert mode("zdict_records_total", compressed) == 1
 
 
 def test_the_relay_goes_back_to_frames_when_batches_shrink(

@@ -93,16 +93,17 @@ def test_a_batch_with_raw_partitions_counts_every_record_and_claims_no_saving_fo
     relay.relay_batch(cast("list[Message]", batch))
 
     def sample(name: str, **labels: str) -> float | None:
-        return registry.get_sample_value(name, {"topic": "in", "mode": "encode", **labels})
+        return registry.get_sample_value(name, {"topic": "in", "op": "encode", **labels})
 
-    assert sample("zdict_messages_total", outcome="raw") == 99
-    assert sample("zdict_messages_total", outcome="compressed") == 1
+    assert sample("zdict_records_total", outcome="raw") == 99
+    assert sample("zdict_records_total", outcome="compressed") == 1
     raw_bytes = sum(map(len, values[:99]))
     assert sample("zdict_input_bytes_total") == raw_bytes + len(values[99])
     framed = cast(float, sample("zdict_output_bytes_total")) - raw_bytes  # raw: out = in
     assert 0 < framed < len(values[99])  # the one frame's cost, header included
-    # The encode time is the encoded records' only: one batch observed.
-    assert sample("zdict_compress_seconds_count") == 1
+    # The codec's time is the encoded records' only: one batch of one record observed.
+    assert sample("zdict_codec_batch_duration_seconds_count") == 1
+    assert sample("zdict_codec_records_total") == 1
 
 
 def test_a_relay_that_writes_nothing_raw_has_a_raw_series_at_zero(
@@ -110,8 +111,8 @@ def test_a_relay_that_writes_nothing_raw_has_a_raw_series_at_zero(
 ) -> None:
     relay, registry = _raw_relay(tmp_path, trained_bytes)
     relay.relay_batch(cast("list[Message]", [record(0, partition=1)]))
-    labels = {"topic": "in", "mode": "encode", "outcome": "raw"}
-    assert registry.get_sample_value("zdict_messages_total", labels) == 0
+    labels = {"topic": "in", "op": "encode", "outcome": "raw"}
+    assert registry.get_sample_value("zdict_records_total", labels) == 0
 
 
 # -- the shadow sample -----------------------------------------------------------------------
@@ -194,8 +195,8 @@ def test_a_raw_topic_keeps_its_live_ratio_close_to_the_encoded_one(
     assert ratio == pytest.approx(everything.stats.ratio, rel=0.05)
     # Nothing was encoded for the output, and no byte counter claims a saving.
     assert stats.messages == 0
-    labels = {"topic": "in", "mode": "encode"}
+    labels = {"topic": "in", "op": "encode"}
     assert registry.get_sample_value(
         "zdict_input_bytes_total", labels
     ) == registry.get_sample_value("zdict_output_bytes_total", labels)
-    assert registry.get_sample_value("zdict_messages_total", {**labels, "outcome": "raw"}) == 2000
+    assert registry.get_sample_value("zdict_records_total", {**labels, "outcome": "raw"}) == 2000

@@ -63,12 +63,12 @@ def test_a_batch_is_produced_in_order_and_counted_from_the_encoders_tallies(
 
     def count(outcome: str) -> float | None:
         return registry.get_sample_value(
-            "zdict_messages_total", {"topic": "in", "mode": "encode", "outcome": outcome}
+            "zdict_records_total", {"topic": "in", "op": "encode", "outcome": outcome}
         )
 
     assert count("compressed") == 1 and count("below_threshold") == 1 and count("tombstone") == 1
     assert (
-        registry.get_sample_value("zdict_input_bytes_total", {"topic": "in", "mode": "encode"})
+        registry.get_sample_value("zdict_input_bytes_total", {"topic": "in", "op": "encode"})
         == 152 + 4
     )
 

@@ -510,7 +510,7 @@ def test_a_lost_partition_leaves_no_lag_series_behind(tmp_path: Path) -> None:
     stats = {"topics": {"in": {"partitions": {"0": {"consumer_lag": 7}, "1": {"consumer_lag": 3}}}}}
     events.on_stats(json.dumps(stats))
     lag = relay.state.metrics.registry.get_sample_value
-    assert lag("zdict_consumer_lag_messages", {"topic": "in", "partition": "0"}) == 7
+    assert lag("zdict_consumer_lag_records", {"topic": "in", "partition": "0"}) == 7
     relay.on_lost(consumer, [TopicPartition("in", 0)])
-    assert lag("zdict_consumer_lag_messages", {"topic": "in", "partition": "0"}) is None
-    assert lag("zdict_consumer_lag_messages", {"topic": "in", "partition": "1"}) == 3
+    assert lag("zdict_consumer_lag_records", {"topic": "in", "partition": "0"}) is None
+    assert lag("zdict_consumer_lag_records", {"topic": "in", "partition": "1"}) == 3

@@ -109,7 +109,7 @@ def test_a_metrics_snapshot_sums_the_counters_of_the_selected_namespaces(
     registry = metrics.registry
 
     def counter(name: str, namespace: str) -> float:
-        value = registry.get_sample_value(name, {"topic": namespace, "mode": "encode"})
+        value = registry.get_sample_value(name, {"topic": namespace, "op": "encode"})
         assert value is not None
         return value
 

@@ -559,8 +559,8 @@ def test_the_producer_metrics_count_records_bytes_time_and_the_dictionary(
         for r in clients[0].produced
     )
     assert got[("zdict_producer_output_bytes_total", topic)] == sent < raw
-    assert got[("zdict_producer_encode_seconds_count", topic)] == len(values)
-    assert 0 < got[("zdict_producer_encode_seconds_sum", topic)] < 1.0
+    assert got[("zdict_producer_encode_duration_seconds_count", topic)] == len(values)
+    assert 0 < got[("zdict_producer_encode_duration_seconds_sum", topic)] < 1.0
     info = (("dict_id", str(encoder.dict_id)), ("topic", TOPIC), ("version", "1"))
     assert got[("zdict_producer_dictionary_info", info)] == 1
     metrics.registry_read(True)
@@ -589,7 +589,7 @@ def test_the_dictionary_metric_says_none_and_counts_stay_exact_across_threads() 
         thread.join()
     got = scrape(registry)
     topic = (("topic", TOPIC),)
-    assert got[("zdict_producer_encode_seconds_count", topic)] == 4 * len(values)
+    assert got[("zdict_producer_encode_duration_seconds_count", topic)] == 4 * len(values)
     assert got[("zdict_producer_input_bytes_total", topic)] == 4 * sum(map(len, values))
     none = (("dict_id", str(NO_DICTIONARY)), ("topic", TOPIC), ("version", "0"))
     assert got[("zdict_producer_dictionary_info", none)] == 1
@@ -599,7 +599,7 @@ def test_the_dictionary_metric_says_none_and_counts_stay_exact_across_threads() 
     more.start()
     more.join()
     got = scrape(registry)
-    assert got[("zdict_producer_encode_seconds_count", topic)] == 5 * len(values)
+    assert got[("zdict_producer_encode_duration_seconds_count", topic)] == 5 * len(values)
     assert got[("zdict_producer_input_bytes_total", topic)] == 5 * sum(map(len, values))
 
 
@@ -690,7 +690,7 @@ def test_the_producer_writes_raw_values_where_its_batches_fill_past_the_crossove
     assert got[("zdict_producer_input_bytes_total", topic)] == raw_bytes + len(events[1])
     frame_cost = len(framed["value"]) + Encoder(crossing).header_bytes
     assert got[("zdict_producer_output_bytes_total", topic)] == raw_bytes + frame_cost
-    assert got[("zdict_producer_encode_seconds_count", topic)] == 1
+    assert got[("zdict_producer_encode_duration_seconds_count", topic)] == 1
 
 
 def test_the_producer_frames_every_value_with_output_mode_frames_or_another_batch_codec(

@@ -254,7 +254,7 @@ def test_the_live_ratio_is_judged_only_once_the_relay_encodes_with_the_champion(
     registry = harness.trainer.metrics.registry
 
     def live() -> float | None:
-        return registry.get_sample_value("zdict_live_ratio", {"topic": TOPIC})
+        return registry.get_sample_value("zdict_live_compression_factor", {"topic": TOPIC})
 
     # The relay has not switched yet: its counts are another dictionary's (here none), whose
     # ratio against the champion's held-out ratio would read as drift.
@@ -285,9 +285,9 @@ def test_a_topic_written_raw_keeps_its_live_ratio_and_its_drift_retrains(
     harness.tick(10.0)
     registry = harness.trainer.metrics.registry
     _raw_traffic(harness, 1.9, 12)  # the first whole window: the reference
-    assert registry.get_sample_value("zdict_live_ratio", {"topic": TOPIC}) == pytest.approx(
-        1.9, rel=0.01
-    )
+    assert registry.get_sample_value(
+        "zdict_live_compression_factor", {"topic": TOPIC}
+    ) == pytest.approx(1.9, rel=0.01)
     assert harness.stats.messages == 0
     _raw_traffic(harness, 1.0, 12)  # far below it: drift, noticed on the shadow sample alone
     assert harness.trainer.namespaces[TOPIC].drift is not None

@@ -1,0 +1,160 @@
+"""What the relay does with records: outcomes, bytes in and out, the codec's time per batch,
+delivery latency, dead letters, and the record batches its output is stored in (`RecordMetrics`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Final
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from sidecar.metrics.labels import remove_series
+
+__all__ = ["CODEC_BATCH_BUCKETS", "RELAY_LATENCY_BUCKETS", "RecordMetrics"]
+
+#: Seconds the codec takes over one consumed batch: tens of microseconds for a few small
+#: records, around a millisecond for a 500-record batch at ~2 µs a record, seconds for a large
+#: batch of large values at high levels.
+CODEC_BATCH_BUCKETS: Final = (
+    10e-6,
+    25e-6,
+    50e-6,
+    100e-6,
+    250e-6,
+    500e-6,
+    1e-3,
+    2.5e-3,
+    5e-3,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+)
+#: Record timestamp → delivery acknowledged: milliseconds when keeping up, minutes when lagging.
+RELAY_LATENCY_BUCKETS: Final = (
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
+    120.0,
+    300.0,
+    600.0,
+)
+
+
+class RecordMetrics:
+    """The record metrics, defined against `registry`; per-topic children come from
+    `NamespaceMetrics`, the output's batches and modes from the methods here."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.records = Counter(
+            "zdict_records",
+            "Records handled, by op (encode, decode) and what the codec did with the value "
+            "(codec Outcome); raw: written as it came by the output mode (codec.output_mode), "
+            "not encoded.",
+            ("topic", "op", "outcome"),
+            registry=registry,
+        )
+        self.input_bytes = Counter(
+            "zdict_input_bytes",
+            "Record value bytes consumed (raw when encoding; tombstones count 0).",
+            ("topic", "op"),
+            registry=registry,
+        )
+        self.output_bytes = Counter(
+            "zdict_output_bytes",
+            "Record value bytes produced, plus the bytes of the header we add to compressed ones.",
+            ("topic", "op"),
+            registry=registry,
+        )
+        self.codec_batch_duration = Histogram(
+            "zdict_codec_batch_duration_seconds",
+            "Wall time of the codec over one consumed batch, by op (encode, decode); the "
+            "records in those batches are zdict_codec_records_total, so seconds per record = "
+            "rate(_sum) / rate(zdict_codec_records_total).",
+            ("topic", "op"),
+            buckets=CODEC_BATCH_BUCKETS,
+            registry=registry,
+        )
+        self.codec_records = Counter(
+            "zdict_codec_records",
+            "Records in the batches zdict_codec_batch_duration_seconds observed (records written "
+            "raw by the output mode are not: the codec did not see them).",
+            ("topic", "op"),
+            registry=registry,
+        )
+        self.relay_latency_seconds = Histogram(
+            "zdict_relay_latency_seconds",
+            "Input record timestamp to output record acknowledged by the broker.",
+            ("topic",),
+            buckets=RELAY_LATENCY_BUCKETS,
+            registry=registry,
+        )
+        self.dead_letters = Counter(
+            "zdict_dead_letters",
+            "Records set aside to the dead-letter topic, by the stage that could not process them.",
+            ("topic", "stage"),
+            registry=registry,
+        )
+        self.stored_bytes = Counter(
+            "zdict_output_stored_bytes",
+            "Bytes of the record batches produced to the topic's output topic (batch and record "
+            "framing, keys, headers, values, after batch compression): what the broker stores.",
+            ("topic",),
+            registry=registry,
+        )
+        self.stored_records = Counter(
+            "zdict_output_stored_records",
+            "Records in the record batches produced to the topic's output topic.",
+            ("topic",),
+            registry=registry,
+        )
+        self.output_batches = Counter(
+            "zdict_output_batches",
+            "Record batches produced to the topic's output topic.",
+            ("topic",),
+            registry=registry,
+        )
+        self.output_mode = Gauge(
+            "zdict_output_mode",
+            "1 for the mode an output partition is written in, 0 for the other: frames "
+            "(per-record frames with the zd header) or raw (values as they came, batch "
+            "compression only); partition -1: the whole topic (keyed output).",
+            ("topic", "partition", "mode"),
+            registry=registry,
+        )
+
+    def observe_output_batches(self, topic: str, batches: int, records: int, size: int) -> None:
+        """`batches` record batches holding `records` records and `size` bytes (as stored)
+        were produced to the output topic of input `topic` since the last report."""
+        if batches <= 0:
+            return
+        self.output_batches.labels(topic).inc(batches)
+        self.stored_records.labels(topic).inc(records)
+        self.stored_bytes.labels(topic).inc(size)
+
+    def set_output_mode(self, topic: str, partition: int, mode: str, modes: Sequence[str]) -> None:
+        """Output `topic`'s `partition` is written in `mode` (one of `modes`)."""
+        for each in modes:
+            self.output_mode.labels(topic, str(partition), each).set(1 if each == mode else 0)
+
+    def remove_output_mode(self, topic: str, partition: int, modes: Sequence[str]) -> None:
+        """Forget the mode series of an output partition no longer written."""
+        for each in modes:
+            remove_series(self.output_mode, topic, str(partition), each)
