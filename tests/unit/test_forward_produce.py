@@ -41,6 +41,7 @@ from sidecar.record_batch import (
     NewRecord,
     decode_batches,
     encode_batch,
+    record_bytes,
 )
 from sidecar.training.sampling import Reservoir
 from tests.unit.dictionaries import AddDictionary
@@ -467,6 +468,35 @@ def test_a_batch_declaring_more_records_than_its_bytes_is_refused(encoder: Encod
     fixed = _with_body(bytes(batch), bytes(batch[61:]), 0)
     code, message = _refusal(Setup(encoder), fixed)
     assert code == ErrorCode.invalid_record and message is not None and "50000" in message
+
+
+@pytest.mark.parametrize("codec", ["none", "zstd"])
+@pytest.mark.parametrize("deltas", [(1, 0, 2), (0, 0, 1), (0, 1, 3), (5, 6, 7)])
+def test_offset_deltas_not_0_to_n_minus_1_in_order_are_invalid_record(
+    codec: str, deltas: tuple[int, ...], encoder: Encoder
+) -> None:
+    # A broker takes an uncompressed batch's offset deltas as they come (LogValidator checks
+    # the last offset delta against the count, not each record): stored offsets would not match.
+    section = b"".join(
+        record_bytes(f"value-{i}".encode() * 5, offset_delta=delta)
+        for i, delta in enumerate(deltas)
+    )
+    plain = encode_batch([NewRecord(value=b"v") for _ in deltas])
+    body = Compression().compress(CODEC_IDS[codec], section) if codec != "none" else section
+    code, message = _refusal(Setup(encoder), _with_body(plain, body, CODEC_IDS[codec]))
+    assert code == ErrorCode.invalid_record
+    assert message is not None and "offset delta" in message and "0..n-1" in message
+
+
+@pytest.mark.parametrize("last_offset_delta", [0, 1, 3, -1])
+def test_a_last_offset_delta_other_than_count_minus_1_is_invalid_record(
+    last_offset_delta: int, encoder: Encoder
+) -> None:
+    batch = bytearray(encode_batch([NewRecord(value=b"v" * 20) for _ in range(3)]))
+    struct.pack_into(">i", batch, 23, last_offset_delta)
+    code, message = _refusal(Setup(encoder), _with_body(bytes(batch), bytes(batch[61:]), 0))
+    assert code == ErrorCode.invalid_record
+    assert message == f"a batch of 3 records has last offset delta {last_offset_delta}, not 2"
 
 
 # -- local answers in request order ---------------------------------------------------------------
