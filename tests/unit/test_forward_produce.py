@@ -18,9 +18,10 @@ from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader
 from prometheus_client import CollectorRegistry
+from structlog.testing import capture_logs
 
 from sidecar.codec import Decoder, Encoder
-from sidecar.config import ProxySettings
+from sidecar.config import ProxySettings, RegistrySettings, Settings, TrainingSettings
 from sidecar.dictionaries.store import DictionaryStore
 from sidecar.errors import ProduceRefused, ProtocolError
 from sidecar.metrics import Metrics
@@ -34,6 +35,7 @@ from sidecar.proxy.listeners import Listeners
 from sidecar.proxy.metrics import ForwardMetrics
 from sidecar.proxy.produce import ProduceRewriter
 from sidecar.proxy.produce_request import FIRST_VERSION, LAST_VERSION, parse_produce
+from sidecar.proxy.routes import ProxyRoutes
 from sidecar.proxy.versions import request_header_version
 from sidecar.record_batch import (
     CONTROL_BIT,
@@ -429,6 +431,40 @@ def test_refusals_are_counted_by_reason(encoder: Encoder) -> None:
         "zdict_proxy_refused_produce_requests_total", {"reason": "topic"}
     )
     assert value == 1.0
+
+
+def test_a_topic_past_max_topics_is_refused_counted_and_logged_once(
+    store: DictionaryStore, encoder: Encoder, events: list[bytes]
+) -> None:
+    setup = Setup(encoder, allowed=("*",))
+    settings = Settings(
+        dictionaries=store.root,
+        registry=RegistrySettings(enabled=False),
+        training=TrainingSettings(enabled=False),
+        proxy=ProxySettings(max_topics=2),
+    )
+    routes = ProxyRoutes(settings, store, None, setup.metrics)
+    setup.rewriter.namespace = lambda topic: routes.route(topic).namespace
+    batch = encode_batch(_records(events[:5]))
+    try:
+        for topic in ("orders", "clicks", "orders"):
+            assert setup.rewrite(_produce(9, {topic: [(0, batch)]})).frame is not None
+        with capture_logs() as logs:
+            answers = [setup.rewrite(_produce(9, {"payments": [(0, batch)]})) for _ in range(2)]
+        code, message = _answer(answers[0], 9)[("payments", 0)]
+        assert code == ErrorCode.policy_violation
+        assert message is not None and "ZDICT_PROXY__MAX_TOPICS" in message
+        assert routes.namespace_of("payments") is None, "no namespace was set up for it"
+        assert setup.rewrite(_produce(9, {"clicks": [(0, batch)]})).frame is not None
+    finally:
+        routes.close()
+    refused = setup.registry.get_sample_value(
+        "zdict_proxy_refused_produce_requests_total", {"reason": "too_many_topics"}
+    )
+    assert refused == 2.0
+    assert [line["kind"] for line in logs if line["event"] == "produce_refused"] == [
+        "too_many_topics"
+    ]
 
 
 # -- the bounded reader ---------------------------------------------------------------------------
