@@ -580,6 +580,14 @@ class ProxySettings(BaseModel):
         description="list internal topics (__consumer_offsets, ...) and the "
         "registry topic in Metadata as upstream does, and let clients fetch the registry topic",
     )
+    max_topics: int = Field(
+        default=100,
+        ge=1,
+        le=10_000,
+        description="topics the proxy serves, each with a namespace of its own (encoder, "
+        "training sample of up to ZDICT_SAMPLING__MAX_BYTES, metric series); a Produce to "
+        "one more allowed topic is refused with POLICY_VIOLATION",
+    )
 
     @model_validator(mode="after")
     def _request_fits_buffer(self) -> ProxySettings:
@@ -588,6 +596,15 @@ class ProxySettings(BaseModel):
                 f"ZDICT_PROXY__MAX_REQUEST_BYTES ({self.max_request_bytes}) is above "
                 f"ZDICT_PROXY__MAX_BUFFERED_BYTES ({self.max_buffered_bytes}): such a request "
                 "could never be read"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _topics_fit_max_topics(self) -> ProxySettings:
+        if len(set(self.topics)) > self.max_topics:
+            raise ValueError(
+                f"ZDICT_PROXY__TOPICS names {len(set(self.topics))} topics, more than "
+                f"ZDICT_PROXY__MAX_TOPICS ({self.max_topics}): raise it or name fewer"
             )
         return self
 

@@ -12,7 +12,8 @@ the codec, which becomes the output codec; the CRC-32C is computed again. A batc
 values changed, already in the output codec, is passed as it came.
 
 Refused (`ProduceRefused`, with the Kafka error the client gets): a batch that is truncated, of
-another magic or declares more records than its bytes can hold (INVALID_RECORD); a CRC mismatch
+another magic, declares more records than its bytes can hold, or whose offset deltas are not
+0..n-1 in order with a last offset delta of n-1 (INVALID_RECORD); a CRC mismatch
 or data that does not decompress (CORRUPT_MESSAGE); an unknown codec
 (UNSUPPORTED_COMPRESSION_TYPE); a batch decompressing past its bound (MESSAGE_TOO_LARGE) or a
 request past its bounds of records or decompressed bytes (RECORD_LIST_TOO_LARGE); a record
@@ -229,6 +230,10 @@ class BatchRewriter:
                 section = self._decompress(codec, section, allowance)
             if count > len(section) // MIN_RECORD_BYTES:
                 raise _invalid(f"a batch says it holds {count} records in {len(section)} bytes")
+            if fields[6] != count - 1:  # a broker would place the batch's offsets by it
+                raise _invalid(
+                    f"a batch of {count} records has last offset delta {fields[6]}, not {count - 1}"
+                )
             try:
                 records = _read_records(section, count, fields[7], self._header_key)
             except MalformedBatch as exc:  # a varint cut short or too long
@@ -370,7 +375,7 @@ def _sized(data: bytes, pos: int, end: int, what: str) -> tuple[bytes | None, in
 def _read_records(section: bytes, count: int, base_timestamp: int, ours: bytes) -> list[_Record]:
     records: list[_Record] = []
     pos, size = 0, len(section)
-    for _ in range(count):
+    for index in range(count):
         length, pos = read_varint(section, pos)
         stop = pos + length
         if length < MIN_RECORD_BYTES - 1 or stop > size:
@@ -384,7 +389,12 @@ def _read_records(section: bytes, count: int, base_timestamp: int, ours: bytes) 
                 "timestamp",
                 f"a record's timestamp {timestamp} is outside -1..2^63-1 ms",
             )
-        _offset_delta, pos = read_varint(section, pos)
+        offset_delta, pos = read_varint(section, pos)
+        if offset_delta != index:  # a broker stores an uncompressed batch's deltas as they are
+            raise _invalid(
+                f"record {index} of a batch has offset delta {offset_delta}, not {index} "
+                "(a batch's offset deltas run 0..n-1 in order)"
+            )
         key_length, pos = read_varint(section, pos)
         if key_length > 0:
             pos += key_length

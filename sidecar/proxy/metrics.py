@@ -30,7 +30,7 @@ CLOSE_REASONS: Final = (
     "upstream_auth_failed",
     "client_sasl",
 )
-#: Why a Produce request was refused at the door (`produce`, `batches`).
+#: Why a Produce request was refused at the door (`produce`, `batches`, `routes`).
 PRODUCE_REFUSALS: Final = (
     "topic",
     "acks",
@@ -41,6 +41,7 @@ PRODUCE_REFUSALS: Final = (
     "too_many_records",
     "value_too_large",
     "timestamp",
+    "too_many_topics",
 )
 
 

@@ -8,7 +8,8 @@ topics and partitions stay as the client sent them. The broker then applies its 
 idempotence and transactions to the batches as the producer numbered them.
 
 A request is refused whole, nothing of it forwarded, when a topic is not on the allow-list
-(TOPIC_AUTHORIZATION_FAILED), its acks are not 0, 1 or -1 (INVALID_REQUIRED_ACKS), or a batch or
+(TOPIC_AUTHORIZATION_FAILED) or is one more than the proxy serves (`proxy.max_topics`,
+POLICY_VIOLATION), its acks are not 0, 1 or -1 (INVALID_REQUIRED_ACKS), or a batch or
 record is refused (see `batches`). The proxy answers it itself, in request order with
 upstream's answers: each refused partition gets its error and message; the other partitions of
 the request get REQUEST_TIMED_OUT, which clients retry (with the same sequence numbers: nothing
@@ -144,7 +145,8 @@ class ProduceRewriter:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """Args:
-        namespace: the namespace of an allowed topic, set up on first use.
+        namespace: the namespace of an allowed topic, set up on first use; raises
+            `ProduceRefused` when none can be (`routes.ProxyRoutes.route`).
         max_records: records one request may hold.
         max_decompressed_bytes: bytes one request's batches may decompress to.
         raw_batches: write the values of batches that hold at least the namespace's
@@ -241,7 +243,10 @@ class ProduceRewriter:
             inputs += batches.inputs
         if not read:
             return None
-        namespace = self.namespace(topic.name)
+        try:
+            namespace = self.namespace(topic.name)
+        except ProduceRefused as exc:  # a topic past the proxy's bound (proxy.max_topics)
+            return (t, read[0][0]), exc
         raw = self._raw_positions(namespace, [batches for _, _, batches in read])
         try:
             encoded = encode_checked(

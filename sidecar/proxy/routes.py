@@ -7,7 +7,10 @@ The proxies of a topic (one per producer pod) join one consumer group on the top
 (`proxy.group_id`) without reading anything (`Elector`): as in `run`, the member holding
 partition 0 trains and publishes to the registry; every proxy follows the registry and switches
 encoders. Topics named in `proxy.topics` are set up before the proxy listens; others when a
-client first produces to them (they compress without a dictionary until one is active).
+client first produces to them (they compress without a dictionary until one is active), up to
+`proxy.max_topics` topics in all: a namespace is never dropped, so a client producing to ever
+new topics the allow-list's patterns match would otherwise grow memory and metric series without
+bound. A Produce to one more is refused (POLICY_VIOLATION).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Final
 
 from confluent_kafka import Consumer, TopicPartition
 
@@ -22,7 +26,7 @@ from sidecar.config import Settings
 from sidecar.dictionaries.lifecycle import adopt_local, sync_store
 from sidecar.dictionaries.registry import Registry
 from sidecar.dictionaries.store import DictionaryStore
-from sidecar.errors import ZdictError
+from sidecar.errors import ProduceRefused, ZdictError
 from sidecar.kafka import make_consumer
 from sidecar.logs import get_logger
 from sidecar.metrics import Metrics
@@ -30,6 +34,12 @@ from sidecar.namespaces import Namespace, Namespaces, encoder_factory
 from sidecar.training.trainer import Trainer
 
 log = get_logger("sidecar.proxy")  # the name these lines have always logged under
+
+#: Kafka's POLICY_VIOLATION: what a Produce to a topic past `proxy.max_topics` gets (a
+#: non-retriable error: the proxy's topics are only ever added to, so a retry cannot succeed).
+POLICY_VIOLATION: Final = 44
+#: The refusal's kind (a metrics label and log key, `produce`).
+TOO_MANY_TOPICS: Final = "too_many_topics"
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,9 +162,21 @@ class ProxyRoutes:
         return topic if topic in self._routes else None
 
     def route(self, topic: str) -> Route:
-        """The route of `topic`, set up on first use (its trainer in the background)."""
+        """The route of `topic`, set up on first use (its trainer in the background).
+
+        Raises:
+            ProduceRefused: `topic` would be one more than `proxy.max_topics`.
+        """
         route = self._routes.get(topic)
         if route is None:
+            if len(self._routes) >= self.settings.proxy.max_topics:
+                raise ProduceRefused(
+                    POLICY_VIOLATION,
+                    TOO_MANY_TOPICS,
+                    f"the proxy serves {len(self._routes)} topics already, its most "
+                    "(ZDICT_PROXY__MAX_TOPICS): raise it, or narrow ZDICT_PROXY__ALLOWED_TOPICS "
+                    "to the topics this application produces to",
+                )
             route = self._add(topic)
             threading.Thread(
                 target=self._set_up_training, name="zdict-proxy-setup", daemon=True

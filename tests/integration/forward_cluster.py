@@ -26,7 +26,7 @@ from .forward_proxies import TROUBLES, start_proxy
 from .launch import StartSidecar
 from .local_cluster import LocalCluster
 from .process import Sidecar, free_port
-from .proxy_records import event
+from .upstream_records import event
 from .waiting import wait_until
 
 BROKERS = 3

@@ -15,7 +15,7 @@ from typing import Any
 import crc32c
 import zstandard
 
-from tests.unit.proxy_wire import read_response
+from tests.kafka_frames import read_response
 
 PRODUCE = 0
 FETCH = 1

@@ -35,7 +35,7 @@ from .launch import StartSidecar, environment_for, start_sidecars
 from .private_broker import KAFKA_LOCAL, KAFKA_LOCAL_TIMEOUT_S, PrivateBroker, StartPrivateBroker
 from .probe import KafkaProbe
 from .process import Sidecar, free_port
-from .proxy_records import event, headers_of, read_all
+from .upstream_records import event, headers_of, read_all
 from .waiting import wait_until
 
 #: One SASL user per role, each with its own password (PLAIN: the broker's JAAS line holds them).

@@ -43,7 +43,7 @@ from .forward_cluster import (
 )
 from .kafka_tools import console_consumer, kafka_tool
 from .local_cluster import LocalCluster
-from .proxy_records import decoded, event, headers_of
+from .upstream_records import decoded, event, headers_of
 from .waiting import wait_until
 
 #: Timestamps of the records that set one: recent, so that retention keeps them.

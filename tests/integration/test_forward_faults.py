@@ -17,8 +17,8 @@ from sidecar.codec import Decoder, StaticResolver
 from .forward_proxies import allowed, start_proxy
 from .launch import environment_for, start_sidecars
 from .private_broker import StartPrivateBroker
-from .proxy_records import decoded, event, read_all
 from .topics import create_topic
+from .upstream_records import decoded, event, read_all
 
 
 def test_upstream_down_and_back(private_broker: StartPrivateBroker, tmp_path: Path) -> None:

@@ -39,8 +39,8 @@ from .forward_proxies import start_proxy, stop_proxy
 from .kafka_tools import console_consumer
 from .launch import SidecarEnv, StartSidecar, environment_for, start_sidecars
 from .process import Sidecar
-from .proxy_records import headers_of
 from .topics import create_topic
+from .upstream_records import headers_of
 
 #: Seconds a reader through the proxy may take to read what it expects.
 READ_TIMEOUT = 60.0

@@ -33,7 +33,6 @@ from sidecar.dictionaries.store import DictionaryStore
 from .forward_proxies import start_forward_proxy
 from .launch import StartSidecar, environment_for, start_sidecars
 from .process import Sidecar
-from .proxy_records import headers_of, read_all
 from .raw_kafka import (
     FETCH,
     ZSTD,
@@ -48,6 +47,7 @@ from .raw_kafka import (
     record,
 )
 from .topics import create_topic
+from .upstream_records import headers_of, read_all
 
 PREFIX = "zdict-it-fuzz"
 SEED = 26

@@ -1,9 +1,10 @@
-"""The 13 hostile clients of issue 26, each against `zdict-sidecar proxy` as a real
-process in front of the session broker, with a raw-socket client sending hand-built frames
-(and confluent-kafka where a real client shows it best). Each test asserts the Kafka error or
-the closed connection expected, that nothing refused reached the topic (read directly), that
-the proxy survives (alive, another client served right after) and, where the case is about
-memory, that the proxy's resident memory stays within its bounds (VmRSS / VmHWM from /proc).
+"""The 13 hostile clients of issue 26, and a 14th (offset deltas out of order), each against
+`zdict-sidecar proxy` as a real process in front of the session broker, with a raw-socket client
+sending hand-built frames (and confluent-kafka where a real client shows it best). Each test
+asserts the Kafka error or the closed connection expected, that nothing refused reached the topic
+(read directly), that the proxy survives (alive, another client served right after) and, where
+the case is about memory, that the proxy's resident memory stays within its bounds (VmRSS / VmHWM
+from /proc).
 
 The proxy runs with small bounds (`forward_proxies`): 4 MiB a request and a batch decompressed,
 16 MiB buffered and decompressed per request, 256 KiB a value, a 2 s read timeout."""
@@ -44,6 +45,7 @@ from .raw_kafka import (
     Batch,
     RawClient,
     batch,
+    fix_crc,
     framed,
     header,
     listed_topics,
@@ -574,3 +576,26 @@ def test_13_a_thousand_refused_topics_do_not_flood_the_log(hostile: Hostile) -> 
     assert len(lines) <= 3, lines
     assert len(hostile.process.log_text()) - bytes_before < 4096
     assert hostile.served() < SERVED_WITHIN_S
+
+
+# -- (14) offset deltas that are not 0..n-1 ----------------------------------------------------
+
+
+def test_14_offset_deltas_out_of_order_are_refused_though_the_broker_takes_them(
+    hostile: Hostile, kafka_bootstrap: str, kafka_admin: AdminClient, kafka_probe: KafkaProbe
+) -> None:
+    topic = create_topic(kafka_admin, 1, None, PREFIX)
+    unordered = Batch(b"".join(record(d, b"v" * 50) for d in (1, 0, 2)), 3, NOW_MS).encode()
+    short_last = bytearray(batch(values(3, 50), NOW_MS))
+    short_last[23:27] = (1).to_bytes(4, "big")  # last offset delta 1 for 3 records
+    for bad in (unordered, fix_crc(bytes(short_last))):
+        assert answer_of(hostile, produce([(topic, [(0, bad)])])) == {
+            (topic, 0): ErrorCode.invalid_record
+        }
+    assert kafka_probe.count(topic) == 0
+    assert hostile.served() < SERVED_WITHIN_S
+    # Why the proxy checks: the broker itself writes the unordered batch (offsets out of order).
+    with RawClient(kafka_bootstrap.split(",")[0]) as broker:
+        broker.send(produce([(topic, [(0, unordered)])]))
+        answer = broker.receive()
+    assert answer is not None and produce_errors(answer) == {(topic, 0): 0}

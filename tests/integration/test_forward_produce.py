@@ -26,9 +26,9 @@ from sidecar.dictionaries.store import DictionaryStore
 from .forward_proxies import FAST_TRAINING, allowed, start_proxy, stop_proxy
 from .launch import SidecarEnv, StartSidecar, environment_for, start_sidecars
 from .process import Sidecar
-from .proxy_records import decoded, event, headers_of, read_all
 from .topics import create_topic
 from .training import train_dictionary
+from .upstream_records import decoded, event, headers_of, read_all
 from .waiting import wait_until
 
 READ_TIMEOUT = 60.0

@@ -25,8 +25,8 @@ from .forward_proxies import allowed, start_proxy, stop_proxy
 from .kafka_tools import console_consumer
 from .launch import SidecarEnv, StartSidecar, environment_for, start_sidecars
 from .process import Sidecar
-from .proxy_records import event, headers_of
 from .topics import create_topic
+from .upstream_records import event, headers_of
 
 #: Seconds a consumer through the proxy may take to read what it expects, and a producer to
 #: deliver what it produced.

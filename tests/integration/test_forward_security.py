@@ -35,8 +35,8 @@ from .forward_proxies import allowed, start_proxy
 from .launch import StartSidecar, environment_for, start_sidecars
 from .private_broker import PrivateBroker, StartPrivateBroker
 from .process import Sidecar
-from .proxy_records import event, headers_of
 from .topics import create_topic
+from .upstream_records import event, headers_of
 from .waiting import wait_until
 
 USER = "zdict-proxy"

@@ -320,3 +320,15 @@ def test_every_librdkafka_secret_is_kept_secret_and_redacted(
 def test_ordinary_librdkafka_properties_are_shown(name: str) -> None:
     assert not is_secret_property(name)
     assert load_settings(kafka={name: "v"}).kafka.redacted() == {name: "v"}
+
+
+def test_more_proxy_topics_than_max_topics_stops_the_start_naming_both(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("ZDICT_PROXY__TOPICS", '["orders", "clicks", "payments"]')
+    monkeypatch.setenv("ZDICT_PROXY__MAX_TOPICS", "2")
+    with pytest.raises(ConfigError) as info:
+        load_settings()
+    assert "ZDICT_PROXY__TOPICS names 3 topics, more than ZDICT_PROXY__MAX_TOPICS (2)" in str(
+        info.value
+    )

@@ -23,8 +23,8 @@ from sidecar.config import ProxySettings
 from sidecar.proxy.addresses import Address, encode_response, parse_response
 from sidecar.proxy.listeners import Listeners
 from sidecar.proxy.metrics import ForwardMetrics
+from tests.kafka_frames import request_frame
 from tests.unit.forward_messages import filled
-from tests.unit.proxy_wire import request_frame
 
 #: Upstream's answer to a request frame (size prefix excluded); None: no answer.
 Script = Callable[[bytes], bytes | None]

@@ -46,8 +46,8 @@ from sidecar.proxy.topics import (
     TopicView,
 )
 from sidecar.proxy.versions import FETCH, METADATA
-from sidecar.record_batch import (
-    CONTROL_BIT,
+from sidecar.record_batch import CONTROL_BIT
+from tests.record_batches import (
     TRANSACTIONAL_BIT,
     DecodedBatch,
     NewRecord,

@@ -22,7 +22,7 @@ from sidecar.proxy.frames import (
     unsigned_varint,
 )
 from sidecar.proxy.versions import request_header_version
-from tests.unit.proxy_wire import request_frame
+from tests.kafka_frames import request_frame
 
 
 def test_header_v0_is_the_fixed_part_only() -> None:

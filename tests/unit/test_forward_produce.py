@@ -18,9 +18,10 @@ from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader
 from prometheus_client import CollectorRegistry
+from structlog.testing import capture_logs
 
 from sidecar.codec import Decoder, Encoder
-from sidecar.config import ProxySettings
+from sidecar.config import ProxySettings, RegistrySettings, Settings, TrainingSettings
 from sidecar.dictionaries.store import DictionaryStore
 from sidecar.errors import ProduceRefused, ProtocolError
 from sidecar.metrics import Metrics
@@ -34,17 +35,13 @@ from sidecar.proxy.listeners import Listeners
 from sidecar.proxy.metrics import ForwardMetrics
 from sidecar.proxy.produce import ProduceRewriter
 from sidecar.proxy.produce_request import FIRST_VERSION, LAST_VERSION, parse_produce
+from sidecar.proxy.routes import ProxyRoutes
 from sidecar.proxy.versions import request_header_version
-from sidecar.record_batch import (
-    CONTROL_BIT,
-    TRANSACTIONAL_BIT,
-    NewRecord,
-    decode_batches,
-    encode_batch,
-)
+from sidecar.record_batch import CONTROL_BIT, record_bytes
 from sidecar.training.sampling import Reservoir
+from tests.kafka_frames import nested, read_response, request_frame
+from tests.record_batches import TRANSACTIONAL_BIT, NewRecord, decode_batches, encode_batch
 from tests.unit.dictionaries import AddDictionary
-from tests.unit.proxy_wire import nested, read_response, request_frame
 
 VERSIONS = range(FIRST_VERSION, LAST_VERSION + 1)
 HEADER_KEY = "zd"
@@ -430,6 +427,40 @@ def test_refusals_are_counted_by_reason(encoder: Encoder) -> None:
     assert value == 1.0
 
 
+def test_a_topic_past_max_topics_is_refused_counted_and_logged_once(
+    store: DictionaryStore, encoder: Encoder, events: list[bytes]
+) -> None:
+    setup = Setup(encoder, allowed=("*",))
+    settings = Settings(
+        dictionaries=store.root,
+        registry=RegistrySettings(enabled=False),
+        training=TrainingSettings(enabled=False),
+        proxy=ProxySettings(max_topics=2),
+    )
+    routes = ProxyRoutes(settings, store, None, setup.metrics)
+    setup.rewriter.namespace = lambda topic: routes.route(topic).namespace
+    batch = encode_batch(_records(events[:5]))
+    try:
+        for topic in ("orders", "clicks", "orders"):
+            assert setup.rewrite(_produce(9, {topic: [(0, batch)]})).frame is not None
+        with capture_logs() as logs:
+            answers = [setup.rewrite(_produce(9, {"payments": [(0, batch)]})) for _ in range(2)]
+        code, message = _answer(answers[0], 9)[("payments", 0)]
+        assert code == ErrorCode.policy_violation
+        assert message is not None and "ZDICT_PROXY__MAX_TOPICS" in message
+        assert routes.namespace_of("payments") is None, "no namespace was set up for it"
+        assert setup.rewrite(_produce(9, {"clicks": [(0, batch)]})).frame is not None
+    finally:
+        routes.close()
+    refused = setup.registry.get_sample_value(
+        "zdict_proxy_refused_produce_requests_total", {"reason": "too_many_topics"}
+    )
+    assert refused == 2.0
+    assert [line["kind"] for line in logs if line["event"] == "produce_refused"] == [
+        "too_many_topics"
+    ]
+
+
 # -- the bounded reader ---------------------------------------------------------------------------
 
 
@@ -467,6 +498,35 @@ def test_a_batch_declaring_more_records_than_its_bytes_is_refused(encoder: Encod
     fixed = _with_body(bytes(batch), bytes(batch[61:]), 0)
     code, message = _refusal(Setup(encoder), fixed)
     assert code == ErrorCode.invalid_record and message is not None and "50000" in message
+
+
+@pytest.mark.parametrize("codec", ["none", "zstd"])
+@pytest.mark.parametrize("deltas", [(1, 0, 2), (0, 0, 1), (0, 1, 3), (5, 6, 7)])
+def test_offset_deltas_not_0_to_n_minus_1_in_order_are_invalid_record(
+    codec: str, deltas: tuple[int, ...], encoder: Encoder
+) -> None:
+    # A broker takes an uncompressed batch's offset deltas as they come (LogValidator checks
+    # the last offset delta against the count, not each record): stored offsets would not match.
+    section = b"".join(
+        record_bytes(f"value-{i}".encode() * 5, offset_delta=delta)
+        for i, delta in enumerate(deltas)
+    )
+    plain = encode_batch([NewRecord(value=b"v") for _ in deltas])
+    body = Compression().compress(CODEC_IDS[codec], section) if codec != "none" else section
+    code, message = _refusal(Setup(encoder), _with_body(plain, body, CODEC_IDS[codec]))
+    assert code == ErrorCode.invalid_record
+    assert message is not None and "offset delta" in message and "0..n-1" in message
+
+
+@pytest.mark.parametrize("last_offset_delta", [0, 1, 3, -1])
+def test_a_last_offset_delta_other_than_count_minus_1_is_invalid_record(
+    last_offset_delta: int, encoder: Encoder
+) -> None:
+    batch = bytearray(encode_batch([NewRecord(value=b"v" * 20) for _ in range(3)]))
+    struct.pack_into(">i", batch, 23, last_offset_delta)
+    code, message = _refusal(Setup(encoder), _with_body(bytes(batch), bytes(batch[61:]), 0))
+    assert code == ErrorCode.invalid_record
+    assert message == f"a batch of 3 records has last offset delta {last_offset_delta}, not 2"
 
 
 # -- local answers in request order ---------------------------------------------------------------

@@ -30,7 +30,7 @@ from sidecar.proxy.sasl import SASL_AUTHENTICATE, SASL_HANDSHAKE, authenticate
 from sidecar.proxy.security import SaslCredentials, UpstreamSecurity
 from sidecar.proxy.upstream import check_upstream, open_upstream
 from sidecar.proxy.versions import served_versions
-from tests.unit.proxy_wire import read_response, request_frame
+from tests.kafka_frames import read_response, request_frame
 
 USER = "zdict-proxy"
 PASSWORD = "Pw-9f2e-proxy"

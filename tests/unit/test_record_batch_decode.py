@@ -1,5 +1,5 @@
-"""Record batches decoded by `record_batch.decode_batches`, the reference reader the forwarding
-proxy's tests check its rewritten batches with."""
+"""Record batches decoded by `tests.record_batches.decode_batches`, the reference reader the
+proxy's tests check its rewritten and decoded batches with."""
 
 from __future__ import annotations
 
@@ -11,14 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sidecar.errors import MalformedBatch
-from sidecar.record_batch import (
-    TRANSACTIONAL_BIT,
-    NewRecord,
-    decode_batches,
-    encode_batch,
-    read_batches,
-)
+from sidecar.record_batch import read_batches
 from tests.hypothesis_profiles import examples
+from tests.record_batches import TRANSACTIONAL_BIT, NewRecord, decode_batches, encode_batch
 
 LIMIT = 1 << 20
 
