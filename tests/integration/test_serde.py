@@ -217,7 +217,7 @@ def test_zdict_producer_and_consumer_are_drop_ins_for_the_plain_clients(
     def sample(name: str, **labels: str) -> float | None:
         return collectors.get_sample_value(f"zdict_producer_{name}", {"topic": topic, **labels})
 
-    assert sample("encode_seconds_count") == len(values)
+    assert sample("encode_duration_seconds_count") == len(values)
     info = {"dict_id": str(dictionary.id), "version": str(dictionary.meta.version)}
     assert sample("dictionary_info", **info) == 1
     assert (sample("records_total", outcome="compressed") or 0) >= 1900
