@@ -362,7 +362,7 @@ def test_past_max_in_flight_the_client_is_not_read_until_an_answer_comes() -> No
 
     async def main() -> None:
         async with running(script, max_in_flight=2) as (listeners, upstream, _registry):
-            reader, writer = await asyncio.open_connection(*_bootstrap(listeners))
+            _reader, writer = await asyncio.open_connection(*_bootstrap(listeners))
             for correlation_id in range(1, 6):
                 writer.write(_list_groups(correlation_id))
             await writer.drain()
