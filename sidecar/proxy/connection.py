@@ -289,7 +289,7 @@ class Connection:
             self.requests(bytes(accepted.data))
         if accepted.eof:
             self.client.eof_received()
-        else:
+        elif not self.client.stops:
             client.resume_reading()
 
     async def serve(self) -> str | None:
