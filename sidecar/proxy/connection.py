@@ -39,7 +39,7 @@ import struct
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, cast
 
 from kio.schema.errors import ErrorCode
 
@@ -152,8 +152,8 @@ class Accepted(asyncio.Protocol):
         self.lost = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # A stream transport, whichever loop made it (uvloop's are not asyncio.Transport's).
+        self.transport = cast(asyncio.Transport, transport)
         self._accepted(self)
 
     def data_received(self, data: bytes) -> None:
@@ -276,8 +276,7 @@ class Connection:
         self._draining: float | None = None
         self._last_read = self._loop.time()
         self._upstream_writer = upstream[1]  # kept alive with its transport
-        upstream_transport = upstream[1].transport
-        assert isinstance(upstream_transport, asyncio.Transport)
+        upstream_transport = cast(asyncio.Transport, upstream[1].transport)
         self.client = _Client(self, client)
         self.upstream = _Upstream(self, upstream_transport)
         client.set_protocol(self.client)
