@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from typing import Final
 
@@ -96,8 +95,10 @@ class Namespace:
         cannot be encoded; nothing of it is counted then."""
         encoder = self.encoder
         stats = encoder.stats
+        # A plain dict copy: a Counter's copy and subtract cost more than the small batches
+        # of a Produce request take to encode.
         outcomes, input_bytes, output_bytes = (
-            Counter(stats.outcomes),
+            dict(stats.outcomes),
             stats.input_bytes,
             stats.output_bytes,
         )
@@ -105,8 +106,7 @@ class Namespace:
         encoded = encoder.encode_batch(records)
         seconds = time.perf_counter() - started
         # The encoder tallied the batch already: its deltas cost nothing per record.
-        delta = stats.outcomes.copy()
-        delta.subtract(outcomes)
+        delta = {k: n - outcomes.get(k, 0) for k, n in stats.outcomes.items()}
         self.metrics.observe_counts(
             delta, stats.input_bytes - input_bytes, stats.output_bytes - output_bytes, seconds
         )
@@ -122,6 +122,8 @@ class Namespace:
     def encode_with_raw(self, records: Records, raw: Sequence[int]) -> list[Transformed]:
         """`records` encoded (`encode`), but those at the positions `raw` (ascending) passed as
         they came (`pass_raw`); each of the two gets its records in one call."""
+        if not raw:
+            return self.encode(records)
         if len(raw) == len(records):
             return self.pass_raw(records)
         out: list[Transformed | None] = [None] * len(records)

@@ -1,37 +1,45 @@
 """One client connection piped to its own upstream connection.
 
-Two tasks per connection. The request side reads one frame at a time (its first byte within
-`IDLE_TIMEOUT` seconds, the rest within `proxy.read_timeout`; at most `proxy.max_request_bytes`,
-taken from the shared budget a chunk at a time as it arrives), reads its header only, refuses
-an API or version the proxy does not serve (the connection is closed, as a broker does), notes
-what answer to expect and writes the frame upstream unchanged, but for a Produce, which the
-`ProduceRewriter` rewrites or refuses: a refused one is answered by the proxy (`_answer`), in
-request order, right after the answer awaited before it. The response side reads
-upstream's answers, which Kafka sends in request order: each is matched to the oldest request
-noted (correlation ids checked), streamed back byte for byte, or, for the responses that name
-brokers and ApiVersions, read whole, rewritten and written again (the responses that list
-topics without the hidden ones, `topics`); Fetch responses read whole, at most
+Both connections are asyncio protocols: bytes are handled as they arrive, with no task and no
+timer per request. From the client, complete frames (at most `proxy.max_request_bytes`; every
+byte read is counted in the shared budget until forwarded, a frame in progress holding its next
+chunk ahead) are handled at once: their header read, an API or version the proxy does not serve
+refused (the connection is closed, as a broker does), the answer to expect noted and the frame
+written upstream unchanged, but for a Produce, which the `ProduceRewriter` rewrites or refuses:
+a refused one is answered by the proxy (`_answer`), in request order, right after the answer
+awaited before it. From upstream, answers come in request order: each is matched to the oldest
+request noted (correlation ids checked), streamed back byte for byte, or, for the responses
+that name brokers and ApiVersions, read whole, rewritten and written again (the responses that
+list topics without the hidden ones, `topics`); Fetch responses read whole, at most
 `proxy.max_fetch_bytes`, and rewritten by `fetch.FetchDecoding` (records decoded, the output
-taken from the budget as it grows). A Produce with acks=0 gets no answer from the broker, so
-none is noted nor awaited. At most `proxy.max_in_flight` requests
-await their answer; the request side waits beyond.
+taken from the budget as it grows). A rewrite that waits (a listener to start, records to
+decode) stops reading upstream until its answer is written. A Produce with acks=0 gets no
+answer from the broker, so none is noted nor awaited. At most `proxy.max_in_flight` requests
+await their answer; beyond, the client is not read.
+
+Reading stops on a side while the budget is used up (until bytes are given back), while the
+other side's connection does not take what is written to it (its write buffer is full; the
+bytes in it stay counted in the budget), and for the client while `max_in_flight` answers are
+awaited. `sweep`, called about once a second, ends a connection whose frame in progress has
+not arrived within `proxy.read_timeout` seconds, or that sent nothing for `IDLE_TIMEOUT`.
 
 A client's own SaslHandshake or SaslAuthenticate is not forwarded (upstream's connection is
 authenticated as the proxy): once the answers under way are written, it is refused here
 (`client_sasl`) and the connection closed.
 
-When the client closes its side, the answers under way are still written (at most
-`DRAIN_TIMEOUT` seconds). Anything else that ends one side ends both, with one log line.
+When the client closes its side between two requests, the answers under way are still written
+(at most `DRAIN_TIMEOUT` seconds); with none under way, both connections end at once. Anything
+else that ends one side ends both, with one log line.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import struct
+from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, cast
 
 from kio.schema.errors import ErrorCode
 
@@ -58,6 +66,7 @@ from sidecar.proxy.client_sasl import answer as sasl_refusal
 from sidecar.proxy.fetch import FetchDecoding
 from sidecar.proxy.frames import (
     PREFIX_BYTES,
+    RequestHeader,
     api_versions_v0,
     frame_size,
     produce_acks,
@@ -79,7 +88,7 @@ from sidecar.proxy.versions import (
 
 log = get_logger(__name__)
 
-#: Bytes read at a time, and taken from the budget at a time.
+#: Bytes a frame in progress takes from the budget at a time, ahead of their arrival.
 CHUNK_BYTES: Final = 64 * 1024
 #: Seconds a connection may stay without a request: a broker's `connections.max.idle.ms`.
 IDLE_TIMEOUT: Final = 600.0
@@ -88,10 +97,16 @@ DRAIN_TIMEOUT: Final = 30.0
 _HEAD: Final = struct.Struct(">hh")
 _INT32: Final = struct.Struct(">i")
 _ERROR_CODE: Final = struct.Struct(">h")
-#: What the request side returns when the client sent nothing for `IDLE_TIMEOUT` seconds.
-_IDLE: Final = "idle"
-#: What the request side returns once it refused a client's own SASL request.
-_CLIENT_SASL: Final = "client_sasl"
+#: Why a side is not read (`_Side.stops`).
+_BUDGET: Final = "budget"
+_IN_FLIGHT: Final = "in_flight"
+_PEER_FULL: Final = "peer_full"
+_SASL: Final = "client_sasl"
+_REWRITING: Final = "rewriting"
+_UNREAD: Final = "answers_unread"
+_EOF: Final = "eof"
+#: Stops that leave the frames already read to be handled.
+_NOT_BLOCKING: Final = frozenset({_BUDGET, _EOF})
 
 #: Upstream nodes a response names -> their local addresses (None: no listener), for a client
 #: that reached the proxy at the given host.
@@ -122,12 +137,103 @@ class Expected:
     then: list[bytes] = field(default_factory=list)
 
 
+class Accepted(asyncio.Protocol):
+    """A client connection just accepted, whose upstream connection is being opened: what it
+    sends is kept (at most `CHUNK_BYTES`, then it is not read) until `Connection` takes it
+    over."""
+
+    def __init__(self, accepted: Callable[[Accepted], None]) -> None:
+        self._accepted = accepted
+        self.transport: asyncio.Transport | None = None
+        self.data = bytearray()
+        #: The client closed its side.
+        self.eof = False
+        #: The client went away before it was taken over.
+        self.lost = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # A stream transport, whichever loop made it (uvloop's are not asyncio.Transport's).
+        self.transport = cast(asyncio.Transport, transport)
+        self._accepted(self)
+
+    def data_received(self, data: bytes) -> None:
+        self.data += data
+        if len(self.data) >= CHUNK_BYTES and self.transport is not None:
+            self.transport.pause_reading()
+
+    def eof_received(self) -> bool:
+        self.eof = True
+        return True
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.lost = True
+
+
+class _Side(asyncio.Protocol):
+    """One of the two connections: the bytes read from it and not yet handled, counted in the
+    budget, and why it is not read."""
+
+    def __init__(self, connection: Connection, transport: asyncio.Transport) -> None:
+        self.connection = connection
+        self.transport = transport
+        self.data = bytearray()
+        #: Bytes of the budget held for `data` and for the chunk a frame in progress awaits.
+        self.held = 0
+        #: Bytes of the budget held for what was written to this side while it took no more.
+        self.writing = 0
+        #: Why this side is not read (empty: it is).
+        self.stops: set[str] = set()
+        #: Loop time the first byte of the frame in progress arrived.
+        self.started = 0.0
+
+    def stop(self, why: str) -> None:
+        if not self.stops and not self.transport.is_closing():
+            self.transport.pause_reading()
+        self.stops.add(why)
+
+    def go(self, why: str) -> None:
+        if why in self.stops:
+            self.stops.discard(why)
+            if not self.stops and not self.transport.is_closing():
+                self.transport.resume_reading()
+
+    def pause_writing(self) -> None:
+        self.connection.side_full(self)
+
+    def resume_writing(self) -> None:
+        self.connection.side_free(self)
+
+
+class _Client(_Side):
+    def data_received(self, data: bytes) -> None:
+        self.connection.requests(data)
+
+    def eof_received(self) -> bool:
+        self.stops.add(_EOF)  # nothing more to read: never resumed
+        self.connection.client_eof()
+        return True  # the answers under way are still written
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.connection.close(None)
+
+
+class _Upstream(_Side):
+    def data_received(self, data: bytes) -> None:
+        self.connection.responses(data)
+
+    def eof_received(self) -> bool:
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.connection.upstream_lost()
+
+
 class Connection:
     """One client connection and its upstream connection (see module)."""
 
     def __init__(
         self,
-        client: Streams,
+        accepted: Accepted,
         upstream: Streams,
         *,
         limits: Limits,
@@ -138,9 +244,11 @@ class Connection:
         fetch: FetchDecoding | None = None,
         topics: TopicView | None = None,
     ) -> None:
-        """`produce`: rewrites Produce requests (None: they are forwarded as they came)."""
-        self.client_reader, self.client_writer = client
-        self.upstream_reader, self.upstream_writer = upstream
+        """Take over the client's connection (`accepted`) and `upstream` (opened, nothing read
+        since the proxy's own exchange). `produce`: rewrites Produce requests (None: they are
+        forwarded as they came)."""
+        client = accepted.transport
+        assert client is not None
         self.limits = limits
         self.budget = budget
         self.metrics = metrics
@@ -148,125 +256,160 @@ class Connection:
         self.produce = produce
         self.fetch = fetch
         self.topics = topics
-        self.peer = str(self.client_writer.get_extra_info("peername"))
+        self.peer = str(client.get_extra_info("peername"))
         # Clients are told to come back to the host they reached the proxy at.
-        self.host = str(self.client_writer.get_extra_info("sockname")[0])
+        self.host = str(client.get_extra_info("sockname")[0])
         self.client_id: str | None = None
-        self._expected: asyncio.Queue[Expected] = asyncio.Queue(limits.max_in_flight)
-        self._held = {REQUEST: 0, RESPONSE: 0}
-        #: Answers awaited and not yet written, and the latest of them (local answers queue
-        #: behind it to keep request order).
-        self._unanswered = 0
-        self._last: Expected | None = None
+        self._loop = asyncio.get_running_loop()
+        self._done: asyncio.Future[str | None] = self._loop.create_future()
+        #: Answers awaited, oldest first.
+        self._pending: deque[Expected] = deque()
+        #: The response being streamed to the client and its bytes still to come.
+        self._streaming: Expected | None = None
+        self._stream_left = 0
+        self._stream_size = 0
+        #: Bytes of the budget held for the parsed response being rewritten and written.
+        self._answer_held = 0
+        self._rewriting: asyncio.Task[None] | None = None
+        self._sasl: tuple[bytes, RequestHeader] | None = None
+        #: Loop time the client closed its side while answers were under way (None: it did not).
+        self._draining: float | None = None
+        self._last_read = self._loop.time()
+        self._upstream_writer = upstream[1]  # kept alive with its transport
+        upstream_transport = cast(asyncio.Transport, upstream[1].transport)
+        self.client = _Client(self, client)
+        self.upstream = _Upstream(self, upstream_transport)
+        client.set_protocol(self.client)
+        upstream_transport.set_protocol(self.upstream)
+        if upstream[0].at_eof() or upstream_transport.is_closing():
+            self.upstream_lost()
+            return
+        if accepted.data:
+            self.requests(bytes(accepted.data))
+        if accepted.eof:
+            self.client.eof_received()
+        elif not self.client.stops:
+            client.resume_reading()
 
     async def serve(self) -> str | None:
         """Forward until either side ends; the reason the proxy closed it (None: the client
         or upstream closed it in order)."""
-        reading = asyncio.create_task(self._requests())
-        answering = asyncio.create_task(self._responses())
         try:
-            done, _ = await asyncio.wait({reading, answering}, return_when=asyncio.FIRST_COMPLETED)
-            if (
-                reading in done
-                and not reading.cancelled()
-                and reading.exception() is None
-                and reading.result() is None
-            ):
-                draining = asyncio.create_task(self._expected.join())
-                await asyncio.wait({draining, answering}, timeout=DRAIN_TIMEOUT)
-                draining.cancel()
+            return await asyncio.shield(self._done)
         finally:
-            for task in (reading, answering):
-                task.cancel()
-            request_end, response_end = await asyncio.gather(
-                reading, answering, return_exceptions=True
-            )
-            for side in (REQUEST, RESPONSE):
-                await self.budget.give(self._held[side])
-                self._held[side] = 0
-            for writer in (self.client_writer, self.upstream_writer):
-                writer.close()
-                with contextlib.suppress(ConnectionError, asyncio.CancelledError):
-                    await writer.wait_closed()
-        return self._report(request_end, response_end)
+            self.close(None)  # cancelled: the proxy is stopping
 
-    def _report(
-        self, request_end: BaseException | str | None, response_end: BaseException | None
-    ) -> str | None:
-        if isinstance(request_end, ProtocolError):
-            log.warning(
-                "request_refused", peer=self.peer, client_id=self.client_id, error=str(request_end)
-            )
-            return "refused"
-        if request_end in (_IDLE, _CLIENT_SASL):
-            return str(request_end)
-        if isinstance(request_end, TimeoutError):
-            log.warning(
-                "request_timed_out",
-                peer=self.peer,
-                client_id=self.client_id,
-                error=f"a request frame did not arrive within {self.limits.read_timeout:g} s "
-                "(ZDICT_PROXY__READ_TIMEOUT)",
-            )
-            return "timeout"
-        if isinstance(response_end, ProtocolError):
-            log.warning(
-                "upstream_response_refused",
-                peer=self.peer,
-                client_id=self.client_id,
-                error=str(response_end),
-            )
-            return "upstream_closed"
-        if isinstance(response_end, (ConnectionError, asyncio.IncompleteReadError)):
-            log.info("upstream_closed", peer=self.peer, client_id=self.client_id)
-            return "upstream_closed"
-        return None
+    def sweep(self, now: float) -> None:
+        """End the connection if a frame in progress is late, it stayed idle, or its drain took
+        too long (see module); `now`: the loop's time."""
+        if self._done.done():
+            return
+        client = self.client
+        if self._draining is not None:
+            if now - self._draining > DRAIN_TIMEOUT:
+                self.close(None)
+        elif client.data and not client.stops - _NOT_BLOCKING:
+            if now - client.started > self.limits.read_timeout:
+                log.warning(
+                    "request_timed_out",
+                    peer=self.peer,
+                    client_id=self.client_id,
+                    error=f"a request frame did not arrive within {self.limits.read_timeout:g} s "
+                    "(ZDICT_PROXY__READ_TIMEOUT)",
+                )
+                self.close("timeout")
+        elif not client.data and now - self._last_read > IDLE_TIMEOUT:
+            self.close("idle")
+
+    def close(self, reason: str | None) -> None:
+        """End both connections, give the budget back; `serve` returns `reason`."""
+        if self._done.done():
+            return
+        self._done.set_result(reason)
+        if self._rewriting is not None:
+            self._rewriting.cancel()
+        for side in (self.client, self.upstream):
+            self.budget.cancel(self._retry)
+            self.budget.give(side.held + side.writing)
+            side.held = side.writing = 0
+            side.data.clear()
+            side.transport.close()  # what was written still goes out
+        self.budget.give(self._answer_held)
+        self._answer_held = 0
 
     # -- client -> upstream --------------------------------------------------------------------
 
-    async def _requests(self) -> str | None:
-        """Forward requests until the client closes its side (None) or stays idle (`_IDLE`)."""
-        reader = self.client_reader
-        while True:
-            try:
-                async with asyncio.timeout(IDLE_TIMEOUT):
-                    first = await reader.readexactly(1)
-            except TimeoutError:
-                return _IDLE
-            except asyncio.IncompleteReadError:
-                return None  # the client closed its side between two requests
-            async with asyncio.timeout(self.limits.read_timeout):
-                prefix = first + await reader.readexactly(PREFIX_BYTES - 1)
-                size = frame_size(prefix, self.limits.max_frame_bytes)
-                frame = await self._read(reader, size, REQUEST)
-            if _HEAD.unpack_from(frame)[0] in CLIENT_SASL_APIS:
-                await self._refuse_sasl(frame)
-                return _CLIENT_SASL
-            expected, replaced, answer = self._admit(frame)
-            if answer is not None:
-                await self._answer(answer)
-            else:
-                if expected is not None:
-                    await self._expected.put(expected)
-                    self._unanswered += 1
-                    self._last = expected
-                if replaced is None:
-                    self.upstream_writer.write(prefix)
-                    self.upstream_writer.write(frame)
-                else:
-                    self.upstream_writer.write(replaced)
-                await self.upstream_writer.drain()
-            self.metrics.frame(_HEAD.unpack_from(frame)[0], REQUEST, PREFIX_BYTES + size)
-            del frame, replaced
-            await self._release(REQUEST)
+    def requests(self, data: bytes) -> None:
+        """Handle the complete frames of what the client sent."""
+        client = self.client
+        now = self._last_read = self._loop.time()
+        if not client.data:
+            client.started = now
+            buffer: bytes | bytearray = data
+        else:
+            client.data += data
+            buffer = client.data
+        end = self._forward(buffer)
+        if self._done.done():
+            return
+        if buffer is data:
+            if end < len(data):
+                client.data += data[end:]
+        elif end:
+            del client.data[:end]
+            client.started = now
+        self._account(client)
 
-    async def _refuse_sasl(self, frame: bytes) -> None:
-        """Answer a client's own SASL request locally (`client_sasl`), after the answers under
-        way: responses go in request order."""
-        header = read_header(frame)
-        await self._expected.join()
-        self.client_writer.write(sasl_refusal(header))
-        await self.client_writer.drain()
+    def _forward(self, buffer: bytes | bytearray) -> int:
+        """Handle the complete frames of `buffer` while the client may be served; the offset
+        after the last one handled."""
+        client = self.client
+        pos = 0
+        try:
+            while not client.stops - _NOT_BLOCKING and not self._done.done():
+                if len(buffer) - pos < PREFIX_BYTES:
+                    break
+                size = frame_size(
+                    bytes(buffer[pos : pos + PREFIX_BYTES]), self.limits.max_frame_bytes
+                )
+                end = pos + PREFIX_BYTES + size
+                if len(buffer) < end:
+                    break
+                whole = buffer if pos == 0 and end == len(buffer) else buffer[pos:end]
+                self._request(bytes(whole))
+                pos = end
+        except ProtocolError as exc:
+            log.warning("request_refused", peer=self.peer, client_id=self.client_id, error=str(exc))
+            self.close("refused")
+        return pos
+
+    def _request(self, whole: bytes) -> None:
+        """Handle one request frame, `whole` with its size prefix."""
+        frame = whole[PREFIX_BYTES:]
+        api_key = _HEAD.unpack_from(frame)[0]
+        if api_key in CLIENT_SASL_APIS:
+            self._sasl = (frame, read_header(frame))
+            self.client.stop(_SASL)
+            self._refuse_sasl()
+            return
+        expected, replaced, answer = self._admit(frame)
+        if answer is not None:
+            self._answer(answer)
+        else:
+            if expected is not None:
+                self._pending.append(expected)
+                if len(self._pending) >= self.limits.max_in_flight:
+                    self.client.stop(_IN_FLIGHT)
+            self.upstream.transport.write(whole if replaced is None else replaced)
+        self.metrics.frame(api_key, REQUEST, len(whole))
+
+    def _refuse_sasl(self) -> None:
+        """Answer a client's own SASL request locally (`client_sasl`) once the answers under
+        way are written (responses go in request order), then end the connection."""
+        if self._sasl is None or self._pending or self._done.done():
+            return
+        frame, header = self._sasl
+        self.client.transport.write(sasl_refusal(header))
         held = REFUSAL_LOG.admit()
         if held is not None:
             log.warning(
@@ -278,6 +421,7 @@ class Connection:
                 repeated=held or None,
                 error=ADVICE,
             )
+        self.close(_SASL)
 
     def _admit(self, frame: bytes) -> tuple[Expected | None, bytes | None, bytes | None]:
         """What answer `frame` expects (None: none), the frame to send upstream in its place
@@ -317,97 +461,224 @@ class Connection:
             return None, replaced, None  # a broker does not answer acks=0
         return Expected(api_key, version, header.correlation_id), replaced, None
 
-    async def _answer(self, answer: bytes) -> None:
+    def _answer(self, answer: bytes) -> None:
         """Give the client `answer` (a frame) in request order: now if no answer is awaited,
         else right after the latest awaited one."""
-        if self._unanswered and self._last is not None:
-            self._last.then.append(answer)
+        if self._pending:
+            self._pending[-1].then.append(answer)
         else:
-            self.client_writer.write(answer)
-            await self.client_writer.drain()
+            self.client.transport.write(answer)
         self.metrics.frame(PRODUCE, RESPONSE, len(answer))
+
+    def client_eof(self) -> None:
+        """The client closed its side: once the frames it sent are handled, drain the answers
+        under way, or end now if there are none."""
+        if self._done.done() or self.client.stops - _NOT_BLOCKING:
+            return  # frames still to handle: `_resume_requests` comes back here
+        if self.client.data or not self._pending:
+            # A frame cut short is not forwarded; nothing under way: nothing to wait for.
+            self.close(None)
+        elif self._draining is None:
+            self._draining = self._loop.time()
 
     # -- upstream -> client --------------------------------------------------------------------
 
-    async def _responses(self) -> None:
-        reader, writer = self.upstream_reader, self.client_writer
-        while True:
-            prefix = await reader.readexactly(PREFIX_BYTES)
-            size: int = _INT32.unpack(prefix)[0]
-            if self._expected.empty():
+    def responses(self, data: bytes) -> None:
+        """Write back the answers in what upstream sent."""
+        upstream = self.upstream
+        if not upstream.data:
+            buffer: bytes | bytearray = data
+        else:
+            upstream.data += data
+            buffer = upstream.data
+        try:
+            end = self._answers(buffer)
+        except ProtocolError as exc:
+            log.warning(
+                "upstream_response_refused",
+                peer=self.peer,
+                client_id=self.client_id,
+                error=str(exc),
+            )
+            self.close("upstream_closed")
+            return
+        if self._done.done():
+            return
+        if buffer is data:
+            if end < len(data):
+                upstream.data += data[end:]
+        elif end:
+            del upstream.data[:end]
+        self._account(upstream)
+
+    def _answers(self, buffer: bytes | bytearray) -> int:
+        """Write back the answers of `buffer` while the client takes them; the offset after the
+        last byte handled.
+
+        Raises:
+            ProtocolError: an answer to no request, or one that does not match its request.
+        """
+        pos = 0
+        pending = self._pending
+        while not self.upstream.stops - _NOT_BLOCKING and not self._done.done():
+            available = len(buffer) - pos
+            if self._streaming is not None:
+                if not available:
+                    break
+                pos = self._stream(buffer, pos, min(available, self._stream_left))
+                continue
+            if available < PREFIX_BYTES:
+                break
+            size: int = _INT32.unpack_from(buffer, pos)[0]
+            if not pending:
                 raise ProtocolError("upstream sent a response to no request")
-            expected = self._expected.get_nowait()
             if size < PREFIX_BYTES:
                 raise ProtocolError(f"upstream sent a response frame of {size} bytes")
-            fetch = expected.api_key == FETCH and self.fetch is not None
-            if fetch or is_parsed(expected.api_key, expected.version):
-                if fetch and self.fetch is not None and size > self.fetch.max_bytes:
-                    raise ProtocolError(
-                        f"upstream's Fetch response of {size} bytes is above "
-                        f"ZDICT_PROXY__MAX_FETCH_BYTES ({self.fetch.max_bytes}): the client's "
-                        "fetch.max.bytes must stay below it"
-                    )
-                if not fetch and size > self.limits.max_frame_bytes:
-                    raise ProtocolError(
-                        f"upstream's {api_name(expected.api_key)} response of {size} bytes is "
-                        f"above ZDICT_PROXY__MAX_REQUEST_BYTES ({self.limits.max_frame_bytes})"
-                    )
-                frame = await self._read(reader, size, RESPONSE)
-                _check_correlation(expected, frame)
-                if fetch:
-                    data = await self._fetched(expected, frame)
-                else:
-                    data = await self._rewritten(expected, frame)
-                del frame
-                writer.write(data)
-                await writer.drain()
-                await self._release(RESPONSE)
-                sent = len(data)
-            else:
-                sent = await self._stream(expected, prefix, size)
-            self.metrics.frame(expected.api_key, RESPONSE, sent)
-            self._answered(expected)
-            self._expected.task_done()
+            expected = pending[0]
+            if not self._whole_next():
+                if available < 2 * PREFIX_BYTES:
+                    break
+                _check_correlation(expected, buffer[pos + PREFIX_BYTES : pos + 2 * PREFIX_BYTES])
+                self._streaming, self._stream_left = expected, PREFIX_BYTES + size
+                self._stream_size = PREFIX_BYTES + size
+                continue
+            self._check_size(expected, size)
+            end = pos + PREFIX_BYTES + size
+            if len(buffer) < end:
+                break
+            self._rewrite(expected, bytes(buffer[pos + PREFIX_BYTES : end]))
+            pos = end
+        return pos
 
-    def _answered(self, expected: Expected) -> None:
-        """`expected` was answered: the local answers queued behind it follow."""
+    def _stream(self, buffer: bytes | bytearray, pos: int, step: int) -> int:
+        """Write `step` bytes of the answer being streamed from `pos` of `buffer`; the offset
+        after them."""
+        whole = pos == 0 and step == len(buffer) and isinstance(buffer, bytes)
+        self.client.transport.write(buffer if whole else buffer[pos : pos + step])
+        self._stream_left -= step
+        if not self._stream_left and self._streaming is not None:
+            expected, self._streaming = self._streaming, None
+            self._answered(expected, self._stream_size)
+        return pos + step
+
+    def _check_size(self, expected: Expected, size: int) -> None:
+        """Refuse an answer read whole above its bound.
+
+        Raises:
+            ProtocolError: `size` is above `proxy.max_fetch_bytes` (Fetch) or
+                `proxy.max_request_bytes` (the others).
+        """
+        if expected.api_key == FETCH and self.fetch is not None:
+            if size > self.fetch.max_bytes:
+                raise ProtocolError(
+                    f"upstream's Fetch response of {size} bytes is above "
+                    f"ZDICT_PROXY__MAX_FETCH_BYTES ({self.fetch.max_bytes}): the client's "
+                    "fetch.max.bytes must stay below it"
+                )
+        elif size > self.limits.max_frame_bytes:
+            raise ProtocolError(
+                f"upstream's {api_name(expected.api_key)} response of {size} bytes is "
+                f"above ZDICT_PROXY__MAX_REQUEST_BYTES ({self.limits.max_frame_bytes})"
+            )
+
+    def _rewrite(self, expected: Expected, frame: bytes) -> None:
+        """Rewrite and write the answer `frame` (size prefix excluded) read whole, now or in a
+        task (see module).
+
+        Raises:
+            ProtocolError: its correlation id is not `expected`'s.
+        """
+        _check_correlation(expected, frame)
+        # The frame's bytes stay held until its answer is written.
+        size = PREFIX_BYTES + len(frame)
+        moved = min(self.upstream.held, size)
+        self.upstream.held -= moved
+        self.budget.force(size - moved)
+        self._answer_held += size
+        if expected.api_key == FETCH and self.fetch is not None:
+            self._rewrite_later(self._fetched(expected, frame), expected)
+            return
+        data = self._rewritten_now(expected, frame)
+        if data is None:
+            self._rewrite_later(self._rewritten(expected, frame), expected)
+        else:
+            self._write_answer(expected, data)
+
+    def _answered(self, expected: Expected, sent: int) -> None:
+        """`expected` was answered with `sent` bytes: the local answers queued behind it follow,
+        and the client may be read again."""
+        self._pending.popleft()
+        self.metrics.frame(expected.api_key, RESPONSE, sent)
         for answer in expected.then:
-            self.client_writer.write(answer)
-        self._unanswered -= 1
+            self.client.transport.write(answer)
+        if _IN_FLIGHT in self.client.stops:
+            self.client.go(_IN_FLIGHT)
+            self._loop.call_soon(self._resume_requests)
+        if self._pending:
+            return
+        if self._sasl is not None:
+            self._refuse_sasl()
+        elif self._draining is not None:
+            self.close(None)
 
-    async def _stream(self, expected: Expected, prefix: bytes, size: int) -> int:
-        """Copy a response of `size` bytes to the client a chunk at a time; bytes sent."""
-        reader, writer = self.upstream_reader, self.client_writer
-        head = await reader.readexactly(PREFIX_BYTES)
-        _check_correlation(expected, head)
-        writer.write(prefix + head)
-        remaining = size - PREFIX_BYTES
-        while remaining:
-            chunk = await reader.read(min(CHUNK_BYTES, remaining))
-            if not chunk:
-                raise asyncio.IncompleteReadError(b"", remaining)
-            remaining -= len(chunk)
-            writer.write(chunk)
-            await writer.drain()
-        await writer.drain()
-        return PREFIX_BYTES + size
+    def _write_answer(self, expected: Expected, data: bytes) -> None:
+        """Write the rewritten answer to `expected` and give its bytes back."""
+        self.client.transport.write(data)
+        self.budget.give(self._answer_held)
+        self._answer_held = 0
+        self._answered(expected, len(data))
 
-    async def _rewritten(self, expected: Expected, frame: bytes) -> bytes:
-        """The response frame to send for upstream's `frame` (see module)."""
+    def _rewrite_later(self, rewriting: Awaitable[bytes], expected: Expected) -> None:
+        """Rewrite an answer in a task, upstream not read meanwhile; then go on."""
+        self.upstream.stop(_REWRITING)
+        self._rewriting = self._loop.create_task(self._finish(rewriting, expected))
+
+    async def _finish(self, rewriting: Awaitable[bytes], expected: Expected) -> None:
+        try:
+            data = await rewriting
+        except ProtocolError as exc:
+            log.warning(
+                "upstream_response_refused",
+                peer=self.peer,
+                client_id=self.client_id,
+                error=str(exc),
+            )
+            self.close("upstream_closed")
+            return
+        except Exception as exc:  # a rewrite that fails ends its connection, not the proxy
+            log.error(
+                "response_rewrite_failed", peer=self.peer, client_id=self.client_id, error=repr(exc)
+            )
+            self.close(None)
+            return
+        if self._done.done():
+            return
+        self._rewriting = None
+        self._write_answer(expected, data)
+        self.upstream.go(_REWRITING)
+        self._resume_responses()
+
+    def _rewritten_now(self, expected: Expected, frame: bytes) -> bytes | None:
+        """The response frame to send for upstream's `frame` if it needs no listener located
+        (None: `_rewritten` makes it)."""
         api_key = expected.api_key
         if names_no_broker(api_key, expected.version, frame):
             return _INT32.pack(len(frame)) + frame
+        if api_key != API_VERSIONS:
+            return None
         self.metrics.rewritten(api_key)
-        if api_key == API_VERSIONS:
-            # Above upstream's versions, upstream answers in v0 (KIP-511); so does the proxy.
-            refused = (
-                _ERROR_CODE.unpack_from(frame, PREFIX_BYTES)[0] == ErrorCode.unsupported_version
-            )
-            unsupported = expected.unsupported or refused
-            correlation_id, body = parse_response(
-                api_key, 0 if unsupported else expected.version, frame
-            )
-            return encode_response(correlation_id, filter_api_versions(body, unsupported))
+        # Above upstream's versions, upstream answers in v0 (KIP-511); so does the proxy.
+        refused = _ERROR_CODE.unpack_from(frame, PREFIX_BYTES)[0] == ErrorCode.unsupported_version
+        unsupported = expected.unsupported or refused
+        correlation_id, body = parse_response(
+            api_key, 0 if unsupported else expected.version, frame
+        )
+        return encode_response(correlation_id, filter_api_versions(body, unsupported))
+
+    async def _rewritten(self, expected: Expected, frame: bytes) -> bytes:
+        """The response frame to send for upstream's `frame`, which names brokers."""
+        api_key = expected.api_key
+        self.metrics.rewritten(api_key)
         correlation_id, body = parse_response(api_key, expected.version, frame)
         if self.topics is not None and api_key in LISTING:
             body = self.topics.filter(api_key, body)
@@ -431,28 +702,104 @@ class Connection:
         """Take `size` bytes of a response being built from the budget, without waiting (the
         response was sized to what was free; given back once written)."""
         self.budget.force(size)
-        self._held[RESPONSE] += size
+        self._answer_held += size
+
+    def upstream_lost(self) -> None:
+        if not self._done.done():
+            log.info("upstream_closed", peer=self.peer, client_id=self.client_id)
+            self.close("upstream_closed")
 
     # -- both ------------------------------------------------------------------------------------
 
-    async def _read(self, reader: asyncio.StreamReader, size: int, side: str) -> bytes:
-        """`size` bytes, the budget taken a chunk at a time before the chunk is read."""
-        chunks = []
-        remaining = size
-        while remaining:
-            step = min(CHUNK_BYTES, remaining)
-            await self.budget.take(step)
-            self._held[side] += step
-            chunks.append(await reader.readexactly(step))
-            remaining -= step
-        return b"".join(chunks)
+    def _account(self, side: _Side) -> None:
+        """Hold in the budget the bytes `side` has read and not handled, and the next chunk of
+        a frame in progress; stop reading `side` while the budget has no room for them."""
+        if self._done.done():
+            return
+        data = side.data
+        needed = len(data)
+        if needed >= PREFIX_BYTES and (side is self.client or self._whole_next()):
+            size: int = _INT32.unpack_from(data)[0]
+            arrived = needed - PREFIX_BYTES
+            if arrived < size:
+                needed = max(needed, min(size, (arrived // CHUNK_BYTES + 1) * CHUNK_BYTES))
+        more = needed - side.held
+        if more <= 0:
+            self.budget.give(-more)
+            side.held = needed
+            side.go(_BUDGET)
+        elif self.budget.take(more):
+            side.held = needed
+            side.go(_BUDGET)
+        else:
+            # Bytes already read are held whatever the budget says; no more are read.
+            self.budget.force(max(len(data) - side.held, 0))
+            side.held = max(side.held, len(data))
+            side.stop(_BUDGET)
+            self.budget.wait(self._retry)
 
-    async def _release(self, side: str) -> None:
-        held, self._held[side] = self._held[side], 0
-        await self.budget.give(held)
+    def _whole_next(self) -> bool:
+        """Whether the next answer from upstream is read whole before it is written."""
+        if self._streaming is not None or not self._pending:
+            return False
+        expected = self._pending[0]
+        fetch = expected.api_key == FETCH and self.fetch is not None
+        return fetch or is_parsed(expected.api_key, expected.version)
+
+    def _retry(self) -> None:
+        """Bytes were given back: account again for the sides the budget stopped."""
+        for side in (self.client, self.upstream):
+            if _BUDGET in side.stops:
+                self._account(side)
+
+    def side_full(self, side: _Side) -> None:
+        """`side` takes no more for now: what its buffer holds is counted, the other side is
+        not read."""
+        extra = side.transport.get_write_buffer_size()
+        self.budget.force(extra)
+        side.writing += extra
+        if side is self.client:
+            self.upstream.stop(_PEER_FULL)
+            self.client.stop(_UNREAD)  # a client that does not read its answers is not read
+        else:
+            self.client.stop(_PEER_FULL)
+
+    def side_free(self, side: _Side) -> None:
+        """`side` takes bytes again."""
+        self.budget.give(side.writing)
+        side.writing = 0
+        if side is self.client:
+            self.upstream.go(_PEER_FULL)
+            self.client.go(_UNREAD)
+            self._loop.call_soon(self._resume_responses)
+            self._loop.call_soon(self._resume_requests)
+        else:
+            self.client.go(_PEER_FULL)
+            self._loop.call_soon(self._resume_requests)
+
+    def _resume_requests(self) -> None:
+        """Go on with the client's frames read while it was not served."""
+        client = self.client
+        if self._done.done() or client.stops - _NOT_BLOCKING:
+            return
+        client.started = self._loop.time()
+        if client.data:
+            end = self._forward(client.data)
+            if self._done.done():
+                return
+            del client.data[:end]
+            self._account(client)
+        if _EOF in client.stops:
+            self.client_eof()
+
+    def _resume_responses(self) -> None:
+        """Go on with the answers upstream sent while they were not written."""
+        if self._done.done() or self.upstream.stops - _NOT_BLOCKING or not self.upstream.data:
+            return
+        self.responses(b"")
 
 
-def _check_correlation(expected: Expected, frame: bytes) -> None:
+def _check_correlation(expected: Expected, frame: bytes | bytearray) -> None:
     if len(frame) < PREFIX_BYTES:
         raise ProtocolError("upstream sent a response frame without a correlation id")
     correlation_id: int = _INT32.unpack_from(frame)[0]

@@ -7,7 +7,9 @@ N's address as upstream last named it. Upstream connections are opened by `upstr
 the proxy's own SASL authentication first; a broker refusing the proxy's credentials closes the
 client's connection (`upstream_auth_failed`). Both kinds count against `proxy.max_connections`; past
 it a connection is closed at once. Broker listeners bind the host of `proxy.listen` (loopback
-by default), at the port `addresses.PortMap` gives, and stay up for the process.
+by default), at the port `addresses.PortMap` gives, and stay up for the process. Every
+`SWEEP_INTERVAL` seconds (at most half of `proxy.read_timeout`) one sweep over the connections
+ends those whose frame in progress is late or that stayed idle (`Connection.sweep`).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from sidecar.errors import AuthenticationFailed
 from sidecar.logs import get_logger
 from sidecar.proxy.addresses import Address, PortMap
 from sidecar.proxy.budget import Budget
-from sidecar.proxy.connection import Connection, Limits, Streams
+from sidecar.proxy.connection import Accepted, Connection, Limits, Streams
 from sidecar.proxy.fetch import FetchDecoding
 from sidecar.proxy.metrics import BOOTSTRAP, BROKER, ForwardMetrics
 from sidecar.proxy.produce import ProduceRewriter
@@ -35,6 +37,8 @@ log = get_logger(__name__)
 
 #: Seconds a stopping proxy gives its connections to end.
 STOP_TIMEOUT: Final = 10.0
+#: Seconds between two sweeps over the connections (see module).
+SWEEP_INTERVAL: Final = 1.0
 
 
 class Listeners:
@@ -72,6 +76,8 @@ class Listeners:
         self._servers: dict[int | None, asyncio.Server] = {}
         self._unavailable: set[int] = set()
         self._connections: set[asyncio.Task[None]] = set()
+        self._live: set[Connection] = set()
+        self._sweeping: asyncio.Task[None] | None = None
         self._starting = asyncio.Lock()
 
     async def start(self) -> Address:
@@ -80,10 +86,13 @@ class Listeners:
         Raises:
             OSError: the address is taken or not this host's.
         """
-        server = await asyncio.start_server(
-            functools.partial(self._accept, None), self.settings.host, self.settings.port
+        server = await asyncio.get_running_loop().create_server(
+            functools.partial(Accepted, functools.partial(self._accept, None)),
+            self.settings.host,
+            self.settings.port,
         )
         self._servers[None] = server
+        self._sweeping = asyncio.create_task(self._sweep())
         host, port = server.sockets[0].getsockname()[:2]
         return Address(str(host), int(port))
 
@@ -107,6 +116,8 @@ class Listeners:
         """Stop listening; end every connection (at most `STOP_TIMEOUT` seconds)."""
         for server in self._servers.values():
             server.close()
+        if self._sweeping is not None:
+            self._sweeping.cancel()
         tasks = list(self._connections)
         for task in tasks:
             task.cancel()
@@ -131,8 +142,10 @@ class Listeners:
                         f"port {self.ports.base} + {node_id} is outside 1-65535 "
                         "(ZDICT_PROXY__BROKER_PORT_BASE)"
                     )
-                self._servers[node_id] = await asyncio.start_server(
-                    functools.partial(self._accept, node_id), self.settings.host, port
+                self._servers[node_id] = await asyncio.get_running_loop().create_server(
+                    functools.partial(Accepted, functools.partial(self._accept, node_id)),
+                    self.settings.host,
+                    port,
                 )
             except OSError as exc:
                 self._unavailable.add(node_id)
@@ -152,26 +165,41 @@ class Listeners:
         )
         return port
 
-    async def _accept(
-        self, node_id: int | None, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> None:
-        listener = BOOTSTRAP if node_id is None else BROKER
-        peer = str(writer.get_extra_info("peername"))
+    async def _sweep(self) -> None:
+        interval = min(SWEEP_INTERVAL, self.limits.read_timeout / 2)
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(interval)
+            now = loop.time()
+            for connection in list(self._live):
+                connection.sweep(now)
+
+    def _accept(self, node_id: int | None, accepted: Accepted) -> None:
+        """A client connected to `node_id`'s listener (None: bootstrap): served by a task of
+        its own, or closed at once past `proxy.max_connections`."""
+        assert accepted.transport is not None
         if len(self._connections) >= self.settings.max_connections:
             self.metrics.refused()
             log.warning(
                 "connection_refused",
-                peer=peer,
+                peer=str(accepted.transport.get_extra_info("peername")),
                 reason=f"{self.settings.max_connections} connections already "
                 "(ZDICT_PROXY__MAX_CONNECTIONS)",
             )
-            writer.close()
+            accepted.transport.close()
             return
-        task = asyncio.current_task()
-        assert task is not None
+        task = asyncio.get_running_loop().create_task(self._serve(node_id, accepted))
         self._connections.add(task)
+        task.add_done_callback(self._connections.discard)
+
+    async def _serve(self, node_id: int | None, accepted: Accepted) -> None:
+        client = accepted.transport
+        assert client is not None
+        listener = BOOTSTRAP if node_id is None else BROKER
+        peer = str(client.get_extra_info("peername"))
         self.metrics.opened(listener)
         reason: str | None = "upstream_unreachable"
+        connection: Connection | None = None
         try:
             try:
                 upstream = await self._connect(node_id, peer)
@@ -180,10 +208,13 @@ class Listeners:
                 log.error("upstream_auth_failed", peer=peer, node_id=node_id, error=str(exc))
                 upstream = None
             if upstream is None:
-                writer.close()
+                return
+            if accepted.lost:
+                reason = None  # the client left meanwhile
+                upstream[1].close()
                 return
             connection = Connection(
-                (reader, writer),
+                accepted,
                 upstream,
                 limits=self.limits,
                 budget=self.budget,
@@ -193,11 +224,15 @@ class Listeners:
                 fetch=self.fetch,
                 topics=self.topics,
             )
+            self._live.add(connection)
             reason = await connection.serve()
         except asyncio.CancelledError:
             reason = None  # the proxy is stopping: this task is the connection's own
         finally:
-            self._connections.discard(task)
+            if connection is None:
+                client.close()
+            else:
+                self._live.discard(connection)
             self.metrics.ended(listener, reason)
 
     async def _connect(self, node_id: int | None, peer: str) -> Streams | None:

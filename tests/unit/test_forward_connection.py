@@ -6,6 +6,7 @@ timeout, budget returned, refused APIs)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime
 import socket
 import struct
@@ -300,3 +301,132 @@ def test_connections_past_the_cap_are_closed_at_once() -> None:
             w2.close()
 
     asyncio.run(main())
+
+
+def _open_connections(registry: CollectorRegistry) -> float:
+    value = registry.get_sample_value("zdict_proxy_connections", {"listener": "bootstrap"})
+    assert value is not None
+    return value
+
+
+def test_a_client_gone_with_nothing_under_way_frees_its_slot_at_once() -> None:
+    async def main() -> None:
+        async with running(lambda f: _list_groups_answer(f)) as (listeners, _upstream, registry):
+            reader, writer = await asyncio.open_connection(*_bootstrap(listeners))
+            writer.write(_list_groups(1))
+            await writer.drain()
+            await _read_frame(reader)
+            assert _open_connections(registry) == 1
+            writer.close()
+            await asyncio.sleep(0.2)  # not DRAIN_TIMEOUT (30 s)
+            assert _open_connections(registry) == 0
+            assert listeners.budget.used == 0
+
+    asyncio.run(main())
+
+
+def _list_groups_answer(frame: bytes) -> bytes:
+    body = struct.pack(">i", _correlation(frame)) + b"groups"
+    return struct.pack(">i", len(body)) + body
+
+
+def test_the_answers_under_way_reach_a_client_that_closed_its_side() -> None:
+    answered: list[bytes] = []
+
+    def script(frame: bytes) -> bytes | None:
+        answered.append(frame)
+        return None if len(answered) < 3 else b"".join(_list_groups_answer(f) for f in answered)
+
+    async def main() -> None:
+        async with running(script) as (listeners, _upstream, registry):
+            reader, writer = await asyncio.open_connection(*_bootstrap(listeners))
+            for correlation_id in (1, 2, 3):
+                writer.write(_list_groups(correlation_id))
+            writer.write_eof()  # half-closed: the answers are still awaited
+            got = [await _read_frame(reader) for _ in range(3)]
+            assert [_correlation(b"\0\0\0\0" + g) for g in got] == [1, 2, 3]
+            assert await _closed(reader)
+            await asyncio.sleep(0.1)
+            assert _open_connections(registry) == 0
+            writer.close()
+
+    asyncio.run(main())
+
+
+def test_past_max_in_flight_the_client_is_not_read_until_an_answer_comes() -> None:
+    held: list[bytes] = []
+
+    def script(frame: bytes) -> bytes | None:
+        held.append(frame)
+        return None  # answered by the test
+
+    async def main() -> None:
+        async with running(script, max_in_flight=2) as (listeners, upstream, _registry):
+            _reader, writer = await asyncio.open_connection(*_bootstrap(listeners))
+            for correlation_id in range(1, 6):
+                writer.write(_list_groups(correlation_id))
+            await writer.drain()
+            await asyncio.sleep(0.2)
+            assert [_correlation(f) for f in upstream.frames] == [1, 2], "2 awaited, 3 held"
+            assert listeners.budget.used > 0, "the frames held are counted"
+            writer.close()
+
+    asyncio.run(main())
+
+
+def test_an_upstream_that_does_not_read_stops_the_client_and_its_bytes_are_counted() -> None:
+    release = asyncio.Event()
+    frames: list[int] = []
+
+    async def slow(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await release.wait()
+        with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError):
+            while True:
+                size = struct.unpack(">i", await reader.readexactly(4))[0]
+                frames.append(len(await reader.readexactly(size)))
+        writer.close()
+
+    async def main() -> None:
+        server = await asyncio.start_server(slow, "127.0.0.1", 0)
+        address = Address("127.0.0.1", server.sockets[0].getsockname()[1])
+        settings = ProxySettings(
+            listen="127.0.0.1:0",
+            broker_port_base=_free_port() - 1,
+            max_request_bytes=64 * 1024,
+            max_buffered_bytes=1024 * 1024,
+        )
+        listeners = Listeners(settings, [address], ForwardMetrics(CollectorRegistry()))
+        await listeners.start()
+        try:
+            _reader, writer = await asyncio.open_connection(*_bootstrap(listeners))
+            # acks=0 Produce requests of ~60 KB: no answer awaited, so only the upstream's
+            # write buffer pushes back. 64 MB offered.
+            frame = _produce_padded(60_000)
+            sent = 0
+            with contextlib.suppress(TimeoutError):
+                for _ in range(1000):
+                    writer.write(frame)
+                    await asyncio.wait_for(writer.drain(), 1)
+                    sent += 1
+            assert sent < 1000, "pushed back: the proxy stopped reading"
+            assert 0 < listeners.budget.used <= settings.max_buffered_bytes + 512 * 1024
+            release.set()
+            while len(frames) < sent:
+                await asyncio.wait_for(writer.drain(), 5)
+                await asyncio.sleep(0.05)
+            writer.close()
+            await asyncio.sleep(0.2)
+            assert listeners.budget.used == 0
+        finally:
+            await listeners.stop()
+            server.close()
+
+    asyncio.run(main())
+
+
+def _produce_padded(size: int) -> bytes:
+    """An acks=0 Produce v9 request frame padded to `size` bytes (the proxy without a Produce
+    rewriter reads its header and acks only)."""
+    frame = _produce(0, 1)
+    body = frame[4:] + b"\0" * (size - len(frame))
+    return struct.pack(">i", len(body)) + body
