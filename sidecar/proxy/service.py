@@ -29,6 +29,7 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from typing import Final
 
+import uvloop
 from prometheus_client import CollectorRegistry
 
 from sidecar.codec import Decoder, DictionaryResolver
@@ -223,17 +224,23 @@ def run_proxy(settings: Settings, ready: Callable[[str, int], None] | None = Non
                 stack.callback(routes.close)
                 routes.set_up(settings.proxy.topics)
                 routes.elect()
-                return asyncio.run(
-                    _serve(
-                        settings,
-                        bootstrap,
-                        metrics,
-                        security,
-                        routes,
-                        fetch,
-                        observed.health,
-                        ready,
-                    )
+                loop_factory = (
+                    uvloop.new_event_loop
+                    if settings.proxy.event_loop == "uvloop"
+                    else asyncio.new_event_loop
                 )
+                with asyncio.Runner(loop_factory=loop_factory) as runner:
+                    return runner.run(
+                        _serve(
+                            settings,
+                            bootstrap,
+                            metrics,
+                            security,
+                            routes,
+                            fetch,
+                            observed.health,
+                            ready,
+                        )
+                    )
 
         return exit_code(serve, log, failed="proxy_failed", stopped="proxy_stopped")

@@ -22,6 +22,7 @@ from sidecar.proxy.addresses import (
     rewrite,
     upstream_nodes,
 )
+from sidecar.proxy.bounded import check, top_level_tags
 from sidecar.proxy.versions import (
     DESCRIBE_CLUSTER,
     FIND_COORDINATOR,
@@ -214,3 +215,51 @@ def test_the_port_map_is_base_plus_node_id_within_1_to_65535(
     base: int, node_id: int, port: int | None
 ) -> None:
     assert PortMap(base).port(node_id) == port
+
+
+def _busy_produce_response(version: int, *, named: bool) -> bytes:
+    """A ProduceResponse frame of `version` with two topics of two partitions, each with two
+    record errors, messages, a current leader; node endpoints when `named`."""
+    cls = load_response_schema(PRODUCE, version)
+    error = filled(_class(PRODUCE, version, "BatchIndexAndErrorMessage"))
+    errors = (error, dataclasses.replace(error, batch_index_error_message="bad record"))
+    partition = filled(_class(PRODUCE, version, "PartitionProduceResponse"), record_errors=errors)
+    partitions = (
+        dataclasses.replace(partition, error_message="not the leader"),
+        dataclasses.replace(
+            partition,
+            index=2,
+            current_leader=_class(PRODUCE, version, "LeaderIdAndEpoch")(
+                leader_id=3, leader_epoch=9
+            ),
+        ),
+    )
+    topic = filled(_class(PRODUCE, version, "TopicProduceResponse"), partition_responses=partitions)
+    endpoints = _brokers(_class(PRODUCE, version, "NodeEndpoint")) if named else ()
+    body = filled(cls, responses=(topic, topic), node_endpoints=endpoints)
+    return encode_response(5, body)[4:]
+
+
+@pytest.mark.parametrize("named", [False, True])
+@pytest.mark.parametrize("version", _versions(PRODUCE, first=10))
+def test_the_hand_walk_of_produce_responses_agrees_with_the_schema_walk_on_every_prefix(
+    version: int, named: bool
+) -> None:
+    frame = _busy_produce_response(version, named=named)
+    schema = load_response_schema(PRODUCE, version)
+
+    def by_schema(data: bytes) -> bool | str:
+        try:
+            return top_level_tags(schema, data, check(schema.__header_schema__, data)) == 0
+        except ProtocolError:
+            return "refused"
+
+    def by_hand(data: bytes) -> bool | str:
+        try:
+            return names_no_broker(PRODUCE, version, data)
+        except ProtocolError:
+            return "refused"
+
+    assert by_hand(frame) is (not named)
+    for cut in range(len(frame) + 1):
+        assert by_hand(frame[:cut]) == by_schema(frame[:cut]), cut
