@@ -146,6 +146,10 @@ class ReadPartition:
     batches: list[ReadBatch]
     inputs: Inputs
 
+    def all_raw(self, crossover: float) -> bool:
+        """Whether every batch holding records holds at least `crossover` (all written raw)."""
+        return all(b.control or not b.records or len(b.records) >= crossover for b in self.batches)
+
     def raw_positions(self, crossover: float) -> list[int]:
         """The positions (in `inputs`) of the records of the batches holding at least
         `crossover` records: those the batch codec stores in fewer bytes raw than as frames."""
@@ -245,6 +249,17 @@ class BatchRewriter:
                 raise _invalid(str(exc)) from None
             batches.append(ReadBatch(raw, fields, records, False, section))
         return ReadPartition(batches, inputs)
+
+    def write_as_read(self, partition: ReadPartition) -> bytes:
+        """The records field of `partition` with every value as it came: each batch as read,
+        or its records compressed with the output codec."""
+        out: list[bytes] = []
+        for batch in partition.batches:
+            if batch.control or batch.fields[5] & _CODEC_MASK == self._codec_id:
+                out.append(batch.raw)
+            else:
+                out.append(self._write_batch(batch.fields, batch.plain))
+        return b"".join(out)
 
     def write(self, partition: ReadPartition, encoded: Sequence[Transformed]) -> bytes:
         """The records field of `partition` written again with its values `encoded` (as many

@@ -38,6 +38,7 @@ from typing import Any, Final, overload
 
 from kio.schema.errors import ErrorCode
 
+from sidecar.codec import Transformed
 from sidecar.errors import ProduceRefused, ProtocolError
 from sidecar.logs import get_logger
 from sidecar.namespaces import Namespace
@@ -247,38 +248,38 @@ class ProduceRewriter:
             namespace = self.namespace(topic.name)
         except ProduceRefused as exc:  # a topic past the proxy's bound (proxy.max_topics)
             return (t, read[0][0]), exc
-        raw = self._raw_positions(namespace, [batches for _, _, batches in read])
-        try:
-            encoded = encode_checked(
-                lambda records: namespace.encode_with_raw(records, raw), inputs
-            )
-        except ProduceRefused as exc:
-            return (t, read[0][0]), exc
+        partitions = [batches for _, _, batches in read]
+        crossover = self._crossover(namespace)
+        encoded: list[Transformed] | None = None
+        if crossover is not None and all(part.all_raw(crossover) for part in partitions):
+            # Every value written as it came: counted, and no result made per record.
+            namespace.count_raw(inputs)
+        else:
+            raw = _raw_positions(crossover, partitions)
+            try:
+                encoded = encode_checked(
+                    lambda records: namespace.encode_with_raw(records, raw), inputs
+                )
+            except ProduceRefused as exc:
+                return (t, read[0][0]), exc
         at = 0
         for p, index, batches in read:
             count = len(batches.inputs)
-            records[(t, p)] = self.batches.write(batches, encoded[at : at + count])
+            records[(t, p)] = (
+                self.batches.write_as_read(batches)
+                if encoded is None
+                else self.batches.write(batches, encoded[at : at + count])
+            )
             at += count
             offered.append((namespace, index, [value for value, _ in batches.inputs]))
         return None
 
-    def _raw_positions(self, namespace: Namespace, partitions: list[ReadPartition]) -> list[int]:
-        """The positions (in the topic's inputs, partitions in order) of the records written
-        raw: those of batches holding at least the namespace's crossover for the output codec
-        (none without a crossover, or with `raw_batches` off)."""
-        crossover = (
-            namespace.output_crossover(self.batches.limits.output_codec)
-            if self.raw_batches
-            else None
-        )
-        if crossover is None:
-            return []
-        raw: list[int] = []
-        base = 0
-        for batches in partitions:
-            raw += [base + i for i in batches.raw_positions(crossover)]
-            base += len(batches.inputs)
-        return raw
+    def _crossover(self, namespace: Namespace) -> float | None:
+        """The namespace's crossover for the output codec: batches of at least this many
+        records are written raw (None: none is, or `raw_batches` is off)."""
+        if not self.raw_batches:
+            return None
+        return namespace.output_crossover(self.batches.limits.output_codec)
 
     def _offer(self, offered: list[tuple[Namespace, int, list[bytes | None]]]) -> None:
         for namespace, partition, values in offered:
@@ -303,6 +304,19 @@ class ProduceRewriter:
             client_id=(header.client_id or "")[:SHOWN_CHARS],
             error=str(refused),
         )
+
+
+def _raw_positions(crossover: float | None, partitions: list[ReadPartition]) -> list[int]:
+    """The positions (in a topic's inputs, partitions in order) of the records written raw:
+    those of batches holding at least `crossover` records (None: none)."""
+    if crossover is None:
+        return []
+    raw: list[int] = []
+    base = 0
+    for batches in partitions:
+        raw += [base + i for i in batches.raw_positions(crossover)]
+        base += len(batches.inputs)
+    return raw
 
 
 def _answer(

@@ -740,3 +740,28 @@ def test_without_a_crossover_every_fill_is_written_as_frames(
     (written,) = decode_batches(after[0].records, 1 << 26)
     assert any(k == HEADER_KEY.encode() for r in written.records for k, _ in r.headers)
     assert _outcomes(setup)["raw"] == 0
+
+
+@pytest.mark.parametrize("codec_in", ["none", "zstd"])
+def test_a_request_whose_batches_all_hold_the_crossover_is_written_raw_and_counted(
+    codec_in: str, crossover_encoder: Encoder, decoder: Decoder, events: list[bytes]
+) -> None:
+    first, second = _records(events[:12]), _records(events[12:21], 12)
+    batches = [_compressed(first, codec_in), _compressed(second, codec_in)]
+    frame = _produce(11, {"orders": [(0, batches[0]), (1, batches[1])]})
+    setup = Setup(crossover_encoder)
+    after = _read_request(setup.rewrite(frame).frame).topic_data[0].partition_data
+    for written, sent, records in zip(after, batches, (first, second), strict=True):
+        (stored,) = decode_batches(written.records, 1 << 26)
+        assert stored.codec == "zstd"  # the output codec, whatever the client sent
+        if codec_in == "zstd":
+            assert written.records == sent  # already in the output codec: byte for byte
+        assert [(r.value, list(r.headers)) for r in stored.records] == [
+            (r.value, [(k.encode(), v) for k, v in r.headers]) for r in records
+        ]
+    counts = _outcomes(setup)
+    assert counts == {"compressed": 0.0, "raw": float(len(first) + len(second))}
+    raw_bytes = setup.registry.get_sample_value(
+        "zdict_input_bytes_total", {"topic": "orders", "op": "encode"}
+    )
+    assert raw_bytes == sum(len(r.value or b"") for r in first + second)
