@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import signal
 from collections.abc import Callable
 from contextlib import ExitStack
@@ -224,6 +225,10 @@ def run_proxy(settings: Settings, ready: Callable[[str, int], None] | None = Non
                 stack.callback(routes.close)
                 routes.set_up(settings.proxy.topics)
                 routes.elect()
+                # What start made (kio's message classes, dictionaries, lookup tables) lives
+                # as long as the process: kept out of the collector's generations, a full
+                # collection no longer walks it.
+                gc.freeze()
                 loop_factory = (
                     uvloop.new_event_loop
                     if settings.proxy.event_loop == "uvloop"
