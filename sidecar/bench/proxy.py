@@ -12,9 +12,17 @@ and the records the Fetch part reads:
   directly and through the proxy: records/s, and the proxy's CPU seconds
   (`/proc/<pid>/stat`: its threads, not a training child), hence its CPU µs per record and
   records per proxy CPU second (target ≥ 100,000);
-* **latency at 5,000 records/s** (producer zstd, `partitions` partitions): each record's time
-  from `produce()` to its delivery report, p50/p99, directly and through the proxy, and the
-  proxy's CPU µs per record meanwhile (targets: ≤ 10 µs, p50 +≤ 1 ms, p99 +≤ 5 ms);
+* **latency at 5,000 records/s, librdkafka** (producer zstd, `partitions` partitions: ~11-19
+  records in 1-4 batches per request): each record's time from `produce()` to its delivery
+  report, p50/p99, directly and through the proxy, and the proxy's CPU µs per record meanwhile;
+* **Java producer-perf-test at 5,000 records/s** (issue 26's client and its request shape:
+  Kafka's `ProducerPerformance` through `kafka_local`'s `tools`, `seconds` worth of records
+  of `PAYLOADS` events picked at random, the first 2 s of them (at most half) a warm-up,
+  linger.ms=5, acks=all, Java's defaults otherwise: the sticky partitioner over the topic's
+  partitions, ~1 batch of ~35 records per request, no compression), directly and through the
+  proxy: Java's records/s, p50 and p99 (whole ms) of the steady state, and the proxy's CPU µs
+  per record over the whole run, warm-up included (targets: ≤ 10 µs, p50 +≤ 1 ms, p99 +≤ 5
+  ms); the JVM's CPU is not counted;
 * **fetch, decoded**: one consumer reading `count` records as the frames proxy stored them
   (their batches as one unthrottled producer fills them), directly (frames) and through the
   proxy (decoded): records/s and records decoded per proxy CPU second (target ≥ 150,000);
@@ -49,6 +57,7 @@ from typing import Any, Final
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
+from sidecar.bench import perf_test
 from sidecar.bench.events import generate
 from sidecar.bench.proxy_tables import STORED_HEADERS, TIMED_HEADERS, proxy_tables
 from sidecar.bench.relay import percentile
@@ -67,6 +76,8 @@ PRIME: Final = 100
 #: Events of the stream before the measured ones that the proxies' dictionaries are trained on
 #: (the proxies run with --no-training: no training run takes CPU while they are measured).
 WARMUP: Final = 20_000
+#: Events of the stream the Java producer-perf-test picks its values from (at random).
+PAYLOADS: Final = 4096
 #: Client fills (records per batch) whose bytes stored are measured.
 FILLS: Final = (1, 4, 16, 64, 512)
 #: Batches each partition gets at each fill in the bytes part.
@@ -77,6 +88,8 @@ PARTS: Final = (
     "produce, proxy",
     "latency, direct",
     "latency, proxy",
+    "java, direct",
+    "java, proxy",
     "fetch, direct",
     "fetch, proxy",
 )
@@ -351,8 +364,11 @@ class _Run:
         settings: dict[str, Any],
         header_key: str,
         log: Callable[[str], None],
+        kafka_local: Path,
     ) -> None:
         self.bootstrap, self.data_dir, self.stream, self.log = bootstrap, data_dir, stream, log
+        self.kafka_local = kafka_local
+        self.payloads: Path | None = None
         self.settings, self.header_key = settings, header_key
         self.count: int = settings["count"]
         self.partitions: int = settings["partitions"]
@@ -410,6 +426,7 @@ class _Run:
     def round(self, proxy: _ProxyProcess, frames: _ProxyProcess, label: str) -> None:
         self.produce(proxy, label)
         self.latency(proxy, label)
+        self.java(proxy, label)
         self.fetch(proxy, label)
         if self.data_dir is not None:
             self.bytes_stored(proxy, frames, label)
@@ -448,6 +465,39 @@ class _Run:
             if self.measured:
                 part.p50_ms.append(percentile(latencies, 0.5) * 1000)
                 part.p99_ms.append(percentile(latencies, 0.99) * 1000)
+
+    def write_payloads(self, path: Path) -> None:
+        """`PAYLOADS` events of the stream, the Java tool's values: one a line."""
+        values = self.values(PAYLOADS)
+        if any(b"\n" in value for value in values):
+            raise InputError(f"bench proxy: a {self.settings['kind']} event holds a newline")
+        path.write_bytes(b"\n".join(values))
+        self.payloads = path
+
+    def java(self, proxy: _ProxyProcess, label: str) -> None:
+        assert self.payloads is not None
+        java = self.settings["java"]
+        records, warmup = java["records"], java["warmup_records"]
+        self.log(
+            f"{label}: Java producer-perf-test, {records:,} records at {RATE:,} records/s "
+            f"({warmup:,} of them a warm-up), direct, then through the proxy"
+        )
+        for name, address, topic in (
+            ("java, direct", self.bootstrap, self.topics["direct"]),
+            ("java, proxy", proxy.address, self.topics["proxy"]),
+        ):
+            cpu = proxy.cpu()
+            summary = perf_test.run(
+                self.kafka_local, address, topic, records, RATE, self.payloads, warmup
+            )
+            if self.measured:
+                part = self.parts[name]
+                # Every record sent, warm-up included: the proxy handled them all.
+                part.records.append(summary.records)
+                part.records_per_s.append(summary.records_per_s)
+                part.proxy_cpu_s.append(proxy.cpu() - cpu)
+                part.p50_ms.append(summary.p50_ms)
+                part.p99_ms.append(summary.p99_ms)
 
     def fetch(self, proxy: _ProxyProcess, label: str) -> None:
         self.log(f"{label}: {self.count:,} stored records read, directly, then through the proxy")
@@ -525,12 +575,15 @@ def bench_proxy(
     fills: Sequence[int] = FILLS,
     batches: int = BATCHES,
     runs: int = 3,
+    kafka_local: Path = perf_test.KAFKA_LOCAL,
     log: Callable[[str], None] = print,
 ) -> ProxyResults:
     """Run the benchmark (see module); `data_dir` is the broker's log directory (None: bytes
-    are not measured)."""
+    are not measured), `kafka_local` the script the Java tool runs through."""
+    perf_test.kafka_local(kafka_local)
     if data_dir is not None and not data_dir.is_dir():
         raise InputError(f"broker data directory {data_dir} does not exist (--data-dir)")
+    java_records = int(RATE * seconds)
     settings = {
         "kind": kind,
         "count": count,
@@ -542,14 +595,20 @@ def bench_proxy(
         "batches": batches,
         "runs": runs,
         "client": CLIENT,
+        "java": {
+            "records": java_records,
+            "warmup_records": perf_test.warmup_records(java_records, RATE),
+            "payloads": PAYLOADS,
+            "client": {"linger.ms": 5, "acks": "all"},
+        },
         "warmup": WARMUP,
         "data_dir": str(data_dir) if data_dir else None,
     }
     stored_records = sum(f * s * batches for f in fills for s in (partitions, sparse_partitions))
     per_round = count + int(RATE * seconds) + (stored_records if data_dir else 0)
-    stream = generate(kind, WARMUP + count + per_round * (runs + 1), seed=7)
+    stream = generate(kind, WARMUP + PAYLOADS + count + per_round * (runs + 1), seed=7)
     # The proxies run without the caller's ZDICT_ settings: the default header.
-    run = _Run(bootstrap, data_dir, stream, settings, CodecSettings().header_key, log)
+    run = _Run(bootstrap, data_dir, stream, settings, CodecSettings().header_key, log, kafka_local)
     admin = plain_admin(bootstrap)
     node_ids = sorted(admin.list_topics(timeout=30).brokers)
     new_topics = [NewTopic(t, num_partitions=n) for t, n in run.topic_partitions().items()]
@@ -563,6 +622,7 @@ def bench_proxy(
             sample.write_bytes(b"\n".join(run.values(WARMUP)) + b"\n")
             for path in ("proxy", "frames"):
                 _train(tmp / "dictionaries", sample, run.topics[path])
+            run.write_payloads(tmp / "payloads.txt")
             with _proxies(bootstrap, tmp, run.topics, node_ids) as (proxy, frames, loaded):
                 log(f"the Fetch part's {count:,} records, through the frames proxy")
                 run.fetch_source(frames)
@@ -591,7 +651,7 @@ def format_results(results: ProxyResults) -> str:
         TIMED_HEADERS,
         tables.timed,
         f"{settings['count']:,} {settings['kind']} events, {settings['partitions']} partitions, "
-        "one client (idempotent, acks=all, linger.ms=5), median [min–max] of the measured rounds",
+        "each client idempotent, acks=all, linger.ms=5; median [min–max] of the measured rounds",
     )
     if not tables.stored:
         return timed + "\n\n(bytes stored: not measured without --data-dir)"

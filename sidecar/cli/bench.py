@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sidecar.bench.events import KINDS, generate
+from sidecar.bench.perf_test import KAFKA_LOCAL
 from sidecar.cli.bench_common import MAX_INT32, rounds
 from sidecar.cli.bench_lifecycle import add_bench_lifecycle
 from sidecar.cli.bench_offline import add_bench_offline
@@ -477,8 +478,11 @@ def cmd_bench_producer(args: argparse.Namespace) -> int:
 
 
 def cmd_bench_proxy(args: argparse.Namespace) -> int:
+    from sidecar.bench import perf_test
     from sidecar.bench import proxy as bench
 
+    # Before the broker is looked up: a missing tool is told without one.
+    kafka_local = perf_test.kafka_local(Path(args.kafka_local))
     results = bench.bench_proxy(
         bench_bootstrap(),
         Path(args.data_dir) if args.data_dir else None,
@@ -489,6 +493,7 @@ def cmd_bench_proxy(args: argparse.Namespace) -> int:
         fills=args.fills or bench.FILLS,
         batches=args.batches or bench.BATCHES,
         runs=args.runs,
+        kafka_local=kafka_local,
     )
     print()
     print(bench.format_results(results))
@@ -529,6 +534,13 @@ def _add_bench_proxy(benches: Commands) -> None:
         help="batches per partition at each fill in the bytes part (default 2)",
     )
     b.add_argument("--data-dir", metavar="DIR", help="the broker's log.dirs (bytes stored)")
+    b.add_argument(
+        "--kafka-local",
+        default=str(KAFKA_LOCAL),
+        metavar="PATH",
+        help=f"kafka-local, which runs Kafka's Java producer-perf-test (default: {KAFKA_LOCAL}, "
+        "from the repository's root)",
+    )
     b.add_argument("--json-out", type=output_file, default="out/bench-proxy.json", metavar="FILE")
     b.set_defaults(func=cmd_bench_proxy)
 

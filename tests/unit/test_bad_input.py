@@ -345,6 +345,13 @@ CASES: Final = [
     case("bench-producer-runs-1", "bench producer --runs 1", USAGE, "--runs"),
     case("bench-producer-fills-0", "bench producer --fills 0,1", USAGE, "--fills"),
     case("bench-producer-unreachable", "bench producer", FAILURE, UNREACHABLE),
+    case(
+        "bench-proxy-no-kafka-local",
+        "bench proxy --kafka-local {missing}",
+        FAILURE,
+        "--kafka-local",
+        "{missing}",
+    ),
     case("bench-choice-limit-0", "bench choice --limit 0", USAGE, "--limit"),
     case("bench-choice-unknown-corpus", "bench choice --corpus nope", USAGE, "--corpus", "nope"),
     case("bench-choice-json-out-dir", "bench choice --json-out {dir}", USAGE, "--json-out"),

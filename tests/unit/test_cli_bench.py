@@ -245,3 +245,14 @@ def test_an_unreachable_broker_stops_a_benchmark_before_it_measures(
     err = capsys.readouterr().err
     assert "no Kafka broker answered within 1 s at bootstrap.servers=127.0.0.1:1" in err
     assert "(KAFKA_BOOTSTRAP_SERVERS)" in err
+
+
+def test_bench_proxy_without_kafka_local_stops_before_the_broker_naming_the_option(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], broker: list[str]
+) -> None:
+    missing = tmp_path / "kafka-local"
+    assert main(["bench", "proxy", "--kafka-local", str(missing)]) == 1
+    err = capsys.readouterr().err
+    assert f"{missing} is not there (--kafka-local)" in err
+    assert "give --kafka-local PATH" in err and "Traceback" not in err
+    assert broker == []
