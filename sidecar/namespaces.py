@@ -142,13 +142,14 @@ class Namespace:
         outcome `raw` at their size in and out, and the shadow sample's share of them encoded
         with the current encoder for the live ratio only (`codec.raw_values`)."""
         passed = passed_raw(records)
-        self.count_raw(records)
+        self.count_raw(records, sum(t.input_bytes for t in passed))
         return passed
 
-    def count_raw(self, records: Records) -> None:
-        """Count `records` as written raw (`pass_raw`) without making a result per record: for
-        a caller that writes every one of them as it came."""
-        self.metrics.observe_raw(len(records), sum(len(v) for v, _ in records if v is not None))
+    def count_raw(self, records: Records, value_bytes: int) -> None:
+        """Count `records`, whose values hold `value_bytes` bytes, as written raw (`pass_raw`)
+        without making a result per record: for a caller that writes every one of them as it
+        came."""
+        self.metrics.observe_raw(len(records), value_bytes)
         self.shadow.measure(self.encoder, records)
 
 

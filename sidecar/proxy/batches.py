@@ -145,6 +145,8 @@ class ReadPartition:
 
     batches: list[ReadBatch]
     inputs: Inputs
+    #: Bytes of the values of `inputs` (a null value: none).
+    value_bytes: int = 0
 
     def all_raw(self, crossover: float) -> bool:
         """Whether every batch holding records holds at least `crossover` (all written raw)."""
@@ -200,6 +202,7 @@ class BatchRewriter:
         """
         batches: list[ReadBatch] = []
         inputs: Inputs = []
+        value_bytes = 0
         pos, size = 0, len(data)
         while pos < size:
             if pos + BATCH_HEADER_BYTES > size:
@@ -242,13 +245,14 @@ class BatchRewriter:
                     f"a batch of {count} records has last offset delta {fields[6]}, not {count - 1}"
                 )
             try:
-                records = _read_records(
+                records, sizes = _read_records(
                     section, count, fields[7], self._header_key, self.limits.max_value_bytes, inputs
                 )
             except MalformedBatch as exc:  # a varint cut short or too long
                 raise _invalid(str(exc)) from None
+            value_bytes += sizes
             batches.append(ReadBatch(raw, fields, records, False, section))
-        return ReadPartition(batches, inputs)
+        return ReadPartition(batches, inputs, value_bytes)
 
     def write_as_read(self, partition: ReadPartition) -> bytes:
         """The records field of `partition` with every value as it came: each batch as read,
@@ -384,9 +388,9 @@ def _read_records(  # noqa: C901 - one loop per record, kept flat for speed
     ours: bytes,
     max_value: int,
     inputs: Inputs,
-) -> list[_Record]:
-    """The `count` records of an uncompressed records `section`, each checked; the codec's
-    input of each (value, headers named) appended to `inputs`.
+) -> tuple[list[_Record], int]:
+    """The `count` records of an uncompressed records `section`, each checked, and the bytes
+    of their values; the codec's input of each (value, headers named) appended to `inputs`.
 
     The varints that fit one byte (small deltas, no key, no headers) or, for the record's and
     the value's length, two bytes (up to 8191) are read inline: this loop runs once per record
@@ -395,6 +399,7 @@ def _read_records(  # noqa: C901 - one loop per record, kept flat for speed
     records: list[_Record] = []
     append, add = records.append, inputs.append
     pos, size = 0, len(section)
+    value_bytes = 0
     try:
         for index in range(count):
             byte = section[pos]
@@ -459,13 +464,15 @@ def _read_records(  # noqa: C901 - one loop per record, kept flat for speed
                 value = None
             else:
                 raise _invalid(f"a record's value has length {value_length}")
-            if value is not None and len(value) > max_value:
+            if value_length > max_value:
                 raise ProduceRefused(
                     MESSAGE_TOO_LARGE,
                     "value_too_large",
-                    f"a value of {len(value)} bytes is above the {max_value} bytes the decoders "
-                    "accept (ZDICT_CODEC__MAX_OUTPUT_SIZE)",
+                    f"a value of {value_length} bytes is above the {max_value} bytes the "
+                    "decoders accept (ZDICT_CODEC__MAX_OUTPUT_SIZE)",
                 )
+            if value_length > 0:
+                value_bytes += value_length
             byte = section[pos]
             if byte == 0 and pos + 1 == stop:  # no headers
                 append((head, value, 0, [], b""))
@@ -488,7 +495,7 @@ def _read_records(  # noqa: C901 - one loop per record, kept flat for speed
         raise _invalid("a record ends inside a varint (truncated)") from None
     if pos != size:
         raise _invalid("bytes left over after the batch's last record")
-    return records
+    return records, value_bytes
 
 
 def _read_headers(

@@ -253,7 +253,7 @@ class ProduceRewriter:
         encoded: list[Transformed] | None = None
         if crossover is not None and all(part.all_raw(crossover) for part in partitions):
             # Every value written as it came: counted, and no result made per record.
-            namespace.count_raw(inputs)
+            namespace.count_raw(inputs, sum(part.value_bytes for part in partitions))
         else:
             raw = _raw_positions(crossover, partitions)
             try:
