@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from sidecar.bench.figure_tables import Document, flag, spread, table
 
@@ -110,16 +110,8 @@ def proxy_tables(doc: Document) -> ProxyTables:
             ],
             ["p50 ms, send() → callback (Java: whole ms)", *both("java", "p50_ms", JAVA_MS)],
             ["p99 ms, same", *both("java", "p99_ms", JAVA_MS)],
-            [
-                "p50 added by the proxy, ms (target ≤ +1)",
-                "",
-                spread(added_ms(java_p["p50_ms"], java_d["p50_ms"]), "{:+g}"),
-            ],
-            [
-                "p99 added by the proxy, ms (target ≤ +5)",
-                "",
-                spread(added_ms(java_p["p99_ms"], java_d["p99_ms"]), "{:+g}"),
-            ],
+            _added("p50 added by the proxy, ms (target ≤ +1)", java_p, java_d, "p50_ms", "{:+g}"),
+            _added("p99 added by the proxy, ms (target ≤ +5)", java_p, java_d, "p99_ms", "{:+g}"),
             [
                 "proxy CPU µs per record, warm-up records included (target ≤ 10)",
                 "",
@@ -157,16 +149,8 @@ def proxy_tables(doc: Document) -> ProxyTables:
         ],
         ["p50 ms, produce() → delivery report", *both("latency", "p50_ms")],
         ["p99 ms, same", *both("latency", "p99_ms")],
-        [
-            "p50 added by the proxy, ms",
-            "",
-            spread(added_ms(latency_p["p50_ms"], latency_d["p50_ms"]), "{:+.1f}"),
-        ],
-        [
-            "p99 added by the proxy, ms",
-            "",
-            spread(added_ms(latency_p["p99_ms"], latency_d["p99_ms"]), "{:+.1f}"),
-        ],
+        _added("p50 added by the proxy, ms", latency_p, latency_d, "p50_ms", "{:+.1f}"),
+        _added("p99 added by the proxy, ms", latency_p, latency_d, "p99_ms", "{:+.1f}"),
         ["proxy CPU µs per record, librdkafka", "", spread(cpu_us_per_record(latency_p), MS)],
         [
             f"fetch: records/s reading {settings['count']:,} stored records (direct: as stored; "
@@ -232,3 +216,10 @@ def proxy_markdown(doc: Document) -> list[str]:
         "",
         *table(STORED_HEADERS, tables.stored),
     ]
+
+
+def _added(
+    label: str, proxy: dict[str, Any], direct: dict[str, Any], key: str, form: str
+) -> list[object]:
+    """A row of the latency `key` the proxy added over going direct, per round."""
+    return [label, "", spread(added_ms(proxy[key], direct[key]), form)]
