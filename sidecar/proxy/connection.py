@@ -494,13 +494,7 @@ class Connection:
         try:
             end = self._answers(buffer)
         except ProtocolError as exc:
-            log.warning(
-                "upstream_response_refused",
-                peer=self.peer,
-                client_id=self.client_id,
-                error=str(exc),
-            )
-            self.close("upstream_closed")
+            self._refuse_upstream(exc)
             return
         if self._done.done():
             return
@@ -510,6 +504,14 @@ class Connection:
         elif end:
             del upstream.data[:end]
         self._account(upstream)
+
+    def _refuse_upstream(self, exc: ProtocolError) -> None:
+        """Upstream sent what the proxy cannot pass on: the connection ends, as a broker
+        speaking out of protocol ends it for its client."""
+        log.warning(
+            "upstream_response_refused", peer=self.peer, client_id=self.client_id, error=str(exc)
+        )
+        self.close("upstream_closed")
 
     def _answers(self, buffer: bytes | bytearray) -> int:
         """Write back the answers of `buffer` while the client takes them; the offset after the
@@ -637,13 +639,7 @@ class Connection:
         try:
             data = await rewriting
         except ProtocolError as exc:
-            log.warning(
-                "upstream_response_refused",
-                peer=self.peer,
-                client_id=self.client_id,
-                error=str(exc),
-            )
-            self.close("upstream_closed")
+            self._refuse_upstream(exc)
             return
         except Exception as exc:  # a rewrite that fails ends its connection, not the proxy
             log.error(
