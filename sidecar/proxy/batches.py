@@ -128,11 +128,13 @@ class Rewritten:
 
 @dataclass(slots=True)
 class ReadBatch:
-    """One batch as read: its bytes, header fields, records (none: a control batch) and its
-    records section uncompressed (what an unchanged batch is written again from)."""
+    """One batch as read: its bytes, header fields, how many records it holds, its records as
+    read (none for a control batch, or one read for its values only: see `BatchRewriter.read`)
+    and its records section uncompressed (what an unchanged batch is written again from)."""
 
     raw: bytes
     fields: tuple[int, ...]
+    count: int
     records: list[_Record]
     control: bool
     plain: bytes = b""
@@ -150,7 +152,7 @@ class ReadPartition:
 
     def all_raw(self, crossover: float) -> bool:
         """Whether every batch holding records holds at least `crossover` (all written raw)."""
-        return all(b.control or not b.records or len(b.records) >= crossover for b in self.batches)
+        return all(b.control or not b.count or b.count >= crossover for b in self.batches)
 
     def raw_positions(self, crossover: float) -> list[int]:
         """The positions (in `inputs`) of the records of the batches holding at least
@@ -158,7 +160,7 @@ class ReadPartition:
         out: list[int] = []
         at = 0
         for batch in self.batches:
-            count = len(batch.records)
+            count = 0 if batch.control else batch.count
             if count and count >= crossover:
                 out.extend(range(at, at + count))
             at += count
@@ -194,8 +196,13 @@ class BatchRewriter:
             [value for value, _ in partition.inputs],
         )
 
-    def read(self, data: bytes, allowance: Allowance) -> ReadPartition:
-        """The batches of the records field `data`, checked and read.
+    def read(
+        self, data: bytes, allowance: Allowance, values_from: float | None = None
+    ) -> ReadPartition:
+        """The batches of the records field `data`, checked and read; those holding at least
+        `values_from` records (the crossover: their values go raw) for their values only, their
+        records not kept for writing (`write` takes such a batch only with none of its values
+        encoded).
 
         Raises:
             ProduceRefused: a batch or record refused (see module).
@@ -231,7 +238,7 @@ class BatchRewriter:
                 raise _invalid(f"a batch says it holds {count} records")
             pos = end
             if attributes & CONTROL_BIT:
-                batches.append(ReadBatch(raw, fields, [], True))
+                batches.append(ReadBatch(raw, fields, count, [], True))
                 continue
             allowance.take_records(count)
             codec = attributes & _CODEC_MASK
@@ -244,14 +251,21 @@ class BatchRewriter:
                 raise _invalid(
                     f"a batch of {count} records has last offset delta {fields[6]}, not {count - 1}"
                 )
+            records: list[_Record] = []
+            kept = None if values_from is not None and count >= values_from else records
             try:
-                records, sizes = _read_records(
-                    section, count, fields[7], self._header_key, self.limits.max_value_bytes, inputs
+                value_bytes += _read_records(
+                    section,
+                    count,
+                    fields[7],
+                    self._header_key,
+                    self.limits.max_value_bytes,
+                    inputs,
+                    kept,
                 )
             except MalformedBatch as exc:  # a varint cut short or too long
                 raise _invalid(str(exc)) from None
-            value_bytes += sizes
-            batches.append(ReadBatch(raw, fields, records, False, section))
+            batches.append(ReadBatch(raw, fields, count, records, False, section))
         return ReadPartition(batches, inputs, value_bytes)
 
     def write_as_read(self, partition: ReadPartition) -> bytes:
@@ -274,8 +288,8 @@ class BatchRewriter:
             if batch.control:
                 out.append(batch.raw)
                 continue
-            mine = encoded[at : at + len(batch.records)]
-            at += len(batch.records)
+            mine = encoded[at : at + batch.count]
+            at += batch.count
             # Only an encoded value adds a header: a batch without one is its records as read.
             if not any(e.outcome is _COMPRESSED for e in mine):
                 if batch.fields[5] & _CODEC_MASK == self._codec_id:
@@ -388,16 +402,17 @@ def _read_records(  # noqa: C901 - one loop per record, kept flat for speed
     ours: bytes,
     max_value: int,
     inputs: Inputs,
-) -> tuple[list[_Record], int]:
-    """The `count` records of an uncompressed records `section`, each checked, and the bytes
-    of their values; the codec's input of each (value, headers named) appended to `inputs`.
+    records: list[_Record] | None,
+) -> int:
+    """The bytes of the values of the `count` records of an uncompressed records `section`,
+    each checked; the codec's input of each (value, headers named) appended to `inputs`, and
+    each record as read to `records` (None: not kept, the batch goes raw).
 
     The varints that fit one byte (small deltas, no key, no headers) or, for the record's and
     the value's length, two bytes (up to 8191) are read inline: this loop runs once per record
     on the proxy's Produce path, and a call per field was most of its cost.
     """
-    records: list[_Record] = []
-    append, add = records.append, inputs.append
+    add = inputs.append
     pos, size = 0, len(section)
     value_bytes = 0
     try:
@@ -446,7 +461,7 @@ def _read_records(  # noqa: C901 - one loop per record, kept flat for speed
                 raise _invalid(f"a record's key has length {key_length}")
             if pos > stop:
                 raise _invalid("a record's key runs past the end of the record (truncated)")
-            head = section[start:pos]
+            head = section[start:pos] if records is not None else b""
             byte = section[pos]
             if byte < 0x80:
                 value_length, pos = (byte >> 1) ^ -(byte & 1), pos + 1
@@ -475,7 +490,8 @@ def _read_records(  # noqa: C901 - one loop per record, kept flat for speed
                 value_bytes += value_length
             byte = section[pos]
             if byte == 0 and pos + 1 == stop:  # no headers
-                append((head, value, 0, [], b""))
+                if records is not None:
+                    records.append((head, value, 0, [], b""))
                 add((value, None))
                 pos = stop
                 continue
@@ -486,7 +502,8 @@ def _read_records(  # noqa: C901 - one loop per record, kept flat for speed
             headers, pos = _read_headers(section, pos, stop, header_count, ours)
             if pos != stop:
                 raise _invalid("a record's fields do not add up to its length")
-            append((head, value, header_count, headers, section[first_header:stop]))
+            if records is not None:
+                records.append((head, value, header_count, headers, section[first_header:stop]))
             try:
                 add((value, [(k.decode(), v) for k, v in headers] if headers else None))
             except UnicodeDecodeError:
@@ -495,7 +512,7 @@ def _read_records(  # noqa: C901 - one loop per record, kept flat for speed
         raise _invalid("a record ends inside a varint (truncated)") from None
     if pos != size:
         raise _invalid("bytes left over after the batch's last record")
-    return records, value_bytes
+    return value_bytes
 
 
 def _read_headers(

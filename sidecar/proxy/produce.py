@@ -163,6 +163,8 @@ class ProduceRewriter:
         self.clock = clock
         self._logged: dict[str, float] = {}
         self._positions: dict[tuple[str, int], int] = {}
+        #: Per topic served, its crossover at its last request (see `_topic`).
+        self._crossovers: dict[str, float | None] = {}
         self.requests = 0
         self.refused = 0
 
@@ -231,25 +233,30 @@ class ProduceRewriter:
         """Rewrite the partitions of topic number `t` into `records`: every batch read, the
         values of all encoded in one call, each partition written again. A refusal: (topic
         number, partition number) and why; nothing of the topic is then written."""
-        read: list[tuple[int, int, ReadPartition]] = []
-        inputs: Inputs = []
-        for p, partition in enumerate(topic.partitions):
-            if partition.records is None:
-                continue
-            try:
-                batches = self.batches.read(partition.records, allowance)
-            except ProduceRefused as exc:
-                return (t, p), exc
-            read.append((p, partition.index, batches))
-            inputs += batches.inputs
+        # The batches that will go raw are read for their values only: which ones, by the
+        # crossover the topic had at its last request (a new dictionary may move it: then they
+        # are read again whole, once).
+        values_from = self._crossovers.get(topic.name)
+        read = self._read(t, topic, allowance, values_from)
+        if isinstance(read, tuple):
+            return read
         if not read:
             return None
         try:
             namespace = self.namespace(topic.name)
         except ProduceRefused as exc:  # a topic past the proxy's bound (proxy.max_topics)
             return (t, read[0][0]), exc
+        crossover = self._crossovers[topic.name] = self._crossover(namespace)
+        if values_from is not None and crossover != values_from:
+            # The first read took every bound: this one is not counted against the request.
+            again = Allowance(self.max_records, self.max_decompressed_bytes)
+            read = self._read(t, topic, again, None)
+            if isinstance(read, tuple):  # the same checks passed on these bytes: not expected
+                return read
+        inputs: Inputs = []
+        for _, _, batches in read:
+            inputs += batches.inputs
         partitions = [batches for _, _, batches in read]
-        crossover = self._crossover(namespace)
         encoded: list[Transformed] | None = None
         if crossover is not None and all(part.all_raw(crossover) for part in partitions):
             # Every value written as it came: counted, and no result made per record.
@@ -273,6 +280,23 @@ class ProduceRewriter:
             at += count
             offered.append((namespace, index, [value for value, _ in batches.inputs]))
         return None
+
+    def _read(
+        self, t: int, topic: TopicData, allowance: Allowance, values_from: float | None
+    ) -> list[tuple[int, int, ReadPartition]] | tuple[tuple[int, int], ProduceRefused]:
+        """(partition number, index, batches) of each partition of topic number `t` holding
+        records, read (`BatchRewriter.read`); or the first refusal: (topic number, partition
+        number) and why."""
+        read: list[tuple[int, int, ReadPartition]] = []
+        for p, partition in enumerate(topic.partitions):
+            if partition.records is None:
+                continue
+            try:
+                batches = self.batches.read(partition.records, allowance, values_from)
+            except ProduceRefused as exc:
+                return (t, p), exc
+            read.append((p, partition.index, batches))
+        return read
 
     def _crossover(self, namespace: Namespace) -> float | None:
         """The namespace's crossover for the output codec: batches of at least this many

@@ -765,3 +765,29 @@ def test_a_request_whose_batches_all_hold_the_crossover_is_written_raw_and_count
         "zdict_input_bytes_total", {"topic": "orders", "op": "encode"}
     )
     assert raw_bytes == sum(len(r.value or b"") for r in first + second)
+
+
+def test_batches_past_a_crossover_that_moved_are_read_again_and_written_as_frames(
+    store: DictionaryStore,
+    add_dictionary: AddDictionary,
+    crossover_encoder: Encoder,
+    decoder: Decoder,
+    events: list[bytes],
+) -> None:
+    setup = Setup(crossover_encoder)
+    full = _records(events[:16])
+    frame = _produce(11, {"orders": [(0, encode_batch(full))]})
+    for _ in range(2):  # the first request learns the crossover, the second reads values only
+        after = _read_request(setup.rewrite(frame).frame).topic_data[0].partition_data
+        (stored,) = decode_batches(after[0].records, 1 << 26)
+        assert all(HEADER_KEY.encode() not in [k for k, _ in r.headers] for r in stored.records)
+    moved = add_dictionary("orders", raw_crossover={"zstd": 64.0, "lz4": None})
+    store.activate("orders", moved.id)
+    setup.namespace("orders").encoder = Encoder.from_store(
+        store, "orders", min_size=16, header_key=HEADER_KEY
+    )
+    after = _read_request(setup.rewrite(frame).frame).topic_data[0].partition_data
+    (written,) = decode_batches(after[0].records, 1 << 26)
+    assert all(HEADER_KEY.encode() in [k for k, _ in r.headers] for r in written.records if r.value)
+    assert _decoded(decoder, after[0].records) == _expected(full)
+    assert _outcomes(setup)["raw"] == 2 * len(full)
