@@ -591,8 +591,7 @@ class ProxySettings(BaseModel):
     event_loop: Literal["uvloop", "asyncio"] = Field(
         default="uvloop",
         description="the event loop the connections run on: uvloop (libuv, compiled; the "
-        "default: a Produce request of a few batches costs about 100 µs less of CPU) or "
-        "Python's own asyncio loop",
+        "default: less CPU per request forwarded) or Python's own asyncio loop",
     )
 
     @model_validator(mode="after")
