@@ -35,11 +35,12 @@ else that ends one side ends both, with one log line.
 from __future__ import annotations
 
 import asyncio
+import functools
 import struct
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Final, cast
+from typing import Concatenate, Final, ParamSpec, cast
 
 from kio.schema.errors import ErrorCode
 
@@ -135,6 +136,26 @@ class Expected:
     #: Answers the proxy gives itself to the requests that came after this one (refused at
     #: the door), written right after this one's answer.
     then: list[bytes] = field(default_factory=list)
+
+
+_P = ParamSpec("_P")
+
+
+def _guarded(
+    method: Callable[Concatenate[Connection, _P], None],
+) -> Callable[Concatenate[Connection, _P], None]:
+    """An entry from the event loop into a connection (bytes read, a resumption, the budget's
+    call back): a fault of the proxy's own in it ends that connection (`Connection.failed`),
+    not the listener or the loop, and is logged as ours."""
+
+    @functools.wraps(method)
+    def guarded(self: Connection, /, *args: _P.args, **kwargs: _P.kwargs) -> None:
+        try:
+            method(self, *args, **kwargs)
+        except Exception as exc:  # a bug: this connection ends, the others are served
+            self.failed(exc)
+
+    return guarded
 
 
 class Accepted(asyncio.Protocol):
@@ -339,6 +360,7 @@ class Connection:
 
     # -- client -> upstream --------------------------------------------------------------------
 
+    @_guarded
     def requests(self, data: bytes) -> None:
         """Handle the complete frames of what the client sent."""
         client = self.client
@@ -483,6 +505,7 @@ class Connection:
 
     # -- upstream -> client --------------------------------------------------------------------
 
+    @_guarded
     def responses(self, data: bytes) -> None:
         """Write back the answers in what upstream sent."""
         upstream = self.upstream
@@ -504,6 +527,18 @@ class Connection:
         elif end:
             del upstream.data[:end]
         self._account(upstream)
+
+    def failed(self, exc: Exception) -> None:
+        """A fault of the proxy's own (a bug, not what a side sent) while serving: logged with
+        its traceback, and the connection ends; the others are served on."""
+        log.error(
+            "connection_failed",
+            peer=self.peer,
+            client_id=self.client_id,
+            error=repr(exc),
+            exc_info=exc,
+        )
+        self.close(None)
 
     def _refuse_upstream(self, exc: ProtocolError) -> None:
         """Upstream sent what the proxy cannot pass on: the connection ends, as a broker
@@ -642,10 +677,7 @@ class Connection:
             self._refuse_upstream(exc)
             return
         except Exception as exc:  # a rewrite that fails ends its connection, not the proxy
-            log.error(
-                "response_rewrite_failed", peer=self.peer, client_id=self.client_id, error=repr(exc)
-            )
-            self.close(None)
+            self.failed(exc)
             return
         if self._done.done():
             return
@@ -742,6 +774,7 @@ class Connection:
         fetch = expected.api_key == FETCH and self.fetch is not None
         return fetch or is_parsed(expected.api_key, expected.version)
 
+    @_guarded
     def _retry(self) -> None:
         """Bytes were given back: account again for the sides the budget stopped."""
         for side in (self.client, self.upstream):
@@ -773,6 +806,7 @@ class Connection:
             self.client.go(_PEER_FULL)
             self._loop.call_soon(self._resume_requests)
 
+    @_guarded
     def _resume_requests(self) -> None:
         """Go on with the client's frames read while it was not served."""
         client = self.client
@@ -788,6 +822,7 @@ class Connection:
         if _EOF in client.stops:
             self.client_eof()
 
+    @_guarded
     def _resume_responses(self) -> None:
         """Go on with the answers upstream sent while they were not written."""
         if self._done.done() or self.upstream.stops - _NOT_BLOCKING or not self.upstream.data:

@@ -32,8 +32,10 @@ FAST_TRAINING: Mapping[str, str] = {
     "ZDICT_CONSUMER__SESSION_TIMEOUT_MS": "6000",
     "ZDICT_CONSUMER__HEARTBEAT_INTERVAL_MS": "1000",
 }
-#: Log events of a request, a response or a record the proxy could not serve as it came.
+#: Log events of a request, a response or a record the proxy could not serve as it came, and
+#: of a fault of its own while serving.
 TROUBLES = (
+    "connection_failed",
     "request_refused",
     "upstream_response_refused",
     "produce_refused",

@@ -19,6 +19,7 @@ from typing import Any
 from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode
 from prometheus_client import CollectorRegistry
+from structlog.testing import capture_logs
 
 from sidecar.config import ProxySettings
 from sidecar.proxy.addresses import Address, encode_response, parse_response
@@ -62,7 +63,7 @@ def _free_port() -> int:
 
 @asynccontextmanager
 async def running(
-    script: Script, **settings: Any
+    script: Script, produce: Any = None, **settings: Any
 ) -> AsyncIterator[tuple[Listeners, Upstream, CollectorRegistry]]:
     upstream = Upstream(script)
     server = await asyncio.start_server(upstream.serve, "127.0.0.1", 0)
@@ -75,7 +76,9 @@ async def running(
         **settings,
     }
     registry = CollectorRegistry()
-    listeners = Listeners(ProxySettings(**values), [upstream.address], ForwardMetrics(registry))
+    listeners = Listeners(
+        ProxySettings(**values), [upstream.address], ForwardMetrics(registry), produce=produce
+    )
     await listeners.start()
     try:
         yield listeners, upstream, registry
@@ -430,3 +433,34 @@ def _produce_padded(size: int) -> bytes:
     frame = _produce(0, 1)
     body = frame[4:] + b"\0" * (size - len(frame))
     return struct.pack(">i", len(body)) + body
+
+
+class _FaultyRewriter:
+    """Stands for a ProduceRewriter with a bug: every rewrite raises."""
+
+    def rewrite(self, *_args: object) -> None:
+        raise RuntimeError("a bug of the proxy's own")
+
+
+def test_a_fault_of_the_proxys_own_ends_that_connection_logged_and_others_are_served() -> None:
+    async def main() -> None:
+        async with running(
+            lambda f: encode_response(_correlation(f), filled(load_response_schema(16, 4))),
+            produce=_FaultyRewriter(),
+        ) as (listeners, upstream, _registry):
+            with capture_logs() as logs:
+                reader, writer = await asyncio.open_connection(*_bootstrap(listeners))
+                writer.write(_produce(-1, 7))
+                await writer.drain()
+                assert await _closed(reader)
+            (failed,) = [e for e in logs if e["event"] == "connection_failed"]
+            assert failed["log_level"] == "error" and "a bug of the proxy's own" in failed["error"]
+            assert upstream.frames == []
+            assert listeners.budget.used == 0
+            reader, writer = await asyncio.open_connection(*_bootstrap(listeners))
+            writer.write(_list_groups(8))
+            await writer.drain()
+            assert struct.unpack_from(">i", await _read_frame(reader))[0] == 8  # answered
+            writer.close()
+
+    asyncio.run(main())
