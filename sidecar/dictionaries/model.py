@@ -45,13 +45,17 @@ _SHA256_RE: Final = r"^[0-9a-f]{64}$"
 _ID_DIGITS: Final = len(str(MAX_DICT_ID))
 
 
-def validate_namespace(namespace: str) -> str:
-    """Return `namespace` if it is a valid name (Kafka topic rules), else raise `ConfigError`.
+def is_valid_namespace(namespace: str) -> bool:
+    """Whether `namespace` is a valid name: Kafka's topic-name rules, and not starting with `.`
+    (a namespace is a directory of the store, whose own `.ids` directory sits beside them, so
+    that no namespace can be, or hide like, that one)."""
+    return bool(_NAMESPACE_RE.fullmatch(namespace)) and not namespace.startswith(".")
 
-    A namespace is a directory of the store, whose own `.ids` directory sits beside them: a
-    name starting with `.` is refused so that no namespace can be (or hide like) that one.
-    """
-    if not _NAMESPACE_RE.fullmatch(namespace) or namespace.startswith("."):
+
+def validate_namespace(namespace: str) -> str:
+    """Return `namespace` if it is a valid name (`is_valid_namespace`), else raise
+    `ConfigError`."""
+    if not is_valid_namespace(namespace):
         raise ConfigError(
             f"invalid namespace {namespace[:260]!r}: use 1-249 characters of A-Z a-z 0-9 . _ - "
             "(the rules of Kafka topic names), not starting with '.' (the store keeps its id "

@@ -39,6 +39,7 @@ from typing import Any, Final, overload
 from kio.schema.errors import ErrorCode
 
 from sidecar.codec import Transformed
+from sidecar.dictionaries.model import is_valid_namespace
 from sidecar.errors import ProduceRefused, ProtocolError
 from sidecar.logs import get_logger
 from sidecar.namespaces import Namespace
@@ -191,13 +192,8 @@ class ProduceRewriter:
         offered: list[tuple[Namespace, int, list[bytes | None]]] = []
         where = ""
         for t, topic in enumerate(request.topics):
-            if not self.allowed.allows(topic.name):
-                refused = ProduceRefused(
-                    ErrorCode.topic_authorization_failed,
-                    TOPIC_REFUSED,
-                    "the topic is not on the proxy's allow-list (ZDICT_PROXY__ALLOWED_TOPICS, "
-                    "ZDICT_PROXY__TOPICS; internal and registry topics never are)",
-                )
+            refused = _topic_refusal(self.allowed, topic.name)
+            if refused is not None:
                 for p in range(len(topic.partitions)):
                     refusals[(t, p)] = refused
                 if first is None:
@@ -328,6 +324,26 @@ class ProduceRewriter:
             client_id=(header.client_id or "")[:SHOWN_CHARS],
             error=str(refused),
         )
+
+
+def _topic_refusal(allowed: TopicAllowList, name: str) -> ProduceRefused | None:
+    """Why a client may not produce to topic `name` (None: it may)."""
+    if not allowed.allows(name):
+        return ProduceRefused(
+            ErrorCode.topic_authorization_failed,
+            TOPIC_REFUSED,
+            "the topic is not on the proxy's allow-list (ZDICT_PROXY__ALLOWED_TOPICS, "
+            "ZDICT_PROXY__TOPICS; internal and registry topics never are)",
+        )
+    # A pattern of the allow-list may match a name no topic can have, and each topic served
+    # is a namespace of the store, named as Kafka names topics.
+    if not is_valid_namespace(name):
+        return ProduceRefused(
+            ErrorCode.invalid_topic_exception,
+            TOPIC_REFUSED,
+            "not a topic name: use 1-249 characters of A-Z a-z 0-9 . _ -, not starting with '.'",
+        )
+    return None
 
 
 def _raw_positions(crossover: float | None, partitions: list[ReadPartition]) -> list[int]:

@@ -318,6 +318,18 @@ def test_a_topic_not_allowed_is_refused_and_nothing_forwarded(
     }
 
 
+@pytest.mark.parametrize("topic", ["pay)ments", "pay ments", "pay" + "x" * 247, ".pay"])
+def test_a_name_a_pattern_allows_but_no_topic_can_have_is_refused_as_invalid(
+    topic: str, encoder: Encoder, events: list[bytes]
+) -> None:
+    batch = encode_batch(_records(events[:5]))
+    setup = Setup(encoder, allowed=("pay*", ".pay"))
+    answer = _answer(setup.rewrite(_produce(9, {topic: [(0, batch)]})), 9)
+    assert list(answer) == [(topic, 0)]
+    assert answer[(topic, 0)][0] == ErrorCode.invalid_topic_exception
+    assert setup.namespaces == {}  # no namespace set up for it
+
+
 def test_payments_allowed_by_a_pattern_is_forwarded(encoder: Encoder, events: list[bytes]) -> None:
     batch = encode_batch(_records(events[:5]))
     outcome = Setup(encoder, allowed=("pay*",)).rewrite(_produce(9, {"payments": [(0, batch)]}))
