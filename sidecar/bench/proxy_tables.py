@@ -98,8 +98,8 @@ def proxy_tables(doc: Document) -> ProxyTables:
         java = settings["java"]
         java_rows: list[list[object]] = [
             [
-                f"at {rate}, Java producer-perf-test (issue 26's client: ~1 batch of ~35 records "
-                "per request, no compression)",
+                f"at {rate}, Java producer-perf-test (issue 26's client: one uncompressed batch "
+                "per request)",
                 "",
                 "",
             ],
@@ -142,8 +142,8 @@ def proxy_tables(doc: Document) -> ProxyTables:
         ],
         *java_rows,
         [
-            f"at {rate}, librdkafka client (producer zstd, ~11-19 records in 1-4 batches per "
-            "request; no target: not the issue's client)",
+            f"at {rate}, librdkafka client (producer zstd, several small batches per request; "
+            "no target: not the issue's client)",
             "",
             "",
         ],

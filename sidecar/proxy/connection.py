@@ -75,6 +75,7 @@ from sidecar.proxy.frames import (
 )
 from sidecar.proxy.metrics import REQUEST, RESPONSE, ForwardMetrics
 from sidecar.proxy.produce import ProduceRewriter
+from sidecar.proxy.sides import CHUNK_BYTES, EOF, Accepted, ClientSide, Side, UpstreamSide
 from sidecar.proxy.topics import LISTING, TopicView
 from sidecar.proxy.versions import (
     API_VERSIONS,
@@ -89,8 +90,6 @@ from sidecar.proxy.versions import (
 
 log = get_logger(__name__)
 
-#: Bytes a frame in progress takes from the budget at a time, ahead of their arrival.
-CHUNK_BYTES: Final = 64 * 1024
 #: Seconds a connection may stay without a request: a broker's `connections.max.idle.ms`.
 IDLE_TIMEOUT: Final = 600.0
 #: Seconds the answers under way may take to reach a client that closed its side.
@@ -98,16 +97,15 @@ DRAIN_TIMEOUT: Final = 30.0
 _HEAD: Final = struct.Struct(">hh")
 _INT32: Final = struct.Struct(">i")
 _ERROR_CODE: Final = struct.Struct(">h")
-#: Why a side is not read (`_Side.stops`).
+#: Why a side is not read (`Side.stops`; `EOF` is the sides').
 _BUDGET: Final = "budget"
 _IN_FLIGHT: Final = "in_flight"
 _PEER_FULL: Final = "peer_full"
 _SASL: Final = "client_sasl"
 _REWRITING: Final = "rewriting"
 _UNREAD: Final = "answers_unread"
-_EOF: Final = "eof"
 #: Stops that leave the frames already read to be handled.
-_NOT_BLOCKING: Final = frozenset({_BUDGET, _EOF})
+_NOT_BLOCKING: Final = frozenset({_BUDGET, EOF})
 
 #: Upstream nodes a response names -> their local addresses (None: no listener), for a client
 #: that reached the proxy at the given host.
@@ -156,97 +154,6 @@ def _guarded(
             self.failed(exc)
 
     return guarded
-
-
-class Accepted(asyncio.Protocol):
-    """A client connection just accepted, whose upstream connection is being opened: what it
-    sends is kept (at most `CHUNK_BYTES`, then it is not read) until `Connection` takes it
-    over."""
-
-    def __init__(self, accepted: Callable[[Accepted], None]) -> None:
-        self._accepted = accepted
-        self.transport: asyncio.Transport | None = None
-        self.data = bytearray()
-        #: The client closed its side.
-        self.eof = False
-        #: The client went away before it was taken over.
-        self.lost = False
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        # A stream transport, whichever loop made it (uvloop's are not asyncio.Transport's).
-        self.transport = cast(asyncio.Transport, transport)
-        self._accepted(self)
-
-    def data_received(self, data: bytes) -> None:
-        self.data += data
-        if len(self.data) >= CHUNK_BYTES and self.transport is not None:
-            self.transport.pause_reading()
-
-    def eof_received(self) -> bool:
-        self.eof = True
-        return True
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.lost = True
-
-
-class _Side(asyncio.Protocol):
-    """One of the two connections: the bytes read from it and not yet handled, counted in the
-    budget, and why it is not read."""
-
-    def __init__(self, connection: Connection, transport: asyncio.Transport) -> None:
-        self.connection = connection
-        self.transport = transport
-        self.data = bytearray()
-        #: Bytes of the budget held for `data` and for the chunk a frame in progress awaits.
-        self.held = 0
-        #: Bytes of the budget held for what was written to this side while it took no more.
-        self.writing = 0
-        #: Why this side is not read (empty: it is).
-        self.stops: set[str] = set()
-        #: Loop time the first byte of the frame in progress arrived.
-        self.started = 0.0
-
-    def stop(self, why: str) -> None:
-        if not self.stops and not self.transport.is_closing():
-            self.transport.pause_reading()
-        self.stops.add(why)
-
-    def go(self, why: str) -> None:
-        if why in self.stops:
-            self.stops.discard(why)
-            if not self.stops and not self.transport.is_closing():
-                self.transport.resume_reading()
-
-    def pause_writing(self) -> None:
-        self.connection.side_full(self)
-
-    def resume_writing(self) -> None:
-        self.connection.side_free(self)
-
-
-class _Client(_Side):
-    def data_received(self, data: bytes) -> None:
-        self.connection.requests(data)
-
-    def eof_received(self) -> bool:
-        self.stops.add(_EOF)  # nothing more to read: never resumed
-        self.connection.client_eof()
-        return True  # the answers under way are still written
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.connection.close(None)
-
-
-class _Upstream(_Side):
-    def data_received(self, data: bytes) -> None:
-        self.connection.responses(data)
-
-    def eof_received(self) -> bool:
-        return False
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.connection.upstream_lost()
 
 
 class Connection:
@@ -298,8 +205,8 @@ class Connection:
         self._last_read = self._loop.time()
         self._upstream_writer = upstream[1]  # kept alive with its transport
         upstream_transport = cast(asyncio.Transport, upstream[1].transport)
-        self.client = _Client(self, client)
-        self.upstream = _Upstream(self, upstream_transport)
+        self.client = ClientSide(self, client)
+        self.upstream = UpstreamSide(self, upstream_transport)
         client.set_protocol(self.client)
         upstream_transport.set_protocol(self.upstream)
         if upstream[0].at_eof() or upstream_transport.is_closing():
@@ -739,7 +646,7 @@ class Connection:
 
     # -- both ------------------------------------------------------------------------------------
 
-    def _account(self, side: _Side) -> None:
+    def _account(self, side: Side) -> None:
         """Hold in the budget the bytes `side` has read and not handled, and the next chunk of
         a frame in progress; stop reading `side` while the budget has no room for them."""
         if self._done.done():
@@ -781,7 +688,7 @@ class Connection:
             if _BUDGET in side.stops:
                 self._account(side)
 
-    def side_full(self, side: _Side) -> None:
+    def side_full(self, side: Side) -> None:
         """`side` takes no more for now: what its buffer holds is counted, the other side is
         not read."""
         extra = side.transport.get_write_buffer_size()
@@ -793,7 +700,7 @@ class Connection:
         else:
             self.client.stop(_PEER_FULL)
 
-    def side_free(self, side: _Side) -> None:
+    def side_free(self, side: Side) -> None:
         """`side` takes bytes again."""
         self.budget.give(side.writing)
         side.writing = 0
@@ -819,7 +726,7 @@ class Connection:
                 return
             del client.data[:end]
             self._account(client)
-        if _EOF in client.stops:
+        if EOF in client.stops:
             self.client_eof()
 
     @_guarded

@@ -25,11 +25,12 @@ from sidecar.errors import AuthenticationFailed
 from sidecar.logs import get_logger
 from sidecar.proxy.addresses import Address, PortMap
 from sidecar.proxy.budget import Budget
-from sidecar.proxy.connection import Accepted, Connection, Limits, Streams
+from sidecar.proxy.connection import Connection, Limits, Streams
 from sidecar.proxy.fetch import FetchDecoding
 from sidecar.proxy.metrics import BOOTSTRAP, BROKER, ForwardMetrics
 from sidecar.proxy.produce import ProduceRewriter
 from sidecar.proxy.security import PLAINTEXT_UPSTREAM, UpstreamSecurity
+from sidecar.proxy.sides import Accepted
 from sidecar.proxy.topics import TopicView
 from sidecar.proxy.upstream import describe, open_upstream
 

@@ -312,8 +312,8 @@ CASES: dict[str, tuple[Callable[[], Written], list[str]]] = {
             "76,596 [68,936–84,256] | 24,931 [22,438–27,424] |",
             "| proxy CPU µs per record |  | 8.0 [6.4–10.0] |",
             "| records per proxy CPU second (target ≥ 100,000) |  | 125,000 [100,000–156,250] |",
-            "| at 5,000 records/s, Java producer-perf-test (issue 26's client: ~1 batch of ~35 "
-            "records per request, no compression) |  |  |",
+            "| at 5,000 records/s, Java producer-perf-test (issue 26's client: one uncompressed "
+            "batch per request) |  |  |",
             "| records/s, the 40,000 after 10,000 warm-up records | 4,990 [4,985–4,995] | "
             "4,990 [4,985–4,995] |",
             "| p50 ms, send() → callback (Java: whole ms) | 5 [5–6] | 6 [6–7] |",
