@@ -6,6 +6,8 @@ import gzip
 import json
 import math
 import socket
+import threading
+import time
 import urllib.error
 import urllib.request
 from collections import Counter as Tally
@@ -814,6 +816,55 @@ def test_stop_closes_the_socket_and_a_stopped_server_can_start_again(
         _, port = http.start("127.0.0.1", 0)
         assert get(f"http://127.0.0.1:{port}/healthz")[0] == 200
     assert http.port is None
+
+
+def _serving_thread(port: int) -> threading.Thread:
+    (thread,) = [t for t in threading.enumerate() if t.name == f"zdict-http-{port}"]
+    return thread
+
+
+def _voluntary_switches(thread: threading.Thread) -> int:
+    """How many times `thread` has gone to sleep in the kernel (Linux counts it per thread)."""
+    status = Path(f"/proc/self/task/{thread.native_id}/status").read_text()
+    (line,) = [x for x in status.splitlines() if x.startswith("voluntary_ctxt_switches:")]
+    return int(line.split()[1])
+
+
+def test_the_serving_thread_sleeps_until_a_connection_or_stop_while_idle(
+    registry: CollectorRegistry, health: Health
+) -> None:
+    """was: serve_forever(poll_interval=0.05) woke the thread 20 times a second in every
+    process, idle or not, each time taking the GIL from the relay or proxy loop."""
+    with ObservabilityServer(registry, health) as http:
+        _, port = http.start("127.0.0.1", 0)
+        assert get(f"http://127.0.0.1:{port}/healthz")[0] == 200
+        thread = _serving_thread(port)
+        time.sleep(0.2)  # back in its wait after the request
+        before = _voluntary_switches(thread)
+        time.sleep(1.0)
+        woken = _voluntary_switches(thread) - before
+        assert woken < 5, f"the idle serving thread woke {woken} times in 1 s"
+        assert get(f"http://127.0.0.1:{port}/healthz")[0] == 200
+
+
+@pytest.mark.parametrize("requests", [0, 3])
+def test_stop_returns_at_once_and_ends_the_serving_thread(
+    registry: CollectorRegistry, health: Health, requests: int
+) -> None:
+    http = ObservabilityServer(registry, health)
+    for _ in range(2):  # a stopped server starts again
+        _, port = http.start("127.0.0.1", 0)
+        for _ in range(requests):
+            assert get(f"http://127.0.0.1:{port}/metrics")[0] == 200
+        thread = _serving_thread(port)
+        time.sleep(0.1)  # the thread is waiting, not starting up
+        started = time.monotonic()
+        http.stop()
+        took = time.monotonic() - started
+        assert took < 0.5, f"stop() took {took:.2f}s"
+        assert not thread.is_alive()
+        with pytest.raises(urllib.error.URLError):
+            _OPENER.open(f"http://127.0.0.1:{port}/healthz", timeout=2)
 
 
 def test_a_topic_has_no_trainer_series_until_the_trainer_decides(
