@@ -12,17 +12,16 @@ and the records the Fetch part reads:
   directly and through the proxy: records/s, and the proxy's CPU seconds
   (`/proc/<pid>/stat`: its threads, not a training child), hence its CPU µs per record and
   records per proxy CPU second (target ≥ 100,000);
-* **latency at 5,000 records/s, librdkafka** (producer zstd, `partitions` partitions: several
-  small compressed batches per request): each record's time from `produce()` to its delivery
-  report, p50/p99, directly and through the proxy, and the proxy's CPU µs per record meanwhile;
+* **latency at 5,000 records/s, librdkafka** (producer zstd, `partitions` partitions, small
+  compressed batches): each record's time from `produce()` to its delivery report, p50/p99,
+  directly and through the proxy, and the proxy's CPU µs per record meanwhile;
 * **Java producer-perf-test at 5,000 records/s** (issue 26's client and its request shape:
   Kafka's `ProducerPerformance` through `kafka_local`'s `tools`, `seconds` worth of records
   of `PAYLOADS` events picked at random, the first 2 s of them (at most half) a warm-up,
   linger.ms=5, acks=all, Java's defaults otherwise: the sticky partitioner over the topic's
-  partitions, one uncompressed batch per request), directly and through the
-  proxy: Java's records/s, p50 and p99 (whole ms) of the steady state, and the proxy's CPU µs
-  per record over the whole run, warm-up included (targets: ≤ 10 µs, p50 +≤ 1 ms, p99 +≤ 5
-  ms); the JVM's CPU is not counted;
+  partitions, no compression), directly and through the proxy: Java's records/s, p50 and p99
+  (whole ms) of the steady state, and the proxy's CPU µs per record over the whole run, warm-up
+  included (targets: ≤ 10 µs, p50 +≤ 1 ms, p99 +≤ 5 ms); the JVM's CPU is not counted;
 * **fetch, decoded**: one consumer reading `count` records as the frames proxy stored them
   (their batches as one unthrottled producer fills them), directly (frames) and through the
   proxy (decoded): records/s and records decoded per proxy CPU second (target ≥ 150,000);
