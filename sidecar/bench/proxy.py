@@ -12,17 +12,16 @@ and the records the Fetch part reads:
   directly and through the proxy: records/s, and the proxy's CPU seconds
   (`/proc/<pid>/stat`: its threads, not a training child), hence its CPU µs per record and
   records per proxy CPU second (target ≥ 100,000);
-* **latency at 5,000 records/s, librdkafka** (producer zstd, `partitions` partitions: several
-  small compressed batches per request): each record's time from `produce()` to its delivery
-  report, p50/p99, directly and through the proxy, and the proxy's CPU µs per record meanwhile;
+* **latency at 5,000 records/s, librdkafka** (producer zstd, `partitions` partitions, small
+  compressed batches): each record's time from `produce()` to its delivery report, p50/p99,
+  directly and through the proxy, and the proxy's CPU µs per record meanwhile;
 * **Java producer-perf-test at 5,000 records/s** (issue 26's client and its request shape:
   Kafka's `ProducerPerformance` through `kafka_local`'s `tools`, `seconds` worth of records
   of `PAYLOADS` events picked at random, the first 2 s of them (at most half) a warm-up,
   linger.ms=5, acks=all, Java's defaults otherwise: the sticky partitioner over the topic's
-  partitions, one uncompressed batch per request), directly and through the
-  proxy: Java's records/s, p50 and p99 (whole ms) of the steady state, and the proxy's CPU µs
-  per record over the whole run, warm-up included (targets: ≤ 10 µs, p50 +≤ 1 ms, p99 +≤ 5
-  ms); the JVM's CPU is not counted;
+  partitions, no compression), directly and through the proxy: Java's records/s, p50 and p99
+  (whole ms) of the steady state, and the proxy's CPU µs per record over the whole run, warm-up
+  included (targets: ≤ 10 µs, p50 +≤ 1 ms, p99 +≤ 5 ms); the JVM's CPU is not counted;
 * **fetch, decoded**: one consumer reading `count` records as the frames proxy stored them
   (their batches as one unthrottled producer fills them), directly (frames) and through the
   proxy (decoded): records/s and records decoded per proxy CPU second (target ≥ 150,000);
@@ -32,6 +31,10 @@ and the records the Fetch part reads:
   batches the broker wrote in its log segments: raw values with producer zstd (direct), through
   the proxy, and per-record frames (through the frames proxy); the proxy's bytes over the
   smaller of the other two (target ≤ 1.03).
+
+In the parts that produce through the proxy (produce, both 5,000 records/s parts), the proxy's
+Produce requests are read from its own /metrics (`sidecar.bench.proxy_metrics`) before and after
+the timed run, outside its CPU window: records ÷ requests is the records a request carried.
 
 Every part runs `runs` times after a discarded warm-up round, direct and proxy interleaved;
 medians and [min-max] are reported.
@@ -59,6 +62,7 @@ from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
 from sidecar.bench import perf_test
 from sidecar.bench.events import generate
+from sidecar.bench.proxy_metrics import metrics_url, read_produce_requests
 from sidecar.bench.proxy_tables import STORED_HEADERS, TIMED_HEADERS, proxy_tables
 from sidecar.bench.relay import percentile
 from sidecar.bench.storage import broker_cpu
@@ -93,6 +97,8 @@ PARTS: Final = (
     "fetch, direct",
     "fetch, proxy",
 )
+#: The timed parts whose client produces through the proxy: their Produce requests are counted.
+PRODUCED_THROUGH: Final = ("produce, proxy", "latency, proxy", "java, proxy")
 #: What the broker stores in the bytes part: the client's raw values with producer zstd, the
 #: proxy's output (frames or raw per batch), per-record frames (the frames proxy's output).
 STORED: Final = ("direct", "proxy", "frames")
@@ -108,6 +114,9 @@ class Part:
 
     name: str
     records: list[int] = field(default_factory=list)
+    #: Produce requests the proxy forwarded meanwhile (its /metrics; the parts through the
+    #: proxy that produce), hence records per Produce request.
+    produce_requests: list[int] = field(default_factory=list)
     records_per_s: list[float] = field(default_factory=list)
     proxy_cpu_s: list[float] = field(default_factory=list)
     p50_ms: list[float] = field(default_factory=list)
@@ -173,6 +182,7 @@ class _ProxyProcess:
     ) -> None:
         self.address = f"127.0.0.1:{free_port()}"
         self.log_path = log_path
+        self._metrics_url: str | None = None
         env = {k: v for k, v in os.environ.items() if not k.startswith("ZDICT_")}
         env.update(
             {
@@ -180,6 +190,8 @@ class _ProxyProcess:
                 "ZDICT_LOG_FORMAT": "json",
                 "ZDICT_CODEC__OUTPUT_MODE": output_mode,
                 "ZDICT_PROXY__BROKER_PORT_BASE": str(_port_base(node_ids)),
+                # Its /metrics, read for the Produce requests: on this host only.
+                "ZDICT_METRICS__HOST": "127.0.0.1",
             }
         )
         with open(log_path, "wb") as log:
@@ -209,6 +221,12 @@ class _ProxyProcess:
         if seconds is None:
             raise InputError("bench proxy: cannot read the proxy's CPU time from /proc")
         return seconds
+
+    def produce_requests(self) -> int:
+        """Produce requests the proxy forwarded so far (its /metrics, at the URL it logged)."""
+        if self._metrics_url is None:
+            self._metrics_url = metrics_url(self.wait_for('"metrics_listening"', 10))
+        return read_produce_requests(self._metrics_url)
 
     def stop(self) -> None:
         self.proc.terminate()
@@ -398,17 +416,31 @@ class _Run:
             for path, t in self.topics.items()
         }
 
+    @contextlib.contextmanager
+    def window(self, proxy: _ProxyProcess, name: str, records: int) -> Iterator[Part]:
+        """Around one timed part's run: the proxy's CPU seconds meanwhile and, through the proxy
+        when it produces, its Produce requests, kept with `records` when measured."""
+        # /metrics is read outside the CPU window: serving it costs the proxy CPU too.
+        counts = name in PRODUCED_THROUGH
+        requests = proxy.produce_requests() if counts else 0
+        cpu = proxy.cpu()
+        part = self.parts[name]
+        yield part
+        cpu_s = proxy.cpu() - cpu
+        if self.measured:
+            part.records.append(records)
+            part.proxy_cpu_s.append(cpu_s)
+            if counts:
+                part.produce_requests.append(proxy.produce_requests() - requests)
+
     def timed(
         self, proxy: _ProxyProcess, name: str, records: int, run: Callable[[], float]
     ) -> Part:
-        """Run one timed part, with the proxy's CPU seconds meanwhile (kept when measured)."""
-        cpu = proxy.cpu()
-        took = run()
-        part = self.parts[name]
+        """Run one timed part in its `window`, its records/s kept when measured."""
+        with self.window(proxy, name, records) as part:
+            took = run()
         if self.measured:
-            part.records.append(records)
             part.records_per_s.append(records / took)
-            part.proxy_cpu_s.append(proxy.cpu() - cpu)
         return part
 
     def fetch_source(self, frames: _ProxyProcess) -> None:
@@ -486,16 +518,14 @@ class _Run:
             ("java, direct", self.bootstrap, self.topics["direct"]),
             ("java, proxy", proxy.address, self.topics["proxy"]),
         ):
-            cpu = proxy.cpu()
-            summary = perf_test.run(
-                self.kafka_local, address, topic, records, RATE, self.payloads, warmup
-            )
+            # Every record sent, warm-up included (`perf_test.parse_summary` checks that all
+            # were): the proxy handled them all.
+            with self.window(proxy, name, records) as part:
+                summary = perf_test.run(
+                    self.kafka_local, address, topic, records, RATE, self.payloads, warmup
+                )
             if self.measured:
-                part = self.parts[name]
-                # Every record sent, warm-up included: the proxy handled them all.
-                part.records.append(summary.records)
                 part.records_per_s.append(summary.records_per_s)
-                part.proxy_cpu_s.append(proxy.cpu() - cpu)
                 part.p50_ms.append(summary.p50_ms)
                 part.p99_ms.append(summary.p99_ms)
 

@@ -6,7 +6,8 @@ proxy; the bytes stored at each client fill) from the document `bench proxy --js
 `proxy_flags` and `proxy_markdown` are FIGURES.md's section. Figures are medians with [min–max]
 of the measured rounds (`spread`). Issue 26's targets at 5,000 records/s are judged on the Java
 producer-perf-test part (the issue's client); the librdkafka part is shown without one. A
-document written before the Java part shows a row saying so.
+document written before the Java part shows a row saying so; one written before the bench
+counted the proxy's Produce requests shows their rows as not measured.
 """
 
 from __future__ import annotations
@@ -21,6 +22,14 @@ from sidecar.bench.figure_tables import Document, flag, spread, table
 MS: Final = "{:.1f}"
 #: Java's latencies: whole milliseconds (a median of an even count may end in .5).
 JAVA_MS: Final = "{:g}"
+#: Records per Produce request.
+PER_REQUEST: Final = "{:,.1f}"
+#: The row of records per Produce request in a part, by its client.
+PER_REQUEST_ROW: Final = (
+    "records per Produce request, {client} (records ÷ the Produce requests the proxy forwarded)"
+)
+#: Its cell for a document written before the bench counted the requests.
+NOT_MEASURED: Final = "not measured"
 TIMED_HEADERS: Final = ("", "direct", "through the proxy")
 STORED_HEADERS: Final = (
     "partitions",
@@ -41,6 +50,15 @@ def cpu_us_per_record(part: Document) -> list[float]:
 def records_per_cpu_s(part: Document) -> list[float]:
     """Records per proxy CPU second in each measured round of a `bench proxy` part."""
     return [n / cpu for cpu, n in zip(part["proxy_cpu_s"], part["records"], strict=True) if cpu]
+
+
+def records_per_request(part: Document) -> list[float] | None:
+    """Records per Produce request the proxy forwarded in each measured round of a `bench proxy`
+    part; None when the document holds no request counts (written before the bench read them)."""
+    requests = part.get("produce_requests")
+    if requests is None:
+        return None
+    return [n / r for n, r in zip(part["records"], requests, strict=True) if r]
 
 
 def added_ms(proxy: Sequence[float], direct: Sequence[float]) -> list[float]:
@@ -97,12 +115,7 @@ def proxy_tables(doc: Document) -> ProxyTables:
         java_d, java_p = parts["java, direct"], parts["java, proxy"]
         java = settings["java"]
         java_rows: list[list[object]] = [
-            [
-                f"at {rate}, Java producer-perf-test (issue 26's client: one uncompressed batch "
-                "per request)",
-                "",
-                "",
-            ],
+            [f"at {rate}, Java producer-perf-test (issue 26's client, no compression)", "", ""],
             [
                 f"records/s, the {java['records'] - java['warmup_records']:,} after "
                 f"{java['warmup_records']:,} warm-up records",
@@ -112,6 +125,7 @@ def proxy_tables(doc: Document) -> ProxyTables:
             ["p99 ms, same", *both("java", "p99_ms", JAVA_MS)],
             _added("p50 added by the proxy, ms (target ≤ +1)", java_p, java_d, "p50_ms", "{:+g}"),
             _added("p99 added by the proxy, ms (target ≤ +5)", java_p, java_d, "p99_ms", "{:+g}"),
+            _per_request("Java", java_p),
             [
                 "proxy CPU µs per record, warm-up records included (target ≤ 10)",
                 "",
@@ -134,6 +148,7 @@ def proxy_tables(doc: Document) -> ProxyTables:
             f"{settings['partitions']} partitions)",
             *both("produce", "records_per_s", "{:,.0f}"),
         ],
+        _per_request("unthrottled", parts["produce, proxy"]),
         ["proxy CPU µs per record", "", spread(cpu_us_per_record(parts["produce, proxy"]), MS)],
         [
             "records per proxy CPU second (target ≥ 100,000)",
@@ -142,8 +157,7 @@ def proxy_tables(doc: Document) -> ProxyTables:
         ],
         *java_rows,
         [
-            f"at {rate}, librdkafka client (producer zstd, several small batches per request; "
-            "no target: not the issue's client)",
+            f"at {rate}, librdkafka client (producer zstd; no target: not the issue's client)",
             "",
             "",
         ],
@@ -151,6 +165,7 @@ def proxy_tables(doc: Document) -> ProxyTables:
         ["p99 ms, same", *both("latency", "p99_ms")],
         _added("p50 added by the proxy, ms", latency_p, latency_d, "p50_ms", "{:+.1f}"),
         _added("p99 added by the proxy, ms", latency_p, latency_d, "p99_ms", "{:+.1f}"),
+        _per_request("librdkafka", latency_p),
         ["proxy CPU µs per record, librdkafka", "", spread(cpu_us_per_record(latency_p), MS)],
         [
             f"fetch: records/s reading {settings['count']:,} stored records (direct: as stored; "
@@ -223,3 +238,10 @@ def _added(
 ) -> list[object]:
     """A row of the latency `key` the proxy added over going direct, per round."""
     return [label, "", spread(added_ms(proxy[key], direct[key]), form)]
+
+
+def _per_request(client: str, part: Document) -> list[object]:
+    """The row of records per Produce request through the proxy in `part` (`client`'s)."""
+    per_request = records_per_request(part)
+    cell = NOT_MEASURED if per_request is None else spread(per_request, PER_REQUEST)
+    return [PER_REQUEST_ROW.format(client=client), "", cell]

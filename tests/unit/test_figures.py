@@ -168,12 +168,14 @@ def proxy() -> Written:
         part.records = [100_000] * 3
         part.records_per_s = [per_s, per_s * 0.9, per_s * 1.1]
         part.proxy_cpu_s = [cpu, cpu * 1.25, cpu * 0.8]
+    parts["produce, proxy"].produce_requests = [400, 500, 250]
     for path, p50, p99, cpu in (("direct", 4.6, 40.2, 0.0), ("proxy", 5.2, 44.4, 0.4)):
         part = parts[f"latency, {path}"]
         part.records = [49_900] * 3
         part.records_per_s = [4_990.0] * 3
         part.proxy_cpu_s = [cpu, cpu, cpu * 1.5]
         part.p50_ms, part.p99_ms = [p50, p50 + 1, p50 - 1], [p99, p99 + 10, p99 - 10]
+    parts["latency, proxy"].produce_requests = [9_980, 12_475, 4_990]
     # Java's whole milliseconds, its records the warm-up's too.
     for path, p50, p99, cpu in (("direct", 5, 10, 0.0), ("proxy", 6, 12, 0.25)):
         part = parts[f"java, {path}"]
@@ -181,6 +183,7 @@ def proxy() -> Written:
         part.records_per_s = [4_990.0, 4_985.0, 4_995.0]
         part.proxy_cpu_s = [cpu, cpu * 1.2, cpu * 0.8]
         part.p50_ms, part.p99_ms = [p50, p50, p50 + 1], [p99, p99 + 1, p99 + 2]
+    parts["java, proxy"].produce_requests = [2_000, 2_500, 1_000]
     for path, per_s, cpu in (("direct", 530_000.0, 0.0), ("proxy", 129_000.0, 0.5)):
         part = parts[f"fetch, {path}"]
         part.records = [100_000] * 3
@@ -312,16 +315,24 @@ CASES: dict[str, tuple[Callable[[], Written], list[str]]] = {
             "76,596 [68,936–84,256] | 24,931 [22,438–27,424] |",
             "| proxy CPU µs per record |  | 8.0 [6.4–10.0] |",
             "| records per proxy CPU second (target ≥ 100,000) |  | 125,000 [100,000–156,250] |",
-            "| at 5,000 records/s, Java producer-perf-test (issue 26's client: one uncompressed "
-            "batch per request) |  |  |",
+            "| records per Produce request, unthrottled (records ÷ the Produce requests the proxy "
+            "forwarded) |  | 250.0 [200.0–400.0] |",
+            "| at 5,000 records/s, Java producer-perf-test (issue 26's client, no compression) "
+            "|  |  |",
             "| records/s, the 40,000 after 10,000 warm-up records | 4,990 [4,985–4,995] | "
             "4,990 [4,985–4,995] |",
             "| p50 ms, send() → callback (Java: whole ms) | 5 [5–6] | 6 [6–7] |",
             "| p50 added by the proxy, ms (target ≤ +1) |  | +1 [+1–+1] |",
             "| p99 added by the proxy, ms (target ≤ +5) |  | +2 [+2–+2] |",
+            "| records per Produce request, Java (records ÷ the Produce requests the proxy "
+            "forwarded) |  | 25.0 [20.0–50.0] |",
             "| proxy CPU µs per record, warm-up records included (target ≤ 10) |  | "
             "5.0 [4.0–6.0] |",
+            "| at 5,000 records/s, librdkafka client (producer zstd; no target: not the issue's "
+            "client) |  |  |",
             "| p50 added by the proxy, ms |  | +0.6 [+0.6–+0.6] |",
+            "| records per Produce request, librdkafka (records ÷ the Produce requests the proxy "
+            "forwarded) |  | 5.0 [4.0–10.0] |",
             "| proxy CPU µs per record, librdkafka |  | 8.0 [8.0–12.0] |",
             "| records decoded per proxy CPU second (target ≥ 150,000) |  | "
             "200,000 [200,000–200,000] |",
@@ -592,3 +603,23 @@ def test_a_bench_proxy_json_from_before_the_java_part_renders_saying_so() -> Non
     assert "| at 5,000 records/s, Java producer-perf-test: not in this JSON" in markdown
     assert "| p50 added by the proxy, ms |  | +0.6 [+0.6–+0.6] |" in markdown
     assert "target ≤ +" not in markdown
+
+
+def test_a_bench_proxy_json_from_before_the_request_counts_renders_them_not_measured() -> None:
+    from sidecar.bench.proxy_tables import proxy_markdown
+
+    _, settings, document = proxy()
+    for part in document["parts"].values():
+        del part["produce_requests"]
+    markdown = "\n".join(proxy_markdown({"settings": settings, "results": document}))
+    rows = [line for line in markdown.splitlines() if "records per Produce request" in line]
+    clients = ("unthrottled", "Java", "librdkafka")
+    assert [row.split(" (")[0] for row in rows] == [
+        f"| records per Produce request, {client}" for client in clients
+    ]
+    assert all(row.endswith("|  | not measured |") for row in rows)
+    # The rest renders as before.
+    assert "| proxy CPU µs per record, librdkafka |  | 8.0 [8.0–12.0] |" in markdown
+    assert "| records per proxy CPU second (target ≥ 100,000) |  | 125,000 [100,000–156,250] |" in (
+        markdown
+    )
