@@ -1,11 +1,12 @@
 # syntax=docker/dockerfile:1
 # The zdict-sidecar image: `docker build -t zdict-sidecar .` (deploy/docker-compose.yml builds it).
 #
-# Stage `build` makes a virtualenv holding the package and its dependencies, installed from
-# wheels only (zstandard and confluent-kafka publish manylinux wheels, so not even this stage
-# compiles anything) at the versions deploy/constraints.txt pins, each wheel checked against the
+# Stage `build` makes a virtualenv holding the package and its dependencies, the dependencies
+# installed from wheels only (zstandard and confluent-kafka publish manylinux wheels) at the
+# versions deploy/constraints.txt pins, each wheel checked against the
 # sha256 listed there (`make constraints`): pip refuses a file whose hash is not listed. The
-# package's own wheel, built here from the source, goes in after them without dependencies, and
+# package's own wheel, built here from the source (its proxy modules compiled by mypyc, with the
+# C compiler this stage installs), goes in after them without dependencies, and
 # `pip check` proves the pins hold everything it needs. The final stage copies that virtualenv
 # onto a fresh slim base: no compiler, no pip cache, no source tree, no pip (the venv's own is
 # uninstalled once it has installed the rest: nothing installs at run time), and it runs as an
@@ -25,8 +26,16 @@ ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     WHEELS=/wheels
 WORKDIR /src
 COPY pyproject.toml README.md deploy/constraints.txt ./
+COPY deploy/build_backend.py ./deploy/
 COPY sidecar ./sidecar
-RUN python -m venv "$VENV" \
+# A C compiler for this stage only: the package's wheel compiles the proxy's Produce path with
+# mypyc (deploy/build_backend.py). The final stage gets the compiled modules, not the compiler.
+# Not pinned (DL3008): the compiler of the base's Debian release, whichever it ships; it builds,
+# it is not in the image.
+# hadolint ignore=DL3008
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends gcc libc6-dev \
+ && python -m venv "$VENV" \
  && "$VENV/bin/pip" wheel --no-deps --wheel-dir "$WHEELS" . \
  && "$VENV/bin/pip" install --require-hashes --only-binary=:all: --no-deps --requirement constraints.txt \
  && "$VENV/bin/pip" install --no-deps --no-index "$WHEELS"/zdict_sidecar-*.whl \

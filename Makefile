@@ -11,7 +11,11 @@ SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: demo evaluate test lint unit integration soak bench bench-relay-large bench-clients bench-lifecycle tools dashboard clean
 
-$(STAMP): pyproject.toml
+# The modules deploy/build_backend.py compiles with mypyc: the editable install builds them in
+# place, so an edit to one of them installs again (the tests refuse a stale build).
+COMPILED := $(shell grep -o '"sidecar/[a-z_/]*\.py"' deploy/build_backend.py | tr -d '"')
+
+$(STAMP): pyproject.toml deploy/build_backend.py $(COMPILED)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'

@@ -40,7 +40,7 @@ import struct
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Concatenate, Final, ParamSpec, cast
+from typing import Concatenate, Final, ParamSpec, Protocol, cast
 
 from kio.schema.errors import ErrorCode
 
@@ -74,7 +74,7 @@ from sidecar.proxy.frames import (
     read_request_header,
 )
 from sidecar.proxy.metrics import REQUEST, RESPONSE, ForwardMetrics
-from sidecar.proxy.produce import ProduceRewriter
+from sidecar.proxy.produce import Outcome
 from sidecar.proxy.sides import CHUNK_BYTES, EOF, Accepted, ClientSide, Side, UpstreamSide
 from sidecar.proxy.topics import LISTING, TopicView
 from sidecar.proxy.versions import (
@@ -89,6 +89,15 @@ from sidecar.proxy.versions import (
 )
 
 log = get_logger(__name__)
+
+
+class RewritesProduce(Protocol):
+    """What a connection asks of its Produce rewriter (`sidecar.proxy.produce.ProduceRewriter`)."""
+
+    def rewrite(self, frame: bytes, header: RequestHeader, flexible: bool) -> Outcome:
+        """The frame to forward for the Produce request `frame`, or the answer in its place."""
+        ...
+
 
 #: Seconds a connection may stay without a request: a broker's `connections.max.idle.ms`.
 IDLE_TIMEOUT: Final = 600.0
@@ -168,7 +177,7 @@ class Connection:
         budget: Budget,
         metrics: ForwardMetrics,
         locate: Locate,
-        produce: ProduceRewriter | None = None,
+        produce: RewritesProduce | None = None,
         fetch: FetchDecoding | None = None,
         topics: TopicView | None = None,
     ) -> None:

@@ -1,0 +1,55 @@
+"""deploy/build_backend.py: the modules it compiles are the ones this environment imports
+compiled, and a build asked for pure Python compiles nothing."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.machinery
+import os
+from pathlib import Path
+
+import pytest
+
+from deploy import build_backend
+from tests.compiled import ROOT, stale_extensions
+
+EXTENSIONS = tuple(importlib.machinery.EXTENSION_SUFFIXES)
+
+
+def _module(path: str) -> str:
+    return path.removesuffix(".py").replace("/", ".")
+
+
+def test_every_module_the_backend_compiles_is_imported_compiled_here() -> None:
+    # `make` builds this environment compiling (ZDICT_PURE_PYTHON unset): the tests and the
+    # benchmarks run the code the image ships.
+    assert build_backend.compiling()
+    for path in build_backend.COMPILED:
+        assert (ROOT / path).is_file(), path
+        module = importlib.import_module(_module(path))
+        assert str(module.__file__).endswith(EXTENSIONS), module.__file__
+
+
+@pytest.mark.parametrize(("value", "compiles"), [("", True), ("0", True), ("1", False)])
+def test_zdict_pure_python_turns_the_compilation_off(
+    monkeypatch: pytest.MonkeyPatch, value: str, compiles: bool
+) -> None:
+    monkeypatch.setenv(build_backend.PURE_PYTHON, value)
+    assert build_backend.compiling() is compiles
+
+
+def test_a_source_edited_after_its_extension_was_built_is_found_stale(tmp_path: Path) -> None:
+    package = tmp_path / "sidecar"
+    package.mkdir()
+    source, extension = package / "hot.py", package / f"hot{EXTENSIONS[0]}"
+    source.write_text("X = 1\n")
+    extension.write_bytes(b"")
+    os.utime(source, (1_000, 1_000))
+    os.utime(extension, (2_000, 2_000))
+    assert stale_extensions(tmp_path) == []
+    os.utime(source, (3_000, 3_000))
+    assert stale_extensions(tmp_path) == ["sidecar/hot.py"]
+
+
+def test_no_compiled_module_here_is_older_than_its_source() -> None:
+    assert stale_extensions() == []
