@@ -54,8 +54,11 @@ evaluate: $(STAMP)
 ## test: lint, type-check, then every test; the integration tests get a real Kafka broker:
 ## KAFKA_BOOTSTRAP_SERVERS if set, else deploy/kafka/kafka-local starts one and stops it after.
 ## Property tests run every example they name (the thorough hypothesis profile).
+## The proxy's unit tests run once more on the sources of the modules mypyc compiles
+## (ZDICT_PURE_PYTHON, tests/compiled.py): the code a build without a C compiler runs.
 test: $(STAMP) tools lint
 	HYPOTHESIS_PROFILE=thorough deploy/kafka/kafka-local exec -- $(BIN)/pytest -q
+	ZDICT_PURE_PYTHON=1 $(BIN)/pytest -q tests/unit/test_forward_*.py tests/deploy/test_build_backend.py
 
 ## soak: the fault tests at 1,000,000 records (ZDICT_SOAK=1): ten kill -9, storm, stall, queue
 soak: $(STAMP) tools
