@@ -119,14 +119,6 @@ class Allowance:
 
 
 @dataclass(slots=True)
-class Rewritten:
-    """One partition's records field rewritten, and its raw values (the training sample's)."""
-
-    data: bytes
-    values: list[bytes | None]
-
-
-@dataclass(slots=True)
 class ReadBatch:
     """One batch as read: its bytes, header fields, how many records it holds, its records as
     read (none for a control batch, or one read for its values only: see `BatchRewriter.read`)
@@ -183,18 +175,6 @@ class BatchRewriter:
         self._header_key = limits.header_key.encode()
         self._codec_id = CODEC_IDS[limits.output_codec]
         self._compression = Compression()
-
-    def rewrite(self, data: bytes, encode: Encode, allowance: Allowance) -> Rewritten:
-        """The records field `data` of one partition with every batch rewritten.
-
-        Raises:
-            ProduceRefused: a batch or record refused (see module); nothing of it is kept.
-        """
-        partition = self.read(data, allowance)
-        return Rewritten(
-            self.write(partition, encode_checked(encode, partition.inputs)),
-            [value for value, _ in partition.inputs],
-        )
 
     def read(
         self, data: bytes, allowance: Allowance, values_from: float | None = None
