@@ -102,7 +102,7 @@ bench-clients: $(STAMP)
 	deploy/kafka/kafka-local exec -- sh -c '\
 		$(BIN)/zdict-sidecar bench producer --json-out $(OUT)/bench-producer.json && \
 		$(BIN)/zdict-sidecar bench proxy --data-dir $(KAFKA_RUN)/data \
-			--json-out $(OUT)/bench-proxy.json'
+			--broker-pid-file $(KAFKA_RUN)/kafka.pid --json-out $(OUT)/bench-proxy.json'
 
 ## bench-lifecycle: drift → retrain → recovery, and the relay's speed while training (JSON + PNG)
 bench-lifecycle: $(STAMP)

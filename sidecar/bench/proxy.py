@@ -36,6 +36,12 @@ In the parts that produce through the proxy (produce, both 5,000 records/s parts
 Produce requests are read from its own /metrics (`sidecar.bench.proxy_metrics`) before and after
 the timed run, outside its CPU window: records ÷ requests is the records a request carried.
 
+With the broker's pid (`broker_pid`; `--broker-pid-file`), every timed part also takes the
+broker's CPU seconds: the Java part shows the broker's CPU µs per record, direct and through the
+proxy, and the proxy's CPU over the broker's (direct) per round. The machine's speed moves from
+one run to the next (two CPUs shared with the broker and the clients); the broker's cost,
+measured in the same rounds, moves with it, and the ratio shows the proxy's cost against it.
+
 Every part runs `runs` times after a discarded warm-up round, direct and proxy interleaved;
 medians and [min-max] are reported.
 """
@@ -119,6 +125,9 @@ class Part:
     produce_requests: list[int] = field(default_factory=list)
     records_per_s: list[float] = field(default_factory=list)
     proxy_cpu_s: list[float] = field(default_factory=list)
+    #: The broker's CPU seconds meanwhile (with its pid): the same run's reference for the
+    #: proxy's, on the same cores at the same time.
+    broker_cpu_s: list[float] = field(default_factory=list)
     p50_ms: list[float] = field(default_factory=list)
     p99_ms: list[float] = field(default_factory=list)
 
@@ -383,9 +392,11 @@ class _Run:
         header_key: str,
         log: Callable[[str], None],
         kafka_local: Path,
+        broker_pid: int | None,
     ) -> None:
         self.bootstrap, self.data_dir, self.stream, self.log = bootstrap, data_dir, stream, log
         self.kafka_local = kafka_local
+        self.broker_pid = broker_pid
         self.payloads: Path | None = None
         self.settings, self.header_key = settings, header_key
         self.count: int = settings["count"]
@@ -423,13 +434,17 @@ class _Run:
         # /metrics is read outside the CPU window: serving it costs the proxy CPU too.
         counts = name in PRODUCED_THROUGH
         requests = proxy.produce_requests() if counts else 0
+        broker = broker_cpu(self.broker_pid)
         cpu = proxy.cpu()
         part = self.parts[name]
         yield part
         cpu_s = proxy.cpu() - cpu
+        broker_after = broker_cpu(self.broker_pid)
         if self.measured:
             part.records.append(records)
             part.proxy_cpu_s.append(cpu_s)
+            if broker is not None and broker_after is not None:
+                part.broker_cpu_s.append(broker_after - broker)
             if counts:
                 part.produce_requests.append(proxy.produce_requests() - requests)
 
@@ -606,10 +621,12 @@ def bench_proxy(
     batches: int = BATCHES,
     runs: int = 3,
     kafka_local: Path = perf_test.KAFKA_LOCAL,
+    broker_pid: int | None = None,
     log: Callable[[str], None] = print,
 ) -> ProxyResults:
     """Run the benchmark (see module); `data_dir` is the broker's log directory (None: bytes
-    are not measured), `kafka_local` the script the Java tool runs through."""
+    are not measured), `kafka_local` the script the Java tool runs through, `broker_pid` the
+    broker's process (its CPU, the reference next to the proxy's; None: not measured)."""
     perf_test.kafka_local(kafka_local)
     if data_dir is not None and not data_dir.is_dir():
         raise InputError(f"broker data directory {data_dir} does not exist (--data-dir)")
@@ -633,12 +650,22 @@ def bench_proxy(
         },
         "warmup": WARMUP,
         "data_dir": str(data_dir) if data_dir else None,
+        "broker_pid": broker_pid,
     }
     stored_records = sum(f * s * batches for f in fills for s in (partitions, sparse_partitions))
     per_round = count + int(RATE * seconds) + (stored_records if data_dir else 0)
     stream = generate(kind, WARMUP + PAYLOADS + count + per_round * (runs + 1), seed=7)
     # The proxies run without the caller's ZDICT_ settings: the default header.
-    run = _Run(bootstrap, data_dir, stream, settings, CodecSettings().header_key, log, kafka_local)
+    run = _Run(
+        bootstrap,
+        data_dir,
+        stream,
+        settings,
+        CodecSettings().header_key,
+        log,
+        kafka_local,
+        broker_pid,
+    )
     admin = plain_admin(bootstrap)
     node_ids = sorted(admin.list_topics(timeout=30).brokers)
     new_topics = [NewTopic(t, num_partitions=n) for t, n in run.topic_partitions().items()]

@@ -5,9 +5,10 @@ and rendered on FIGURES.md (`sidecar.bench.figures`).
 proxy; the bytes stored at each client fill) from the document `bench proxy --json-out` writes;
 `proxy_flags` and `proxy_markdown` are FIGURES.md's section. Figures are medians with [min–max]
 of the measured rounds (`spread`). Issue 26's targets at 5,000 records/s are judged on the Java
-producer-perf-test part (the issue's client); the librdkafka part is shown without one. A
-document written before the Java part shows a row saying so; one written before the bench
-counted the proxy's Produce requests shows their rows as not measured.
+producer-perf-test part (the issue's client), next to the broker's own CPU in the same rounds
+when the bench had its pid; the librdkafka part is shown without a target. A document written
+before the Java part shows a row saying so; one written before the bench counted the proxy's
+Produce requests or read the broker's CPU shows those rows as not measured.
 """
 
 from __future__ import annotations
@@ -50,6 +51,24 @@ def cpu_us_per_record(part: Document) -> list[float]:
 def records_per_cpu_s(part: Document) -> list[float]:
     """Records per proxy CPU second in each measured round of a `bench proxy` part."""
     return [n / cpu for cpu, n in zip(part["proxy_cpu_s"], part["records"], strict=True) if cpu]
+
+
+def broker_us_per_record(part: Document) -> list[float] | None:
+    """The broker's CPU µs per record in each measured round of a `bench proxy` part; None when
+    the document holds none (no broker pid, or written before the bench read it)."""
+    broker = part.get("broker_cpu_s")
+    if not broker:
+        return None
+    return [cpu / n * 1e6 for cpu, n in zip(broker, part["records"], strict=True) if n]
+
+
+def proxy_over_broker(proxy: Document, direct: Document) -> list[float] | None:
+    """Per measured round, the proxy's CPU seconds over the broker's when the same client wrote
+    directly (the same records, the same round); None without the broker's CPU."""
+    broker = direct.get("broker_cpu_s")
+    if not broker:
+        return None
+    return [p / b for p, b in zip(proxy["proxy_cpu_s"], broker, strict=True) if b]
 
 
 def records_per_request(part: Document) -> list[float] | None:
@@ -130,6 +149,15 @@ def proxy_tables(doc: Document) -> ProxyTables:
                 "proxy CPU µs per record, warm-up records included (target ≤ 10)",
                 "",
                 spread(cpu_us_per_record(java_p), MS),
+            ],
+            [
+                "the broker's CPU µs per record meanwhile (the same run's reference)",
+                *(_or_not_measured(broker_us_per_record(p), MS) for p in (java_d, java_p)),
+            ],
+            [
+                "proxy CPU ÷ the broker's CPU written directly, per round",
+                "",
+                _or_not_measured(proxy_over_broker(java_p, java_d), "{:.2f}"),
             ],
         ]
     else:
@@ -242,6 +270,10 @@ def _added(
 
 def _per_request(client: str, part: Document) -> list[object]:
     """The row of records per Produce request through the proxy in `part` (`client`'s)."""
-    per_request = records_per_request(part)
-    cell = NOT_MEASURED if per_request is None else spread(per_request, PER_REQUEST)
+    cell = _or_not_measured(records_per_request(part), PER_REQUEST)
     return [PER_REQUEST_ROW.format(client=client), "", cell]
+
+
+def _or_not_measured(values: Sequence[float] | None, form: str) -> str:
+    """`values` as a cell (`spread`), or `NOT_MEASURED` for a figure the document lacks."""
+    return NOT_MEASURED if values is None else spread(values, form)

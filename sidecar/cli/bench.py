@@ -351,6 +351,16 @@ def _broker_pid(args: argparse.Namespace) -> int | None:
         return None  # the broker's CPU is then not reported
 
 
+def _add_broker_pid(b: argparse.ArgumentParser) -> None:
+    b.add_argument(
+        "--broker-pid",
+        type=number(int, ge=1, le=MAX_INT32),
+        metavar="PID",
+        help="the broker's pid (its CPU)",
+    )
+    b.add_argument("--broker-pid-file", metavar="FILE", help="a file holding the broker's pid")
+
+
 def cmd_bench_storage(args: argparse.Namespace) -> int:
     from sidecar.bench import storage as bench_storage
 
@@ -494,6 +504,7 @@ def cmd_bench_proxy(args: argparse.Namespace) -> int:
         batches=args.batches or bench.BATCHES,
         runs=args.runs,
         kafka_local=kafka_local,
+        broker_pid=_broker_pid(args),
     )
     print()
     print(bench.format_results(results))
@@ -541,6 +552,7 @@ def _add_bench_proxy(benches: Commands) -> None:
         help=f"kafka-local, which runs Kafka's Java producer-perf-test (default: {KAFKA_LOCAL}, "
         "from the repository's root)",
     )
+    _add_broker_pid(b)
     b.add_argument("--json-out", type=output_file, default="out/bench-proxy.json", metavar="FILE")
     b.set_defaults(func=cmd_bench_proxy)
 
@@ -638,13 +650,7 @@ def _add_bench_storage(benches: Commands) -> None:
         "--fills", type=fills, default="1,2,4,8,16,128", help="records per batch (comma list)"
     )
     b.add_argument("--data-dir", metavar="DIR", help="the broker's log.dirs (segments measured)")
-    b.add_argument(
-        "--broker-pid",
-        type=number(int, ge=1, le=MAX_INT32),
-        metavar="PID",
-        help="the broker's pid (its CPU)",
-    )
-    b.add_argument("--broker-pid-file", metavar="FILE", help="a file holding the broker's pid")
+    _add_broker_pid(b)
     b.add_argument("--json-out", type=output_file, default="out/bench-storage.json", metavar="FILE")
     b.add_argument("--png", type=png_file, default="out/bench-storage.png", metavar="FILE")
     b.set_defaults(func=cmd_bench_storage)

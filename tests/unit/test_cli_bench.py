@@ -21,7 +21,7 @@ from sidecar.bench.workload import DriftRun
 from sidecar.cli import bench as cli_bench
 from sidecar.cli import common as cli_common
 from sidecar.cli.main import main
-from sidecar.errors import MissingDependency
+from sidecar.errors import InputError, MissingDependency
 
 
 @pytest.fixture
@@ -256,3 +256,28 @@ def test_bench_proxy_without_kafka_local_stops_before_the_broker_naming_the_opti
     assert f"{missing} is not there (--kafka-local)" in err
     assert "give --kafka-local PATH" in err and "Traceback" not in err
     assert broker == []
+
+
+def test_bench_proxy_takes_the_brokers_pid_from_its_file_for_the_reference_cpu(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, broker: list[str]
+) -> None:
+    from sidecar.bench import proxy as bench_proxy
+
+    kafka_local = tmp_path / "kafka-local"
+    kafka_local.write_text("#!/bin/sh\n")
+    kafka_local.chmod(0o755)
+    pid_file = tmp_path / "kafka.pid"
+    pid_file.write_text("4242\n")
+    taken: dict[str, Any] = {}
+
+    def measured(*args: object, **kwargs: Any) -> None:
+        taken.update(kwargs)
+        raise InputError("measured no further")
+
+    monkeypatch.setattr(bench_proxy, "bench_proxy", measured)
+    argv = ["bench", "proxy", "--kafka-local", str(kafka_local), "--broker-pid-file"]
+    assert main([*argv, str(pid_file)]) == 1
+    assert taken["broker_pid"] == 4242
+    # Without one the bench runs on, the broker's rows not measured.
+    assert main(argv[:-1]) == 1
+    assert taken["broker_pid"] is None

@@ -184,6 +184,9 @@ def proxy() -> Written:
         part.proxy_cpu_s = [cpu, cpu * 1.2, cpu * 0.8]
         part.p50_ms, part.p99_ms = [p50, p50, p50 + 1], [p99, p99 + 1, p99 + 2]
     parts["java, proxy"].produce_requests = [2_000, 2_500, 1_000]
+    # The broker's CPU in the same rounds: 1.0 s direct, 0.8 s through the proxy.
+    parts["java, direct"].broker_cpu_s = [1.0, 1.0, 1.25]
+    parts["java, proxy"].broker_cpu_s = [0.8, 0.8, 0.8]
     for path, per_s, cpu in (("direct", 530_000.0, 0.0), ("proxy", 129_000.0, 0.5)):
         part = parts[f"fetch, {path}"]
         part.records = [100_000] * 3
@@ -603,6 +606,36 @@ def test_a_bench_proxy_json_from_before_the_java_part_renders_saying_so() -> Non
     assert "| at 5,000 records/s, Java producer-perf-test: not in this JSON" in markdown
     assert "| p50 added by the proxy, ms |  | +0.6 [+0.6–+0.6] |" in markdown
     assert "target ≤ +" not in markdown
+
+
+def test_the_java_part_shows_the_brokers_cpu_in_the_same_rounds_and_the_proxys_over_it() -> None:
+    from sidecar.bench.proxy_tables import proxy_markdown
+
+    _, settings, document = proxy()
+    markdown = "\n".join(proxy_markdown({"settings": settings, "results": document}))
+    # 1.0 s (1.25 s in one round) for 50,000 records directly, 0.8 s through the proxy.
+    assert (
+        "| the broker's CPU µs per record meanwhile (the same run's reference) "
+        "| 20.0 [20.0–25.0] | 16.0 [16.0–16.0] |"
+    ) in markdown
+    # The proxy's 0.25, 0.3, 0.2 s over the broker's direct 1.0, 1.0, 1.25 s.
+    assert (
+        "| proxy CPU ÷ the broker's CPU written directly, per round |  | 0.25 [0.16–0.30] |"
+    ) in markdown
+
+
+def test_a_bench_proxy_json_without_the_brokers_cpu_renders_it_not_measured() -> None:
+    from sidecar.bench.proxy_tables import proxy_markdown
+
+    _, settings, document = proxy()
+    for part in document["parts"].values():
+        del part["broker_cpu_s"]  # written before the bench read it
+    document["parts"]["java, proxy"]["broker_cpu_s"] = []  # or run without the broker's pid
+    markdown = "\n".join(proxy_markdown({"settings": settings, "results": document}))
+    rows = [line for line in markdown.splitlines() if "the broker's CPU" in line]
+    assert len(rows) == 2
+    assert rows[0].endswith("| not measured | not measured |")
+    assert rows[1].endswith("|  | not measured |")
 
 
 def test_a_bench_proxy_json_from_before_the_request_counts_renders_them_not_measured() -> None:
