@@ -12,20 +12,20 @@ from __future__ import annotations
 import importlib.abc
 import importlib.machinery
 import importlib.util
-import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 
+from deploy.build_backend import compiling
+
 ROOT = Path(__file__).resolve().parents[1]
-#: Set (to anything but "" or "0"): the compiled modules run from their sources.
-PURE_PYTHON = "ZDICT_PURE_PYTHON"
 
 
 def pure_python() -> bool:
-    """Whether this run asks for the compiled modules' sources (`PURE_PYTHON`)."""
-    return os.environ.get(PURE_PYTHON, "") not in ("", "0")
+    """Whether this run asks for the compiled modules' sources: the variable that makes a build
+    compile nothing (`deploy.build_backend.PURE_PYTHON`) is set."""
+    return not compiling()
 
 
 class _Sources(importlib.abc.MetaPathFinder):
