@@ -14,6 +14,8 @@ package then runs those modules as Python, the same behaviour, slower.
 from __future__ import annotations
 
 import os
+import shutil
+import sysconfig
 from typing import Final
 
 from setuptools import build_meta
@@ -45,6 +47,13 @@ def compiling() -> bool:
     return os.environ.get(PURE_PYTHON, "") in ("", "0")
 
 
+def c_compiler() -> str | None:
+    """The path of the C compiler the build would call ($CC, else the one Python was built
+    with), or None when it is not on PATH."""
+    command = os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc"
+    return shutil.which(command.split()[0])
+
+
 # setuptools ships no stubs here (Any): the one hook overridden is typed below.
 class _Backend(build_meta._BuildMetaBackend):  # type: ignore[misc]
     """setuptools' backend with the extensions given to `setup()` rather than read from a
@@ -56,6 +65,13 @@ class _Backend(build_meta._BuildMetaBackend):  # type: ignore[misc]
         if not compiling():
             setup()
             return
+        if c_compiler() is None:
+            # Said before mypyc runs: its own failure would be a compiler traceback.
+            raise SystemExit(
+                "zdict-sidecar's build compiles the proxy's modules with mypyc and finds no C "
+                "compiler: install one (Debian: apt-get install gcc libc6-dev), or build with "
+                f"{PURE_PYTHON}=1 to run them as Python (the same code, slower)"
+            )
         # Imported here: mypy is a build requirement only, absent where the package runs.
         from mypyc.build import mypycify
 

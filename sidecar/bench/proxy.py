@@ -50,10 +50,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import socket
-import subprocess
-import sys
 import tempfile
 import time
 import uuid
@@ -68,11 +64,10 @@ from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
 from sidecar.bench import perf_test
 from sidecar.bench.events import generate
-from sidecar.bench.proxy_metrics import metrics_url, read_produce_requests
+from sidecar.bench.proxy_children import ProxyChild, proxies, train
 from sidecar.bench.proxy_tables import STORED_HEADERS, TIMED_HEADERS, proxy_tables
 from sidecar.bench.relay import percentile
 from sidecar.bench.storage import broker_cpu
-from sidecar.bench.workload import free_port
 from sidecar.config import CodecSettings
 from sidecar.errors import InputError
 from sidecar.kafka import plain_admin, plain_consumer, plain_producer
@@ -157,93 +152,6 @@ class ProxyResults:
             "stored": [asdict(s) for s in self.stored],
             "dictionary": self.dictionary,
         }
-
-
-def _port_base(node_ids: Sequence[int]) -> int:
-    """A `ZDICT_PROXY__BROKER_PORT_BASE` at which every node's port is free now."""
-    for _ in range(100):
-        base = free_port() - min(node_ids)
-        if base < 1 or base + max(node_ids) > 65535:
-            continue
-        try:
-            with contextlib.ExitStack() as stack:
-                for node in node_ids:
-                    sock = stack.enter_context(socket.socket())
-                    sock.bind(("127.0.0.1", base + node))
-            return base
-        except OSError:
-            continue
-    raise InputError(f"bench proxy: no free local ports for brokers {sorted(node_ids)}")
-
-
-class _ProxyProcess:
-    """`zdict-sidecar proxy` as a child process, its JSON log in a file."""
-
-    def __init__(
-        self,
-        bootstrap: str,
-        store: Path,
-        topic: str,
-        log_path: Path,
-        *,
-        output_mode: str,
-        node_ids: Sequence[int],
-    ) -> None:
-        self.address = f"127.0.0.1:{free_port()}"
-        self.log_path = log_path
-        self._metrics_url: str | None = None
-        env = {k: v for k, v in os.environ.items() if not k.startswith("ZDICT_")}
-        env.update(
-            {
-                "KAFKA_BOOTSTRAP_SERVERS": bootstrap,
-                "ZDICT_LOG_FORMAT": "json",
-                "ZDICT_CODEC__OUTPUT_MODE": output_mode,
-                "ZDICT_PROXY__BROKER_PORT_BASE": str(_port_base(node_ids)),
-                # Its /metrics, read for the Produce requests: on this host only.
-                "ZDICT_METRICS__HOST": "127.0.0.1",
-            }
-        )
-        with open(log_path, "wb") as log:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "sidecar", "proxy", "--listen", self.address,
-                 "--no-registry", "--no-training", "--dictionaries", str(store), "--topic", topic,
-                 "--metrics-port", "0"],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-            )  # fmt: skip
-
-    def wait_for(self, text: str, timeout: float) -> str:
-        """The first log line containing `text`."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            for line in self.log_path.read_text(errors="replace").splitlines():
-                if text in line:
-                    return line
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.2)
-        tail = "\n".join(self.log_path.read_text(errors="replace").splitlines()[-20:])
-        raise InputError(f"bench proxy: the proxy logged no {text!r} in {timeout:.0f} s:\n{tail}")
-
-    def cpu(self) -> float:
-        """The proxy process's CPU seconds so far (its threads; a child is not counted)."""
-        seconds = broker_cpu(self.proc.pid)
-        if seconds is None:
-            raise InputError("bench proxy: cannot read the proxy's CPU time from /proc")
-        return seconds
-
-    def produce_requests(self) -> int:
-        """Produce requests the proxy forwarded so far (its /metrics, at the URL it logged)."""
-        if self._metrics_url is None:
-            self._metrics_url = metrics_url(self.wait_for('"metrics_listening"', 10))
-        return read_produce_requests(self._metrics_url)
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(60)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(10)
 
 
 def _produce(
@@ -341,45 +249,6 @@ def _batches(data_dir: Path, topic: str, partitions: int) -> dict[int, list[Batc
     return out
 
 
-def _train(store: Path, sample: Path, namespace: str) -> None:
-    trained = subprocess.run(
-        [sys.executable, "-m", "sidecar", "train", "--input", str(sample),
-         "--namespace", namespace, "--dictionaries", str(store)],
-        capture_output=True, stdin=subprocess.DEVNULL, check=False,
-    )  # fmt: skip
-    if trained.returncode != 0:
-        raise InputError(f"bench proxy: training failed: {trained.stderr.decode()[-2000:]}")
-
-
-@contextlib.contextmanager
-def _proxies(
-    bootstrap: str, tmp: Path, topics: dict[str, str], node_ids: Sequence[int]
-) -> Iterator[tuple[_ProxyProcess, _ProxyProcess, str]]:
-    """The measured proxy (output mode auto, on `topics["proxy"]`) and the frames proxy (on
-    `topics["frames"]`), started and ready; and the measured one's `dictionary_loaded` line."""
-    started: list[_ProxyProcess] = []
-    try:
-        for name, mode in (("proxy", "auto"), ("frames", "frames")):
-            started.append(
-                _ProxyProcess(
-                    bootstrap,
-                    tmp / "dictionaries",
-                    topics[name],
-                    tmp / f"{name}.log",
-                    output_mode=mode,
-                    node_ids=node_ids,
-                )
-            )
-        for proxy in started:
-            proxy.wait_for('"proxy_listening"', 60)
-        loaded = started[0].wait_for('"dictionary_loaded"', 10)
-        started[1].wait_for('"dictionary_loaded"', 10)
-        yield started[0], started[1], loaded
-    finally:
-        for proxy in started:
-            proxy.stop()
-
-
 class _Run:
     """One run of the benchmark: its topics, proxies and stream; fills `parts` and `stored`."""
 
@@ -428,7 +297,7 @@ class _Run:
         }
 
     @contextlib.contextmanager
-    def window(self, proxy: _ProxyProcess, name: str, records: int) -> Iterator[Part]:
+    def window(self, proxy: ProxyChild, name: str, records: int) -> Iterator[Part]:
         """Around one timed part's run: the proxy's CPU seconds meanwhile and, through the proxy
         when it produces, its Produce requests, kept with `records` when measured."""
         # /metrics is read outside the CPU window: serving it costs the proxy CPU too.
@@ -448,9 +317,7 @@ class _Run:
             if counts:
                 part.produce_requests.append(proxy.produce_requests() - requests)
 
-    def timed(
-        self, proxy: _ProxyProcess, name: str, records: int, run: Callable[[], float]
-    ) -> Part:
+    def timed(self, proxy: ProxyChild, name: str, records: int, run: Callable[[], float]) -> Part:
         """Run one timed part in its `window`, its records/s kept when measured."""
         with self.window(proxy, name, records) as part:
             took = run()
@@ -458,7 +325,7 @@ class _Run:
             part.records_per_s.append(records / took)
         return part
 
-    def fetch_source(self, frames: _ProxyProcess) -> None:
+    def fetch_source(self, frames: ProxyChild) -> None:
         """The records the Fetch part reads, written once through the frames proxy."""
         producer = plain_producer(frames.address, {**CLIENT, "compression.type": "none"})
         _produce(
@@ -470,7 +337,7 @@ class _Run:
             first_partition=self.fetch_partitions[0],
         )
 
-    def round(self, proxy: _ProxyProcess, frames: _ProxyProcess, label: str) -> None:
+    def round(self, proxy: ProxyChild, frames: ProxyChild, label: str) -> None:
         self.produce(proxy, label)
         self.latency(proxy, label)
         self.java(proxy, label)
@@ -478,7 +345,7 @@ class _Run:
         if self.data_dir is not None:
             self.bytes_stored(proxy, frames, label)
 
-    def produce(self, proxy: _ProxyProcess, label: str) -> None:
+    def produce(self, proxy: ProxyChild, label: str) -> None:
         values = self.values(self.count)
         self.log(f"{label}: {self.count:,} events unthrottled, direct, then through the proxy")
         for name, address, topic in (
@@ -489,7 +356,7 @@ class _Run:
             run = partial(_produce, producer, topic, values, None, spread=self.partitions)
             self.timed(proxy, name, self.count, run)
 
-    def latency(self, proxy: _ProxyProcess, label: str) -> None:
+    def latency(self, proxy: ProxyChild, label: str) -> None:
         seconds = self.settings["seconds"]
         fixed = self.values(int(RATE * seconds))
         self.log(
@@ -521,7 +388,7 @@ class _Run:
         path.write_bytes(b"\n".join(values))
         self.payloads = path
 
-    def java(self, proxy: _ProxyProcess, label: str) -> None:
+    def java(self, proxy: ProxyChild, label: str) -> None:
         assert self.payloads is not None
         java = self.settings["java"]
         records, warmup = java["records"], java["warmup_records"]
@@ -544,7 +411,7 @@ class _Run:
                 part.p50_ms.append(summary.p50_ms)
                 part.p99_ms.append(summary.p99_ms)
 
-    def fetch(self, proxy: _ProxyProcess, label: str) -> None:
+    def fetch(self, proxy: ProxyChild, label: str) -> None:
         self.log(f"{label}: {self.count:,} stored records read, directly, then through the proxy")
         topic = self.topics["frames"]
         for name, address in (("fetch, direct", self.bootstrap), ("fetch, proxy", proxy.address)):
@@ -567,7 +434,7 @@ class _Run:
             finally:
                 consumer.close()
 
-    def bytes_stored(self, proxy: _ProxyProcess, frames: _ProxyProcess, label: str) -> None:
+    def bytes_stored(self, proxy: ProxyChild, frames: ProxyChild, label: str) -> None:
         fills = ", ".join(map(str, self.settings["fills"]))
         self.log(
             f"{label}: bytes stored at fills {fills} over {self.partitions} and "
@@ -678,9 +545,9 @@ def bench_proxy(
             sample = tmp / "sample.txt"
             sample.write_bytes(b"\n".join(run.values(WARMUP)) + b"\n")
             for path in ("proxy", "frames"):
-                _train(tmp / "dictionaries", sample, run.topics[path])
+                train(tmp / "dictionaries", sample, run.topics[path])
             run.write_payloads(tmp / "payloads.txt")
-            with _proxies(bootstrap, tmp, run.topics, node_ids) as (proxy, frames, loaded):
+            with proxies(bootstrap, tmp, run.topics, node_ids) as (proxy, frames, loaded):
                 log(f"the Fetch part's {count:,} records, through the frames proxy")
                 run.fetch_source(frames)
                 for round_ in range(runs + 1):

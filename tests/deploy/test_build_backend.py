@@ -53,3 +53,12 @@ def test_a_source_edited_after_its_extension_was_built_is_found_stale(tmp_path: 
 
 def test_no_compiled_module_here_is_older_than_its_source() -> None:
     assert stale_extensions() == []
+
+
+def test_the_c_compiler_is_looked_up_before_compiling(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert build_backend.c_compiler() is not None  # this machine builds compiled
+    monkeypatch.setenv("CC", "no-such-compiler-zdict -O2")
+    monkeypatch.delenv(build_backend.PURE_PYTHON, raising=False)  # a build that compiles
+    assert build_backend.c_compiler() is None
+    with pytest.raises(SystemExit, match=f"{build_backend.PURE_PYTHON}=1"):
+        build_backend._BACKEND.run_setup()
