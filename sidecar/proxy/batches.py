@@ -118,7 +118,7 @@ class Allowance:
         self.records_left -= count
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class ReadBatch:
     """One batch as read: its bytes, header fields, how many records it holds, its records as
     read (none for a control batch, or one read for its values only: see `BatchRewriter.read`)
@@ -129,10 +129,28 @@ class ReadBatch:
     count: int
     records: list[_Record]
     control: bool
-    plain: bytes = b""
+    plain: bytes
+
+    # init=False: made per request, so its __init__ is written here and compiled (see
+    # deploy/build_backend.py); the one dataclasses generates would run interpreted.
+    def __init__(
+        self,
+        raw: bytes,
+        fields: tuple[int, ...],
+        count: int,
+        records: list[_Record],
+        control: bool,
+        plain: bytes = b"",
+    ) -> None:
+        self.raw = raw
+        self.fields = fields
+        self.count = count
+        self.records = records
+        self.control = control
+        self.plain = plain
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class ReadPartition:
     """The batches of one partition's records field, and the codec's input of every record of
     its data batches, in order."""
@@ -140,7 +158,14 @@ class ReadPartition:
     batches: list[ReadBatch]
     inputs: Inputs
     #: Bytes of the values of `inputs` (a null value: none).
-    value_bytes: int = 0
+    value_bytes: int
+
+    # init=False: made per request, so its __init__ is written here and compiled (see
+    # deploy/build_backend.py); the one dataclasses generates would run interpreted.
+    def __init__(self, batches: list[ReadBatch], inputs: Inputs, value_bytes: int = 0) -> None:
+        self.batches = batches
+        self.inputs = inputs
+        self.value_bytes = value_bytes
 
     def all_raw(self, crossover: float) -> bool:
         """Whether every batch holding records holds at least `crossover` (all written raw)."""

@@ -39,7 +39,7 @@ import functools
 import struct
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Concatenate, Final, ParamSpec, Protocol, cast
 
 from kio.schema.errors import ErrorCode
@@ -131,7 +131,7 @@ class Limits:
     read_timeout: float
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Expected:
     """A request forwarded whose answer is awaited."""
 
@@ -139,10 +139,21 @@ class Expected:
     version: int
     correlation_id: int
     #: An ApiVersions above the proxy's versions, forwarded as v0: answered UNSUPPORTED_VERSION.
-    unsupported: bool = False
+    unsupported: bool
     #: Answers the proxy gives itself to the requests that came after this one (refused at
     #: the door), written right after this one's answer.
-    then: list[bytes] = field(default_factory=list)
+    then: list[bytes]
+
+    # init=False: made per request, so its __init__ is written here and compiled (see
+    # deploy/build_backend.py); the one dataclasses generates would run interpreted.
+    def __init__(
+        self, api_key: int, version: int, correlation_id: int, *, unsupported: bool = False
+    ) -> None:
+        object.__setattr__(self, "api_key", api_key)
+        object.__setattr__(self, "version", version)
+        object.__setattr__(self, "correlation_id", correlation_id)
+        object.__setattr__(self, "unsupported", unsupported)
+        object.__setattr__(self, "then", [])
 
 
 _P = ParamSpec("_P")

@@ -26,7 +26,7 @@ API_VERSIONS_KEY: Final = 18
 _MAX_VARINT_BYTES: Final = 5
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class RequestHeader:
     """The header of one request frame."""
 
@@ -36,6 +36,17 @@ class RequestHeader:
     client_id: str | None
     #: Bytes of the header: the body starts here.
     size: int
+
+    # init=False: made per request, so its __init__ is written here and compiled (see
+    # deploy/build_backend.py); the one dataclasses generates would run interpreted.
+    def __init__(
+        self, api_key: int, version: int, correlation_id: int, client_id: str | None, size: int
+    ) -> None:
+        object.__setattr__(self, "api_key", api_key)
+        object.__setattr__(self, "version", version)
+        object.__setattr__(self, "correlation_id", correlation_id)
+        object.__setattr__(self, "client_id", client_id)
+        object.__setattr__(self, "size", size)
 
 
 def frame_size(prefix: bytes, max_bytes: int) -> int:

@@ -7,9 +7,12 @@ of `CLOSE_REASONS`.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Final
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from sidecar.proxy.versions import api_name
 
@@ -45,24 +48,59 @@ PRODUCE_REFUSALS: Final = (
 )
 
 
+class FrameTally(Collector):
+    """`zdict_proxy_frames_total` and `zdict_proxy_frame_bytes_total`, by API and direction.
+
+    Counted in plain ints by the event loop (`count`, two per frame) and made metric families
+    when the registry is scraped, as `sidecar.serde.metrics` does: a prometheus_client child
+    takes a lock of its own per `inc`, four per request on the proxy's busiest path. Only the
+    loop writes the counts; a scrape reads them as they are.
+    """
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        #: [frames, bytes] per (API key, direction).
+        self._counts: dict[tuple[int, str], list[int]] = {}
+        registry.register(self)
+
+    def count(self, api_key: int, direction: str, size: int) -> None:
+        """One frame of `size` bytes (size prefix included) forwarded in `direction`."""
+        counts = self._counts.get((api_key, direction))
+        if counts is None:
+            counts = self._counts[(api_key, direction)] = [0, 0]
+        counts[0] += 1
+        counts[1] += size
+
+    def collect(self) -> Iterator[Metric]:
+        frames = CounterMetricFamily(
+            "zdict_proxy_frames",
+            "Frames forwarded by the forwarding proxy: requests to upstream, responses to "
+            "clients (a Produce with acks=0 has none).",
+            labels=("api", "direction"),
+        )
+        sizes = CounterMetricFamily(
+            "zdict_proxy_frame_bytes",
+            "Bytes of those frames, size prefixes included (responses as sent to the client, "
+            "after rewriting).",
+            labels=("api", "direction"),
+        )
+        # By API name: the keys the proxy does not know all count as `unknown`.
+        totals: dict[tuple[str, str], list[int]] = {}
+        for (api_key, direction), (count, size) in list(self._counts.items()):
+            total = totals.setdefault((api_name(api_key), direction), [0, 0])
+            total[0] += count
+            total[1] += size
+        for labels, (count, size) in sorted(totals.items()):
+            frames.add_metric(labels, count)
+            sizes.add_metric(labels, size)
+        yield frames
+        yield sizes
+
+
 class ForwardMetrics:
     """Requests, responses and bytes per API and direction; connections."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
-        self._frames = Counter(
-            "zdict_proxy_frames",
-            "Frames forwarded by the forwarding proxy: requests to upstream, responses to "
-            "clients (a Produce with acks=0 has none).",
-            ["api", "direction"],
-            registry=registry,
-        )
-        self._bytes = Counter(
-            "zdict_proxy_frame_bytes",
-            "Bytes of those frames, size prefixes included (responses as sent to the client, "
-            "after rewriting).",
-            ["api", "direction"],
-            registry=registry,
-        )
+        self._frames = FrameTally(registry)
         self._rewritten = Counter(
             "zdict_proxy_rewritten_responses",
             "Responses parsed and written again: broker addresses rewritten, ApiVersions filtered.",
@@ -105,20 +143,10 @@ class ForwardMetrics:
             self._open.labels(listener)
         for reason in CLOSE_REASONS:
             self._closed.labels(reason)
-        self._children: dict[tuple[int, str], tuple[Counter, Counter]] = {}
 
     def frame(self, api_key: int, direction: str, size: int) -> None:
         """One frame of `size` bytes forwarded in `direction`."""
-        children = self._children.get((api_key, direction))
-        if children is None:
-            name = api_name(api_key)
-            children = (
-                self._frames.labels(name, direction),
-                self._bytes.labels(name, direction),
-            )
-            self._children[(api_key, direction)] = children
-        children[0].inc()
-        children[1].inc(size)
+        self._frames.count(api_key, direction, size)
 
     def rewritten(self, api_key: int) -> None:
         self._rewritten.labels(api_name(api_key)).inc()

@@ -35,7 +35,11 @@ _MIN_TOPIC_BYTES: Final = {False: 2 + 4, True: 1 + 1 + 1}
 _MIN_PARTITION_BYTES: Final = {False: 4 + 4, True: 4 + 1 + 1}
 
 
-@dataclass(slots=True)
+# init=False: these are made per request, so their __init__ is written here and compiled (see
+# deploy/build_backend.py); the one dataclasses generates would run interpreted.
+
+
+@dataclass(slots=True, init=False)
 class PartitionData:
     """One partition of a Produce request: its index and records (None: null)."""
 
@@ -45,16 +49,26 @@ class PartitionData:
     start: int
     end: int
 
+    def __init__(self, index: int, records: bytes | None, start: int, end: int) -> None:
+        self.index = index
+        self.records = records
+        self.start = start
+        self.end = end
 
-@dataclass(slots=True)
+
+@dataclass(slots=True, init=False)
 class TopicData:
     """One topic of a Produce request and its partitions, in request order."""
 
     name: str
     partitions: list[PartitionData]
 
+    def __init__(self, name: str, partitions: list[PartitionData]) -> None:
+        self.name = name
+        self.partitions = partitions
 
-@dataclass(slots=True)
+
+@dataclass(slots=True, init=False)
 class ProduceRequest:
     """A Produce request frame, read (see module)."""
 
@@ -64,6 +78,22 @@ class ProduceRequest:
     acks: int
     timeout_ms: int
     topics: list[TopicData]
+
+    def __init__(
+        self,
+        header: RequestHeader,
+        flexible: bool,
+        transactional_id: str | None,
+        acks: int,
+        timeout_ms: int,
+        topics: list[TopicData],
+    ) -> None:
+        self.header = header
+        self.flexible = flexible
+        self.transactional_id = transactional_id
+        self.acks = acks
+        self.timeout_ms = timeout_ms
+        self.topics = topics
 
 
 def parse_produce(frame: bytes, header: RequestHeader, flexible: bool) -> ProduceRequest:

@@ -1,16 +1,23 @@
 """deploy/build_backend.py: the modules it compiles are the ones this environment imports
-compiled, and a build asked for pure Python compiles nothing."""
+compiled, their per-request dataclasses built by compiled code, and a build asked for pure
+Python compiles nothing."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import importlib.machinery
 import os
+import types
 from pathlib import Path
 
 import pytest
 
 from deploy import build_backend
+from sidecar.proxy.batches import ReadBatch, ReadPartition
+from sidecar.proxy.connection import Expected
+from sidecar.proxy.frames import RequestHeader
+from sidecar.proxy.produce_request import PartitionData, ProduceRequest, TopicData
 from tests.compiled import ROOT, pure_python, stale_extensions
 
 EXTENSIONS = tuple(importlib.machinery.EXTENSION_SUFFIXES)
@@ -28,6 +35,39 @@ def test_the_modules_the_backend_compiles_are_imported_compiled_unless_sources_a
         module = importlib.import_module(_module(path))
         compiled = str(module.__file__).endswith(EXTENSIONS)
         assert compiled is not pure_python(), module.__file__
+
+
+#: The dataclasses of the compiled modules made per request, each with its `__init__` written
+#: out (`init=False`): the one dataclasses generates runs interpreted, even in a compiled class.
+PER_REQUEST = (
+    RequestHeader,
+    Expected,
+    ReadBatch,
+    ReadPartition,
+    PartitionData,
+    TopicData,
+    ProduceRequest,
+)
+
+
+@pytest.mark.parametrize("cls", PER_REQUEST, ids=lambda cls: cls.__name__)
+def test_a_per_request_dataclass_is_built_by_compiled_code(cls: type) -> None:
+    assert dataclasses.is_dataclass(cls)
+    interpreted = isinstance(cls.__init__, types.FunctionType)
+    assert interpreted is pure_python(), cls.__init__
+
+
+def test_a_written_out_init_keeps_the_dataclass_semantics() -> None:
+    header = RequestHeader(0, 11, 7, "perf", 20)
+    assert header == RequestHeader(0, 11, 7, "perf", 20) != RequestHeader(0, 11, 8, "perf", 20)
+    assert hash(header) == hash(RequestHeader(0, 11, 7, "perf", 20))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        header.version = 12  # type: ignore[misc]  # frozen: what the test checks
+    expected = Expected(0, 11, 7)
+    assert (expected.unsupported, expected.then) == (False, [])
+    assert expected.then is not Expected(0, 11, 8).then, "a list of its own each"
+    assert ReadPartition([], []).value_bytes == 0
+    assert ReadBatch(b"", (), 0, [], True).plain == b""
 
 
 @pytest.mark.parametrize(("value", "compiles"), [("", True), ("0", True), ("1", False)])
