@@ -7,6 +7,10 @@ Produce path (a loop over every record of every batch, the request and response 
 is most of its CPU per record. The `.py` files stay in the package; the extension built next to
 each one is what Python imports (extension modules come before sources in a package directory).
 
+A dataclass in a compiled module is a compiled class, but the `__init__` that `dataclasses`
+generates at import is interpreted: one made per request writes its `__init__` out
+(`init=False`), which mypyc compiles (tests/deploy/test_build_backend.py lists them).
+
 `ZDICT_PURE_PYTHON=1` at build time skips the compilation (a machine without a C compiler): the
 package then runs those modules as Python, the same behaviour, slower.
 """
