@@ -29,6 +29,7 @@ from setuptools import build_meta
 #: patched or subclassed at run time.
 COMPILED: Final = (
     "sidecar/proxy/addresses.py",
+    "sidecar/proxy/answers.py",
     "sidecar/proxy/batches.py",
     "sidecar/proxy/connection.py",
     "sidecar/proxy/frames.py",

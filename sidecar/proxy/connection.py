@@ -8,12 +8,11 @@ refused (the connection is closed, as a broker does), the answer to expect noted
 written upstream unchanged, but for a Produce, which the `ProduceRewriter` rewrites or refuses:
 a refused one is answered by the proxy (`_answer`), in request order, right after the answer
 awaited before it. From upstream, answers come in request order: each is matched to the oldest
-request noted (correlation ids checked), streamed back byte for byte, or, for the responses
-that name brokers and ApiVersions, read whole, rewritten and written again (the responses that
-list topics without the hidden ones, `topics`); Fetch responses read whole, at most
-`proxy.max_fetch_bytes`, and rewritten by `fetch.FetchDecoding` (records decoded, the output
-taken from the budget as it grows). A rewrite that waits (a listener to start, records to
-decode) stops reading upstream until its answer is written. A Produce with acks=0 gets no
+request noted (correlation ids checked), and streamed back byte for byte or read whole and
+written as `answers.Answers` makes it: broker addresses rewritten, ApiVersions filtered, Fetch
+records decoded (a decoded answer's output taken from the budget as it grows). A rewrite that
+waits (a listener to start, records to decode) stops reading upstream until its answer is
+written. A Produce with acks=0 gets no
 answer from the broker, so none is noted nor awaited. At most `proxy.max_in_flight` requests
 await their answer; beyond, the client is not read.
 
@@ -38,23 +37,13 @@ import asyncio
 import functools
 import struct
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Concatenate, Final, ParamSpec, Protocol, cast
 
-from kio.schema.errors import ErrorCode
-
 from sidecar.errors import ProtocolError
 from sidecar.logs import get_logger
-from sidecar.proxy.addresses import (
-    Address,
-    encode_response,
-    is_parsed,
-    names_no_broker,
-    parse_response,
-    rewrite,
-    upstream_nodes,
-)
+from sidecar.proxy.answers import Answers
 from sidecar.proxy.budget import Budget
 from sidecar.proxy.client_sasl import (
     ADVICE,
@@ -64,7 +53,6 @@ from sidecar.proxy.client_sasl import (
     requested_mechanism,
 )
 from sidecar.proxy.client_sasl import answer as sasl_refusal
-from sidecar.proxy.fetch import FetchDecoding
 from sidecar.proxy.frames import (
     PREFIX_BYTES,
     RequestHeader,
@@ -76,14 +64,11 @@ from sidecar.proxy.frames import (
 from sidecar.proxy.metrics import REQUEST, RESPONSE, ForwardMetrics
 from sidecar.proxy.produce import Outcome
 from sidecar.proxy.sides import CHUNK_BYTES, EOF, Accepted, ClientSide, Side, UpstreamSide
-from sidecar.proxy.topics import LISTING, TopicView
 from sidecar.proxy.versions import (
     API_VERSIONS,
-    FETCH,
     PRODUCE,
     accepts,
     api_name,
-    filter_api_versions,
     request_header_version,
     served_versions,
 )
@@ -105,7 +90,6 @@ IDLE_TIMEOUT: Final = 600.0
 DRAIN_TIMEOUT: Final = 30.0
 _HEAD: Final = struct.Struct(">hh")
 _INT32: Final = struct.Struct(">i")
-_ERROR_CODE: Final = struct.Struct(">h")
 #: Why a side is not read (`Side.stops`; `EOF` is the sides').
 _BUDGET: Final = "budget"
 _IN_FLIGHT: Final = "in_flight"
@@ -116,9 +100,6 @@ _UNREAD: Final = "answers_unread"
 #: Stops that leave the frames already read to be handled.
 _NOT_BLOCKING: Final = frozenset({_BUDGET, EOF})
 
-#: Upstream nodes a response names -> their local addresses (None: no listener), for a client
-#: that reached the proxy at the given host.
-Locate = Callable[[Mapping[int, Address], str], Awaitable[dict[int, Address | None]]]
 Streams = tuple[asyncio.StreamReader, asyncio.StreamWriter]
 
 
@@ -187,23 +168,19 @@ class Connection:
         limits: Limits,
         budget: Budget,
         metrics: ForwardMetrics,
-        locate: Locate,
+        answers: Answers,
         produce: RewritesProduce | None = None,
-        fetch: FetchDecoding | None = None,
-        topics: TopicView | None = None,
     ) -> None:
         """Take over the client's connection (`accepted`) and `upstream` (opened, nothing read
-        since the proxy's own exchange). `produce`: rewrites Produce requests (None: they are
-        forwarded as they came)."""
+        since the proxy's own exchange). `answers`: what the client is sent for each answer;
+        `produce`: rewrites Produce requests (None: they are forwarded as they came)."""
         client = accepted.transport
         assert client is not None
         self.limits = limits
         self.budget = budget
         self.metrics = metrics
-        self.locate = locate
+        self.answers = answers
         self.produce = produce
-        self.fetch = fetch
-        self.topics = topics
         self.peer = str(client.get_extra_info("peername"))
         # Clients are told to come back to the host they reached the proxy at.
         self.host = str(client.get_extra_info("sockname")[0])
@@ -506,7 +483,7 @@ class Connection:
                 self._streaming, self._stream_left = expected, PREFIX_BYTES + size
                 self._stream_size = PREFIX_BYTES + size
                 continue
-            self._check_size(expected, size)
+            self.answers.check_size(expected.api_key, size, self.limits.max_frame_bytes)
             end = pos + PREFIX_BYTES + size
             if len(buffer) < end:
                 break
@@ -525,26 +502,6 @@ class Connection:
             self._answered(expected, self._stream_size)
         return pos + step
 
-    def _check_size(self, expected: Expected, size: int) -> None:
-        """Refuse an answer read whole above its bound.
-
-        Raises:
-            ProtocolError: `size` is above `proxy.max_fetch_bytes` (Fetch) or
-                `proxy.max_request_bytes` (the others).
-        """
-        if expected.api_key == FETCH and self.fetch is not None:
-            if size > self.fetch.max_bytes:
-                raise ProtocolError(
-                    f"upstream's Fetch response of {size} bytes is above "
-                    f"ZDICT_PROXY__MAX_FETCH_BYTES ({self.fetch.max_bytes}): the client's "
-                    "fetch.max.bytes must stay below it"
-                )
-        elif size > self.limits.max_frame_bytes:
-            raise ProtocolError(
-                f"upstream's {api_name(expected.api_key)} response of {size} bytes is "
-                f"above ZDICT_PROXY__MAX_REQUEST_BYTES ({self.limits.max_frame_bytes})"
-            )
-
     def _rewrite(self, expected: Expected, frame: bytes) -> None:
         """Rewrite and write the answer `frame` (size prefix excluded) read whole, now or in a
         task (see module).
@@ -559,14 +516,21 @@ class Connection:
         self.upstream.held -= moved
         self.budget.force(size - moved)
         self._answer_held += size
-        if expected.api_key == FETCH and self.fetch is not None:
-            self._rewrite_later(self._fetched(expected, frame), expected)
-            return
-        data = self._rewritten_now(expected, frame)
-        if data is None:
-            self._rewrite_later(self._rewritten(expected, frame), expected)
-        else:
+        api_key, version = expected.api_key, expected.version
+        data = self.answers.now(api_key, version, frame, unsupported=expected.unsupported)
+        if data is not None:
             self._write_answer(expected, data)
+            return
+        rewriting = self.answers.later(
+            api_key,
+            version,
+            frame,
+            host=self.host,
+            client_id=self.client_id,
+            free=lambda: self.budget.limit - self.budget.used,
+            hold=self._hold,
+        )
+        self._rewrite_later(rewriting, expected)
 
     def _answered(self, expected: Expected, sent: int) -> None:
         """`expected` was answered with `sent` bytes: the local answers queued behind it follow,
@@ -613,46 +577,6 @@ class Connection:
         self.upstream.go(_REWRITING)
         self._resume_responses()
 
-    def _rewritten_now(self, expected: Expected, frame: bytes) -> bytes | None:
-        """The response frame to send for upstream's `frame` if it needs no listener located
-        (None: `_rewritten` makes it)."""
-        api_key = expected.api_key
-        if names_no_broker(api_key, expected.version, frame):
-            return _INT32.pack(len(frame)) + frame
-        if api_key != API_VERSIONS:
-            return None
-        self.metrics.rewritten(api_key)
-        # Above upstream's versions, upstream answers in v0 (KIP-511); so does the proxy.
-        refused = _ERROR_CODE.unpack_from(frame, PREFIX_BYTES)[0] == ErrorCode.unsupported_version
-        unsupported = expected.unsupported or refused
-        correlation_id, body = parse_response(
-            api_key, 0 if unsupported else expected.version, frame
-        )
-        return encode_response(correlation_id, filter_api_versions(body, unsupported))
-
-    async def _rewritten(self, expected: Expected, frame: bytes) -> bytes:
-        """The response frame to send for upstream's `frame`, which names brokers."""
-        api_key = expected.api_key
-        self.metrics.rewritten(api_key)
-        correlation_id, body = parse_response(api_key, expected.version, frame)
-        if self.topics is not None and api_key in LISTING:
-            body = self.topics.filter(api_key, body)
-        local = await self.locate(upstream_nodes(api_key, body), self.host)
-        return encode_response(correlation_id, rewrite(api_key, body, local))
-
-    async def _fetched(self, expected: Expected, frame: bytes) -> bytes:
-        """The Fetch response frame to send for upstream's `frame` (see `fetch`)."""
-        assert self.fetch is not None
-        self.metrics.rewritten(FETCH)
-        return await self.fetch.rewrite(
-            expected.version,
-            frame,
-            client_id=self.client_id,
-            free=lambda: self.budget.limit - self.budget.used,
-            hold=self._hold,
-            locate=lambda nodes: self.locate(nodes, self.host),
-        )
-
     def _hold(self, size: int) -> None:
         """Take `size` bytes of a response being built from the budget, without waiting (the
         response was sized to what was free; given back once written)."""
@@ -698,8 +622,7 @@ class Connection:
         if self._streaming is not None or not self._pending:
             return False
         expected = self._pending[0]
-        fetch = expected.api_key == FETCH and self.fetch is not None
-        return fetch or is_parsed(expected.api_key, expected.version)
+        return self.answers.read_whole(expected.api_key, expected.version)
 
     @_guarded
     def _retry(self) -> None:

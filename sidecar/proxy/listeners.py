@@ -24,6 +24,7 @@ from sidecar.config import ProxySettings
 from sidecar.errors import AuthenticationFailed
 from sidecar.logs import get_logger
 from sidecar.proxy.addresses import Address, PortMap
+from sidecar.proxy.answers import Answers
 from sidecar.proxy.budget import Budget
 from sidecar.proxy.connection import Connection, Limits, Streams
 from sidecar.proxy.fetch import FetchDecoding
@@ -61,10 +62,9 @@ class Listeners:
         self.settings = settings
         self.security = security
         self.produce = produce
-        self.fetch = fetch
-        self.topics = topics
         self.bootstrap = tuple(bootstrap)
         self.metrics = metrics
+        self.answers = Answers(metrics, self.locate, fetch=fetch, topics=topics)
         self.ports = PortMap(settings.broker_port_base)
         self.budget = Budget(settings.max_buffered_bytes)
         self.limits = Limits(
@@ -220,10 +220,8 @@ class Listeners:
                 limits=self.limits,
                 budget=self.budget,
                 metrics=self.metrics,
-                locate=self.locate,
+                answers=self.answers,
                 produce=self.produce,
-                fetch=self.fetch,
-                topics=self.topics,
             )
             self._live.add(connection)
             reason = await connection.serve()
