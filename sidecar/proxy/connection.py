@@ -12,9 +12,8 @@ request noted (correlation ids checked), and streamed back byte for byte or read
 written as `answers.Answers` makes it: broker addresses rewritten, ApiVersions filtered, Fetch
 records decoded (a decoded answer's output taken from the budget as it grows). A rewrite that
 waits (a listener to start, records to decode) stops reading upstream until its answer is
-written. A Produce with acks=0 gets no
-answer from the broker, so none is noted nor awaited. At most `proxy.max_in_flight` requests
-await their answer; beyond, the client is not read.
+written. A Produce with acks=0 gets no answer from the broker, so none is noted nor awaited. At
+most `proxy.max_in_flight` requests await their answer; beyond, the client is not read.
 
 Reading stops on a side while the budget is used up (until bytes are given back), while the
 other side's connection does not take what is written to it (its write buffer is full; the
