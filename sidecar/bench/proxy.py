@@ -67,7 +67,7 @@ from sidecar.bench.events import generate
 from sidecar.bench.proxy_children import ProxyChild, proxies, train
 from sidecar.bench.proxy_tables import STORED_HEADERS, TIMED_HEADERS, proxy_tables
 from sidecar.bench.relay import percentile
-from sidecar.bench.storage import broker_cpu
+from sidecar.bench.storage import process_cpu
 from sidecar.config import CodecSettings
 from sidecar.errors import InputError
 from sidecar.kafka import plain_admin, plain_consumer, plain_producer
@@ -303,12 +303,12 @@ class _Run:
         # /metrics is read outside the CPU window: serving it costs the proxy CPU too.
         counts = name in PRODUCED_THROUGH
         requests = proxy.produce_requests() if counts else 0
-        broker = broker_cpu(self.broker_pid)
+        broker = process_cpu(self.broker_pid)
         cpu = proxy.cpu()
         part = self.parts[name]
         yield part
         cpu_s = proxy.cpu() - cpu
-        broker_after = broker_cpu(self.broker_pid)
+        broker_after = process_cpu(self.broker_pid)
         if self.measured:
             part.records.append(records)
             part.proxy_cpu_s.append(cpu_s)

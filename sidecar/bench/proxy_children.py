@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from sidecar.bench.proxy_metrics import metrics_url, read_produce_requests
-from sidecar.bench.storage import broker_cpu
+from sidecar.bench.storage import process_cpu
 from sidecar.bench.workload import free_port
 from sidecar.errors import InputError
 
@@ -87,7 +87,7 @@ class ProxyChild:
 
     def cpu(self) -> float:
         """The proxy process's CPU seconds so far (its threads; a child is not counted)."""
-        seconds = broker_cpu(self.proc.pid)
+        seconds = process_cpu(self.proc.pid)
         if seconds is None:
             raise InputError("bench proxy: cannot read the proxy's CPU time from /proc")
         return seconds

@@ -94,7 +94,7 @@ class Variant:
         }
 
 
-def broker_cpu(pid: int | None) -> float | None:
+def process_cpu(pid: int | None) -> float | None:
     """User + system CPU seconds of process `pid` so far (None when unknown or unreadable)."""
     if pid is None:
         return None
@@ -267,9 +267,9 @@ def _measure(
     are identical in every run), the broker's CPU of each measured run."""
     topic = storage.topic(variant.name)
     for run in range(runs + 1):
-        before = broker_cpu(storage.pid)
+        before = process_cpu(storage.pid)
         produce_once(topic)
-        after = broker_cpu(storage.pid)
+        after = process_cpu(storage.pid)
         if run and before is not None and after is not None:
             variant.broker_cpu_seconds.append(after - before)
     batches = _all_batches(storage, topic, expected * (runs + 1))
@@ -336,7 +336,7 @@ def bench_storage(
             progress(f"bench storage: {name} ...")
             variant = Variant(f"sidecar-own-{codec}", "sidecar", codec, None)
             output = f"{source}.{codec}"
-            before = broker_cpu(pid)
+            before = process_cpu(pid)
             time_relay(
                 bootstrap,
                 source,
@@ -352,7 +352,7 @@ def bench_storage(
                     "ZDICT_TRAINING__ENABLED": "false",
                 },
             )
-            after = broker_cpu(pid)
+            after = process_cpu(pid)
             if before is not None and after is not None:
                 variant.broker_cpu_seconds.append(after - before)
             storage.topics.append(output)

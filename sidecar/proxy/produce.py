@@ -192,9 +192,7 @@ class ProduceRewriter:
         offered: list[tuple[Namespace, int, list[bytes | None]]] = []
         where = ""
         for t, topic in enumerate(request.topics):
-            # A topic served before passed these checks, which do not change while it runs.
-            served = topic.name in self._crossovers
-            refused = None if served else _topic_refusal(self.allowed, topic.name)
+            refused = _topic_refusal(self.allowed, topic.name)
             if refused is not None:
                 for p in range(len(topic.partitions)):
                     refusals[(t, p)] = refused
