@@ -18,6 +18,12 @@ COST_VARIABLES = (
     ("retention_days", "Retention (days)", "7", "how long the output topics keep records"),
     ("replicas", "Replicas", "3", "the output topics' replication factor"),
     (
+        "input_retention_days",
+        "Relay input retention (days)",
+        "1",
+        "how long a relay's input topics keep records",
+    ),
+    (
         "transfers",
         "Priced transfers",
         "2",
@@ -173,7 +179,8 @@ def dashboard() -> Json:
     return {
         "uid": DASHBOARD_UID,
         "title": "zdict-sidecar: compression savings",
-        "description": "Savings, outcomes, latency, dictionaries and lag of zdict-sidecar relays.",
+        "description": "Savings as stored against the producer's own codec, outcomes, latency, "
+        "dictionaries and lag of zdict-sidecar relays, proxies and in-process producers.",
         "tags": ["zdict-sidecar", "kafka", "compression"],
         "editable": True,
         "graphTooltip": 1,
