@@ -3,16 +3,16 @@ the relay and the in-process producer (`ProducerBatches`; the proxy counts it ex
 
 The counterfactual is the producer's own record batches, with its own batch codec, at the fill
 the sidecar's batches had. The sidecar keeps a sample of the records as the producer would have
-written them (key, raw value, the producer's headers): one record in `SAMPLE_EVERY`, strided over
-everything written, the last `SAMPLE_RECORDS` of them. For each statistics window (the batches
-and records librdkafka reports the sidecar's producer sent), the sample is cut into batches of
-the window's mean fill, each batch's records framed as Kafka frames them (`record_batch`) and
-compressed with the producer's codec, and the window's estimate is its batches' 61-byte headers
-plus its records times the sample's bytes per record.
+written them (key, raw value, the producer's headers): runs of `SAMPLE_RUN` consecutive
+records, one run in `SAMPLE_EVERY`, the last `SAMPLE_RECORDS` records of them. For each
+statistics window (the batches and records librdkafka reports the sidecar's producer sent), the
+sample is cut into batches of the window's mean fill, each batch's records framed as Kafka
+frames them (`record_batch`) and compressed with the producer's codec, and the window's estimate
+is its batches' 61-byte headers plus its records times the sample's bytes per record.
 
 What it leaves out: timestamp deltas (taken as 0, one byte a record; a real batch's are a byte
-or two), and the similarity of consecutive records of one partition over records sampled across
-partitions. The error against the broker's log segments is measured by
+or two), and which partition each record went to (a run is consecutive in the order written,
+across partitions). The error against the broker's log segments is measured by
 tests/integration/test_saving.py (deploy/README.md, "Metrics").
 
 Pure: no Kafka, no I/O.
@@ -27,11 +27,15 @@ from typing import Final
 from sidecar.proxy.compression import CODEC_IDS, Compression
 from sidecar.record_batch import BATCH_HEADER_BYTES, Compress, Header, record_bytes
 
-__all__ = ["SAMPLE_EVERY", "SAMPLE_RECORDS", "ProducerBatches", "batch_compressor"]
+__all__ = ["SAMPLE_EVERY", "SAMPLE_RECORDS", "SAMPLE_RUN", "ProducerBatches", "batch_compressor"]
 
-#: One record in this many is sampled: a tuple kept, no other work per record.
+#: The sample takes runs of this many consecutive records (a batch's records are consecutive:
+#: records written close together are alike, which the batch codec finds, and a sample of
+#: records far apart would not show) ...
+SAMPLE_RUN: Final = 128
+#: ... one run in this many: one record in 8 is sampled, a tuple kept, no other work per record.
 SAMPLE_EVERY: Final = 8
-#: The sampled records kept (the latest): enough for a few batches at fills up to a few hundred;
+#: The sampled records kept (the latest): 8 runs, batches at fills up to a few hundred;
 #: framing and compressing them once per statistics window (5 s) costs about a millisecond.
 SAMPLE_RECORDS: Final = 1024
 
@@ -62,25 +66,38 @@ class ProducerBatches:
         compress: Compress | None,
         every: int = SAMPLE_EVERY,
         keep: int = SAMPLE_RECORDS,
+        run: int = SAMPLE_RUN,
     ) -> None:
-        if every < 1 or keep < 1:
-            raise ValueError(f"sample one record in every >= 1 and keep >= 1, got {every}, {keep}")
+        if every < 1 or keep < 1 or run < 1:
+            raise ValueError(f"every, keep and run must be at least 1, got {every}, {keep}, {run}")
         self.compress = compress
-        self.every = every
+        self.run = run
+        self.cycle = run * every
         self._sample: deque[Sampled] = deque(maxlen=keep)
-        #: Records still to pass before the next one sampled.
-        self._skip = 0
+        #: The position of the next record written in the cycle (a run, then the records left).
+        self._at = 0
 
-    def picks(self, count: int) -> range:
+    def picks(self, count: int) -> list[int]:
         """The positions the sample takes among the next `count` records written (in order);
         the caller `add`s each."""
-        first = self._skip
-        if first >= count:
-            self._skip = first - count
-            return range(0)
-        taken = range(first, count, self.every)
-        self._skip = taken[-1] + self.every - count
-        return taken
+        out: list[int] = []
+        at, i = self._at, 0
+        while i < count:
+            phase = (at + i) % self.cycle
+            if phase < self.run:
+                taken = min(self.run - phase, count - i)
+                out.extend(range(i, i + taken))
+                i += taken
+            else:
+                i += self.cycle - phase
+        self._at = (at + count) % self.cycle
+        return out
+
+    def take(self) -> bool:
+        """Whether the sample takes the next record written (one at a time: `picks(1)`)."""
+        at = self._at
+        self._at = (at + 1) % self.cycle
+        return at < self.run
 
     def add(self, key: bytes | None, value: bytes | None, headers: Sequence[Header]) -> None:
         """One sampled record, as the producer would have written it."""

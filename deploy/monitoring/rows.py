@@ -233,12 +233,9 @@ def _stored_per_topic(layout: Layout) -> None:
             "logs says why). Blank: frames. Relay output topics and in-process producers.",
             [
                 (
-                    f'max by (topic, partition) (zdict_output_mode{{{ON}, mode="raw"}})',
+                    f'max by (topic, partition) (zdict_output_mode{{{ON}, mode="raw"}}'
+                    f' or zdict_producer_output_mode{{{ON}, mode="raw"}})',
                     "{{topic}}[{{partition}}]",
-                ),
-                (
-                    f'max by (topic, partition) (zdict_producer_output_mode{{{ON}, mode="raw"}})',
-                    "{{topic}}[{{partition}}] in-process",
                 ),
             ],
             state="raw",

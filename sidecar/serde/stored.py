@@ -5,8 +5,8 @@ Stored: the record batches the application's producer sent per topic, from librd
 statistics (`topics.<t>.batchsize`: each batch as sent, header and batch codec included;
 `batchcnt`: its records). Without zdict: the same records with their raw values, as the same
 producer's batches at the same fill with its own `compression.type`, estimated from a sample of
-the records produced (`stored_estimate.ProducerBatches`): one in `SAMPLE_EVERY` over every topic,
-a tuple kept, nothing else per record.
+the records produced (`stored_estimate.ProducerBatches`): runs of consecutive records over every
+topic, a tuple kept, nothing else per record.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 from sidecar.metrics.stored import PRODUCER, StoredBytes
 from sidecar.proxy.compression import CODEC_IDS
 from sidecar.record_batch import Header
-from sidecar.stored_estimate import SAMPLE_EVERY, ProducerBatches, batch_compressor
+from sidecar.stored_estimate import ProducerBatches, batch_compressor
 
 
 class ProducerStored:
@@ -30,16 +30,14 @@ class ProducerStored:
         self._compress = batch_compressor(codec) if codec in CODEC_IDS else None
         self.counted = codec in CODEC_IDS
         self._samples: dict[str, ProducerBatches] = {}
-        #: Records still to pass before the next one sampled (any topic).
-        self._skip = 1
+        #: Which records are sampled, over every topic.
+        self._runs = ProducerBatches(None)
 
     def offer(self, topic: str, key: Any, value: bytes | None, headers: Any) -> None:
         """One record produced, as the application gave it (value serialized, before
-        compression): the sample takes one in `SAMPLE_EVERY`."""
-        self._skip -= 1
-        if self._skip > 0:
+        compression): the sample takes its runs (`stored_estimate.SAMPLE_RUN`)."""
+        if not self._runs.take():
             return
-        self._skip = SAMPLE_EVERY
         sample = self._samples.get(topic)
         if sample is None:
             sample = self._samples[topic] = ProducerBatches(self._compress)

@@ -16,7 +16,7 @@ from sidecar.record_batch import producer_codecs, stored_bytes
 from sidecar.relay.stored import RelayStored
 from sidecar.serde.statistics import stats_cb
 from sidecar.serde.stored import ProducerStored
-from sidecar.stored_estimate import SAMPLE_EVERY, ProducerBatches, batch_compressor
+from sidecar.stored_estimate import SAMPLE_RUN, ProducerBatches, batch_compressor
 
 
 def _window(topic: str, batches: int, records: int, size: int) -> dict[str, Any]:
@@ -41,13 +41,12 @@ def test_the_estimate_of_a_whole_sample_is_the_producers_batches_byte_for_byte(
     assert sample.estimate(64 // fill, 64) == expected
 
 
-def test_the_sample_takes_one_record_in_every_across_calls_and_keeps_the_latest() -> None:
-    sample = ProducerBatches(None, every=4, keep=3)
-    assert list(sample.picks(6)) == [0, 4]
-    assert list(sample.picks(1)) == []
-    assert list(sample.picks(5)) == [1]
-    assert list(sample.picks(3)) == [0]
-    assert list(sample.picks(2)) == [1]
+def test_the_sample_takes_runs_of_consecutive_records_across_calls_and_keeps_the_latest() -> None:
+    sample = ProducerBatches(None, every=3, keep=3, run=2)  # 2 records taken, 4 left, again
+    assert sample.picks(4) == [0, 1]
+    assert sample.picks(3) == [2]
+    assert sample.picks(2) == [0]
+    assert [sample.take() for _ in range(7)] == [False] * 3 + [True] * 2 + [False] * 2
     for n in range(5):
         sample.add(None, bytes([n]), ())
     # Three one-byte records of 8 bytes framed each, one batch header per batch.
@@ -73,9 +72,9 @@ def test_the_relay_counts_its_batches_under_the_input_against_the_sampled_input(
     stored.on_producer_stats(_window("orders.zd", 50, 800, 40_000) | _window("other", 1, 1, 9))
     assert _value(registry, "zdict_stored_bytes_total", "orders", RELAY) == 40_000
     assert _value(registry, "zdict_stored_batches_total", "orders", RELAY) == 50
-    # One record in SAMPLE_EVERY, with its key, in batches of the window's fill (16).
+    # The first run of consecutive records, with their keys, in batches of the window's fill.
     reference = ProducerBatches(batch_compressor("zstd"), every=1)
-    for msg in batch[::SAMPLE_EVERY]:
+    for msg in batch[:SAMPLE_RUN]:
         reference.add(msg.key(), msg.value(), ())
     expected = reference.estimate(50, 800)
     assert _value(registry, "zdict_stored_without_sidecar_bytes_total", "orders", RELAY) == expected
@@ -85,7 +84,7 @@ def test_the_relay_counts_its_batches_under_the_input_against_the_sampled_input(
 def test_the_in_process_producer_samples_what_the_application_gave_as_bytes() -> None:
     registry = CollectorRegistry()
     stored = ProducerStored(StoredBytes(registry), "none")
-    for i in range(2 * SAMPLE_EVERY):
+    for i in range(16):
         stored.offer("t", "key", b"v" * 10, {"app": "x"} if i else [("app", b"x")])
     stored.on_stats(_window("t", 2, 16, 700))
     # length, attributes, 2 deltas, key 1+3, value 1+10, header count, header 1+3+1+1: 26.
