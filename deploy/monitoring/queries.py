@@ -114,7 +114,8 @@ RELAY_WITHOUT = f'zdict_stored_without_sidecar_bytes_total{{{SEL}, path="relay"}
 RELAY_STORED = f'zdict_stored_bytes_total{{{SEL}, path="relay"}}'
 #: Bytes a relay's topics hold on disk less than the input alone would: the output's saving
 #: over `$retention_days`, minus the input kept for `$input_retention_days` (negative: the
-#: input's retention costs more than the output saves; deploy/RUNBOOKS.md has the arithmetic).
+#: input's retention costs more than the output saves; deploy/README.md, "Relay input
+#: retention", has the arithmetic).
 RELAY_NET_HELD = (
     f"({sum_rate(RELAY_WITHOUT, '1h', 'topic')} - {sum_rate(RELAY_STORED, '1h', 'topic')})"
     " * $retention_days * 86400 * $replicas"

@@ -258,7 +258,7 @@ def _stored_per_topic(layout: Layout) -> None:
             "Relay input: kept beside its output",
             "A relay writes its output next to an input topic it does not delete: the input "
             "stores what the producer's own batches store (the relay's estimate), for as long "
-            "as the input's retention. Keep it short (deploy/RUNBOOKS.md, relay input "
+            "as the input's retention. Keep it short (deploy/README.md, Relay input "
             "retention).",
             [
                 (sum_rate(RELAY_WITHOUT, by="topic"), "{{topic}} input (estimated)"),

@@ -703,11 +703,22 @@ def test_report_from_prometheus_draws_a_png_and_its_numbers_are_prometheus_numbe
         )["data"]["result"]
         assert summary[field] == pytest.approx(float(sample["value"][1]), rel=1e-12)
     assert summary["ratio"] == pytest.approx(summary["input_bytes"] / summary["output_bytes"])
+    # Saved against the producer's codec: the stored bytes and the producer's own, per topic.
+    topic = f'{{topic=~"{stack.dict_topic}"}}'
+    for field, metric in (("stored_bytes", "bytes"), ("without_bytes", "without_sidecar_bytes")):
+        (sample,) = stack.prometheus.query(
+            f"sum(increase(zdict_stored_{metric}_total{topic}[60s]))", at
+        )["data"]["result"]
+        assert summary[field] == pytest.approx(float(sample["value"][1]), rel=1e-12)
+    assert summary["saved_bytes"] == pytest.approx(
+        summary["without_bytes"] - summary["stored_bytes"]
+    )
+    assert set(summary["topics"]) == {stack.dict_topic}
     # saved per second: the mean of the curve Prometheus returns for the range
     step = max(1.0, 60 / POINTS)
     saved = (
-        f"sum(rate(zdict_input_bytes_total{selector}[10s])) "
-        f"- sum(rate(zdict_output_bytes_total{selector}[10s]))"
+        f"sum(sum by (topic) (rate(zdict_stored_without_sidecar_bytes_total{topic}[10s])) "
+        f"- sum by (topic) (rate(zdict_stored_bytes_total{topic}[10s])))"
     )
     body = stack.prometheus.api(
         "query_range",
@@ -763,7 +774,9 @@ def test_report_from_the_sidecars_own_metrics_sums_its_counters(stack: Stack) ->
     )
     after = input_total()
     assert before <= summary["input_bytes"] <= after
-    assert summary["saved_bytes"] > 0
+    assert summary["stored_bytes"] > 0
+    assert summary["saved_bytes"] == summary["without_bytes"] - summary["stored_bytes"]
+    assert set(summary["topics"]) == {stack.dict_topic, stack.fresh_topic}
     width, height = _png_size(out)
     assert (width, height) == (1400, 1000)
     assert out.stat().st_size > 20_000
