@@ -93,12 +93,6 @@ class ProducerBatches:
         self._at = (at + count) % self.cycle
         return out
 
-    def take(self) -> bool:
-        """Whether the sample takes the next record written (one at a time: `picks(1)`)."""
-        at = self._at
-        self._at = (at + 1) % self.cycle
-        return at < self.run
-
     def add(self, key: bytes | None, value: bytes | None, headers: Sequence[Header]) -> None:
         """One sampled record, as the producer would have written it."""
         self._sample.append((key, value, headers))

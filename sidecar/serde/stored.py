@@ -17,7 +17,7 @@ from typing import Any
 from sidecar.metrics.stored import PRODUCER, StoredBytes
 from sidecar.proxy.compression import CODEC_IDS
 from sidecar.record_batch import Header
-from sidecar.stored_estimate import ProducerBatches, batch_compressor
+from sidecar.stored_estimate import SAMPLE_EVERY, SAMPLE_RUN, ProducerBatches, batch_compressor
 
 
 class ProducerStored:
@@ -30,13 +30,17 @@ class ProducerStored:
         self._compress = batch_compressor(codec) if codec in CODEC_IDS else None
         self.counted = codec in CODEC_IDS
         self._samples: dict[str, ProducerBatches] = {}
-        #: Which records are sampled, over every topic.
-        self._runs = ProducerBatches(None)
+        #: The position of the next record in the sample's cycle (a run taken, then the rest
+        #: left), over every topic; counted here, not by a call per record.
+        self._at = 0
+        self._cycle = SAMPLE_RUN * SAMPLE_EVERY
 
     def offer(self, topic: str, key: Any, value: bytes | None, headers: Any) -> None:
         """One record produced, as the application gave it (value serialized, before
         compression): the sample takes its runs (`stored_estimate.SAMPLE_RUN`)."""
-        if not self._runs.take():
+        at = self._at
+        self._at = at + 1 if at + 1 < self._cycle else 0
+        if at >= SAMPLE_RUN:
             return
         sample = self._samples.get(topic)
         if sample is None:

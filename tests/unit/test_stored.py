@@ -16,7 +16,7 @@ from sidecar.record_batch import producer_codecs, stored_bytes
 from sidecar.relay.stored import RelayStored
 from sidecar.serde.statistics import stats_cb
 from sidecar.serde.stored import ProducerStored
-from sidecar.stored_estimate import SAMPLE_RUN, ProducerBatches, batch_compressor
+from sidecar.stored_estimate import SAMPLE_EVERY, SAMPLE_RUN, ProducerBatches, batch_compressor
 
 
 def _window(topic: str, batches: int, records: int, size: int) -> dict[str, Any]:
@@ -46,7 +46,7 @@ def test_the_sample_takes_runs_of_consecutive_records_across_calls_and_keeps_the
     assert sample.picks(4) == [0, 1]
     assert sample.picks(3) == [2]
     assert sample.picks(2) == [0]
-    assert [sample.take() for _ in range(7)] == [False] * 3 + [True] * 2 + [False] * 2
+    assert sample.picks(9) == [3, 4]
     for n in range(5):
         sample.add(None, bytes([n]), ())
     # Three one-byte records of 8 bytes framed each, one batch header per batch.
@@ -79,6 +79,19 @@ def test_the_relay_counts_its_batches_under_the_input_against_the_sampled_input(
     expected = reference.estimate(50, 800)
     assert _value(registry, "zdict_stored_without_sidecar_bytes_total", "orders", RELAY) == expected
     assert _value(registry, "zdict_stored_bytes_total", "other", RELAY) is None
+
+
+def test_the_in_process_producer_samples_runs_of_records_across_topics() -> None:
+    registry = CollectorRegistry()
+    stored = ProducerStored(StoredBytes(registry), "none")
+    for i in range(SAMPLE_RUN * SAMPLE_EVERY + 1):
+        stored.offer("a" if i % 2 else "b", None, b"%d" % i, None)
+    stored.on_stats(_window("a", 1, 1, 70) | _window("b", 1, 1, 70))
+    # Half of the first run went to each topic, then the next run's first record to "b".
+    per_record = {"a": 9, "b": 9}  # length, attributes, 2 deltas, key, value 1+3, header count
+    for topic, size in per_record.items():
+        without = _value(registry, "zdict_stored_without_sidecar_bytes_total", topic, PRODUCER)
+        assert without == pytest.approx(61 + size, abs=1)
 
 
 def test_the_in_process_producer_samples_what_the_application_gave_as_bytes() -> None:
