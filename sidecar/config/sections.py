@@ -47,6 +47,8 @@ Guarantee: TypeAlias = Literal["at-least-once", "exactly-once"]
 #: `codec.output_mode`: `auto` writes raw values where batches fill past the dictionary's
 #: crossover, frames elsewhere; `frames`: per-record frames always.
 OutputModeSetting: TypeAlias = Literal["auto", "frames"]
+#: A producer's batch codec (`compression.type`), as Kafka names them.
+BatchCodec: TypeAlias = Literal["none", "gzip", "snappy", "lz4", "zstd"]
 #: `log_format`: `auto` is console on a terminal, JSON lines otherwise.
 LogFormat: TypeAlias = Literal["auto", "json", "console"]
 LogLevel: TypeAlias = Literal["debug", "info", "warning", "error"]
@@ -394,6 +396,12 @@ class RelaySettings(BaseModel):
         "it is relayed anyway; 0: never wait",
     )
     workers: int = Field(default=1, ge=1, le=64, description="processes in the consumer group")
+    input_compression: BatchCodec = Field(
+        default="none",
+        description="the compression.type the producers of the input topics use (none: the "
+        "Kafka clients' default): what the saving is counted against "
+        "(zdict_stored_without_sidecar_bytes_total)",
+    )
     compress: bool = Field(
         default=True, description="false: pass every record through, a cost baseline"
     )

@@ -324,7 +324,7 @@ def make_producer(
         _checked("producer", settings.kafka.client_config(settings.producer), _RELAY_PRODUCER_FIXED)
         config.update(_RELAY_PRODUCER_FIXED)
     if stats_cb is not None:
-        # The record batches it sent: zdict_output_stored_bytes_total and its siblings.
+        # The record batches it sent: zdict_stored_bytes_total and its siblings.
         config.setdefault("statistics.interval.ms", PRODUCER_STATISTICS_INTERVAL_MS)
         config["stats_cb"] = stats_cb
     if batch_bytes is not None:

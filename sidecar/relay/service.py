@@ -54,7 +54,9 @@ from sidecar.relay.exactly_once import Transactions
 from sidecar.relay.loop import Relay
 from sidecar.relay.output_modes import RelayOutputModes
 from sidecar.relay.state import RelayState
+from sidecar.relay.stored import RelayStored
 from sidecar.runtime import exit_code, interrupt_start
+from sidecar.stored_estimate import batch_compressor
 from sidecar.training.trainer import Trainer
 
 log = get_logger("sidecar.relay.service")
@@ -336,17 +338,24 @@ def _run(settings: Settings, observed: Observability, stack: ExitStack) -> int:
         enabled=settings.codec.output_mode == "auto",
         codec=batch_codec(producer_config(settings)),
     )
+    decode = relay_settings.mode == "decode"
     state = RelayState(
         metrics,
         observed.health,
         Reachability(relay_settings.unreachable_timeout),
         output_modes=modes,
+        stored=None
+        if decode
+        else RelayStored(
+            metrics.stored,
+            _outputs(settings),
+            batch_compressor(relay_settings.input_compression),
+        ),
     )
     ledger = CommitLedger(state)
-    clients = _connect(settings, ClientEvents(state, _outputs(settings), ledger.answered))
+    clients = _connect(settings, ClientEvents(state, ledger.answered))
     commits = _commits(settings, clients, state, ledger)
     store = DictionaryStore(settings.dictionaries)
-    decode = relay_settings.mode == "decode"
     registry = _open_registry(settings, store, list(relay_settings.input_topics), decode, metrics)
     if registry is not None:
         stack.callback(registry.close)
