@@ -23,6 +23,7 @@ from sidecar.codec import (
     FrameOptions,
     WireFormat,
 )
+from sidecar.errors import ConfigError
 from sidecar.training.choice import (
     DEFAULT_BUDGET_MB_PER_S,
     DEFAULT_BUDGET_US_PER_MESSAGE,
@@ -352,14 +353,22 @@ class KafkaSettings(BaseModel):
     def client_config(self, *layers: KafkaSettings) -> dict[str, str]:
         """These properties with `layers` (e.g. consumer-only ones) on top, ready for a client.
 
-        `bootstrap.servers` falls back to $KAFKA_BOOTSTRAP_SERVERS, then 127.0.0.1:9092.
+        `bootstrap.servers` falls back to $KAFKA_BOOTSTRAP_SERVERS.
+
+        Raises:
+            ConfigError: neither names a broker. There is no default: a guessed address made
+                every command wait out its timeout before saying nothing was configured.
         """
         merged = self.as_librdkafka_dict()
         for layer in layers:
             merged.update(layer.as_librdkafka_dict())
-        merged.setdefault(
-            "bootstrap.servers", os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:9092")
-        )
+        bootstrap = merged.get("bootstrap.servers") or os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+        if not bootstrap or not bootstrap.strip():
+            raise ConfigError(
+                "no Kafka broker configured: set KAFKA_BOOTSTRAP_SERVERS (or "
+                "ZDICT_KAFKA__BOOTSTRAP_SERVERS) to HOST:PORT[,HOST:PORT...]"
+            )
+        merged["bootstrap.servers"] = bootstrap
         return merged
 
 

@@ -146,7 +146,9 @@ class Registry:
         admin = make_admin(self.settings)
         bootstrap = self.settings.kafka.client_config()["bootstrap.servers"]
         try:
-            counts = partition_counts(admin, [self.topic], self.timeout, bootstrap)
+            counts = partition_counts(
+                admin, [self.topic], self.timeout, bootstrap, "ZDICT_REGISTRY__TIMEOUT"
+            )
         except KafkaUnavailable as exc:
             raise RegistryUnavailable(str(exc)) from None
         if self.topic in counts:

@@ -61,6 +61,8 @@ log = get_logger("sidecar.relay.service")
 
 #: Seconds the start may spend reading a topic's offsets to size its backlog.
 BACKLOG_TIMEOUT: Final = 10.0
+#: Seconds the start waits at most for a broker to answer (`relay.unreachable_timeout` if less).
+START_TIMEOUT: Final = 30.0
 
 
 def _commit_limit(settings: Settings) -> float:
@@ -94,12 +96,15 @@ def _prepare_topics(settings: Settings, admin: AdminClient) -> _Topics:
     relay = settings.relay
     bootstrap = settings.kafka.client_config()["bootstrap.servers"]
     outputs = _outputs(settings)
-    timeout = min(relay.unreachable_timeout, 30.0)
-    partitions = ensure_output_topics(admin, outputs, relay.create_topics, timeout, bootstrap)
+    timeout = min(relay.unreachable_timeout, START_TIMEOUT)
+    setting = f"ZDICT_RELAY__UNREACHABLE_TIMEOUT, at most {START_TIMEOUT:.0f} s at the start"
+    partitions = ensure_output_topics(
+        admin, outputs, relay.create_topics, timeout, bootstrap, setting
+    )
     dead_letters = {t: d for t in relay.input_topics if (d := relay.dead_letter_for(t)) is not None}
     if dead_letters:
         partitions |= ensure_output_topics(
-            admin, dead_letters, relay.create_topics, timeout, bootstrap
+            admin, dead_letters, relay.create_topics, timeout, bootstrap, setting
         )
     limits = max_message_bytes(admin, sorted({*outputs.values(), *dead_letters.values()}), timeout)
     return _Topics(outputs, dead_letters, partitions, limits)
