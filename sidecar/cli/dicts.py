@@ -35,7 +35,7 @@ from sidecar.dictionaries.model import (
 )
 from sidecar.dictionaries.registry import Registry, RegistryResolver
 from sidecar.dictionaries.store import DictionaryStore
-from sidecar.errors import ConfigError, DictionaryNotFound, UnknownDictionary
+from sidecar.errors import ConfigError, DictionaryNotFound, StoreError, UnknownDictionary
 from sidecar.tools.evaluation import Evaluation, evaluate
 from sidecar.tools.tables import render
 from sidecar.training.choice import Decision, Measurement, TrainingReport, train
@@ -202,7 +202,12 @@ def _format_transport(evaluation: Evaluation) -> str:
     )
 
 
-def _dict_rows(listed: list[tuple[DictionaryMeta, bool]]) -> list[list[object]]:
+#: A listed dictionary: its metadata, whether it is active, what is wrong with its files (None:
+#: they load and match).
+Listed = tuple[DictionaryMeta, bool, str | None]
+
+
+def _dict_rows(listed: list[Listed]) -> list[list[object]]:
     return [
         [
             str(meta.id),
@@ -213,20 +218,62 @@ def _dict_rows(listed: list[tuple[DictionaryMeta, bool]]) -> list[list[object]]:
             meta.heldout_ratio,
             meta.break_even_size,
             meta.created_at.strftime("%Y-%m-%d %H:%M:%S"),
-            "*" if on else "",
+            " ".join(["*"] * on + ["CORRUPT"] * (problem is not None)),
         ]
-        for meta, on in listed
+        for meta, on, problem in listed
     ]
 
 
-def _print_dicts(listed: list[tuple[DictionaryMeta, bool]], as_json: bool, where: str) -> None:
+def _print_dicts(listed: list[Listed], as_json: bool, where: str) -> None:
     if as_json:
-        entries = [meta.model_dump(mode="json") | {"active": on} for meta, on in listed]
+        entries = [
+            meta.model_dump(mode="json") | {"active": on, "problem": problem}
+            for meta, on, problem in listed
+        ]
         print(json.dumps(entries, indent=2))
     elif listed:
         print(render(_DICT_HEADERS, _dict_rows(listed)))
     else:
         print(f"no dictionaries in {where}")
+
+
+def _list_store(store: DictionaryStore, namespace: str | None, as_json: bool) -> int:
+    """`dicts list`: every dictionary of the store whose metadata reads, each file checked; what
+    does not load is marked and named on stderr, with what to do (exit 1), the rest listed."""
+    namespaces = [validate_namespace(namespace)] if namespace else store.namespaces()
+    listed: list[Listed] = []
+    warnings: list[str] = []
+    for ns in namespaces:
+        try:
+            active = store.active_id(ns)
+        except StoreError as exc:
+            active = None
+            warnings.append(str(exc))
+        found, unreadable = store.checked(ns)
+        warnings += [f"{exc}; the other dictionaries are listed" for exc in unreadable]
+        for meta, problem in found:
+            on = meta.id == active
+            listed.append((meta, on, None if problem is None else str(problem)))
+            if problem is not None:
+                warnings.append(_corrupt_warning(meta, on, problem))
+    _print_dicts(listed, as_json, str(store.root))
+    for warning in warnings:
+        print(f"{PROG}: warning: {warning}", file=sys.stderr)
+    return 1 if warnings else 0
+
+
+def _corrupt_warning(meta: DictionaryMeta, active: bool, problem: StoreError) -> str:
+    ns = meta.namespace
+    fix = (
+        f"restore its files: remove {ns}/{meta.id}.zdict and {ns}/{meta.id}.json and a sidecar "
+        "that follows the registry caches them again (or copy them from a backup)"
+    )
+    if active:
+        return (
+            f"{problem}; it is the ACTIVE dictionary of namespace {ns}, which no relay can load: "
+            f"{fix}, or activate a sound one (zdict-sidecar dicts activate --namespace {ns} ID)"
+        )
+    return f"{problem}; {fix}"
 
 
 # -- train and evaluate --------------------------------------------------------------------------
@@ -416,15 +463,7 @@ def cmd_dicts(args: argparse.Namespace) -> int:
         finally:
             registry.close()
     if args.action == "list":
-        namespaces = [validate_namespace(args.namespace)] if args.namespace else store.namespaces()
-        listed = [
-            (meta, meta.id == active)
-            for ns in namespaces
-            for active in [store.active_id(ns)]
-            for meta in store.versions(ns)
-        ]
-        _print_dicts(listed, args.json, str(store.root))
-        return 0
+        return _list_store(store, args.namespace, args.json)
     if args.action == "show":
         print(store.get(args.id).meta.model_dump_json(indent=2))
         return 0
@@ -480,11 +519,13 @@ def _dicts_in_registry(args: argparse.Namespace, registry: Registry, store: Dict
     state = registry.state
     if args.action == "list":
         namespace = validate_namespace(args.namespace) if args.namespace else None
-        listed = [
+        # The registry holds only dictionaries that passed every check (`RegistryState`).
+        listed: list[Listed] = [
             (
                 d.meta,
                 state.activations.get(d.namespace) is not None
                 and state.activations[d.namespace].dict_id == d.id,
+                None,
             )
             for d in state.versions(namespace)
         ]

@@ -239,8 +239,41 @@ class DictionaryStore:
         return meta
 
     def versions(self, namespace: str) -> list[DictionaryMeta]:
-        """Metadata of every dictionary of `namespace`, oldest version first."""
+        """Metadata of every dictionary of `namespace`, oldest version first.
+
+        Raises:
+            DictionaryIntegrityError: a metadata file is unreadable (`checked` lists the rest).
+        """
+        metas, problems = self._versions(namespace)
+        if problems:
+            raise problems[0]
+        return metas
+
+    def checked(
+        self, namespace: str
+    ) -> tuple[list[tuple[DictionaryMeta, StoreError | None]], list[StoreError]]:
+        """Every dictionary of `namespace` with readable metadata (oldest version first), each
+        with what is wrong with its `.zdict` (missing, corrupt, not the one its metadata
+        describes; None: it loads and matches), and the errors of the metadata files that do
+        not read. Reads every dictionary whole."""
+        metas, unreadable = self._versions(namespace)
+        found: list[tuple[DictionaryMeta, StoreError | None]] = []
+        for meta in metas:
+            problem: StoreError | None = None
+            try:
+                self._load(self._ns_dir(namespace) / f"{meta.id}.json")
+            except FileNotFoundError:
+                continue  # removed since the listing
+            except StoreError as exc:
+                problem = exc
+            found.append((meta, problem))
+        return found, unreadable
+
+    def _versions(self, namespace: str) -> tuple[list[DictionaryMeta], list[StoreError]]:
+        """The readable metadata of `namespace` (oldest version first), and the errors of the
+        metadata files that are not."""
         metas: list[DictionaryMeta] = []
+        problems: list[StoreError] = []
         for entry in self._list(self._ns_dir(namespace)):
             stem, dot, suffix = entry.name.rpartition(".")
             if not dot or suffix != "json":
@@ -254,7 +287,9 @@ class DictionaryStore:
                 metas.append(self._read_meta(Path(entry.path)))
             except FileNotFoundError:
                 continue  # removed since the listing
-        return sorted(metas, key=lambda m: m.version)
+            except StoreError as exc:
+                problems.append(exc)
+        return sorted(metas, key=lambda m: m.version), problems
 
     def _reservation(self, dict_id: int) -> Path:
         return self.root / _IDS_DIR / str(dict_id)
@@ -375,6 +410,21 @@ class DictionaryStore:
         return events
 
     # -- writing -------------------------------------------------------------------------------
+
+    def ensure_writable(self) -> None:
+        """Make the store's directory if missing and write (then remove) a file in it.
+
+        Raises:
+            StoreError: it cannot be made or written (a read-only volume, a permission).
+        """
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            with tempfile.NamedTemporaryFile(dir=self.root, prefix=".probe."):
+                pass
+        except OSError as exc:
+            raise StoreError(
+                f"the dictionary store {self.root} is not writable: {exc.strerror or exc}"
+            ) from None
 
     def reserve_id(self, namespace: str) -> int:
         """Reserve the next free id across all namespaces; safe against concurrent writers.

@@ -29,7 +29,7 @@ from sidecar.config import Settings
 from sidecar.dictionaries.lifecycle import adopt_local, sync_store
 from sidecar.dictionaries.registry import Registry, RegistryResolver
 from sidecar.dictionaries.store import DictionaryStore
-from sidecar.errors import ConfigError, ZdictError
+from sidecar.errors import ConfigError, StoreError, ZdictError
 from sidecar.kafka import (
     LIBRDKAFKA_SOCKET_TIMEOUT_MS,
     Reachability,
@@ -108,6 +108,26 @@ def _prepare_topics(settings: Settings, admin: AdminClient) -> _Topics:
         )
     limits = max_message_bytes(admin, sorted({*outputs.values(), *dead_letters.values()}), timeout)
     return _Topics(outputs, dead_letters, partitions, limits)
+
+
+def _checked_store(settings: Settings, decode: bool) -> DictionaryStore:
+    """The dictionary store, checked before anything connects: an encoding relay writes to it
+    (the registry's dictionaries, its own) and loads each input topic's active dictionary.
+
+    Raises:
+        StoreError: it is not writable, or an active dictionary does not load; the message names
+            the store's setting.
+    """
+    store = DictionaryStore(settings.dictionaries)
+    if decode:
+        return store  # read only, and only for the ids records name
+    try:
+        store.ensure_writable()
+        for topic in settings.relay.input_topics:
+            store.active(topic)
+    except StoreError as exc:
+        raise StoreError(f"{exc} (the store: ZDICT_DICTIONARIES or --dictionaries)") from None
+    return store
 
 
 def _open_registry(
@@ -312,9 +332,11 @@ def run_relay(settings: Settings) -> int:
     """Run one relay process until SIGTERM/SIGINT (exit 0) or a failure (exit 1).
 
     1. the metrics endpoint, so a relay that cannot start is seen failing;
-    2. the Kafka clients (a setting they refuse: a configuration error, exit 2);
-    3. the topics: outputs and dead letters checked or created, their size limits read;
-    4. the store, synced with the registry;
+    2. the store: writable, each input topic's active dictionary loads (before any broker is
+       waited for);
+    3. the Kafka clients (a setting they refuse: a configuration error, exit 2);
+    4. the topics: outputs and dead letters checked or created, their size limits read;
+       then the store is synced with the registry;
     5. the relay (encoding with a trainer beside it, or decoding), then its loop.
     """
     relay_settings = settings.relay
@@ -348,10 +370,10 @@ def _run(settings: Settings, observed: Observability, stack: ExitStack) -> int:
         output_modes=modes,
     )
     ledger = CommitLedger(state)
+    decode = relay_settings.mode == "decode"
+    store = _checked_store(settings, decode)
     clients = _connect(settings, ClientEvents(state, _outputs(settings), ledger.answered))
     commits = _commits(settings, clients, state, ledger)
-    store = DictionaryStore(settings.dictionaries)
-    decode = relay_settings.mode == "decode"
     registry = _open_registry(settings, store, list(relay_settings.input_topics), decode, metrics)
     if registry is not None:
         stack.callback(registry.close)

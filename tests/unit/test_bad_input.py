@@ -218,6 +218,13 @@ CASES: Final = [
         "ZDICT_RELAY__UNREACHABLE_TIMEOUT",
     ),
     case(
+        "run-store-checked-before-kafka",
+        "run --input-topic t --dictionaries {bad_store}",
+        FAILURE,
+        "{bad_store}/t/ACTIVE",
+        "ZDICT_DICTIONARIES",
+    ),
+    case(
         "run-no-bootstrap",
         "run --input-topic t",
         USAGE,
@@ -482,6 +489,7 @@ def files(
         "bad_toml": root / "bad.toml",
         "deep_toml": root / "deep.toml",
         "unknown_toml": root / "unknown.toml",
+        "bad_store": root / "bad-store",
     }
     paths["events"].write_bytes(b'{"event": "viewed", "product": 1}\n' * 50)
     paths["empty"].write_bytes(b"")
@@ -491,6 +499,9 @@ def files(
     paths["bad_toml"].write_text("[codec\nlevel = \n")
     paths["deep_toml"].write_text("a = " + "[" * 100_000 + "\n")
     paths["unknown_toml"].write_text("[codec]\nlevle = 3\n")
+    # Topic t's active dictionary is no id at all (the relay would stop at it).
+    (paths["bad_store"] / "t").mkdir(parents=True)
+    (paths["bad_store"] / "t" / "ACTIVE").write_text("junk\n")
     named = {"root": str(root), "http": junk_server, "busy_port": busy_port}
     return named | {k: str(v) for k, v in paths.items()}
 
