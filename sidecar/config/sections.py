@@ -29,6 +29,7 @@ from sidecar.training.choice import (
     DEFAULT_BUDGET_US_PER_MESSAGE,
     DEFAULT_DICT_SIZES,
     DEFAULT_LEVELS,
+    DEFAULT_MIN_HELDOUT,
     DEFAULT_MIN_SAMPLES,
     TrainingParams,
 )
@@ -127,6 +128,12 @@ class TrainingSettings(BaseModel):
         ge=20,
         description="fewer usable samples and no training is attempted",
     )
+    min_heldout: int = Field(
+        default=DEFAULT_MIN_HELDOUT,
+        ge=1,
+        description="fewer held-out samples and no dictionary is promoted (measured: python -m "
+        "sidecar.bench.heldout)",
+    )
     promotion_margin: float = Field(
         default=0.02,
         ge=0.0,
@@ -215,6 +222,7 @@ class TrainingSettings(BaseModel):
             dict_sizes=self.dict_sizes,
             levels=self.levels,
             min_samples=self.min_samples,
+            min_heldout=self.min_heldout,
             promotion_margin=self.promotion_margin,
             budget_us_per_message=self.budget_us_per_message,
             budget_mb_per_s=self.budget_mb_per_s,
