@@ -409,6 +409,23 @@ class DictionaryStore:
             events.append(event)
         return events
 
+    def last_training(self, namespace: str) -> dict[str, Any] | None:
+        """The namespace's last training run recorded here (`record_training`), None if none."""
+        path = self._ns_dir(namespace) / _TRAINING_LOG
+        try:
+            raw = _read_file(path, _MAX_HISTORY_SIZE, "training log")
+        except FileNotFoundError:
+            return None
+        for line in reversed(raw.split(b"\n")):
+            if not line.strip():
+                continue
+            try:
+                entry = json.loads(line)
+            except (ValueError, RecursionError):
+                raise DictionaryIntegrityError(f"{path}: its last line is not JSON") from None
+            return entry if isinstance(entry, dict) else None
+        return None
+
     # -- writing -------------------------------------------------------------------------------
 
     def ensure_writable(self) -> None:

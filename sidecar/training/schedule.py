@@ -130,6 +130,14 @@ class Schedule:
         if sample is not None:
             self.last_sample = sample
 
+    def skipped(self, now: float) -> None:
+        """A run was due at `now` and not started (an operator pinned the namespace): nothing
+        is due again before the next scheduled run, which is skipped the same way while the pin
+        holds."""
+        self.last_run = now
+        self.last_failed = False
+        self.hold_until = now + self.policy.retrain_interval
+
     def activated(self, at: float, *, by_operator: bool) -> None:
         """A dictionary became active at `at`; an operator's choice holds drift off until the
         next scheduled run, which is then measured against it."""

@@ -99,6 +99,9 @@ CASES: Final = [
             "dicts show 40000",
             "dicts activate --namespace orders 40000",
             "dicts rollback --namespace orders",
+            "dicts status",
+            "dicts pin --namespace orders",
+            "dicts unpin --namespace orders",
             "dicts export out.backup",
             "dicts import {junk}",
         )
@@ -434,6 +437,27 @@ CASES: Final = [
         env={"KAFKA_BOOTSTRAP_SERVERS": None},
     ),
     case("dicts-export-unreachable", "dicts export out.backup", FAILURE, UNREACHABLE),
+    case(
+        "dicts-status-unreachable", "dicts status", FAILURE, UNREACHABLE, "ZDICT_REGISTRY__TIMEOUT"
+    ),
+    case("dicts-status-metrics-not-a-url", "dicts status --metrics not-a-url", USAGE, "--metrics"),
+    case(
+        "dicts-status-metrics-unreachable",
+        f"dicts status --metrics http://{UNREACHABLE}/metrics",
+        FAILURE,
+        "--metrics",
+        UNREACHABLE,
+    ),
+    case("dicts-status-bad-namespace", "dicts status --namespace ../x", USAGE, "'../x'"),
+    case("dicts-pin-no-namespace", "dicts pin", USAGE, "--namespace"),
+    case("dicts-pin-unreachable", "dicts pin --namespace orders", FAILURE, UNREACHABLE),
+    case(
+        "dicts-unpin-no-bootstrap",
+        "dicts unpin --namespace orders",
+        USAGE,
+        "KAFKA_BOOTSTRAP_SERVERS",
+        env={"KAFKA_BOOTSTRAP_SERVERS": None},
+    ),
     case("dicts-export-no-file", "dicts export", USAGE, "FILE"),
     case("dicts-import-missing", "dicts import {missing}", FAILURE, "{missing}"),
     case("dicts-import-junk", "dicts import {junk}", FAILURE, "{junk}", "not a registry backup"),
