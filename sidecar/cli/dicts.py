@@ -42,6 +42,7 @@ from sidecar.tools import status
 from sidecar.tools.evaluation import Evaluation, evaluate
 from sidecar.tools.tables import render
 from sidecar.training.choice import Decision, Measurement, TrainingReport, train
+from sidecar.training.schedule import SKIPPED
 from sidecar.training.split import Unit, split_newest, usable
 
 if TYPE_CHECKING:
@@ -358,8 +359,18 @@ def cmd_train(args: argparse.Namespace) -> int:
             activation = registry.state.activations.get(namespace)
             if activation is not None and activation.pinned is not None:
                 # The retraining CronJob runs this: a pin holds against it as against the
-                # sidecars' own training. Not a failure: nothing is wrong.
-                print(f"{PROG}: {pinned_error(namespace, activation.pinned)}", file=sys.stderr)
+                # sidecars' own training. Not a failure: recorded, so the registry shows the
+                # namespace looked after (ZdictTrainingOverdue stays quiet) and why.
+                reason = str(pinned_error(namespace, activation.pinned))
+                skipped: dict[str, object] = {
+                    "trigger": "manual",
+                    "decision": SKIPPED,
+                    "reason": reason,
+                    "finished_at": time.time(),
+                }
+                store.record_training(namespace, skipped)
+                registry.publish_training(namespace, skipped)
+                print(f"{PROG}: {reason}", file=sys.stderr)
                 return 0
         champion = store.active(namespace)
         unit: Unit = "offset"
@@ -516,7 +527,9 @@ def _status(args: argparse.Namespace, settings: Settings) -> int:
         rows = status.from_store(DictionaryStore(settings.dictionaries), namespace)
         where = f"{settings.dictionaries} (the registry is disabled: pins are unknown)"
     if text is not None:
-        rows = status.add_metrics(rows, text, args.metrics)
+        # The relay labels output modes with its output topics: back to their input topics.
+        inputs = {settings.relay.output_for(r.namespace): r.namespace for r in rows}
+        rows = status.add_metrics(rows, text, args.metrics, lambda topic: inputs.get(topic, topic))
         if namespace is not None:
             rows = [r for r in rows if r.namespace == namespace]
     now = utc_now()

@@ -158,6 +158,31 @@ def _shown(raw: bytes) -> str:
     return repr(raw[:_SHOWN]) + ("..." if len(raw) > _SHOWN else "")
 
 
+def _json_lines(path: Path, what: str) -> list[dict[str, Any]]:
+    """The JSON objects of the store's JSON Lines file `path` (none if it does not exist).
+
+    Raises:
+        DictionaryIntegrityError: a line is not a JSON object.
+        StoreError: the file is not one the store wrote (`_read_file`).
+    """
+    try:
+        raw = _read_file(path, _MAX_HISTORY_SIZE, what)
+    except FileNotFoundError:
+        return []
+    entries: list[dict[str, Any]] = []
+    for number, line in enumerate(raw.split(b"\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            entry = json.loads(line)
+        except (ValueError, RecursionError):
+            raise DictionaryIntegrityError(f"{path}: line {number} is not JSON") from None
+        if not isinstance(entry, dict):
+            raise DictionaryIntegrityError(f"{path}: line {number} is not a JSON object")
+        entries.append(entry)
+    return entries
+
+
 def _is_namespace(name: str) -> bool:
     try:
         validate_namespace(name)
@@ -391,40 +416,12 @@ class DictionaryStore:
 
     def history(self, namespace: str) -> list[dict[str, Any]]:
         """Activation events of `namespace`, oldest first: `{"at", "action", "id"}`."""
-        path = self._ns_dir(namespace) / _HISTORY
-        try:
-            raw = _read_file(path, _MAX_HISTORY_SIZE, "HISTORY file")
-        except FileNotFoundError:
-            return []
-        events: list[dict[str, Any]] = []
-        for number, line in enumerate(raw.split(b"\n"), start=1):
-            if not line.strip():
-                continue
-            try:
-                event = json.loads(line)
-            except (ValueError, RecursionError):
-                raise DictionaryIntegrityError(f"{path}: line {number} is not JSON") from None
-            if not isinstance(event, dict):
-                raise DictionaryIntegrityError(f"{path}: line {number} is not a JSON object")
-            events.append(event)
-        return events
+        return _json_lines(self._ns_dir(namespace) / _HISTORY, "HISTORY file")
 
     def last_training(self, namespace: str) -> dict[str, Any] | None:
         """The namespace's last training run recorded here (`record_training`), None if none."""
-        path = self._ns_dir(namespace) / _TRAINING_LOG
-        try:
-            raw = _read_file(path, _MAX_HISTORY_SIZE, "training log")
-        except FileNotFoundError:
-            return None
-        for line in reversed(raw.split(b"\n")):
-            if not line.strip():
-                continue
-            try:
-                entry = json.loads(line)
-            except (ValueError, RecursionError):
-                raise DictionaryIntegrityError(f"{path}: its last line is not JSON") from None
-            return entry if isinstance(entry, dict) else None
-        return None
+        entries = _json_lines(self._ns_dir(namespace) / _TRAINING_LOG, "training log")
+        return entries[-1] if entries else None
 
     # -- writing -------------------------------------------------------------------------------
 

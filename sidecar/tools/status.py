@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final
@@ -124,9 +124,16 @@ def from_store(store: DictionaryStore, namespace: str | None = None) -> list[Nam
     return rows
 
 
-def add_metrics(rows: list[NamespaceStatus], text: str, source: str) -> list[NamespaceStatus]:
+def add_metrics(
+    rows: list[NamespaceStatus],
+    text: str,
+    source: str,
+    namespaces: Callable[[str], str] = lambda topic: topic,
+) -> list[NamespaceStatus]:
     """The live ratio and output modes of a sidecar's /metrics `text` added to `rows` (a topic
     the rows lack gets a row of its own: the sidecar relays it, nothing is recorded for it).
+    `namespaces` maps an output topic (the relay labels output modes with it) to its input
+    topic's namespace; other names are their own.
 
     Raises:
         InputError: `text` is not Prometheus's text format.
@@ -138,14 +145,12 @@ def add_metrics(rows: list[NamespaceStatus], text: str, source: str) -> list[Nam
         raise InputError(f"{source} does not serve Prometheus metrics: {exc}") from None
     for sample in samples:
         topic = sample.labels.get("topic")
-        if topic is None or sample.name not in (
-            "zdict_live_compression_factor",
-            "zdict_output_mode",
-        ):
+        if topic is None or sample.name not in (_LIVE, _MODE):
             continue
-        row = by_name.get(topic)
+        name = topic if sample.name == _LIVE else namespaces(topic)
+        row = by_name.get(name)
         if row is None:
-            row = by_name[topic] = NamespaceStatus(topic)
+            row = by_name[name] = NamespaceStatus(name)
         if sample.name == _LIVE:
             row.live_ratio = sample.value
         elif sample.value == 1:

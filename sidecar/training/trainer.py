@@ -52,7 +52,7 @@ from sidecar.codec import CodecStats
 from sidecar.config import Settings
 from sidecar.dictionaries.lifecycle import promote, sync_store
 from sidecar.dictionaries.model import Dictionary
-from sidecar.dictionaries.registry import Registry
+from sidecar.dictionaries.registry import Registry, pinned_error
 from sidecar.dictionaries.registry_state import Activation, Pin
 from sidecar.dictionaries.store import DictionaryStore
 from sidecar.dictionaries.topic_sample import read_sample
@@ -61,7 +61,7 @@ from sidecar.logs import get_logger
 from sidecar.metrics import Metrics, NamespaceMetrics
 from sidecar.training.choice import Decision, TrainingParams, TrainingReport, train
 from sidecar.training.sampling import Entry, Reservoir
-from sidecar.training.schedule import LiveRatio, Policy, Schedule, Trigger
+from sidecar.training.schedule import SKIPPED, LiveRatio, Policy, Schedule, Trigger
 from sidecar.training.split import split_newest
 
 log = get_logger(__name__)
@@ -481,17 +481,7 @@ class Trainer:
         source: str = "reservoir",
     ) -> None:
         if ns.pin is not None:
-            ns.schedule.skipped(now)
-            ns.metrics.training_skipped("pinned")
-            log.info(
-                "training_skipped",
-                namespace=ns.topic,
-                trigger=trigger.value,
-                reason="pinned",
-                pinned_by=ns.pin.by,
-                pinned_at=ns.pin.at.isoformat(),
-                next_due=ns.schedule.hold_until,
-            )
+            self._skip(ns, trigger, now, ns.pin)
             return
         if entries is None:
             assert ns.reservoir is not None
@@ -586,8 +576,39 @@ class Trainer:
         }
         logger = log.warning if decision is Decision.FAILED else log.info
         logger("training_finished", **summary)
+        self._record(ns, (report.to_dict() if report else {}) | summary, summary)
+
+    def _skip(self, ns: _NamespaceTraining, trigger: Trigger, now: float, pin: Pin) -> None:
+        """A run was due and is not started: the namespace is pinned. Recorded as its latest
+        training entry (`skipped`, the reason), so `dicts status` says why nothing trains and
+        the registry shows the namespace is looked after."""
+        ns.schedule.skipped(now)
+        ns.metrics.training_skipped("pinned")
+        reason = str(pinned_error(ns.topic, pin))
+        log.info(
+            "training_skipped",
+            namespace=ns.topic,
+            trigger=trigger.value,
+            reason="pinned",
+            pinned_by=pin.by,
+            pinned_at=pin.at.isoformat(),
+            next_due=ns.schedule.hold_until,
+        )
+        summary = {
+            "namespace": ns.topic,
+            "trigger": trigger.value,
+            "decision": SKIPPED,
+            "reason": reason,
+            "started_at": now,
+            "finished_at": now,
+        }
+        self._record(ns, summary, summary)
+
+    def _record(
+        self, ns: _NamespaceTraining, full: dict[str, Any], summary: dict[str, Any]
+    ) -> None:
+        """A run's entry: `full` to the store's training log, `summary` to the registry."""
         try:
-            full = (report.to_dict() if report else {}) | summary
             self.store.record_training(ns.topic, full)
         except ZdictError as exc:
             log.error("training_record_failed", namespace=ns.topic, error=str(exc))

@@ -96,24 +96,29 @@ METRICS = """\
 zdict_live_compression_factor{topic="orders"} 2.5
 # HELP zdict_output_mode 1 for the mode an output partition is written in.
 # TYPE zdict_output_mode gauge
-zdict_output_mode{mode="frames",partition="0",topic="orders"} 1.0
-zdict_output_mode{mode="raw",partition="0",topic="orders"} 0.0
-zdict_output_mode{mode="frames",partition="1",topic="orders"} 0.0
-zdict_output_mode{mode="raw",partition="1",topic="orders"} 1.0
-zdict_output_mode{mode="frames",partition="0",topic="clicks"} 1.0
+zdict_output_mode{mode="frames",partition="0",topic="orders.zd"} 1.0
+zdict_output_mode{mode="raw",partition="0",topic="orders.zd"} 0.0
+zdict_output_mode{mode="frames",partition="1",topic="orders.zd"} 0.0
+zdict_output_mode{mode="raw",partition="1",topic="orders.zd"} 1.0
+zdict_output_mode{mode="frames",partition="-1",topic="clicks"} 1.0
 """
 
 
 def test_status_with_metrics_shows_the_live_ratio_and_each_partitions_mode(
     registry: LogRegistry,
 ) -> None:
-    rows = status.add_metrics(status.from_registry(registry.state), METRICS, "http://x/metrics")
+    rows = status.add_metrics(
+        status.from_registry(registry.state),
+        METRICS,
+        "http://x/metrics",
+        lambda topic: topic.removesuffix(".zd"),
+    )
     by_name = {r.namespace: r for r in rows}
     assert by_name["orders"].live_ratio == 2.5
     assert by_name["orders"].modes == {0: "frames", 1: "raw"}
-    assert by_name["clicks"].active is None and by_name["clicks"].modes == {0: "frames"}
+    assert by_name["clicks"].active is None and by_name["clicks"].modes == {-1: "frames"}
     text = status.format_status(rows, utc_now(), "registry topic t")
-    assert "0:frames 1:raw" in text and "2.500" in text
+    assert "0:frames 1:raw" in text and "all:frames" in text and "2.500" in text
 
 
 def test_dicts_status_from_the_store_when_the_registry_is_disabled(

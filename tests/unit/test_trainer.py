@@ -441,6 +441,11 @@ def test_a_pinned_namespace_skips_scheduled_and_drift_runs_until_unpinned(
     harness.tick()
     assert len(harness.jobs) == runs
     assert _metric(harness, "zdict_training_skipped_total", reason="pinned") == 1
+    # Recorded as the namespace's latest run: the registry shows why nothing trains.
+    harness.registry.refresh()
+    recorded = harness.registry.state.trainings[TOPIC]
+    assert (recorded["decision"], recorded["trigger"]) == ("skipped", "drift")
+    assert "is pinned (by operator at" in recorded["reason"]
     harness.tick(601.0)  # then the scheduled run
     assert len(harness.jobs) == runs and harness.store.active_id(TOPIC) == first
     assert _metric(harness, "zdict_training_skipped_total", reason="pinned") == 2
