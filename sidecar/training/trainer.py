@@ -217,9 +217,9 @@ class _NamespaceTraining:
     drift: tuple[int, int] | None = None
     #: The registry entries the schedule last took into account.
     seen_activation: Activation | None = None
+    seen_training: dict[str, Any] | None = None
     #: An operator's pin of the namespace (from the registry): no training while it holds.
     pin: Pin | None = None
-    seen_training: dict[str, Any] | None = None
     #: Records waiting in the input topic when the relay started, held back until a first
     #: dictionary exists (0: none, or already trained from).
     backlog: int = 0
