@@ -111,8 +111,9 @@ def _prepare_topics(settings: Settings, admin: AdminClient) -> _Topics:
 
 
 def _checked_store(settings: Settings, decode: bool) -> DictionaryStore:
-    """The dictionary store, checked before anything connects: an encoding relay writes to it
-    (the registry's dictionaries, its own) and loads each input topic's active dictionary.
+    """The dictionary store, checked before anything connects: an encoding relay loads each
+    input topic's active dictionary, and writes to the store when it follows the registry or
+    trains (a store mounted read-only serves one that does neither).
 
     Raises:
         StoreError: it is not writable, or an active dictionary does not load; the message names
@@ -122,7 +123,8 @@ def _checked_store(settings: Settings, decode: bool) -> DictionaryStore:
     if decode:
         return store  # read only, and only for the ids records name
     try:
-        store.ensure_writable()
+        if settings.registry.enabled or settings.training.enabled:
+            store.ensure_writable()
         for topic in settings.relay.input_topics:
             store.active(topic)
     except StoreError as exc:
@@ -332,8 +334,8 @@ def run_relay(settings: Settings) -> int:
     """Run one relay process until SIGTERM/SIGINT (exit 0) or a failure (exit 1).
 
     1. the metrics endpoint, so a relay that cannot start is seen failing;
-    2. the store: writable, each input topic's active dictionary loads (before any broker is
-       waited for);
+    2. the store: each input topic's active dictionary loads, writable if it will be written
+       (before any broker is waited for);
     3. the Kafka clients (a setting they refuse: a configuration error, exit 2);
     4. the topics: outputs and dead letters checked or created, their size limits read;
        then the store is synced with the registry;
