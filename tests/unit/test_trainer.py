@@ -227,6 +227,17 @@ def _live_traffic(harness: Harness, ratio: float, seconds: int) -> None:
         harness.tick()
 
 
+def _drift(harness: Harness) -> None:
+    """A whole window at the champion's ratio (the reference), one far below it (drift), then
+    the fresh samples a drift-triggered run waits for."""
+    harness.tick(10.0)
+    _live_traffic(harness, 1.9, 12)
+    _live_traffic(harness, 1.0, 12)
+    harness.feed(3000, seed=3, drift_at=0)
+    harness.tick()
+    harness.tick()
+
+
 def test_a_drift_waits_for_fresh_samples_and_trains_on_them_alone(harness: Harness) -> None:
     first = _promote_first(harness)
     harness.tick(10.0)
@@ -301,12 +312,7 @@ def test_a_topic_written_raw_keeps_its_live_ratio_and_its_drift_retrains(
 def test_an_operator_rollback_holds_drift_off(harness: Harness) -> None:
     first = _promote_first(harness)
     harness.feed(4000, seed=2, drift_at=0)
-    harness.tick(10.0)
-    _live_traffic(harness, 1.9, 12)
-    _live_traffic(harness, 1.0, 12)
-    harness.feed(3000, seed=3, drift_at=0)
-    harness.tick()
-    harness.tick()
+    _drift(harness)
     second = harness.store.active_id(TOPIC)
     assert second != first
 
@@ -433,12 +439,7 @@ def test_a_pinned_namespace_skips_scheduled_and_drift_runs_until_unpinned(
     assert _metric(harness, "zdict_namespace_pinned") == 1
 
     # Drift: noticed, and skipped once its fresh samples are there.
-    harness.tick(10.0)
-    _live_traffic(harness, 1.9, 12)
-    _live_traffic(harness, 1.0, 12)
-    harness.feed(3000, seed=3, drift_at=0)
-    harness.tick()
-    harness.tick()
+    _drift(harness)
     assert len(harness.jobs) == runs
     assert _metric(harness, "zdict_training_skipped_total", reason="pinned") == 1
     # Recorded as the namespace's latest run: the registry shows why nothing trains.
