@@ -23,11 +23,13 @@ from sidecar.codec import (
     FrameOptions,
     WireFormat,
 )
+from sidecar.errors import ConfigError
 from sidecar.training.choice import (
     DEFAULT_BUDGET_MB_PER_S,
     DEFAULT_BUDGET_US_PER_MESSAGE,
     DEFAULT_DICT_SIZES,
     DEFAULT_LEVELS,
+    DEFAULT_MIN_HELDOUT,
     DEFAULT_MIN_SAMPLES,
     TrainingParams,
 )
@@ -128,6 +130,12 @@ class TrainingSettings(BaseModel):
         ge=20,
         description="fewer usable samples and no training is attempted",
     )
+    min_heldout: int = Field(
+        default=DEFAULT_MIN_HELDOUT,
+        ge=1,
+        description="fewer held-out samples and no dictionary is promoted (measured: python -m "
+        "sidecar.bench.heldout)",
+    )
     promotion_margin: float = Field(
         default=0.02,
         ge=0.0,
@@ -216,6 +224,7 @@ class TrainingSettings(BaseModel):
             dict_sizes=self.dict_sizes,
             levels=self.levels,
             min_samples=self.min_samples,
+            min_heldout=self.min_heldout,
             promotion_margin=self.promotion_margin,
             budget_us_per_message=self.budget_us_per_message,
             budget_mb_per_s=self.budget_mb_per_s,
@@ -354,14 +363,22 @@ class KafkaSettings(BaseModel):
     def client_config(self, *layers: KafkaSettings) -> dict[str, str]:
         """These properties with `layers` (e.g. consumer-only ones) on top, ready for a client.
 
-        `bootstrap.servers` falls back to $KAFKA_BOOTSTRAP_SERVERS, then 127.0.0.1:9092.
+        `bootstrap.servers` falls back to $KAFKA_BOOTSTRAP_SERVERS.
+
+        Raises:
+            ConfigError: neither names a broker. There is no default: a guessed address made
+                every command wait out its timeout before saying nothing was configured.
         """
         merged = self.as_librdkafka_dict()
         for layer in layers:
             merged.update(layer.as_librdkafka_dict())
-        merged.setdefault(
-            "bootstrap.servers", os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:9092")
-        )
+        bootstrap = merged.get("bootstrap.servers") or os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+        if not bootstrap or not bootstrap.strip():
+            raise ConfigError(
+                "no Kafka broker configured: set KAFKA_BOOTSTRAP_SERVERS (or "
+                "ZDICT_KAFKA__BOOTSTRAP_SERVERS) to HOST:PORT[,HOST:PORT...]"
+            )
+        merged["bootstrap.servers"] = bootstrap
         return merged
 
 
