@@ -575,6 +575,16 @@ class ProxySettings(BaseModel):
         "at fetch.max.bytes); a larger response from upstream closes the connection: the "
         "clients' fetch.max.bytes must stay below",
     )
+    fetch_decode_budget_bytes: int = Field(
+        default=32 * 1024 * 1024,
+        ge=64 * 1024,
+        le=1024 * 1024 * 1024,
+        description="decoding work one Fetch response may cost, in bytes inflated (each "
+        "record with a zd header counts its bytes, what it decodes or failed to decode to, "
+        "and a fixed cost, whether it decodes or not); past it the response's first batch "
+        "goes on as stored and later batches are left for the next Fetch. Values above it "
+        "(or above the budget left) are never decoded: keep it above ZDICT_CODEC__MAX_OUTPUT_SIZE",
+    )
     show_internal_topics: bool = Field(
         default=False,
         description="list internal topics (__consumer_offsets, ...) and the "

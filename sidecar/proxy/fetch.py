@@ -21,6 +21,14 @@ the event loop serves the other connections meanwhile, and a registry read the d
 
 A record the decoder refuses is sent as stored (see `fetched`), counted and logged at most once
 a minute per topic.
+
+Work: each response may cost `proxy.fetch_decode_budget_bytes` of decoding (`fetched.DecodeWork`:
+bytes inflated, records failed or decoded, whatever their outcome); past it the partition stops
+at a batch boundary, and the rest of the response's first batch goes as stored (counted in
+`zdict_proxy_fetch_over_budget_responses_total`, logged at most once a minute per topic). So a
+decoding job on the thread is bounded, and the connections' jobs take turns there, a partition
+at a time. Dictionary ids the registry does not have are looked up at most once per
+`registry.follow_interval` for every client together (`lookups`).
 """
 
 from __future__ import annotations
@@ -49,7 +57,7 @@ from sidecar.proxy.addresses import (
     upstream_nodes,
 )
 from sidecar.proxy.fetch_metrics import FetchMetrics
-from sidecar.proxy.fetched import FetchCompression, PartitionDecoder, Rewritten
+from sidecar.proxy.fetched import DecodeWork, FetchCompression, PartitionDecoder, Rewritten
 from sidecar.proxy.topics import TopicView
 from sidecar.proxy.versions import FETCH
 
@@ -125,6 +133,7 @@ class FetchDecoding:
         raw_client_ids: Iterable[str] = (),
         compression: FetchCompression = "input",
         max_bytes: int,
+        decode_budget: int,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.decoder = decoder
@@ -134,9 +143,11 @@ class FetchDecoding:
         self.raw_client_ids = frozenset(raw_client_ids)
         #: Bytes a Fetch response may have, as upstream sends it and as the client gets it.
         self.max_bytes = max_bytes
+        #: Work one response's decoding may cost (`fetched.DecodeWork`).
+        self.decode_budget = decode_budget
         self._partitions = PartitionDecoder(decoder, compression)
         self._clock = clock
-        self._logged: dict[str, float] = {}
+        self._logged: dict[tuple[str, str], float] = {}
         # One thread: decoding is CPU-bound Python (the GIL gives nothing to a second one), and
         # `PartitionDecoder` keeps a compressor that is not shared between threads.
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="zdict-fetch")
@@ -166,7 +177,7 @@ class FetchDecoding:
         correlation_id, body = parse_response(FETCH, version, frame)
         decode = self.decodes_for(client_id)
         started = time.perf_counter()
-        state = _Progress(limit=self.max_bytes)
+        state = _Progress(limit=self.max_bytes, work=DecodeWork(self.decode_budget))
         topics = []
         for topic in body.responses:
             name = topic.topic if version < TOPIC_IDS_FROM else self.topics.name(topic.topic_id)
@@ -183,6 +194,8 @@ class FetchDecoding:
         body = dataclasses.replace(body, responses=tuple(topics))
         if state.decoded_partitions:
             self.metrics.decode_seconds(time.perf_counter() - started)
+        if state.work.left() <= 0:
+            self.metrics.over_budget()
         if version >= NODE_ENDPOINTS_FROM and body.node_endpoints:
             body = rewrite(FETCH, body, await locate(upstream_nodes(FETCH, body)))
         return encode_response(correlation_id, body)
@@ -205,36 +218,55 @@ class FetchDecoding:
         result: Rewritten = await loop.run_in_executor(
             self._executor,
             functools.partial(
-                self._partitions.rewrite, bytes(partition.records), limit=max(limit, 0), first=first
+                self._partitions.rewrite,
+                bytes(partition.records),
+                limit=max(limit, 0),
+                first=first,
+                work=state.work,
             ),
         )
         if result.data:
             hold(len(result.data))
         state.size += len(result.data)
         state.decoded_partitions += 1
-        self.metrics.records(label, result.decoded, result.passed, result.failed)
+        self.metrics.records(
+            label, result.decoded, result.passed, result.failed, result.over_budget
+        )
         if result.failed:
-            self._log_failure(label, result)
+            self._log_once(
+                label,
+                "fetch_records_not_decoded",
+                records=result.failed,
+                error=result.failure,
+                detail="sent to the client as stored, with their zd header (see "
+                'zdict_proxy_fetch_records_total{outcome="failed"}); logged once a minute per '
+                "topic",
+            )
+        if result.budget_spent or state.work.left() <= 0:
+            self._log_once(
+                label,
+                "fetch_decode_budget_spent",
+                records=result.over_budget,
+                error=f"a Fetch response's decoding reached ZDICT_PROXY__FETCH_DECODE_BUDGET_BYTES "
+                f"({self.decode_budget})",
+                detail="the rest of its first batch sent as stored, later batches held back "
+                "(see zdict_proxy_fetch_over_budget_responses_total); logged once a minute per "
+                "topic",
+            )
         if result.held_back is not None:
             state.full = True
             self.metrics.held_back()
             log.debug("fetch_partition_held_back", topic=label, reason=result.held_back)
         return dataclasses.replace(partition, records=Records(result.data))
 
-    def _log_failure(self, topic: str, result: Rewritten) -> None:
+    def _log_once(self, topic: str, event: str, **fields: object) -> None:
+        """Log `event` of `topic`, at most once per `FAILURE_LOG_INTERVAL`."""
         now = self._clock()
-        last = self._logged.get(topic)
+        last = self._logged.get((topic, event))
         if last is not None and now - last < FAILURE_LOG_INTERVAL:
             return
-        self._logged[topic] = now
-        log.warning(
-            "fetch_records_not_decoded",
-            topic=topic,
-            records=result.failed,
-            error=result.failure,
-            detail="sent to the client as stored, with their zd header (see "
-            'zdict_proxy_fetch_records_total{outcome="failed"}); logged once a minute per topic',
-        )
+        self._logged[(topic, event)] = now
+        log.warning(event, topic=topic, **fields)
 
     def close(self) -> None:
         """Stop the decoding thread and close the decoder's resolver."""
@@ -247,6 +279,8 @@ class _Progress:
     """How far one response's output has grown."""
 
     limit: int
+    #: The decoding work the response may still cost.
+    work: DecodeWork
     size: int = 0
     decoded_partitions: int = 0
     #: No more records in this response (the limit or the budget is reached).
