@@ -525,6 +525,21 @@ class ProxySettings(BaseModel):
         description="seconds a request frame may take to arrive once its first "
         "byte has; slower: the connection is closed",
     )
+    write_timeout: float = Field(
+        default=30.0,
+        gt=0.0,
+        le=3600.0,
+        description="seconds a client may take none of the answers the proxy writes to it "
+        "(their bytes held in max_buffered_bytes meanwhile); longer: the connection is closed",
+    )
+    max_unread_bytes: int = Field(
+        default=64 * 1024 * 1024,
+        ge=64 * 1024,
+        le=1024 * 1024 * 1024,
+        description="bytes of answers one connection may hold for its client, so that a few "
+        "clients cannot take all of max_buffered_bytes; a decoded Fetch response is cut at "
+        "half of it (decoding holds twice its output)",
+    )
     output_compression: Literal["zstd", "lz4", "gzip", "snappy", "none"] = Field(
         default="zstd",
         description="how the record batches the proxy rewrites are compressed "

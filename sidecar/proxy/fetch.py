@@ -12,12 +12,20 @@ budget as it arrives) and parsed with kio. Then, per partition:
   partition, its aborted transactions, offsets and tagged fields, is written back as it came.
 
 The response stops growing when the next batch would take it past `proxy.max_fetch_bytes` or
-past the budget's free bytes: the rest of that partition and the records of every later one
+past the room the connection has (the budget's free bytes, within the connection's
+`proxy.max_unread_bytes`): the rest of that partition and the records of every later one
 are left out (empty records, no error), as a broker does at the client's `fetch.max.bytes`,
 and the client fetches them again from the same offsets. The response's first batch always goes
-out, so a consumer progresses. Decoding runs on one thread of its own, a partition at a time:
-the event loop serves the other connections meanwhile, and a registry read the decoder waits for
-(a dictionary it has not seen) blocks no one else's I/O.
+out, so a consumer progresses: decoded, or as stored if alone it is above what the connection
+could ever take; while the room is short for now (the budget held by others, or answers of the
+connection's unread) it is decoded if it fits `FIRST_ROOM` (a small allowance past the budget),
+else left for the next Fetch. Memory: a partition's decoding holds twice its bound from the
+budget while it runs (the batch inflated, then its records decoded), the output's bytes after;
+so a response decodes to at most half of `proxy.max_unread_bytes` (and of the response bound).
+
+Decoding runs on one thread of its own, a partition at a time, the connections taking turns in
+the order they asked: the event loop serves the other connections meanwhile, and a registry read
+the decoder waits for (a dictionary it has not seen) blocks no one else's I/O.
 
 A record the decoder refuses is sent as stored (see `fetched`), counted and logged at most once
 a minute per topic.
@@ -58,6 +66,7 @@ from sidecar.proxy.addresses import (
 )
 from sidecar.proxy.fetch_metrics import FetchMetrics
 from sidecar.proxy.fetched import DecodeWork, FetchCompression, PartitionDecoder, Rewritten
+from sidecar.proxy.frames import PREFIX_BYTES
 from sidecar.proxy.topics import TopicView
 from sidecar.proxy.versions import FETCH
 
@@ -69,6 +78,9 @@ FetchDecode = Literal["all", "none"]
 TOPIC_IDS_FROM: Final = 13
 #: Fetch versions from which responses name brokers (NodeEndpoints, KIP-951).
 NODE_ENDPOINTS_FROM: Final = 16
+#: Bytes the first partition of a response may decode to whatever the budget holds: at most one
+#: such allowance per connection is taken past `proxy.max_buffered_bytes`.
+FIRST_ROOM: Final = 256 * 1024
 #: Seconds between two `fetch_records_not_decoded` lines of one topic.
 FAILURE_LOG_INTERVAL: Final = 60.0
 #: Dictionary ids `RecentMisses` remembers at most.
@@ -133,6 +145,7 @@ class FetchDecoding:
         raw_client_ids: Iterable[str] = (),
         compression: FetchCompression = "input",
         max_bytes: int,
+        max_unread_bytes: int,
         decode_budget: int,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -143,6 +156,8 @@ class FetchDecoding:
         self.raw_client_ids = frozenset(raw_client_ids)
         #: Bytes a Fetch response may have, as upstream sends it and as the client gets it.
         self.max_bytes = max_bytes
+        #: Bytes one connection may hold for its client (`proxy.max_unread_bytes`).
+        self.max_unread_bytes = max_unread_bytes
         #: Work one response's decoding may cost (`fetched.DecodeWork`).
         self.decode_budget = decode_budget
         self._partitions = PartitionDecoder(decoder, compression)
@@ -151,6 +166,9 @@ class FetchDecoding:
         # One thread: decoding is CPU-bound Python (the GIL gives nothing to a second one), and
         # `PartitionDecoder` keeps a compressor that is not shared between threads.
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="zdict-fetch")
+        #: Connections take turns on the thread, a partition at a time, in the order they
+        #: asked; only the partition decoding holds its reservation.
+        self._turn = asyncio.Lock()
 
     def decodes_for(self, client_id: str | None) -> bool:
         """Whether records fetched by `client_id` are decoded."""
@@ -168,8 +186,9 @@ class FetchDecoding:
     ) -> bytes:
         """The response frame to send for upstream's Fetch `frame` (no size prefix).
 
-        `free()` says how many bytes the budget has left; `hold(n)` takes `n` bytes of output
-        from it (given back by the caller once the response is written).
+        `free()` says how many bytes the connection may still take from the budget; `hold(n)`
+        takes `n` bytes from it (gives `-n` back when negative; the rest is given back by the
+        caller once the response is written).
 
         Raises:
             ProtocolError: the frame does not parse as a Fetch response of `version`.
@@ -177,7 +196,10 @@ class FetchDecoding:
         correlation_id, body = parse_response(FETCH, version, frame)
         decode = self.decodes_for(client_id)
         started = time.perf_counter()
-        state = _Progress(limit=self.max_bytes, work=DecodeWork(self.decode_budget))
+        # What the connection could take at best, the response read from upstream held, with
+        # twice the output held while decoding.
+        best = min(self.max_bytes, self.max_unread_bytes) - PREFIX_BYTES - len(frame)
+        state = _Progress(limit=max(best // 2, 0), work=DecodeWork(self.decode_budget))
         topics = []
         for topic in body.responses:
             name = topic.topic if version < TOPIC_IDS_FROM else self.topics.name(topic.topic_id)
@@ -212,21 +234,28 @@ class FetchDecoding:
         if state.full:
             self.metrics.held_back()
             return dataclasses.replace(partition, records=Records(b""))
-        first = state.size == 0
-        limit = state.limit - state.size if first else min(state.limit - state.size, free())
         loop = asyncio.get_running_loop()
-        result: Rewritten = await loop.run_in_executor(
-            self._executor,
-            functools.partial(
-                self._partitions.rewrite,
-                bytes(partition.records),
-                limit=max(limit, 0),
-                first=first,
-                work=state.work,
-            ),
-        )
-        if result.data:
-            hold(len(result.data))
+        async with self._turn:
+            room = state.limit - state.size
+            limit = min(room, free() // 2)
+            # The first batch goes as stored only when it could never fit; when the room is
+            # short for now, it waits for the next Fetch unless it fits FIRST_ROOM.
+            first = state.size == 0 and limit >= room
+            if state.size == 0 and not first:
+                limit = max(limit, min(room, FIRST_ROOM))
+            # Held until the output is known; the connection gives all back if it ends.
+            hold(2 * limit)
+            result: Rewritten = await loop.run_in_executor(
+                self._executor,
+                functools.partial(
+                    self._partitions.rewrite,
+                    bytes(partition.records),
+                    limit=limit,
+                    first=first,
+                    work=state.work,
+                ),
+            )
+            hold(len(result.data) - 2 * limit)
         state.size += len(result.data)
         state.decoded_partitions += 1
         self.metrics.records(

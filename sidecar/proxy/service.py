@@ -195,6 +195,7 @@ def _fetch_decoding(
         compression=proxy.fetch_compression,
         # A response is read within the budget: one larger than all of it could never be.
         max_bytes=min(proxy.max_fetch_bytes, proxy.max_buffered_bytes),
+        max_unread_bytes=proxy.max_unread_bytes,
         decode_budget=proxy.fetch_decode_budget_bytes,
     )
 

@@ -203,6 +203,7 @@ def test_a_response_over_its_budget_is_counted_and_logged_once_a_minute() -> Non
         topics=TopicView("_zdict_dictionaries"),
         metrics=FetchMetrics(prometheus),
         max_bytes=LIMIT,
+        max_unread_bytes=LIMIT,
         decode_budget=4 * MIB,
         clock=lambda: now[0],
     )
