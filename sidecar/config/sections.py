@@ -540,10 +540,11 @@ class ProxySettings(BaseModel):
         "clients cannot take all of max_buffered_bytes; a decoded Fetch response is cut at "
         "half of it (decoding holds twice its output)",
     )
-    output_compression: Literal["zstd", "lz4", "gzip", "snappy", "none"] = Field(
+    output_compression: Literal["zstd", "lz4", "gzip", "snappy", "none", "producer"] = Field(
         default="zstd",
-        description="how the record batches the proxy rewrites are compressed "
-        "(a batch that would not shrink goes uncompressed)",
+        description="how the record batches the proxy rewrites are compressed (a batch that "
+        "would not shrink goes uncompressed); producer: with the codec its producer chose, so "
+        "that consumers without zstd read what their producers write",
     )
     allowed_topics: tuple[str, ...] = Field(
         default=(),
@@ -579,7 +580,8 @@ class ProxySettings(BaseModel):
     fetch_compression: Literal["input", "none", "gzip", "snappy", "lz4", "zstd"] = Field(
         default="input",
         description="the compression of a fetched batch whose records were "
-        "decoded: input keeps the batch's own",
+        "decoded: input keeps the batch's own as stored (its producer's with "
+        "output_compression=producer); none or gzip for consumers without zstd",
     )
     max_fetch_bytes: int = Field(
         default=64 * 1024 * 1024,
