@@ -270,33 +270,19 @@ def _assert_unharmed(module: Module, latencies: Latencies) -> None:
         )
 
 
-def test_stored_bombs_fetched_again_and_again_leave_other_clients_unharmed(
-    module: Module,
+@pytest.mark.parametrize(
+    "stored", ["3,000 stored bombs", "500 records naming unknown dictionaries"]
+)
+def test_stored_records_fetched_again_and_again_leave_other_clients_unharmed(
+    module: Module, stored: str
 ) -> None:
-    attackers = Attackers(module.address, module.bombs, 8)
+    topic = module.bombs if "bombs" in stored else module.unknown
+    attackers = Attackers(module.address, topic, 8)
     try:
         latencies = module.good.run(ATTACK_S)
     finally:
         attackers.stop()
-    print(
-        f"\n8 clients fetching 3,000 stored bombs: {attackers.answers} answers; "
-        f"{latencies.summary()}"
-    )
-    assert attackers.answers > 0
-    _assert_unharmed(module, latencies)
-
-
-def test_records_naming_unknown_dictionaries_leave_other_clients_unharmed(
-    module: Module,
-) -> None:
-    attackers = Attackers(module.address, module.unknown, 8)
-    try:
-        latencies = module.good.run(ATTACK_S)
-    finally:
-        attackers.stop()
-    print(
-        f"\n8 clients fetching 500 unknown ids: {attackers.answers} answers; {latencies.summary()}"
-    )
+    print(f"\n8 clients fetching {stored}: {attackers.answers} answers; {latencies.summary()}")
     assert attackers.answers > 0
     _assert_unharmed(module, latencies)
 

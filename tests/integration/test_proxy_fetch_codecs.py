@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import tempfile
 import uuid
 from collections.abc import Iterator
 
@@ -23,16 +22,11 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from sidecar.bench.events import generate
-from sidecar.config import KafkaSettings, RegistrySettings, Settings
-from sidecar.dictionaries.lifecycle import promote
-from sidecar.dictionaries.registry import Registry
-from sidecar.dictionaries.store import DictionaryStore
-from sidecar.training.choice import TrainingParams, train
-from sidecar.training.split import split_ordered
 
 from .forward_proxies import allowed, start_proxy, stop_proxy
 from .launch import SidecarEnv, StartSidecar, environment_for, start_sidecars
 from .topics import create_topic
+from .training import publish_dictionary
 from .upstream_records import headers_of
 
 #: The system's Python, where Debian's kafka-python is installed (`make tools`).
@@ -86,22 +80,7 @@ def topic(
     futures = kafka_admin.create_topics([NewTopic(registry_topic, 1, 1)], operation_timeout=30)
     futures[registry_topic].result(timeout=35)
     name = create_topic(kafka_admin, name_prefix="zdict-it-codecs")
-    settings = Settings(
-        kafka=KafkaSettings.model_validate({"bootstrap.servers": kafka_bootstrap}),
-        registry=RegistrySettings(topic=registry_topic),
-    )
-    registry = Registry.open(settings, "test")
-    try:
-        report = train(
-            split_ordered(events[:2000], 0.8),
-            TrainingParams(dict_sizes=(8192,), levels=(3,)),
-            namespace=name,
-            champion=None,
-        )
-        with tempfile.TemporaryDirectory() as store:
-            promote(DictionaryStore(store), registry, report, window="test", parent_id=None)
-    finally:
-        registry.close()
+    publish_dictionary(kafka_bootstrap, registry_topic, name, events[:2000])
     return name
 
 
