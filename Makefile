@@ -25,10 +25,12 @@ APT_INSTALL := $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq
 
 # Debian tools the tests use as independent peers, installed only when missing: the reference zstd
 # CLI (interop decoding), kcat (a Kafka client that is not ours), and prometheus with promtool
-# (the monitoring tests run a real Prometheus).
+# (the monitoring tests run a real Prometheus); and Debian's kafka-python (python3-kafka, run by
+# the system's Python: a consumer without zstd).
 TOOLS := zstd kcat prometheus promtool
 tools:
 	@missing=""; for t in $(TOOLS); do command -v $$t >/dev/null || missing="$$missing $$t"; done; \
+	/usr/bin/python3 -c "import kafka" 2>/dev/null || missing="$$missing python3-kafka"; \
 	if [ -n "$$missing" ]; then \
 		packages=$$(echo $$missing | sed 's/promtool/prometheus/' | tr ' ' '\n' | sort -u); \
 		$(SUDO) apt-get update -qq && $(APT_INSTALL) $$packages >/dev/null; \

@@ -33,6 +33,11 @@ class OutputTooLarge(CodecError):
     """A frame would decompress past the configured output limit (a decompression bomb guard)."""
 
 
+class DecodeLimitReached(OutputTooLarge):
+    """A frame would decompress past the bound one call was given, below the configured output
+    limit: the caller's budget for the work is spent, the value itself may be sound."""
+
+
 class StoreError(ZdictError):
     """The dictionary store cannot be read or written."""
 

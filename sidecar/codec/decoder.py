@@ -26,7 +26,7 @@ from sidecar.codec.wire import (
     zstd_dictionary,
 )
 from sidecar.dictionaries.model import Dictionary
-from sidecar.errors import CorruptFrame, OutputTooLarge, UnknownDictionary
+from sidecar.errors import CorruptFrame, DecodeLimitReached, OutputTooLarge, UnknownDictionary
 
 #: Largest value a Decoder produces unless told otherwise (bytes).
 DEFAULT_MAX_OUTPUT_SIZE: Final = 8 * 1024 * 1024
@@ -202,14 +202,22 @@ class Decoder:
         return f"dictionary {dict_id} (namespace {namespace})"
 
     def decode(
-        self, value: bytes | None, headers: Sequence[tuple[str, bytes | None]] | None = None
+        self,
+        value: bytes | None,
+        headers: Sequence[tuple[str, bytes | None]] | None = None,
+        *,
+        limit: int | None = None,
     ) -> bytes | None:
         """The original value of a record; records without our header are returned unchanged.
+        `limit` bounds this value's output below `max_output_size` (a caller's budget): a frame
+        that declares more is refused before anything is decompressed, one that does not
+        declare its size is stopped once it has produced `limit` + 1 bytes.
 
         Raises:
             UnknownDictionary: the header names an id the resolver does not have.
             CorruptFrame: the header is malformed, or the value is not one valid frame for it.
             OutputTooLarge: the frame would decode past `max_output_size`.
+            DecodeLimitReached: it would decode past `limit`, within `max_output_size`.
         """
         found = our_header(headers, self.header_key)
         if not found or value is None:
@@ -228,12 +236,12 @@ class Decoder:
                 f"names {self._where(dict_id)}: the record was mislabelled; decoding it would "
                 "give garbage"
             )
+        bound = self.max_output_size if limit is None else min(limit, self.max_output_size)
         size = params.content_size
         unknown_size = size == zstandard.CONTENTSIZE_UNKNOWN
-        if size > self.max_output_size and not unknown_size:
-            raise OutputTooLarge(
-                f"frame for {self._where(dict_id)} declares {size} bytes of content; the limit "
-                f"is {self.max_output_size} bytes (max_output_size)"
+        if size > bound and not unknown_size:
+            raise self._too_large(
+                bound, f"frame for {self._where(dict_id)} declares {size} bytes of content"
             )
         if params.window_size > self._max_window:
             raise OutputTooLarge(
@@ -242,8 +250,17 @@ class Decoder:
                 "legitimate)"
             )
         if unknown_size:
-            self._bounded_probe(dctx, value, dict_id)
+            self._bounded_probe(dctx, value, dict_id, bound)
         return self._decompress_single_frame(dctx, value, dict_id)
+
+    def _too_large(self, bound: int, what: str) -> OutputTooLarge:
+        """The error for a frame whose output passes `bound`: the decoder's limit, or a lower
+        one the call was given."""
+        if bound < self.max_output_size:
+            return DecodeLimitReached(f"{what}; this call's bound is {bound} bytes")
+        return OutputTooLarge(
+            f"{what}; the limit is {self.max_output_size} bytes (max_output_size)"
+        )
 
     def decode_batch(
         self, records: Iterable[tuple[bytes | None, Sequence[tuple[str, bytes | None]] | None]]
@@ -271,17 +288,20 @@ class Decoder:
             append(_new_encoded(Transformed, (decoded, rest, Outcome.DECODED, size, len(decoded))))
         return results
 
-    def _bounded_probe(self, dctx: zstandard.ZstdDecompressor, value: bytes, dict_id: int) -> None:
-        """Decompress a frame of undeclared size in bounded steps; raise past the output limit."""
+    def _bounded_probe(
+        self, dctx: zstandard.ZstdDecompressor, value: bytes, dict_id: int, bound: int
+    ) -> None:
+        """Decompress a frame of undeclared size in bounded steps; raise past `bound`."""
         try:
             with dctx.stream_reader(value, read_across_frames=False) as reader:
                 produced = 0
-                while chunk := reader.read(min(1 << 17, self.max_output_size + 1)):
+                while chunk := reader.read(min(1 << 17, bound + 1 - produced)):
                     produced += len(chunk)
-                    if produced > self.max_output_size:
-                        raise OutputTooLarge(
+                    if produced > bound:
+                        raise self._too_large(
+                            bound,
                             f"frame for {self._where(dict_id)} (no declared size) decodes past "
-                            f"the limit of {self.max_output_size} bytes (max_output_size)"
+                            f"{bound} bytes",
                         )
         except zstandard.ZstdError as exc:
             raise CorruptFrame(

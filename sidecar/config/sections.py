@@ -550,10 +550,26 @@ class ProxySettings(BaseModel):
         description="seconds a request frame may take to arrive once its first "
         "byte has; slower: the connection is closed",
     )
-    output_compression: Literal["zstd", "lz4", "gzip", "snappy", "none"] = Field(
+    write_timeout: float = Field(
+        default=30.0,
+        gt=0.0,
+        le=3600.0,
+        description="seconds a client may take none of the answers the proxy writes to it "
+        "(their bytes held in max_buffered_bytes meanwhile); longer: the connection is closed",
+    )
+    max_unread_bytes: int = Field(
+        default=64 * 1024 * 1024,
+        ge=64 * 1024,
+        le=1024 * 1024 * 1024,
+        description="bytes of answers one connection may hold for its client, so that a few "
+        "clients cannot take all of max_buffered_bytes; a decoded Fetch response is cut at "
+        "half of it (decoding holds twice its output)",
+    )
+    output_compression: Literal["zstd", "lz4", "gzip", "snappy", "none", "producer"] = Field(
         default="zstd",
-        description="how the record batches the proxy rewrites are compressed "
-        "(a batch that would not shrink goes uncompressed)",
+        description="how the record batches the proxy rewrites are compressed (a batch that "
+        "would not shrink goes uncompressed); producer: with the codec its producer chose, so "
+        "that consumers without zstd read what their producers write",
     )
     allowed_topics: tuple[str, ...] = Field(
         default=(),
@@ -589,7 +605,8 @@ class ProxySettings(BaseModel):
     fetch_compression: Literal["input", "none", "gzip", "snappy", "lz4", "zstd"] = Field(
         default="input",
         description="the compression of a fetched batch whose records were "
-        "decoded: input keeps the batch's own",
+        "decoded: input keeps the batch's own as stored (its producer's with "
+        "output_compression=producer); none or gzip for consumers without zstd",
     )
     max_fetch_bytes: int = Field(
         default=64 * 1024 * 1024,
@@ -599,6 +616,16 @@ class ProxySettings(BaseModel):
         "decoded (a response is cut at a batch boundary before it grows past, as a broker cuts "
         "at fetch.max.bytes); a larger response from upstream closes the connection: the "
         "clients' fetch.max.bytes must stay below",
+    )
+    fetch_decode_budget_bytes: int = Field(
+        default=32 * 1024 * 1024,
+        ge=64 * 1024,
+        le=1024 * 1024 * 1024,
+        description="decoding work one Fetch response may cost, in bytes inflated (each "
+        "record with a zd header counts its bytes, what it decodes or failed to decode to, "
+        "and a fixed cost, whether it decodes or not); past it the response's first batch "
+        "goes on as stored and later batches are left for the next Fetch. Values above it "
+        "(or above the budget left) are never decoded: keep it above ZDICT_CODEC__MAX_OUTPUT_SIZE",
     )
     show_internal_topics: bool = Field(
         default=False,

@@ -8,8 +8,9 @@ encoder (its skip rules; the `zd` header appended by the codec) and the records 
 attributes, timestamp delta, offset delta and key copied byte for byte, the client's headers
 kept and ours added. The batch header keeps base offset, leader epoch, last offset delta, base
 and max timestamps, producer id, epoch, base sequence, record count and every attribute bit but
-the codec, which becomes the output codec; the CRC-32C is computed again. A batch none of whose
-values changed, already in the output codec, is passed as it came.
+the codec, which becomes the output codec (`producer`: the batch's own, as its producer chose
+it, so that consumers read what their producers write); the CRC-32C is computed again. A batch
+none of whose values changed, already in the output codec, is passed as it came.
 
 Refused (`ProduceRefused`, with the Kafka error the client gets): a batch that is truncated, of
 another magic, declares more records than its bytes can hold, or whose offset deltas are not
@@ -50,6 +51,8 @@ RECORD_LIST_TOO_LARGE: Final = 18
 INVALID_TIMESTAMP: Final = 32
 UNSUPPORTED_COMPRESSION_TYPE: Final = 76
 INVALID_RECORD: Final = 87
+#: `proxy.output_compression` that keeps each batch's own codec.
+PRODUCER: Final = "producer"
 #: The smallest record: length, attributes, timestamp delta, offset delta, key length, value
 #: length, header count, one byte each. A batch declaring more records than its bytes hold
 #: this many is refused before any record is read.
@@ -194,11 +197,12 @@ class BatchRewriter:
     reads, `write` writes again with the values encoded."""
 
     def __init__(self, limits: BatchLimits) -> None:
-        if limits.output_codec not in CODEC_IDS:
-            raise ValueError(f"output codec must be one of {sorted(CODEC_IDS)}")
+        if limits.output_codec not in CODEC_IDS and limits.output_codec != PRODUCER:
+            raise ValueError(f"output codec must be {PRODUCER} or one of {sorted(CODEC_IDS)}")
         self.limits = limits
         self._header_key = limits.header_key.encode()
-        self._codec_id = CODEC_IDS[limits.output_codec]
+        #: The output codec's id; -1: each batch's own.
+        self._codec_id = CODEC_IDS.get(limits.output_codec, -1)
         self._compression = Compression()
 
     def read(
@@ -278,7 +282,7 @@ class BatchRewriter:
         or its records compressed with the output codec."""
         out: list[bytes] = []
         for batch in partition.batches:
-            if batch.control or batch.fields[5] & _CODEC_MASK == self._codec_id:
+            if batch.control or batch.fields[5] & _CODEC_MASK == self._output(batch.fields):
                 out.append(batch.raw)
             else:
                 out.append(self._write_batch(batch.fields, batch.plain))
@@ -297,7 +301,7 @@ class BatchRewriter:
             at += batch.count
             # Only an encoded value adds a header: a batch without one is its records as read.
             if not any(e.outcome is _COMPRESSED for e in mine):
-                if batch.fields[5] & _CODEC_MASK == self._codec_id:
+                if batch.fields[5] & _CODEC_MASK == self._output(batch.fields):
                     out.append(batch.raw)
                 else:
                     out.append(self._write_batch(batch.fields, batch.plain))
@@ -331,8 +335,12 @@ class BatchRewriter:
         allowance.bytes_left -= len(plain)
         return plain
 
+    def _output(self, fields: tuple[int, ...]) -> int:
+        """The codec a batch of header `fields` is written with."""
+        return fields[5] & _CODEC_MASK if self._codec_id < 0 else self._codec_id
+
     def _write_batch(self, fields: tuple[int, ...], plain: bytes) -> bytes:
-        codec = self._codec_id
+        codec = self._output(fields)
         body = (
             self._compression.compress(codec, plain)
             if codec and len(plain) >= MIN_COMPRESSED

@@ -19,7 +19,9 @@ Reading stops on a side while the budget is used up (until bytes are given back)
 other side's connection does not take what is written to it (its write buffer is full; the
 bytes in it stay counted in the budget), and for the client while `max_in_flight` answers are
 awaited. `sweep`, called about once a second, ends a connection whose frame in progress has
-not arrived within `proxy.read_timeout` seconds, or that sent nothing for `IDLE_TIMEOUT`.
+not arrived within `proxy.read_timeout` seconds, whose client has taken none of its answers for
+`proxy.write_timeout` seconds (its bytes held in the budget meanwhile), or that sent nothing for
+`IDLE_TIMEOUT`.
 
 A client's own SaslHandshake or SaslAuthenticate is not forwarded (upstream's connection is
 authenticated as the proxy): once the answers under way are written, it is refused here
@@ -109,6 +111,10 @@ class Limits:
     max_frame_bytes: int
     max_in_flight: int
     read_timeout: float
+    #: `proxy.write_timeout`: seconds a client may leave its answers unread.
+    write_timeout: float
+    #: `proxy.max_unread_bytes`: bytes of answers one connection may hold for its client.
+    max_unread_bytes: int
 
 
 @dataclass(frozen=True, slots=True, init=False)
@@ -198,6 +204,8 @@ class Connection:
         self._sasl: tuple[bytes, RequestHeader] | None = None
         #: Loop time the client closed its side while answers were under way (None: it did not).
         self._draining: float | None = None
+        #: Loop time the client stopped taking its answers (None: it takes them).
+        self._unread_since: float | None = None
         self._last_read = self._loop.time()
         self._upstream_writer = upstream[1]  # kept alive with its transport
         upstream_transport = cast(asyncio.Transport, upstream[1].transport)
@@ -232,6 +240,17 @@ class Connection:
         if self._draining is not None:
             if now - self._draining > DRAIN_TIMEOUT:
                 self.close(None)
+        elif (
+            self._unread_since is not None and now - self._unread_since > self.limits.write_timeout
+        ):
+            log.warning(
+                "answers_unread",
+                peer=self.peer,
+                client_id=self.client_id,
+                error=f"the client read none of its answers for {self.limits.write_timeout:g} s "
+                "(ZDICT_PROXY__WRITE_TIMEOUT)",
+            )
+            self.close("write_timeout")
         elif client.data and not client.stops - _NOT_BLOCKING:
             if now - client.started > self.limits.read_timeout:
                 log.warning(
@@ -526,7 +545,7 @@ class Connection:
             frame,
             host=self.host,
             client_id=self.client_id,
-            free=lambda: self.budget.limit - self.budget.used,
+            free=self._room,
             hold=self._hold,
         )
         self._rewrite_later(rewriting, expected)
@@ -576,11 +595,21 @@ class Connection:
         self.upstream.go(_REWRITING)
         self._resume_responses()
 
+    def _room(self) -> int:
+        """Bytes a response being built may still take: what the budget has free, within what
+        this connection may hold for its client (`Limits.max_unread_bytes`)."""
+        mine = self.limits.max_unread_bytes - self._answer_held - self.client.writing
+        return min(self.budget.limit - self.budget.used, mine)
+
     def _hold(self, size: int) -> None:
         """Take `size` bytes of a response being built from the budget, without waiting (the
-        response was sized to what was free; given back once written)."""
-        self.budget.force(size)
+        response was sized to what was free; given back once written); a negative `size` gives
+        bytes back."""
         self._answer_held += size
+        if size < 0:
+            self.budget.give(-size)
+        else:
+            self.budget.force(size)
 
     def upstream_lost(self) -> None:
         if not self._done.done():
@@ -637,6 +666,7 @@ class Connection:
         self.budget.force(extra)
         side.writing += extra
         if side is self.client:
+            self._unread_since = self._loop.time()
             self.upstream.stop(_PEER_FULL)
             self.client.stop(_UNREAD)  # a client that does not read its answers is not read
         else:
@@ -647,6 +677,7 @@ class Connection:
         self.budget.give(side.writing)
         side.writing = 0
         if side is self.client:
+            self._unread_since = None
             self.upstream.go(_PEER_FULL)
             self.client.go(_UNREAD)
             self._loop.call_soon(self._resume_responses)

@@ -12,15 +12,31 @@ budget as it arrives) and parsed with kio. Then, per partition:
   partition, its aborted transactions, offsets and tagged fields, is written back as it came.
 
 The response stops growing when the next batch would take it past `proxy.max_fetch_bytes` or
-past the budget's free bytes: the rest of that partition and the records of every later one
+past the room the connection has (the budget's free bytes, within the connection's
+`proxy.max_unread_bytes`): the rest of that partition and the records of every later one
 are left out (empty records, no error), as a broker does at the client's `fetch.max.bytes`,
 and the client fetches them again from the same offsets. The response's first batch always goes
-out, so a consumer progresses. Decoding runs on one thread of its own, a partition at a time:
-the event loop serves the other connections meanwhile, and a registry read the decoder waits for
-(a dictionary it has not seen) blocks no one else's I/O.
+out, so a consumer progresses: decoded, or as stored if alone it is above what the connection
+could ever take; while the room is short for now (the budget held by others, or answers of the
+connection's unread) it is decoded if it fits `FIRST_ROOM` (a small allowance past the budget),
+else left for the next Fetch. Memory: a partition's decoding holds twice its bound from the
+budget while it runs (the batch inflated, then its records decoded), the output's bytes after;
+so a response decodes to at most half of `proxy.max_unread_bytes` (and of the response bound).
+
+Decoding runs on one thread of its own, a partition at a time, the connections taking turns in
+the order they asked: the event loop serves the other connections meanwhile, and a registry read
+the decoder waits for (a dictionary it has not seen) blocks no one else's I/O.
 
 A record the decoder refuses is sent as stored (see `fetched`), counted and logged at most once
 a minute per topic.
+
+Work: each response may cost `proxy.fetch_decode_budget_bytes` of decoding (`fetched.DecodeWork`:
+bytes inflated, records failed or decoded, whatever their outcome); past it the partition stops
+at a batch boundary, and the rest of the response's first batch goes as stored (counted in
+`zdict_proxy_fetch_over_budget_responses_total`, logged at most once a minute per topic). So a
+decoding job on the thread is bounded, and the connections' jobs take turns there, a partition
+at a time. Dictionary ids the registry does not have are looked up at most once per
+`registry.follow_interval` for every client together (`lookups`).
 """
 
 from __future__ import annotations
@@ -49,7 +65,8 @@ from sidecar.proxy.addresses import (
     upstream_nodes,
 )
 from sidecar.proxy.fetch_metrics import FetchMetrics
-from sidecar.proxy.fetched import FetchCompression, PartitionDecoder, Rewritten
+from sidecar.proxy.fetched import DecodeWork, FetchCompression, PartitionDecoder, Rewritten
+from sidecar.proxy.frames import PREFIX_BYTES
 from sidecar.proxy.topics import TopicView
 from sidecar.proxy.versions import FETCH
 
@@ -61,6 +78,9 @@ FetchDecode = Literal["all", "none"]
 TOPIC_IDS_FROM: Final = 13
 #: Fetch versions from which responses name brokers (NodeEndpoints, KIP-951).
 NODE_ENDPOINTS_FROM: Final = 16
+#: Bytes the first partition of a response may decode to whatever the budget holds: at most one
+#: such allowance per connection is taken past `proxy.max_buffered_bytes`.
+FIRST_ROOM: Final = 256 * 1024
 #: Seconds between two `fetch_records_not_decoded` lines of one topic.
 FAILURE_LOG_INTERVAL: Final = 60.0
 #: Dictionary ids `RecentMisses` remembers at most.
@@ -125,6 +145,8 @@ class FetchDecoding:
         raw_client_ids: Iterable[str] = (),
         compression: FetchCompression = "input",
         max_bytes: int,
+        max_unread_bytes: int,
+        decode_budget: int,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.decoder = decoder
@@ -134,12 +156,19 @@ class FetchDecoding:
         self.raw_client_ids = frozenset(raw_client_ids)
         #: Bytes a Fetch response may have, as upstream sends it and as the client gets it.
         self.max_bytes = max_bytes
+        #: Bytes one connection may hold for its client (`proxy.max_unread_bytes`).
+        self.max_unread_bytes = max_unread_bytes
+        #: Work one response's decoding may cost (`fetched.DecodeWork`).
+        self.decode_budget = decode_budget
         self._partitions = PartitionDecoder(decoder, compression)
         self._clock = clock
-        self._logged: dict[str, float] = {}
+        self._logged: dict[tuple[str, str], float] = {}
         # One thread: decoding is CPU-bound Python (the GIL gives nothing to a second one), and
         # `PartitionDecoder` keeps a compressor that is not shared between threads.
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="zdict-fetch")
+        #: Connections take turns on the thread, a partition at a time, in the order they
+        #: asked; only the partition decoding holds its reservation.
+        self._turn = asyncio.Lock()
 
     def decodes_for(self, client_id: str | None) -> bool:
         """Whether records fetched by `client_id` are decoded."""
@@ -157,8 +186,9 @@ class FetchDecoding:
     ) -> bytes:
         """The response frame to send for upstream's Fetch `frame` (no size prefix).
 
-        `free()` says how many bytes the budget has left; `hold(n)` takes `n` bytes of output
-        from it (given back by the caller once the response is written).
+        `free()` says how many bytes the connection may still take from the budget; `hold(n)`
+        takes `n` bytes from it (gives `-n` back when negative; the rest is given back by the
+        caller once the response is written).
 
         Raises:
             ProtocolError: the frame does not parse as a Fetch response of `version`.
@@ -166,7 +196,10 @@ class FetchDecoding:
         correlation_id, body = parse_response(FETCH, version, frame)
         decode = self.decodes_for(client_id)
         started = time.perf_counter()
-        state = _Progress(limit=self.max_bytes)
+        # What the connection could take at best, the response read from upstream held, with
+        # twice the output held while decoding.
+        best = min(self.max_bytes, self.max_unread_bytes) - PREFIX_BYTES - len(frame)
+        state = _Progress(limit=max(best // 2, 0), work=DecodeWork(self.decode_budget))
         topics = []
         for topic in body.responses:
             name = topic.topic if version < TOPIC_IDS_FROM else self.topics.name(topic.topic_id)
@@ -183,6 +216,8 @@ class FetchDecoding:
         body = dataclasses.replace(body, responses=tuple(topics))
         if state.decoded_partitions:
             self.metrics.decode_seconds(time.perf_counter() - started)
+        if state.work.left() <= 0:
+            self.metrics.over_budget()
         if version >= NODE_ENDPOINTS_FROM and body.node_endpoints:
             body = rewrite(FETCH, body, await locate(upstream_nodes(FETCH, body)))
         return encode_response(correlation_id, body)
@@ -199,42 +234,68 @@ class FetchDecoding:
         if state.full:
             self.metrics.held_back()
             return dataclasses.replace(partition, records=Records(b""))
-        first = state.size == 0
-        limit = state.limit - state.size if first else min(state.limit - state.size, free())
         loop = asyncio.get_running_loop()
-        result: Rewritten = await loop.run_in_executor(
-            self._executor,
-            functools.partial(
-                self._partitions.rewrite, bytes(partition.records), limit=max(limit, 0), first=first
-            ),
-        )
-        if result.data:
-            hold(len(result.data))
+        async with self._turn:
+            room = state.limit - state.size
+            limit = min(room, free() // 2)
+            # The first batch goes as stored only when it could never fit; when the room is
+            # short for now, it waits for the next Fetch unless it fits FIRST_ROOM.
+            first = state.size == 0 and limit >= room
+            if state.size == 0 and not first:
+                limit = max(limit, min(room, FIRST_ROOM))
+            # Held until the output is known; the connection gives all back if it ends.
+            hold(2 * limit)
+            result: Rewritten = await loop.run_in_executor(
+                self._executor,
+                functools.partial(
+                    self._partitions.rewrite,
+                    bytes(partition.records),
+                    limit=limit,
+                    first=first,
+                    work=state.work,
+                ),
+            )
+            hold(len(result.data) - 2 * limit)
         state.size += len(result.data)
         state.decoded_partitions += 1
-        self.metrics.records(label, result.decoded, result.passed, result.failed)
+        self.metrics.records(
+            label, result.decoded, result.passed, result.failed, result.over_budget
+        )
         if result.failed:
-            self._log_failure(label, result)
+            self._log_once(
+                label,
+                "fetch_records_not_decoded",
+                records=result.failed,
+                error=result.failure,
+                detail="sent to the client as stored, with their zd header (see "
+                'zdict_proxy_fetch_records_total{outcome="failed"}); logged once a minute per '
+                "topic",
+            )
+        if result.budget_spent or state.work.left() <= 0:
+            self._log_once(
+                label,
+                "fetch_decode_budget_spent",
+                records=result.over_budget,
+                error=f"a Fetch response's decoding reached ZDICT_PROXY__FETCH_DECODE_BUDGET_BYTES "
+                f"({self.decode_budget})",
+                detail="the rest of its first batch sent as stored, later batches held back "
+                "(see zdict_proxy_fetch_over_budget_responses_total); logged once a minute per "
+                "topic",
+            )
         if result.held_back is not None:
             state.full = True
             self.metrics.held_back()
             log.debug("fetch_partition_held_back", topic=label, reason=result.held_back)
         return dataclasses.replace(partition, records=Records(result.data))
 
-    def _log_failure(self, topic: str, result: Rewritten) -> None:
+    def _log_once(self, topic: str, event: str, **fields: object) -> None:
+        """Log `event` of `topic`, at most once per `FAILURE_LOG_INTERVAL`."""
         now = self._clock()
-        last = self._logged.get(topic)
+        last = self._logged.get((topic, event))
         if last is not None and now - last < FAILURE_LOG_INTERVAL:
             return
-        self._logged[topic] = now
-        log.warning(
-            "fetch_records_not_decoded",
-            topic=topic,
-            records=result.failed,
-            error=result.failure,
-            detail="sent to the client as stored, with their zd header (see "
-            'zdict_proxy_fetch_records_total{outcome="failed"}); logged once a minute per topic',
-        )
+        self._logged[(topic, event)] = now
+        log.warning(event, topic=topic, **fields)
 
     def close(self) -> None:
         """Stop the decoding thread and close the decoder's resolver."""
@@ -247,6 +308,8 @@ class _Progress:
     """How far one response's output has grown."""
 
     limit: int
+    #: The decoding work the response may still cost.
+    work: DecodeWork
     size: int = 0
     decoded_partitions: int = 0
     #: No more records in this response (the limit or the budget is reached).

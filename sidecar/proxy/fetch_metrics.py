@@ -11,8 +11,9 @@ from typing import Final
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 #: What happened to a fetched record: its value decoded; sent as stored without our header;
-#: sent as stored with our header, because it could not be decoded.
-OUTCOMES: Final = ("decoded", "passed", "failed")
+#: sent as stored with our header, because it could not be decoded, or because its response's
+#: decoding work was spent.
+OUTCOMES: Final = ("decoded", "passed", "failed", "over_budget")
 #: Seconds buckets of one response's decoding.
 _SECONDS_BUCKETS: Final = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
 
@@ -26,7 +27,8 @@ class FetchMetrics:
             "zdict_proxy_fetch_records",
             "Records of Fetch responses decoded for clients that get them decoded, by topic and "
             "outcome: decoded, passed (no zd header: sent as stored), failed (a zd header the "
-            "decoder refused: sent as stored, header and all).",
+            "decoder refused: sent as stored, header and all), over_budget (sent as stored: "
+            "the response's ZDICT_PROXY__FETCH_DECODE_BUDGET_BYTES was spent).",
             ["topic", "outcome"],
             registry=registry,
         )
@@ -44,27 +46,37 @@ class FetchMetrics:
             "the client fetches them again.",
             registry=registry,
         )
+        self._over_budget = Counter(
+            "zdict_proxy_fetch_over_budget_responses",
+            "Fetch responses whose decoding work reached ZDICT_PROXY__FETCH_DECODE_BUDGET_BYTES: "
+            "the rest of their first batch sent as stored, later batches held back.",
+            registry=registry,
+        )
         self._refused = Counter(
             "zdict_proxy_fetch_refused_partitions",
             "Partitions of the registry topic answered TOPIC_AUTHORIZATION_FAILED.",
             registry=registry,
         )
-        self._children: dict[str, tuple[Counter, Counter, Counter]] = {}
+        self._children: dict[str, tuple[Counter, ...]] = {}
 
-    def records(self, topic: str, decoded: int, passed: int, failed: int) -> None:
+    def records(
+        self, topic: str, decoded: int, passed: int, failed: int, over_budget: int = 0
+    ) -> None:
         children = self._children.get(topic)
         if children is None:
-            children = self._children[topic] = (
-                self._records.labels(topic, "decoded"),
-                self._records.labels(topic, "passed"),
-                self._records.labels(topic, "failed"),
+            children = self._children[topic] = tuple(
+                self._records.labels(topic, outcome) for outcome in OUTCOMES
             )
-        for child, count in zip(children, (decoded, passed, failed), strict=True):
+        counts = (decoded, passed, failed, over_budget)
+        for child, count in zip(children, counts, strict=True):
             if count:
                 child.inc(count)
 
     def decode_seconds(self, seconds: float) -> None:
         self._seconds.observe(seconds)
+
+    def over_budget(self) -> None:
+        self._over_budget.inc()
 
     def held_back(self) -> None:
         self._held_back.inc()

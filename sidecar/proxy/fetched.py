@@ -29,6 +29,15 @@ Bounds: a compressed batch is inflated to at most `limit` bytes, each value to a
 decoder's `max_output_size`, and the partition's output stops at a batch boundary before it
 would pass `limit` (`held_back`); the first batch of a response (`first`) that alone is above
 the limit is passed as stored, so a consumer always progresses.
+
+Work: what decoding costs is charged to the response's `DecodeWork` whether a record decodes or
+not: the bytes batches inflate to, and per record with our header `RECORD_COST`, its stored
+value, and what it decodes to, or, when it fails, `FAILURE_COST` and what it could have
+inflated to. Each value is decoded within what is left (a frame declaring more is not
+decompressed, one of undeclared size is stopped there). Once the work is spent the partition
+stops at the batch (`held_back`), but for the response's first batch, whose other records
+with our header are sent as stored (`Rewritten.over_budget`): a response costs its budget,
+never more, and a consumer still progresses.
 """
 
 from __future__ import annotations
@@ -43,9 +52,11 @@ from sidecar.codec import Decoder
 from sidecar.errors import (
     CodecError,
     CorruptFrame,
+    DecodeLimitReached,
     FetchDictionaryUnavailable,
     FetchHeldBack,
     MalformedBatch,
+    OutputTooLarge,
     ZdictError,
 )
 from sidecar.proxy.compression import CODEC_IDS, Compression
@@ -72,6 +83,23 @@ _CODEC_MASK: Final = 0x07
 #: per record decoded.
 _SMALL: Final = 1 << 14
 _VARINTS: Final = tuple(varint(n) for n in range(_SMALL))
+#: Work charged per record with our header besides its bytes (its parse, the dictionary's
+#: lookup), in bytes: about what zstd inflates in the time a record's handling takes.
+RECORD_COST: Final = 512
+#: Work charged per record that fails to decode (an exception, a lookup that found nothing),
+#: besides what it inflated.
+FAILURE_COST: Final = 64 * 1024
+
+
+@dataclass(slots=True)
+class DecodeWork:
+    """The decoding work one Fetch response may still cost (see module), in bytes."""
+
+    budget: int
+    spent: int = 0
+
+    def left(self) -> int:
+        return self.budget - self.spent
 
 
 @dataclass(slots=True)
@@ -87,8 +115,12 @@ class Rewritten:
     failed: int = 0
     #: Why the last of them failed (for the log), None if none did.
     failure: str | None = None
-    #: The partition stops before a batch the client will fetch again (no room, or the
-    #: registry did not answer): why, None if every batch was sent.
+    #: Records with our header sent as stored because the response's work was spent.
+    over_budget: int = 0
+    #: The work was spent within the response's first batch.
+    budget_spent: bool = False
+    #: The partition stops before a batch the client will fetch again (no room, the work
+    #: spent, or the registry did not answer): why, None if every batch was sent.
     held_back: str | None = None
 
 
@@ -104,9 +136,10 @@ class PartitionDecoder:
         self._key = key
         self._compression = Compression()
 
-    def rewrite(self, data: bytes, *, limit: int, first: bool) -> Rewritten:
+    def rewrite(self, data: bytes, *, limit: int, first: bool, work: DecodeWork) -> Rewritten:
         """The partition's `data` (its `records` field) for the client; at most `limit` bytes
-        out unless `first` and its first batch alone is larger (then sent as stored)."""
+        out unless `first` and its first batch alone is larger (then sent as stored); its
+        decoding charged to `work`."""
         out: list[bytes] = []
         result = Rewritten(b"")
         size = pos = 0
@@ -124,7 +157,9 @@ class PartitionDecoder:
             # The response's first batch goes out whatever its size: the consumer progresses.
             must = first and not out
             try:
-                batch = self._batch(data, pos, end, magic, crc, attributes, room, result)
+                batch = self._batch(
+                    data, pos, end, (magic, crc, attributes), room, result, work, must
+                )
             except FetchHeldBack as held:
                 if not must or isinstance(held, FetchDictionaryUnavailable):
                     result.held_back = str(held)
@@ -149,13 +184,20 @@ class PartitionDecoder:
         data: bytes,
         pos: int,
         end: int,
-        magic: int,
-        crc: int,
-        attributes: int,
+        head: tuple[int, int, int],
         room: int,
         result: Rewritten,
+        work: DecodeWork,
+        must: bool,
     ) -> bytes:
-        """One whole batch as sent to the client (see module)."""
+        """One whole batch as sent to the client (see module); `head`: its magic, CRC and
+        attributes; `must`: the response's first batch.
+
+        Raises:
+            FetchHeldBack: the batch outgrows `room` or `work`, or a dictionary could not be
+                looked up.
+        """
+        magic, crc, attributes = head
         count: int = _INT32.unpack_from(data, pos + _COUNT_AT)[0]
         stored = data[pos:end]
         if magic != 2 or attributes & CONTROL_BIT:
@@ -168,30 +210,40 @@ class PartitionDecoder:
             return stored
         codec = attributes & _CODEC_MASK
         section = stored[BATCH_HEADER_BYTES:]
+        if work.left() <= 0:
+            if not must:
+                raise FetchHeldBack(_spent(work))
+            result.over_budget += max(count, 0)
+            result.budget_spent = True
+            return stored
         if codec:
+            bound = min(room, work.left())
             try:
-                inflated = self._compression.decompress(codec, section, room)
+                inflated = self._compression.decompress(codec, section, bound)
             except MalformedBatch as exc:
                 self._failed(result, data, pos, str(exc))
                 return stored
             if inflated is None:
-                raise FetchHeldBack(f"a {CODECS[codec]} batch inflates past {room} bytes")
+                work.spent += bound
+                raise FetchHeldBack(f"a {CODECS[codec]} batch inflates past {bound} bytes")
+            work.spent += len(inflated)
             section = inflated
         if self._marker not in section:
             result.passed += max(count, 0)
             return stored
         try:
-            records, decoded, failed = self._records(section, count, room, result)
+            records, decoded, failed, skipped = self._records(
+                section, count, room, result, work, must
+            )
         except MalformedBatch as exc:
             self._failed(result, data, pos, str(exc))
             return stored
+        result.passed += count - decoded - failed - skipped
+        result.failed += failed
+        result.over_budget += skipped
         if not decoded:
-            result.passed += count - failed
-            result.failed += failed
             return stored
         result.decoded += decoded
-        result.passed += count - decoded - failed
-        result.failed += failed
         out_codec = codec if self.compression == "input" else CODEC_IDS[self.compression]
         body = self._compression.compress(out_codec, records)
         after_crc = (
@@ -208,22 +260,36 @@ class PartitionDecoder:
         )
 
     def _records(
-        self, section: bytes, count: int, room: int, result: Rewritten
-    ) -> tuple[bytes, int, int]:
-        """The records of a batch with values decoded: (bytes, decoded, failed).
+        self,
+        section: bytes,
+        count: int,
+        room: int,
+        result: Rewritten,
+        work: DecodeWork,
+        must: bool,
+    ) -> tuple[bytes, int, int, int]:
+        """The records of a batch with values decoded: (bytes, decoded, failed, sent as
+        stored past the work's budget).
 
         Raises:
             MalformedBatch: the records do not parse.
-            FetchHeldBack: the records outgrow `room`, or the registry could not be read.
+            FetchHeldBack: the records outgrow `room`, or `work` unless `must`, or the registry
+                could not be read.
         """
         try:
-            return self._parse_records(section, count, room, result)
+            return self._parse_records(section, count, room, result, work, must)
         except IndexError:
             raise MalformedBatch("a record ends inside a varint") from None
 
     def _parse_records(  # noqa: C901 - one loop per record, kept flat for speed
-        self, section: bytes, count: int, room: int, result: Rewritten
-    ) -> tuple[bytes, int, int]:
+        self,
+        section: bytes,
+        count: int,
+        room: int,
+        result: Rewritten,
+        work: DecodeWork,
+        must: bool,
+    ) -> tuple[bytes, int, int, int]:
         # Varints of one byte (values -64..63: most lengths and deltas) are read inline: this
         # loop runs once per record, and a call per field doubled its cost.
         decode = self.decoder.decode
@@ -231,7 +297,8 @@ class PartitionDecoder:
         key_name = self.decoder.header_key
         out: list[bytes] = []
         append = out.append
-        size = decoded = failed = 0
+        size = decoded = failed = skipped = 0
+        max_output = self.decoder.max_output_size
         pos = 0
         end = len(section)
         for _ in range(count):
@@ -306,13 +373,29 @@ class PartitionDecoder:
                 append(section[start:stop])
                 size += stop - start
                 continue
+            left = work.left() - RECORD_COST - len(value)
+            work.spent += RECORD_COST + len(value)
             try:
+                if left <= 0:
+                    raise DecodeLimitReached(_spent(work))
                 if mine > 1:
                     raise CorruptFrame(
                         f"record has {mine} {key_name!r} headers; exactly one is allowed"
                     )
-                value = decode(value, [(key_name, ours)])
+                value = decode(value, [(key_name, ours)], limit=left)
+            except DecodeLimitReached:
+                work.spent = max(work.spent, work.budget)  # it inflated all that was left
+                if not must:
+                    raise FetchHeldBack(_spent(work)) from None
+                skipped += 1
+                result.budget_spent = True
+                append(section[start:stop])
+                size += stop - start
+                continue
             except CodecError as exc:
+                work.spent += FAILURE_COST
+                if isinstance(exc, OutputTooLarge):
+                    work.spent += min(left, max_output)
                 failed += 1
                 result.failure = str(exc)
                 append(section[start:stop])
@@ -323,6 +406,7 @@ class PartitionDecoder:
                     f"the dictionary could not be looked up: {exc}"
                 ) from None
             assert value is not None
+            work.spent += len(value)
             record = b"".join(
                 (
                     section[body_start:value_at],
@@ -343,7 +427,14 @@ class PartitionDecoder:
             pos = stop
         if pos != end:
             raise MalformedBatch("bytes left over after the batch's last record")
-        return b"".join(out), decoded, failed
+        return b"".join(out), decoded, failed, skipped
+
+
+def _spent(work: DecodeWork) -> str:
+    return (
+        f"the response's decoding work of {work.budget} bytes is spent "
+        "(ZDICT_PROXY__FETCH_DECODE_BUDGET_BYTES)"
+    )
 
 
 def _small(n: int) -> bytes:

@@ -71,6 +71,8 @@ class Listeners:
             max_frame_bytes=settings.max_request_bytes,
             max_in_flight=settings.max_in_flight,
             read_timeout=settings.read_timeout,
+            write_timeout=settings.write_timeout,
+            max_unread_bytes=settings.max_unread_bytes,
         )
         #: Node id -> its upstream address, as the latest response naming it said.
         self.upstream: dict[int, Address] = {}

@@ -47,6 +47,7 @@ from sidecar.proxy.batches import BatchLimits, BatchRewriter
 from sidecar.proxy.fetch import FetchDecoding, RecentMisses
 from sidecar.proxy.fetch_metrics import FetchMetrics
 from sidecar.proxy.listeners import Listeners
+from sidecar.proxy.lookups import ThrottledLookups
 from sidecar.proxy.metrics import ForwardMetrics
 from sidecar.proxy.produce import ProduceRewriter
 from sidecar.proxy.routes import ProxyRoutes
@@ -169,14 +170,17 @@ async def _serve(
 def _fetch_decoding(
     settings: Settings, prometheus: CollectorRegistry, registry: Registry | None
 ) -> FetchDecoding:
-    """Fetch responses' rewriting: a decoder over `registry` (read on the first id it does not
-    know, then every `registry.follow_interval` seconds), or over the local store without one;
-    ids the registry did not have are not looked up again for that long. Closing it closes
-    `registry`."""
+    """Fetch responses' rewriting: a decoder over `registry` (read on an id it does not know, at
+    most once per `registry.follow_interval` for all ids, and every `registry.follow_interval`
+    seconds), or over the local store without one; ids the registry did not have are not looked
+    up again for that long. Closing it closes `registry`."""
     proxy = settings.proxy
     resolver: DictionaryResolver = DictionaryStore(settings.dictionaries)
     if registry is not None:
-        resolver = RegistryResolver(registry, settings.registry.follow_interval)
+        resolver = ThrottledLookups(
+            RegistryResolver(registry, settings.registry.follow_interval),
+            settings.registry.follow_interval,
+        )
     decoder = Decoder(
         RecentMisses(resolver, settings.registry.follow_interval),
         max_output_size=settings.codec.max_output_size,
@@ -191,6 +195,8 @@ def _fetch_decoding(
         compression=proxy.fetch_compression,
         # A response is read within the budget: one larger than all of it could never be.
         max_bytes=min(proxy.max_fetch_bytes, proxy.max_buffered_bytes),
+        max_unread_bytes=proxy.max_unread_bytes,
+        decode_budget=proxy.fetch_decode_budget_bytes,
     )
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -26,20 +25,15 @@ from confluent_kafka.admin import AdminClient
 
 from sidecar.bench.events import generate
 from sidecar.codec import Encoder
-from sidecar.config import KafkaSettings, RegistrySettings, Settings
-from sidecar.dictionaries.lifecycle import promote
 from sidecar.dictionaries.model import Dictionary
-from sidecar.dictionaries.registry import Registry
-from sidecar.dictionaries.store import DictionaryStore
 from sidecar.serde import ZdictProducer
-from sidecar.training.choice import TrainingParams, train
-from sidecar.training.split import split_ordered
 
 from .forward_proxies import start_proxy, stop_proxy
 from .kafka_tools import console_consumer
 from .launch import SidecarEnv, StartSidecar, environment_for, start_sidecars
 from .process import Sidecar
 from .topics import create_topic
+from .training import publish_dictionary
 from .upstream_records import headers_of
 
 #: Seconds a reader through the proxy may take to read what it expects.
@@ -62,22 +56,7 @@ def events() -> list[bytes]:
 @pytest.fixture(scope="module")
 def dictionary(kafka_bootstrap: str, registry_topic: str, events: list[bytes]) -> Dictionary:
     """A dictionary of namespace `fetched` trained on 2,000 events, published and active."""
-    settings = Settings(
-        kafka=KafkaSettings.model_validate({"bootstrap.servers": kafka_bootstrap}),
-        registry=RegistrySettings(topic=registry_topic),
-    )
-    registry = Registry.open(settings, "test")
-    try:
-        report = train(
-            split_ordered(events[:2000], 0.8),
-            TrainingParams(dict_sizes=(8192,), levels=(3,)),
-            namespace="fetched",
-            champion=None,
-        )
-        with tempfile.TemporaryDirectory() as store:
-            return promote(DictionaryStore(store), registry, report, window="test", parent_id=None)
-    finally:
-        registry.close()
+    return publish_dictionary(kafka_bootstrap, registry_topic, "fetched", events[:2000])
 
 
 @pytest.fixture(scope="module")

@@ -36,7 +36,7 @@ from sidecar.proxy.addresses import Address, encode_response, parse_response
 from sidecar.proxy.compression import CODEC_IDS, XERIAL_HEADER, Compression
 from sidecar.proxy.fetch import FetchDecoding, RecentMisses
 from sidecar.proxy.fetch_metrics import FetchMetrics
-from sidecar.proxy.fetched import PartitionDecoder
+from sidecar.proxy.fetched import DecodeWork, PartitionDecoder
 from sidecar.proxy.listeners import Listeners
 from sidecar.proxy.metrics import ForwardMetrics
 from sidecar.proxy.service import _fetch_decoding
@@ -135,7 +135,9 @@ def test_records_written_by_the_encoder_are_decoded_with_every_batch_field_kept(
         ),
         base_offset=1000,
     )
-    result = PartitionDecoder(_decoder(dictionary)).rewrite(stored, limit=LIMIT, first=True)
+    result = PartitionDecoder(_decoder(dictionary)).rewrite(
+        stored, limit=LIMIT, first=True, work=DecodeWork(LIMIT)
+    )
 
     assert (result.decoded, result.passed, result.failed) == (99, 1, 0)
     assert result.held_back is None
@@ -162,7 +164,7 @@ def test_the_output_compression_can_be_set(
 ) -> None:
     stored = encode_batch(_encoded(dictionary, events[:20]), codec="lz4")
     result = PartitionDecoder(_decoder(dictionary), compression).rewrite(
-        stored, limit=LIMIT, first=True
+        stored, limit=LIMIT, first=True, work=DecodeWork(LIMIT)
     )
     (batch,) = decode_batches(result.data, LIMIT)
     assert batch.codec == compression
@@ -182,9 +184,11 @@ def test_snappy_batches_are_decoded_and_written_again_in_xerial_framing(
         body = bytes(cramjam.snappy.compress_raw(section))
     stored = _with_body(plain, body, CODEC_IDS["snappy"])
 
-    kept = PartitionDecoder(_decoder(dictionary)).rewrite(stored, limit=LIMIT, first=True)
+    kept = PartitionDecoder(_decoder(dictionary)).rewrite(
+        stored, limit=LIMIT, first=True, work=DecodeWork(LIMIT)
+    )
     unpacked = PartitionDecoder(_decoder(dictionary), "none").rewrite(
-        stored, limit=LIMIT, first=True
+        stored, limit=LIMIT, first=True, work=DecodeWork(LIMIT)
     )
 
     assert (kept.decoded, unpacked.decoded) == (50, 50)
@@ -219,9 +223,13 @@ def test_what_is_not_ours_passes_byte_for_byte(dictionary: Dictionary, events: l
     truncated = encode_batch(_encoded(dictionary, events[30:40]))[:-25]
     data = plain + control + bytes(corrupt) + ours + truncated
 
-    result = PartitionDecoder(_decoder(dictionary)).rewrite(data, limit=LIMIT, first=True)
+    result = PartitionDecoder(_decoder(dictionary)).rewrite(
+        data, limit=LIMIT, first=True, work=DecodeWork(LIMIT)
+    )
 
-    decoded_ours = PartitionDecoder(_decoder(dictionary)).rewrite(ours, limit=LIMIT, first=True)
+    decoded_ours = PartitionDecoder(_decoder(dictionary)).rewrite(
+        ours, limit=LIMIT, first=True, work=DecodeWork(LIMIT)
+    )
     assert result.data == plain + control + bytes(corrupt) + decoded_ours.data + truncated
     assert (result.decoded, result.passed, result.failed) == (10, 11, 10)
     assert result.failure is not None and "CRC-32C" in result.failure
@@ -236,7 +244,9 @@ def test_a_record_that_cannot_be_decoded_is_sent_as_stored_with_its_header(
     records[2] = dataclasses.replace(records[2], value=value[:-3])  # a truncated frame
     stored = encode_batch(records)
 
-    result = PartitionDecoder(_decoder(dictionary)).rewrite(stored, limit=LIMIT, first=True)
+    result = PartitionDecoder(_decoder(dictionary)).rewrite(
+        stored, limit=LIMIT, first=True, work=DecodeWork(LIMIT)
+    )
 
     (batch,) = decode_batches(result.data, LIMIT)
     assert (result.decoded, result.failed) == (4, 1)
@@ -251,7 +261,9 @@ def test_an_unknown_dictionary_is_passed_and_an_unreachable_registry_holds_back(
 ) -> None:
     stored = encode_batch(_encoded(dictionary, events[:5]))
 
-    unknown = PartitionDecoder(Decoder(StaticResolver())).rewrite(stored, limit=LIMIT, first=True)
+    unknown = PartitionDecoder(Decoder(StaticResolver())).rewrite(
+        stored, limit=LIMIT, first=True, work=DecodeWork(LIMIT)
+    )
     assert (unknown.data, unknown.failed, unknown.decoded) == (stored, 5, 0)
 
     class Down:
@@ -261,7 +273,9 @@ def test_an_unknown_dictionary_is_passed_and_an_unreachable_registry_holds_back(
         def describe(self) -> str:
             return "a registry that does not answer"
 
-    down = PartitionDecoder(Decoder(Down())).rewrite(stored * 2, limit=LIMIT, first=True)
+    down = PartitionDecoder(Decoder(Down())).rewrite(
+        stored * 2, limit=LIMIT, first=True, work=DecodeWork(LIMIT)
+    )
     assert down.data == b"", "held back, even as the response's first batch"
     assert down.held_back is not None and "timed out" in down.held_back
 
@@ -272,7 +286,9 @@ def test_a_frame_declaring_a_huge_value_is_refused_before_it_is_allocated(
     bomb = zstandard.ZstdCompressor().compress(b"\0" * (9 * 1024 * 1024))  # above 8 MiB
     stored = encode_batch([NewRecord(bomb, headers=[("zd", b"0")])])
 
-    result = PartitionDecoder(_decoder(dictionary)).rewrite(stored, limit=LIMIT, first=True)
+    result = PartitionDecoder(_decoder(dictionary)).rewrite(
+        stored, limit=LIMIT, first=True, work=DecodeWork(LIMIT)
+    )
 
     assert (result.data, result.failed) == (stored, 1)
     assert result.failure is not None and "max_output_size" in result.failure
@@ -286,11 +302,11 @@ def test_a_compressed_batch_inflating_past_the_limit_is_held_back_or_sent_as_sto
     small = encode_batch(_encoded(dictionary, events[:3]))
     decoder = PartitionDecoder(_decoder(dictionary))
 
-    later = decoder.rewrite(small + bomb, limit=1 << 20, first=True)
+    later = decoder.rewrite(small + bomb, limit=1 << 20, first=True, work=DecodeWork(LIMIT))
     assert later.held_back is not None and "inflates past" in later.held_back
     assert _values(decode_batches(later.data, LIMIT)) == events[:3], "cut before the bomb"
 
-    first = decoder.rewrite(bomb + small, limit=1 << 20, first=True)
+    first = decoder.rewrite(bomb + small, limit=1 << 20, first=True, work=DecodeWork(LIMIT))
     assert first.data.startswith(bomb), "the first batch goes out, as stored"
     assert first.failed == 1
 
@@ -300,13 +316,15 @@ def test_the_partition_stops_at_a_batch_boundary_at_the_limit(
 ) -> None:
     batches = [encode_batch(_encoded(dictionary, events[i : i + 50])) for i in range(0, 200, 50)]
     decoder = PartitionDecoder(_decoder(dictionary))
-    two = len(decoder.rewrite(b"".join(batches[:2]), limit=LIMIT, first=True).data)
+    two = len(
+        decoder.rewrite(b"".join(batches[:2]), limit=LIMIT, first=True, work=DecodeWork(LIMIT)).data
+    )
 
-    result = decoder.rewrite(b"".join(batches), limit=two + 10, first=True)
+    result = decoder.rewrite(b"".join(batches), limit=two + 10, first=True, work=DecodeWork(LIMIT))
 
     assert _values(decode_batches(result.data, LIMIT)) == events[:100]
     assert result.held_back is not None
-    nothing = decoder.rewrite(b"".join(batches), limit=10, first=False)
+    nothing = decoder.rewrite(b"".join(batches), limit=10, first=False, work=DecodeWork(LIMIT))
     assert nothing.data == b"" and nothing.decoded == 0
 
 
@@ -393,6 +411,8 @@ def _fetching(
         topics=topics or TopicView(REGISTRY),
         metrics=FetchMetrics(registry),
         max_bytes=LIMIT,
+        max_unread_bytes=LIMIT,
+        decode_budget=LIMIT,
         **kwargs,
     )
     return fetch, registry
@@ -438,7 +458,7 @@ def test_a_fetch_response_is_decoded_and_the_rest_written_back_as_it_came(
     assert dataclasses.replace(partition, records=None) == dataclasses.replace(
         body.responses[0].partitions[0], records=None
     ), "aborted transactions, offsets, tagged fields as upstream sent them"
-    assert held == [len(partition.records)]
+    assert sum(held) == len(partition.records), "reserved, then the output kept"
     assert (
         registry.get_sample_value(
             "zdict_proxy_fetch_records_total", {"topic": "orders", "outcome": "decoded"}
@@ -506,9 +526,9 @@ def test_a_response_stops_growing_at_the_free_budget_and_later_partitions_come_e
     got, held = _rewrite(fetch, 12, body, free=100)  # less than one batch decoded
 
     a, b = (t.partitions[0].records for t in got.responses)
-    assert _values(decode_batches(a, LIMIT)) == events[:100], "the first batch always goes out"
+    assert _values(decode_batches(a, LIMIT)) == events[:100], "a small first batch goes out"
     assert b == b""
-    assert held == [len(a)]
+    assert sum(held) == len(a)
     assert registry.get_sample_value("zdict_proxy_fetch_held_back_partitions_total") == 1
 
 
@@ -668,7 +688,9 @@ def test_the_service_decodes_with_the_store_without_a_registry(
         assert fetch.max_bytes == 1 << 20, "a response fits the budget"
         assert fetch.topics.hidden("dicts") and not fetch.decodes_for("raw")
         stored = encode_batch(_encoded(dictionary, events[:5]))
-        result = PartitionDecoder(fetch.decoder, "zstd").rewrite(stored, limit=LIMIT, first=True)
+        result = PartitionDecoder(fetch.decoder, "zstd").rewrite(
+            stored, limit=LIMIT, first=True, work=DecodeWork(LIMIT)
+        )
         assert _values(decode_batches(result.data, LIMIT)) == events[:5]
     finally:
         fetch.close()
