@@ -319,7 +319,7 @@ class Connection:
             return
         expected, replaced, answer = self._admit(frame)
         if answer is not None:
-            self._answer(answer)
+            self._answer(answer, api_key)
         else:
             if expected is not None:
                 self._pending.append(expected)
@@ -373,6 +373,9 @@ class Connection:
         header_version = request_header_version(api_key, version)
         header = read_request_header(frame, header_version)
         self.client_id = header.client_id
+        refusal = self.answers.refusal(frame, header)
+        if refusal is not None:
+            return None, None, refusal
         replaced: bytes | None = None
         acks = -1
         if api_key == PRODUCE and self.produce is not None:
@@ -386,14 +389,14 @@ class Connection:
             return None, replaced, None  # a broker does not answer acks=0
         return Expected(api_key, version, header.correlation_id), replaced, None
 
-    def _answer(self, answer: bytes) -> None:
-        """Give the client `answer` (a frame) in request order: now if no answer is awaited,
-        else right after the latest awaited one."""
+    def _answer(self, answer: bytes, api_key: int) -> None:
+        """Give the client `answer` (a frame of `api_key`) in request order: now if no answer
+        is awaited, else right after the latest awaited one."""
         if self._pending:
             self._pending[-1].then.append(answer)
         else:
             self.client.transport.write(answer)
-        self.metrics.frame(PRODUCE, RESPONSE, len(answer))
+        self.metrics.frame(api_key, RESPONSE, len(answer))
 
     def client_eof(self) -> None:
         """The client closed its side: once the frames it sent are handled, drain the answers

@@ -48,6 +48,10 @@ PRODUCE_REFUSALS: Final = (
 )
 
 
+#: Why a request other than Produce was answered by the proxy rather than forwarded (`access`).
+REQUEST_REFUSALS: Final = ("admin_api", "protected_topic", "unknown_topic_id", "too_many_topics")
+
+
 class FrameTally(Collector):
     """`zdict_proxy_frames_total` and `zdict_proxy_frame_bytes_total`, by API and direction.
 
@@ -137,6 +141,13 @@ class ForwardMetrics:
             ["reason"],
             registry=registry,
         )
+        self._request_refused = Counter(
+            "zdict_proxy_refused_requests",
+            "Requests other than Produce answered by the proxy with an error, not forwarded, "
+            "by API and reason.",
+            ["api", "reason"],
+            registry=registry,
+        )
         for reason in PRODUCE_REFUSALS:
             self._produce_refused.labels(reason)
         for listener in (BOOTSTRAP, BROKER):
@@ -163,6 +174,10 @@ class ForwardMetrics:
     def produce_refused(self, reason: str) -> None:
         """A Produce request refused; `reason` one of `PRODUCE_REFUSALS`."""
         self._produce_refused.labels(reason).inc()
+
+    def request_refused(self, api_key: int, reason: str) -> None:
+        """A request answered by the proxy; `reason` one of `REQUEST_REFUSALS`."""
+        self._request_refused.labels(api_name(api_key), reason).inc()
 
     def refused(self) -> None:
         self._refused.inc()
