@@ -287,7 +287,8 @@ def _hints(cls: type[Any]) -> dict[str, Any]:
     """The type hints of kio class `cls` (read once: kio's classes are a fixed set)."""
     hints = _HINTS.get(cls)
     if hints is None:
-        hints = _HINTS[cls] = typing.get_type_hints(cls)
+        every = typing.get_type_hints(cls)  # the class variables' too: left out
+        hints = _HINTS[cls] = {f.name: every[f.name] for f in dataclasses.fields(cls)}
     return hints
 
 
