@@ -97,6 +97,8 @@ UNCHECKED: Final[dict[str, str]] = {
     "topics the same request names (checked) or the broker resolves",
 }
 _INT32: Final = struct.Struct(">i")
+#: The fewest bytes a topic of a Metadata request takes: an empty name (and its tagged fields).
+_FEWEST_METADATA_TOPIC_BYTES: Final = 2
 
 
 class RequestAccess:
@@ -418,11 +420,18 @@ def _metadata_topic_count(frame: bytes, header: RequestHeader) -> int:
     """
     offset = header.size
     if header.version >= 9:  # flexible: a compact array, count + 1, 0 for null
-        count, _ = unsigned_varint(frame, offset)
-        return max(count - 1, 0)
-    if len(frame) < offset + _INT32.size:
+        count, offset = unsigned_varint(frame, offset)
+        count -= 1
+    elif len(frame) < offset + _INT32.size:
         raise ProtocolError("a Metadata request ends before its topic array")
-    return max(int(_INT32.unpack_from(frame, offset)[0]), 0)
+    else:
+        count, offset = int(_INT32.unpack_from(frame, offset)[0]), offset + _INT32.size
+    if count * _FEWEST_METADATA_TOPIC_BYTES > len(frame) - offset:
+        raise ProtocolError(
+            f"a Metadata request declares {count} topics, more than its "
+            f"{len(frame) - offset} bytes left hold"
+        )
+    return max(count, 0)
 
 
 def _strip(hint: Any) -> Any:

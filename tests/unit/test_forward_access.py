@@ -5,9 +5,11 @@ one, ids no listing named refused where records are read or changed, Metadata bo
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import datetime
 import enum
+import random
 import types
 import typing
 import uuid
@@ -22,9 +24,11 @@ from kio.static.constants import EntityType
 from prometheus_client import CollectorRegistry
 from structlog.testing import capture_logs
 
+from sidecar.errors import ProtocolError
 from sidecar.proxy.access import ACL_APIS, DESCRIBE_ACLS, UNCHECKED, RequestAccess, topic_keys
 from sidecar.proxy.frames import read_request_header
 from sidecar.proxy.metrics import ForwardMetrics
+from sidecar.proxy.responses import encode_response
 from sidecar.proxy.topics import TopicView
 from sidecar.proxy.versions import (
     CLIENT_APIS,
@@ -36,6 +40,7 @@ from sidecar.proxy.versions import (
 )
 from tests.kafka_frames import read_response, request_frame
 from tests.unit.forward_messages import filled
+from tests.unit.test_forward_connection import _bootstrap, _read_frame, running
 
 REGISTRY = "_zdict_dictionaries"
 REGISTRY_ID = uuid.UUID(int=0xD1C7)
@@ -460,3 +465,69 @@ def test_metadata_naming_a_protected_topic_is_refused_so_nothing_auto_creates_it
     assert [(t.name, t.error_code) for t in response.topics] == [
         (REGISTRY, ErrorCode.topic_authorization_failed)
     ]
+
+
+# -- through a connection ----------------------------------------------------------------------
+
+
+def test_a_refused_request_is_answered_in_order_and_nothing_of_it_forwarded() -> None:
+    list_groups = request_frame(16, 4, 1, states_filter=())
+    delete = _frame(21, 2, 2, _naming(load_request_schema(21, 2), "orders", ORDERS_ID))
+
+    def script(frame: bytes) -> bytes | None:
+        answer_class = load_response_schema(16, 4)
+        return encode_response(int.from_bytes(frame[4:8], "big"), filled(answer_class))
+
+    async def main() -> None:
+        async with running(script) as (listeners, upstream, _registry):
+            reader, writer = await asyncio.open_connection(*_bootstrap(listeners))
+            writer.write(list_groups + delete)
+            await writer.drain()
+            first, second = await _read_frame(reader), await _read_frame(reader)
+            writer.close()
+            correlations = [int.from_bytes(f[:4], "big") for f in (first, second)]
+            assert correlations == [1, 2], "in request order"
+            _, body = read_response(21, 2, second)
+            assert _error_codes(body) == [ErrorCode.cluster_authorization_failed]
+            assert [int.from_bytes(f[:2], "big") for f in upstream.frames] == [16]
+
+    asyncio.run(main())
+
+
+def test_mutated_requests_are_answered_forwarded_or_refused_as_malformed() -> None:
+    """Every request kio knows, naming the registry or an ordinary topic, mutated (fixed seed):
+    the access check answers, forwards, or refuses it as malformed (its connection closed);
+    it never fails otherwise."""
+    rng = random.Random(37)
+    seeds = []
+    for api_key, version in _request_versions():
+        served = served_versions(api_key)
+        if served is None or not served[0] <= version <= served[1] or api_key in (0, 17, 36):
+            continue
+        cls = load_request_schema(api_key, version)
+        for name, topic_id in ((REGISTRY, REGISTRY_ID), ("orders", ORDERS_ID)):
+            seeds.append(_frame(api_key, version, 1, _naming(cls, name, topic_id))[4:])
+    checks = [_access()[0], _access(admin="forward")[0]]
+    outcomes = {"answered": 0, "forwarded": 0, "malformed": 0}
+    for _ in range(5000):
+        frame = bytearray(rng.choice(seeds))
+        for _mutation in range(rng.randint(1, 3)):
+            at = rng.randrange(8, len(frame)) if len(frame) > 8 else len(frame)
+            kind = rng.randrange(3)
+            if kind == 0 and at < len(frame):
+                frame[at] = rng.randrange(256)
+            elif kind == 1:
+                del frame[at:]
+            else:
+                frame[at:at] = rng.randbytes(rng.randint(1, 8))
+        body = bytes(frame)
+        api_key, version = int.from_bytes(body[:2], "big"), int.from_bytes(body[2:4], "big")
+        for access in checks:
+            try:
+                header = read_request_header(body, request_header_version(api_key, version))
+                answer = access.refusal(body, header)
+            except ProtocolError:
+                outcomes["malformed"] += 1
+            else:
+                outcomes["answered" if answer is not None else "forwarded"] += 1
+    assert min(outcomes.values()) > 100, outcomes
