@@ -33,7 +33,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import struct
-import types
 import typing
 import uuid
 from collections.abc import Callable, Iterator
@@ -51,7 +50,7 @@ from sidecar.proxy.bounded import check
 from sidecar.proxy.client_sasl import Throttle
 from sidecar.proxy.frames import RequestHeader, unsigned_varint
 from sidecar.proxy.metrics import ForwardMetrics
-from sidecar.proxy.refusals import EntryKey, answer
+from sidecar.proxy.refusals import EntryKey, answer, strip_none
 from sidecar.proxy.topics import TopicView
 from sidecar.proxy.versions import FETCH, METADATA, PRODUCE, admin_apis, api_name
 
@@ -88,13 +87,19 @@ _ACL_TOPIC: Final = 2
 #: ACL pattern types: a literal name, or a prefix of names.
 _LITERAL: Final = 3
 _PREFIXED: Final = 4
-#: Request fields that name topics without being checked, and why.
+_INDEXES: Final = "indexes into the subtopology's own topic lists (checked)"
+_SUBTOPOLOGIES: Final = "StreamsGroupHeartbeatRequest.topology.subtopologies"
+#: Request fields (paths from the request class) that could name topics but are not checked,
+#: and why.
 UNCHECKED: Final[dict[str, str]] = {
     "ConsumerGroupHeartbeatRequest.subscribed_topic_regex": "the broker resolves it; what it "
     "assigns is read by Fetch, which refuses protected and unknown ids",
     "DescribeAclsRequest.resource_name_filter": "describes ACLs, reads no topic",
-    "StreamsGroupHeartbeatRequest": "an admin API; its regexes and copartition groups name "
-    "topics the same request names (checked) or the broker resolves",
+    f"{_SUBTOPOLOGIES}.source_topic_regex": "the broker resolves it; what it assigns is read by "
+    "Fetch (see above)",
+    f"{_SUBTOPOLOGIES}.copartition_groups.source_topics": _INDEXES,
+    f"{_SUBTOPOLOGIES}.copartition_groups.source_topic_regex": _INDEXES,
+    f"{_SUBTOPOLOGIES}.copartition_groups.repartition_source_topics": _INDEXES,
 }
 _INT32: Final = struct.Struct(">i")
 #: The fewest bytes a topic of a Metadata request takes: an empty name (and its tagged fields).
@@ -373,9 +378,9 @@ def _make_plan(cls: type[Any]) -> _Plan:
     hints = typing.get_type_hints(cls)
     fields: list[tuple[str, str]] = []
     for field in dataclasses.fields(cls):
-        hint = _strip(hints[field.name])
+        hint = strip_none(hints[field.name])
         array = typing.get_origin(hint) is tuple
-        inner = _strip(typing.get_args(hint)[0]) if array else hint
+        inner = strip_none(typing.get_args(hint)[0]) if array else hint
         if inner is TopicName:
             fields.append((field.name, _NAMES if array else _NAME))
         elif inner is uuid.UUID and field.name == "topic_id" and not array:
@@ -429,9 +434,3 @@ def _metadata_topic_count(frame: bytes, header: RequestHeader) -> int:
             f"{len(frame) - offset} bytes left hold"
         )
     return max(count, 0)
-
-
-def _strip(hint: Any) -> Any:
-    if typing.get_origin(hint) in (types.UnionType, typing.Union):
-        return next(a for a in typing.get_args(hint) if a is not type(None))
-    return hint

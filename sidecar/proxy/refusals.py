@@ -112,7 +112,7 @@ _NONE: Final = object()
 
 def _scalar(field_name: str, hint: Any, source: Any, key: EntryKey) -> Any:
     """The value of response field `field_name` copied from request entry `source`."""
-    if _strip(hint) is TopicName:
+    if strip_none(hint) is TopicName:
         return _NONE if key.name is None else TopicName(key.name)
     if field_name == _TOPIC_ID:
         return _NONE if key.topic_id is None else key.topic_id
@@ -124,7 +124,7 @@ def _scalar(field_name: str, hint: Any, source: Any, key: EntryKey) -> Any:
                 return getattr(source, alias)
         return _NONE
     same = dataclasses.is_dataclass(source) and field_name in _fields(type(source))
-    if same and _strip(_hints(type(source))[field_name]) == _strip(hint):
+    if same and strip_none(_hints(type(source))[field_name]) == strip_none(hint):
         return getattr(source, field_name)
     return _NONE
 
@@ -135,7 +135,7 @@ def _named_by(cls: type[Any], source: Any) -> dict[str, Any]:
     if not isinstance(source, str):
         return {}
     for field_name, hint in _hints(cls).items():
-        base = _strip(hint)
+        base = strip_none(hint)
         if isinstance(base, type) and issubclass(base, str):
             return {field_name: source}
     return {}
@@ -175,7 +175,7 @@ def _key(source: Any, parent: EntryKey) -> EntryKey:
         return parent
     name: str | None = None
     for field_name, hint in _hints(type(source)).items():
-        if _strip(hint) is TopicName:
+        if strip_none(hint) is TopicName:
             name = getattr(source, field_name)
             break
     resource_type = getattr(source, "resource_type", None)
@@ -196,7 +196,7 @@ def _key(source: Any, parent: EntryKey) -> EntryKey:
 def _names_topics(cls: type[Any]) -> bool:
     hints = _hints(cls)
     return (
-        any(_strip(h) is TopicName for h in hints.values())
+        any(strip_none(h) is TopicName for h in hints.values())
         or _TOPIC_ID in hints
         or all(f in hints for f in _RESOURCE_FIELDS)
     )
@@ -209,7 +209,7 @@ def _carries_error(cls: type[Any]) -> bool:
         found = False
         for hint in _hints(cls).values():
             inner = _array_item(hint)
-            inner = _strip(hint) if inner is None else inner
+            inner = strip_none(hint) if inner is None else inner
             if inner is ErrorCode or (
                 dataclasses.is_dataclass(inner) and _carries_error(typing.cast(type[Any], inner))
             ):
@@ -220,10 +220,10 @@ def _carries_error(cls: type[Any]) -> bool:
 
 def _array_item(hint: Any) -> Any:
     """The entry class of an array `hint` (None: not an array)."""
-    hint = _strip(hint)
+    hint = strip_none(hint)
     if typing.get_origin(hint) is not tuple:
         return None
-    return _strip(typing.get_args(hint)[0])
+    return strip_none(typing.get_args(hint)[0])
 
 
 def _zero(cls: type[Any], error: ErrorCode, message: str) -> Any:
@@ -263,7 +263,7 @@ def _zero_value(hint: Any, error: ErrorCode, message: str) -> Any:
     return base(0)  # int and kio's subclasses of it
 
 
-def _strip(hint: Any) -> Any:
+def strip_none(hint: Any) -> Any:
     """`hint` without its `| None`."""
     if typing.get_origin(hint) in (types.UnionType, typing.Union):
         return next(a for a in typing.get_args(hint) if a is not type(None))
@@ -275,12 +275,12 @@ def _nullable(hint: Any) -> bool:
 
 
 def _is_array(hint: Any) -> bool:
-    return typing.get_origin(_strip(hint)) is tuple
+    return typing.get_origin(strip_none(hint)) is tuple
 
 
 def _base(hint: Any) -> Any:
     """The class of `hint`, nullability stripped (arrays are left as they are)."""
-    return _strip(hint)
+    return strip_none(hint)
 
 
 def _hints(cls: type[Any]) -> dict[str, Any]:

@@ -255,8 +255,6 @@ def test_every_request_field_that_can_name_a_topic_is_checked_or_said_why_not() 
         fields = _topic_fields(cls)
         if not fields or api_key in REMOVED or api_key == DESCRIBE_ACLS:
             continue
-        if cls.__name__ in UNCHECKED:
-            continue
         named = list(topic_keys(api_key, _naming(cls, REGISTRY, REGISTRY_ID)))
         found = {k.name for k in named} | {k.topic_id for k in named}
         assert found - {None} <= {REGISTRY, REGISTRY_ID}
@@ -303,7 +301,7 @@ def test_every_served_request_naming_the_registry_is_refused_whatever_admin_apis
         if not low <= version <= high or api_key in (0, DESCRIBE_ACLS, 17, 36):
             continue  # Produce: its allow-list; SASL: answered by `client_sasl`
         cls = load_request_schema(api_key, version)
-        if not _topic_fields(cls) or cls.__name__ in UNCHECKED:
+        if not _topic_fields(cls):
             continue
         for name, topic_id in ((REGISTRY, REGISTRY_ID), ("__consumer_offsets", OFFSETS_ID)):
             body = _naming(cls, name, topic_id)
