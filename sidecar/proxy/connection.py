@@ -5,9 +5,10 @@ timer per request. From the client, complete frames (at most `proxy.max_request_
 byte read is counted in the shared budget until forwarded, a frame in progress holding its next
 chunk ahead) are handled at once: their header read, an API or version the proxy does not serve
 refused (the connection is closed, as a broker does), the answer to expect noted and the frame
-written upstream unchanged, but for a Produce, which the `ProduceRewriter` rewrites or refuses:
-a refused one is answered by the proxy (`_answer`), in request order, right after the answer
-awaited before it. From upstream, answers come in request order: each is matched to the oldest
+written upstream unchanged, but for a Produce, which the `ProduceRewriter` rewrites or refuses,
+and a request `answers.refusal` refuses (an admin API, a protected topic: `access`): a refused
+one is answered by the proxy (`_answer`), in request order, right after the answer awaited
+before it. From upstream, answers come in request order: each is matched to the oldest
 request noted (correlation ids checked), and streamed back byte for byte or read whole and
 written as `answers.Answers` makes it: broker addresses rewritten, ApiVersions filtered, Fetch
 records decoded (a decoded answer's output taken from the budget as it grows). A rewrite that

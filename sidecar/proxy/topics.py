@@ -7,9 +7,9 @@ Hidden (unless `proxy.show_internal_topics`): the topics a broker flags internal
 whose dictionaries hold samples of every namespace's data. The responses that list topics,
 from Kafka's message definitions: Metadata (every version), DescribeTopicPartitions (the
 AdminClient's `describeTopics` from Kafka 3.8) and DescribeLogDirs (each log dir's topics).
-A hidden topic is left out of them as a broker leaves out a topic the client may not describe;
-requests that name it still reach upstream (coordinators keep working, since FindCoordinator
-never needs the internal topics listed).
+A hidden topic is left out of them as a broker leaves out a topic the client may not describe
+(coordinators keep working, since FindCoordinator never needs the internal topics listed);
+requests that name it are refused (`access`).
 
 Fetch v13+ names topics by id: the ids are learned from the Metadata and
 DescribeTopicPartitions responses that pass (a client looks a topic up before fetching it) and
@@ -67,8 +67,9 @@ class TopicView:
         return topic_id in self._protected_ids or topic_id in self._names
 
     def refused(self, name: str | None) -> bool:
-        """Whether records of topic `name` are kept from clients: the registry topic's."""
-        return not self.show_internal and name is not None and name == self.registry_topic
+        """Whether records of topic `name` are kept from clients: a protected topic's (in a
+        Fetch response too, should a fetch session started elsewhere carry one)."""
+        return not self.show_internal and name is not None and self.protected(name)
 
     def hidden(self, name: str | None, internal: bool = False) -> bool:
         """Whether topic `name` (flagged `internal` by the broker) is left out of listings."""

@@ -377,6 +377,13 @@ def test_a_new_internal_topic_learned_from_a_listing_is_refused_by_id() -> None:
     assert body.responses[0].partitions[0].error_code == ErrorCode.topic_authorization_failed
 
 
+def test_records_of_every_protected_topic_are_kept_out_of_fetch_responses() -> None:
+    view = _view()
+    assert view.refused(view.name(OFFSETS_ID)) and view.refused(view.name(REGISTRY_ID))
+    assert not view.refused(view.name(ORDERS_ID))
+    assert not _view(show_internal=True).refused(REGISTRY)
+
+
 def test_show_internal_topics_lets_reads_pass_but_never_changes() -> None:
     access, _ = _access(view=_view(show_internal=True), admin="forward")
     fetch = request_frame(1, 17, 4, **_fields_of(1, 17) | {"topics": _fetch_topics(REGISTRY_ID)})
