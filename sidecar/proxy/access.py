@@ -190,14 +190,11 @@ class RequestAccess:
             if self._acl_covers_protected(key.name, key.acl_pattern):
                 return ErrorCode.topic_authorization_failed
             return None
-        if key.topic_id is not None:
-            if self.topics.protected_id(key.topic_id):
-                return None if reads else ErrorCode.topic_authorization_failed
-            if strict and not self.topics.known_id(key.topic_id):
-                return ErrorCode.unknown_topic_id
-            return None
-        if self.topics.protected(key.name) and not reads:
-            return ErrorCode.topic_authorization_failed
+        named = key.name is not None and self.topics.protected(key.name)
+        if named or (key.topic_id is not None and self.topics.protected_id(key.topic_id)):
+            return None if reads else ErrorCode.topic_authorization_failed
+        if strict and key.topic_id is not None and not self.topics.known_id(key.topic_id):
+            return ErrorCode.unknown_topic_id
         return None
 
     def _acl_covers_protected(self, name: str | None, pattern: int) -> bool:

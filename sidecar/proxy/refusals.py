@@ -2,14 +2,14 @@
 the request's version, built from kio's schema, carrying an error code a client understands.
 
 Every field is given its schema default or the zero of its type; every error code is the
-refusal's (an error message, where the response has one, says why). Where the request names
-topics in a top-level array and the response answers per topic, each topic (and each of its
-partitions) the request named is answered by an entry of its own: its name, id or config
-resource copied, its error the one `entry_error` gives it. A client then sees the error on the
-topic it asked for, as from a broker, rather than a response missing it (which some clients
-take for a broken session). When entries are answered, the response's top-level error code is
-NONE: there it speaks of the request as a whole (Fetch's: of its session), and the entries say
-what went wrong.
+refusal's (an error message, where the response has one, says why). Where the response answers
+the request's entries one by one (topics, their partitions, groups, resources), each entry the
+request named is answered by one of its own, found by field names and types: its topic name,
+id, partition index, resource or group copied, its error the one `entry_error` gives its topic.
+A client then sees the error on what it asked for, as from a broker, rather than a response
+missing it (which some clients take for a broken session). When entries carrying errors are
+answered, the response's top-level error code is NONE: there it speaks of the request as a
+whole (Fetch's: of its session), and the entries say what went wrong.
 """
 
 from __future__ import annotations

@@ -377,6 +377,15 @@ def test_a_new_internal_topic_learned_from_a_listing_is_refused_by_id() -> None:
     assert body.responses[0].partitions[0].error_code == ErrorCode.topic_authorization_failed
 
 
+def test_a_protected_name_beside_an_ordinary_id_is_refused() -> None:
+    access, _ = _access(admin="forward")
+    body = _naming(load_request_schema(20, 6), REGISTRY, ORDERS_ID)
+    answer = _check(access, _frame(20, 6, 1, body))
+    assert answer is not None
+    _, response = read_response(20, 6, answer[4:])
+    assert [r.error_code for r in response.responses] == [ErrorCode.topic_authorization_failed]
+
+
 def test_records_of_every_protected_topic_are_kept_out_of_fetch_responses() -> None:
     view = _view()
     assert view.refused(view.name(OFFSETS_ID)) and view.refused(view.name(REGISTRY_ID))
