@@ -14,6 +14,7 @@ forwarded."""
 from __future__ import annotations
 
 import datetime
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -30,10 +31,10 @@ from kio.schema.errors import ErrorCode
 
 from tests.kafka_frames import nested, read_response, request_frame
 
-from .forward_proxies import start_forward_proxy, stop_proxy
+from .forward_proxies import allowed, start_forward_proxy, start_proxy, stop_proxy
 from .launch import SidecarEnv, StartSidecar, environment_for, start_sidecars
 from .probe import KafkaProbe
-from .process import Sidecar
+from .process import Sidecar, free_port
 from .raw_kafka import RawClient, metadata
 from .topics import create_topic
 
@@ -52,6 +53,7 @@ class Proxies:
     forwarding: str
     registry: str
     processes: tuple[Sidecar, Sidecar]
+    start: StartSidecar
 
 
 @pytest.fixture(scope="module")
@@ -83,7 +85,7 @@ def proxies(
     forwarding, second = start_forward_proxy(
         start, "access-forwarding", [f"{PREFIX}-*"], env={"ZDICT_PROXY__ADMIN_APIS": "forward"}
     )
-    yield Proxies(refusing, forwarding, registry, (first, second))
+    yield Proxies(refusing, forwarding, registry, (first, second), start)
     for process in (first, second):
         stop_proxy(process, TROUBLES)
     next(starter, None)
@@ -292,3 +294,49 @@ def test_metadata_past_the_bound_is_answered_without_brokers_and_not_forwarded(
     (first, _) = proxies.processes
     refusals = first.events("request_refused_by_proxy")
     assert any("ZDICT_PROXY__MAX_METADATA_TOPICS" in e["detail"] for e in refusals)
+
+
+def test_a_consumer_fetching_by_id_across_a_proxy_restart_reads_on(
+    proxies: Proxies, kafka_admin: AdminClient
+) -> None:
+    """The restarted proxy has not seen the consumer's topic id named: its first Fetch gets
+    UNKNOWN_TOPIC_ID, the client looks the topic up again through the proxy and reads on."""
+    topic = create_topic(kafka_admin, 1, None, PREFIX)
+    address, base = f"127.0.0.1:{free_port()}", free_port() - 1
+
+    def proxy(name: str) -> Sidecar:
+        return start_proxy(
+            proxies.start,
+            name,
+            "--no-training",
+            env=allowed(f"{PREFIX}-*"),
+            address=address,
+            port_base=base,
+        )[1]
+
+    def read(consumer: Consumer, count: int) -> list[bytes]:
+        found: list[bytes] = []
+        deadline = time.monotonic() + 60
+        while len(found) < count and time.monotonic() < deadline:
+            found += [m.value() or b"" for m in consumer.consume(10, 0.5) if m.error() is None]
+        return found
+
+    first = proxy("access-restart-1")
+    producer = Producer({"bootstrap.servers": address})
+    consumer = Consumer({"bootstrap.servers": address, "group.id": f"{PREFIX}-restart"})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    try:
+        producer.produce(topic, b"before")
+        assert producer.flush(30) == 0
+        assert read(consumer, 1) == [b"before"]
+        stop_proxy(first, TROUBLES)
+        second = proxy("access-restart-2")
+        producer.produce(topic, b"after")
+        assert producer.flush(60) == 0
+        assert read(consumer, 1) == [b"after"]
+    finally:
+        consumer.close()
+    reasons = {e["reason"] for e in second.events("request_refused_by_proxy")}
+    assert reasons <= {"unknown_topic_id"}, "nothing else of the consumer's refused"
+    print(f"after the restart, refusals: {sorted(reasons) or 'none'}")
+    stop_proxy(second, TROUBLES)
