@@ -175,12 +175,12 @@ class ForwardMetrics:
         """A Produce request refused; `reason` one of `PRODUCE_REFUSALS`."""
         self._produce_refused.labels(reason).inc()
 
-    def request_refused(self, api_key: int, reason: str) -> None:
-        """A request answered by the proxy; `reason` one of `REQUEST_REFUSALS`."""
-        self._request_refused.labels(api_name(api_key), reason).inc()
-
     def refused(self) -> None:
         self._refused.inc()
 
     def set_broker_listeners(self, count: int) -> None:
         self._listeners.set(count)
+
+    def request_refused(self, api_key: int, reason: str) -> None:
+        """A request answered by the proxy; `reason` one of `REQUEST_REFUSALS`."""
+        self._request_refused.labels(api_name(api_key), reason).inc()
