@@ -9,7 +9,8 @@ records. DeleteRecords, DeleteTopics and AlterConfigs: refused with CLUSTER_AUTH
 and left out of ApiVersions by default; forwarded when enabled, and still refused on the
 registry and `__consumer_offsets`, which keep their records and configs (read directly). A
 Metadata request past `ZDICT_PROXY__MAX_METADATA_TOPICS`: answered without brokers, not
-forwarded."""
+forwarded. A consumer reading by topic id reads on across a proxy restart (a restarted proxy
+knows no id its clients learned before)."""
 
 from __future__ import annotations
 
