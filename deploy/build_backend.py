@@ -31,6 +31,7 @@ COMPILED: Final = (
     "sidecar/proxy/addresses.py",
     "sidecar/proxy/answers.py",
     "sidecar/proxy/batches.py",
+    "sidecar/proxy/bounded.py",
     "sidecar/proxy/connection.py",
     "sidecar/proxy/frames.py",
     "sidecar/proxy/produce.py",

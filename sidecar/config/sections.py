@@ -640,6 +640,21 @@ class ProxySettings(BaseModel):
         "training sample of up to ZDICT_SAMPLING__MAX_BYTES, metric series); a Produce to "
         "one more allowed topic is refused with POLICY_VIOLATION",
     )
+    admin_apis: Literal["refuse", "forward"] = Field(
+        default="refuse",
+        description="refuse: the APIs producers and consumers do not need (topic, ACL, "
+        "config, record deletion, quota, credential and cluster changes, and any API the "
+        "proxy does not know as a client API) are answered with an authorization error and "
+        "left out of ApiVersions; forward: passed upstream, where every local client acts as "
+        "the proxy's principal. Never on internal topics or the registry topic",
+    )
+    max_metadata_topics: int = Field(
+        default=1000,
+        ge=1,
+        le=1_000_000,
+        description="topics one Metadata request may name (a request for every topic names "
+        "none); more: answered without brokers or topics, the request not forwarded",
+    )
     event_loop: Literal["uvloop", "asyncio"] = Field(
         default="uvloop",
         description="the event loop the connections run on: uvloop (libuv, compiled; the "

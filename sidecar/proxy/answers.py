@@ -10,7 +10,8 @@ whole too, and passed as it came unless a leader moved (`addresses.names_no_brok
 other answer is streamed back byte for byte.
 
 An answer that needs no listener located is made at once (`now`); the others wait for a
-listener to start or for records to be decoded (`later`).
+listener to start or for records to be decoded (`later`). A request the proxy does not forward
+(`access.RequestAccess`) is answered by the proxy itself (`refusal`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Final
 from kio.schema.errors import ErrorCode
 
 from sidecar.errors import ProtocolError
+from sidecar.proxy.access import RequestAccess
 from sidecar.proxy.addresses import (
     Address,
     encode_response,
@@ -32,7 +34,7 @@ from sidecar.proxy.addresses import (
     upstream_nodes,
 )
 from sidecar.proxy.fetch import FetchDecoding
-from sidecar.proxy.frames import PREFIX_BYTES
+from sidecar.proxy.frames import PREFIX_BYTES, RequestHeader
 from sidecar.proxy.metrics import ForwardMetrics
 from sidecar.proxy.topics import LISTING, TopicView
 from sidecar.proxy.versions import API_VERSIONS, FETCH, api_name, filter_api_versions
@@ -54,14 +56,26 @@ class Answers:
         *,
         fetch: FetchDecoding | None = None,
         topics: TopicView | None = None,
+        access: RequestAccess | None = None,
     ) -> None:
         """`locate`: the local listener of each upstream node an answer names; `fetch`: decodes
         Fetch answers (None: they are streamed as they came); `topics`: filters listings (None:
-        as they came)."""
+        as they came); `access`: refuses requests (None: every request served is forwarded)."""
         self.metrics = metrics
         self.locate = locate
         self.fetch = fetch
         self.topics = topics
+        self.access = access
+        self._refused_apis = frozenset() if access is None else access.refused_apis
+
+    def refusal(self, frame: bytes, header: RequestHeader) -> bytes | None:
+        """The proxy's own answer to the request `frame` (size prefix excluded; its header
+        `header`) when it is not forwarded; None: forward it.
+
+        Raises:
+            ProtocolError: the request does not parse.
+        """
+        return None if self.access is None else self.access.refusal(frame, header)
 
     def read_whole(self, api_key: int, version: int) -> bool:
         """Whether an answer of `api_key` in `version` is read whole (and may be rewritten)
@@ -104,7 +118,9 @@ class Answers:
         refused = _ERROR_CODE.unpack_from(frame, PREFIX_BYTES)[0] == ErrorCode.unsupported_version
         unsupported = unsupported or refused
         correlation_id, body = parse_response(api_key, 0 if unsupported else version, frame)
-        return encode_response(correlation_id, filter_api_versions(body, unsupported))
+        return encode_response(
+            correlation_id, filter_api_versions(body, unsupported, self._refused_apis)
+        )
 
     def later(
         self,

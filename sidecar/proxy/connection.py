@@ -5,9 +5,10 @@ timer per request. From the client, complete frames (at most `proxy.max_request_
 byte read is counted in the shared budget until forwarded, a frame in progress holding its next
 chunk ahead) are handled at once: their header read, an API or version the proxy does not serve
 refused (the connection is closed, as a broker does), the answer to expect noted and the frame
-written upstream unchanged, but for a Produce, which the `ProduceRewriter` rewrites or refuses:
-a refused one is answered by the proxy (`_answer`), in request order, right after the answer
-awaited before it. From upstream, answers come in request order: each is matched to the oldest
+written upstream unchanged, but for a Produce, which the `ProduceRewriter` rewrites or refuses,
+and a request `answers.refusal` refuses (an admin API, a protected topic: `access`): a refused
+one is answered by the proxy (`_answer`), in request order, right after the answer awaited
+before it. From upstream, answers come in request order: each is matched to the oldest
 request noted (correlation ids checked), and streamed back byte for byte or read whole and
 written as `answers.Answers` makes it: broker addresses rewritten, ApiVersions filtered, Fetch
 records decoded (a decoded answer's output taken from the budget as it grows). A rewrite that
@@ -338,7 +339,7 @@ class Connection:
             return
         expected, replaced, answer = self._admit(frame)
         if answer is not None:
-            self._answer(answer)
+            self._answer(answer, api_key)
         else:
             if expected is not None:
                 self._pending.append(expected)
@@ -392,6 +393,9 @@ class Connection:
         header_version = request_header_version(api_key, version)
         header = read_request_header(frame, header_version)
         self.client_id = header.client_id
+        refusal = self.answers.refusal(frame, header)
+        if refusal is not None:
+            return None, None, refusal
         replaced: bytes | None = None
         acks = -1
         if api_key == PRODUCE and self.produce is not None:
@@ -405,14 +409,14 @@ class Connection:
             return None, replaced, None  # a broker does not answer acks=0
         return Expected(api_key, version, header.correlation_id), replaced, None
 
-    def _answer(self, answer: bytes) -> None:
-        """Give the client `answer` (a frame) in request order: now if no answer is awaited,
-        else right after the latest awaited one."""
+    def _answer(self, answer: bytes, api_key: int) -> None:
+        """Give the client `answer` (a frame of `api_key`) in request order: now if no answer
+        is awaited, else right after the latest awaited one."""
         if self._pending:
             self._pending[-1].then.append(answer)
         else:
             self.client.transport.write(answer)
-        self.metrics.frame(PRODUCE, RESPONSE, len(answer))
+        self.metrics.frame(api_key, RESPONSE, len(answer))
 
     def client_eof(self) -> None:
         """The client closed its side: once the frames it sent are handled, drain the answers

@@ -23,6 +23,7 @@ from typing import Final
 from sidecar.config import ProxySettings
 from sidecar.errors import AuthenticationFailed
 from sidecar.logs import get_logger
+from sidecar.proxy.access import RequestAccess
 from sidecar.proxy.addresses import Address, PortMap
 from sidecar.proxy.answers import Answers
 from sidecar.proxy.budget import Budget
@@ -64,7 +65,13 @@ class Listeners:
         self.produce = produce
         self.bootstrap = tuple(bootstrap)
         self.metrics = metrics
-        self.answers = Answers(metrics, self.locate, fetch=fetch, topics=topics)
+        access = RequestAccess(
+            topics or TopicView(None),
+            metrics,
+            admin=settings.admin_apis,
+            max_metadata_topics=settings.max_metadata_topics,
+        )
+        self.answers = Answers(metrics, self.locate, fetch=fetch, topics=topics, access=access)
         self.ports = PortMap(settings.broker_port_base)
         self.budget = Budget(settings.max_buffered_bytes)
         self.limits = Limits(

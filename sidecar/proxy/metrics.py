@@ -49,6 +49,10 @@ PRODUCE_REFUSALS: Final = (
 )
 
 
+#: Why a request other than Produce was answered by the proxy rather than forwarded (`access`).
+REQUEST_REFUSALS: Final = ("admin_api", "protected_topic", "unknown_topic_id", "too_many_topics")
+
+
 class FrameTally(Collector):
     """`zdict_proxy_frames_total` and `zdict_proxy_frame_bytes_total`, by API and direction.
 
@@ -142,6 +146,13 @@ class ForwardMetrics:
             ["reason"],
             registry=registry,
         )
+        self._request_refused = Counter(
+            "zdict_proxy_refused_requests",
+            "Requests other than Produce answered by the proxy with an error, not forwarded, "
+            "by API and reason.",
+            ["api", "reason"],
+            registry=registry,
+        )
         for reason in PRODUCE_REFUSALS:
             self._produce_refused.labels(reason)
         for listener in (BOOTSTRAP, BROKER):
@@ -180,3 +191,7 @@ class ForwardMetrics:
 
     def set_broker_listeners(self, count: int) -> None:
         self._listeners.set(count)
+
+    def request_refused(self, api_key: int, reason: str) -> None:
+        """A request answered by the proxy; `reason` one of `REQUEST_REFUSALS`."""
+        self._request_refused.labels(api_name(api_key), reason).inc()

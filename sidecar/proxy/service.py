@@ -46,6 +46,7 @@ from sidecar.proxy.allowlist import TopicAllowList
 from sidecar.proxy.batches import BatchLimits, BatchRewriter
 from sidecar.proxy.fetch import FetchDecoding, RecentMisses
 from sidecar.proxy.fetch_metrics import FetchMetrics
+from sidecar.proxy.known_topics import learn_topics
 from sidecar.proxy.listeners import Listeners
 from sidecar.proxy.lookups import ThrottledLookups
 from sidecar.proxy.metrics import ForwardMetrics
@@ -116,6 +117,8 @@ async def _serve(
     ready: Callable[[str, int], None] | None,
 ) -> int:
     produce = produce_rewriter(settings, routes, metrics)
+    # The protected topics' ids before the first client: refused by id from its first request.
+    known = await learn_topics(bootstrap, security, fetch.topics)
     listeners = Listeners(
         settings.proxy,
         bootstrap,
@@ -146,6 +149,8 @@ async def _serve(
         allowed_topics=list(produce.allowed.patterns),
         output_compression=settings.proxy.output_compression,
         training=settings.training.enabled,
+        admin_apis=settings.proxy.admin_apis,
+        topics_known=known,
     )
     if not produce.allowed.patterns:
         log.warning(

@@ -7,13 +7,18 @@ Hidden (unless `proxy.show_internal_topics`): the topics a broker flags internal
 whose dictionaries hold samples of every namespace's data. The responses that list topics,
 from Kafka's message definitions: Metadata (every version), DescribeTopicPartitions (the
 AdminClient's `describeTopics` from Kafka 3.8) and DescribeLogDirs (each log dir's topics).
-A hidden topic is left out of them as a broker leaves out a topic the client may not describe;
-requests that name it still reach upstream (coordinators keep working, since FindCoordinator
-never needs the internal topics listed).
+A hidden topic is left out of them as a broker leaves out a topic the client may not describe
+(coordinators keep working, since FindCoordinator never needs the internal topics listed);
+requests that name it are refused (`access`).
 
 Fetch v13+ names topics by id: the ids are learned from the Metadata and
-DescribeTopicPartitions responses that pass (a client looks a topic up before fetching it), for
-the registry topic's refusal (`fetch`) and the metrics' topic label.
+DescribeTopicPartitions responses that pass (a client looks a topic up before fetching it) and
+from the proxy's own Metadata at start (`known_topics`), for the registry topic's refusal
+(`fetch`), the requests naming protected topics (`access`) and the metrics' topic label.
+
+Protected (`protected`, whatever `proxy.show_internal_topics` says): the same topics, kept out of
+every request that could change them; their ids are remembered apart from the others, so no
+number of other topics makes the proxy forget them.
 """
 
 from __future__ import annotations
@@ -42,20 +47,39 @@ class TopicView:
         self.registry_topic = registry_topic
         self.show_internal = show_internal
         self._names: dict[uuid.UUID, str] = {}
+        self._protected_ids: dict[uuid.UUID, str] = {}
+
+    def protected(self, name: str | None, internal: bool = False) -> bool:
+        """Whether topic `name` (flagged `internal` by the broker) is an internal topic or the
+        registry topic: never changed through the proxy, and read only when shown."""
+        return (
+            internal
+            or (name or "").startswith(INTERNAL_PREFIX)
+            or (name is not None and name == self.registry_topic)
+        )
+
+    def protected_id(self, topic_id: uuid.UUID) -> bool:
+        """Whether `topic_id` was named as a protected topic's."""
+        return topic_id in self._protected_ids
+
+    def known_id(self, topic_id: uuid.UUID) -> bool:
+        """Whether a listing named `topic_id` (protected or not)."""
+        return topic_id in self._protected_ids or topic_id in self._names
 
     def refused(self, name: str | None) -> bool:
-        """Whether records of topic `name` are kept from clients: the registry topic's."""
-        return not self.show_internal and name is not None and name == self.registry_topic
+        """Whether records of topic `name` are kept from clients: a protected topic's (in a
+        Fetch response too, should a fetch session started elsewhere carry one)."""
+        return not self.show_internal and name is not None and self.protected(name)
 
     def hidden(self, name: str | None, internal: bool = False) -> bool:
         """Whether topic `name` (flagged `internal` by the broker) is left out of listings."""
-        if self.show_internal:
-            return False
-        return internal or (name or "").startswith(INTERNAL_PREFIX) or name == self.registry_topic
+        return not self.show_internal and self.protected(name, internal)
 
     def name(self, topic_id: uuid.UUID | None) -> str | None:
         """The name of `topic_id` as a listing named it (None: never seen)."""
-        return None if topic_id is None else self._names.get(topic_id)
+        if topic_id is None:
+            return None
+        return self._names.get(topic_id) or self._protected_ids.get(topic_id)
 
     def learn(self, topics: Iterable[Any]) -> None:
         """Remember the id -> name of listed topics (entries with `name` and `topic_id`)."""
@@ -63,9 +87,14 @@ class TopicView:
             topic_id = getattr(topic, "topic_id", None)
             if topic_id is None or topic_id.int == 0 or topic.name is None:
                 continue
+            name = str(topic.name)
+            if self.protected(name, bool(getattr(topic, "is_internal", False))):
+                self._protected_ids[topic_id] = name  # a cluster's few: never forgotten
+                continue
+            self._protected_ids.pop(topic_id, None)
             if len(self._names) >= MAX_TOPIC_IDS and topic_id not in self._names:
                 self._names.clear()  # a cluster with more topics than this: bounded, relearned
-            self._names[topic_id] = str(topic.name)
+            self._names[topic_id] = name
 
     def filter(self, api_key: int, body: Any) -> Any:
         """A listing response (`LISTING`) without its hidden topics; others as they are."""

@@ -9,6 +9,10 @@ APIs whose responses name brokers or carry records the proxy does not rewrite ye
 reading every response definition of Kafka 4.4 for host and port fields. Fetch responses from
 v16 on and Produce responses from v10 on name brokers (`NodeEndpoints`, KIP-951); the proxy
 parses and rewrites them (`addresses`, `fetch`).
+
+Of what is served, the APIs producers and consumers need (`CLIENT_APIS`) are always forwarded;
+the others (`admin_apis`: every other API kio knows, so an API new to kio is one of them) only
+with `proxy.admin_apis=forward` (`access`), and left out of the ApiVersions answer otherwise.
 """
 
 from __future__ import annotations
@@ -38,6 +42,44 @@ REMOVED: Final[dict[int, str]] = {
     78: "ShareFetch: carries records and names brokers (NodeEndpoints)",
     79: "ShareAcknowledge: names brokers (NodeEndpoints)",
     82: "UpdateRaftVoter: names the controller leader (CurrentLeader)",
+}
+#: API key -> name: what producers, consumers, consumer groups and transactions use, the
+#: SASL exchange (answered by the proxy, `client_sasl`) and read-only descriptions; forwarded
+#: whatever `proxy.admin_apis` says. OffsetForLeaderEpoch: consumers check their position
+#: after a leader change (KIP-320). Telemetry: Java clients push their metrics (KIP-714).
+CLIENT_APIS: Final[dict[int, str]] = {
+    PRODUCE: "Produce",
+    FETCH: "Fetch",
+    2: "ListOffsets",
+    METADATA: "Metadata",
+    8: "OffsetCommit",
+    9: "OffsetFetch",
+    FIND_COORDINATOR: "FindCoordinator",
+    11: "JoinGroup",
+    12: "Heartbeat",
+    13: "LeaveGroup",
+    14: "SyncGroup",
+    15: "DescribeGroups",
+    16: "ListGroups",
+    17: "SaslHandshake",
+    API_VERSIONS: "ApiVersions",
+    22: "InitProducerId",
+    23: "OffsetForLeaderEpoch",
+    24: "AddPartitionsToTxn",
+    25: "AddOffsetsToTxn",
+    26: "EndTxn",
+    28: "TxnOffsetCommit",
+    32: "DescribeConfigs",
+    36: "SaslAuthenticate",
+    DESCRIBE_CLUSTER: "DescribeCluster",
+    61: "DescribeProducers",
+    65: "DescribeTransactions",
+    66: "ListTransactions",
+    68: "ConsumerGroupHeartbeat",
+    69: "ConsumerGroupDescribe",
+    71: "GetTelemetrySubscriptions",
+    72: "PushTelemetry",
+    75: "DescribeTopicPartitions",
 }
 #: API key -> the highest version served whatever kio and upstream know (see module).
 CAPPED: Final[dict[int, int]] = {
@@ -71,6 +113,13 @@ def served_versions(api_key: int) -> tuple[int, int] | None:
     return (low, high) if low <= high else None
 
 
+@functools.cache
+def admin_apis() -> frozenset[int]:
+    """The APIs served only with `proxy.admin_apis=forward`: every API kio knows that is
+    neither a client API nor removed."""
+    return frozenset(api_key_map) - frozenset(CLIENT_APIS) - frozenset(REMOVED)
+
+
 def accepts(api_key: int, version: int) -> bool:
     """Whether a request of `api_key` in `version` is forwarded."""
     served = served_versions(api_key)
@@ -93,13 +142,14 @@ def api_name(api_key: int) -> str:
     return "".join(part.capitalize() for part in name.split("_"))
 
 
-def filter_api_versions(body: Any, unsupported: bool) -> Any:
-    """Upstream's ApiVersions answer (a kio payload) limited to what the proxy serves; with
-    `unsupported`, carrying UNSUPPORTED_VERSION (the client asked a version above ours)."""
+def filter_api_versions(body: Any, unsupported: bool, refused: frozenset[int] = frozenset()) -> Any:
+    """Upstream's ApiVersions answer (a kio payload) limited to what the proxy serves, the APIs
+    of `refused` left out; with `unsupported`, carrying UNSUPPORTED_VERSION (the client asked a
+    version above ours)."""
     entries = []
     for entry in body.api_keys:
         served = served_versions(entry.api_key)
-        if served is None:
+        if served is None or entry.api_key in refused:
             continue
         low = max(entry.min_version, served[0])
         high = min(entry.max_version, served[1])
