@@ -19,7 +19,10 @@ Reading stops on a side while the budget is used up (until bytes are given back)
 other side's connection does not take what is written to it (its write buffer is full; the
 bytes in it stay counted in the budget), and for the client while `max_in_flight` answers are
 awaited. `sweep`, called about once a second, ends a connection whose frame in progress has
-not arrived within `proxy.read_timeout` seconds, or that sent nothing for `IDLE_TIMEOUT`.
+not arrived within `proxy.read_timeout` seconds, that sent nothing for `IDLE_TIMEOUT`, or that
+sent no byte at all within `proxy.first_request_timeout`. `idle_since` tells the listeners
+whether closing a connection loses nothing (to admit another at the cap).
+
 
 A client's own SaslHandshake or SaslAuthenticate is not forwarded (upstream's connection is
 authenticated as the proxy): once the answers under way are written, it is refused here
@@ -109,6 +112,8 @@ class Limits:
     max_frame_bytes: int
     max_in_flight: int
     read_timeout: float
+    #: Seconds a connection may stay open without sending a byte.
+    first_request_timeout: float = 10.0
 
 
 @dataclass(frozen=True, slots=True, init=False)
@@ -198,7 +203,9 @@ class Connection:
         self._sasl: tuple[bytes, RequestHeader] | None = None
         #: Loop time the client closed its side while answers were under way (None: it did not).
         self._draining: float | None = None
-        self._last_read = self._loop.time()
+        self._last_read = self._opened = self._loop.time()
+        #: The client has sent nothing yet.
+        self._silent = True
         self._upstream_writer = upstream[1]  # kept alive with its transport
         upstream_transport = cast(asyncio.Transport, upstream[1].transport)
         self.client = ClientSide(self, client)
@@ -242,8 +249,26 @@ class Connection:
                     "(ZDICT_PROXY__READ_TIMEOUT)",
                 )
                 self.close("timeout")
-        elif not client.data and now - self._last_read > IDLE_TIMEOUT:
+        elif (not client.data and now - self._last_read > IDLE_TIMEOUT) or (
+            self._silent and now - self._opened > self.limits.first_request_timeout
+        ):
             self.close("idle")
+
+    def idle_since(self) -> float | None:
+        """Loop time of the client's last bytes when nothing is under way on the connection
+        (no request awaiting its answer, no frame in progress, no answer being written), so
+        closing it loses nothing; None: something is, or it ended. A client that never sent a
+        byte counts as idle since the start of the loop's clock."""
+        if (
+            self._done.done()
+            or self._pending
+            or self.client.data
+            or self._streaming is not None
+            or self._rewriting is not None
+            or self._sasl is not None
+        ):
+            return None
+        return 0.0 if self._silent else self._last_read
 
     def close(self, reason: str | None) -> None:
         """End both connections, give the budget back; `serve` returns `reason`."""
@@ -268,6 +293,7 @@ class Connection:
         """Handle the complete frames of what the client sent."""
         client = self.client
         now = self._last_read = self._loop.time()
+        self._silent = False
         if not client.data:
             client.started = now
             buffer: bytes | bytearray = data

@@ -5,8 +5,11 @@ A connection to the bootstrap listener is forwarded to the first upstream bootst
 accepts a connection (in the order configured); a connection to broker N's listener to broker
 N's address as upstream last named it. Upstream connections are opened by `upstream`: TLS and
 the proxy's own SASL authentication first; a broker refusing the proxy's credentials closes the
-client's connection (`upstream_auth_failed`). Both kinds count against `proxy.max_connections`; past
-it a connection is closed at once. Broker listeners bind the host of `proxy.listen` (loopback
+client's connection (`upstream_auth_failed`). Both kinds count against `proxy.max_connections`
+(and `proxy.max_connections_per_client` per client address); past it the longest idle
+connection gives way to the new one, or with none idle the new one is closed at once (`slots`;
+one `connection_refused` line per `REFUSAL_LOG_INTERVAL` with how many were held back). Broker
+listeners bind the host of `proxy.listen` (loopback
 by default), at the port `addresses.PortMap` gives, and stay up for the process. Every
 `SWEEP_INTERVAL` seconds (at most half of `proxy.read_timeout`) one sweep over the connections
 ends those whose frame in progress is late or that stayed idle (`Connection.sweep`).
@@ -32,6 +35,8 @@ from sidecar.proxy.metrics import BOOTSTRAP, BROKER, ForwardMetrics
 from sidecar.proxy.produce import ProduceRewriter
 from sidecar.proxy.security import PLAINTEXT_UPSTREAM, UpstreamSecurity
 from sidecar.proxy.sides import Accepted
+from sidecar.proxy.slots import Slots
+from sidecar.proxy.throttle import Throttle
 from sidecar.proxy.topics import TopicView
 from sidecar.proxy.upstream import describe, open_upstream
 
@@ -41,6 +46,8 @@ log = get_logger(__name__)
 STOP_TIMEOUT: Final = 10.0
 #: Seconds between two sweeps over the connections (see module).
 SWEEP_INTERVAL: Final = 1.0
+#: Seconds between two log lines about connections refused, or closed to admit others.
+REFUSAL_LOG_INTERVAL: Final = 10.0
 
 
 class Listeners:
@@ -71,13 +78,18 @@ class Listeners:
             max_frame_bytes=settings.max_request_bytes,
             max_in_flight=settings.max_in_flight,
             read_timeout=settings.read_timeout,
+            first_request_timeout=settings.first_request_timeout,
         )
+        self.slots: Slots[Accepted, Connection] = Slots(
+            settings.max_connections, settings.max_connections_per_client
+        )
+        self.refusals = Throttle(REFUSAL_LOG_INTERVAL)
+        self.evictions = Throttle(REFUSAL_LOG_INTERVAL)
         #: Node id -> its upstream address, as the latest response naming it said.
         self.upstream: dict[int, Address] = {}
         self._servers: dict[int | None, asyncio.Server] = {}
         self._unavailable: set[int] = set()
         self._connections: set[asyncio.Task[None]] = set()
-        self._live: set[Connection] = set()
         self._sweeping: asyncio.Task[None] | None = None
         self._starting = asyncio.Lock()
 
@@ -172,26 +184,63 @@ class Listeners:
         while True:
             await asyncio.sleep(interval)
             now = loop.time()
-            for connection in list(self._live):
+            for connection in self.slots.connections():
                 connection.sweep(now)
 
     def _accept(self, node_id: int | None, accepted: Accepted) -> None:
         """A client connected to `node_id`'s listener (None: bootstrap): served by a task of
-        its own, or closed at once past `proxy.max_connections`."""
-        assert accepted.transport is not None
-        if len(self._connections) >= self.settings.max_connections:
-            self.metrics.refused()
-            log.warning(
-                "connection_refused",
-                peer=str(accepted.transport.get_extra_info("peername")),
-                reason=f"{self.settings.max_connections} connections already "
-                "(ZDICT_PROXY__MAX_CONNECTIONS)",
-            )
-            accepted.transport.close()
+        its own once it has a slot (an idle connection closed to make room, see module), or
+        closed at once."""
+        transport = accepted.transport
+        assert transport is not None
+        peer = transport.get_extra_info("peername")
+        host = str(peer[0]) if isinstance(peer, tuple) else str(peer)
+        admitted, victim = self.slots.room(host)
+        if not admitted:
+            self._refuse(transport, host)
             return
+        if victim is not None:
+            self._evict(victim, host)
+        self.slots.hold(accepted, host)
         task = asyncio.get_running_loop().create_task(self._serve(node_id, accepted))
         self._connections.add(task)
         task.add_done_callback(self._connections.discard)
+
+    def _refuse(self, transport: asyncio.BaseTransport, host: str) -> None:
+        """No slot for a new connection from `host`: closed at once, logged at most once per
+        `REFUSAL_LOG_INTERVAL` (a client retries within milliseconds)."""
+        self.metrics.refused()
+        transport.close()
+        held = self.refusals.admit()
+        if held is None:
+            return
+        per_client = self.settings.max_connections_per_client
+        if per_client and self.slots.held_by(host) >= per_client:
+            reason = (
+                f"{per_client} connections of this client address already, none idle "
+                "(ZDICT_PROXY__MAX_CONNECTIONS_PER_CLIENT)"
+            )
+        else:
+            reason = (
+                f"{self.settings.max_connections} connections already, none idle "
+                "(ZDICT_PROXY__MAX_CONNECTIONS)"
+            )
+        log.warning("connection_refused", peer=host, held_back=held, reason=reason)
+
+    def _evict(self, victim: Accepted, host: str) -> None:
+        """Close `victim`'s idle connection to admit one from `host`."""
+        connection = self.slots.release(victim)
+        if connection is not None:
+            connection.close("evicted")
+        held = self.evictions.admit()
+        if held is not None:
+            log.info(
+                "connection_evicted",
+                peer=host,
+                held_back=held,
+                reason="an idle connection was closed to admit a new one "
+                "(ZDICT_PROXY__MAX_CONNECTIONS, ZDICT_PROXY__MAX_CONNECTIONS_PER_CLIENT)",
+            )
 
     async def _serve(self, node_id: int | None, accepted: Accepted) -> None:
         client = accepted.transport
@@ -223,15 +272,14 @@ class Listeners:
                 answers=self.answers,
                 produce=self.produce,
             )
-            self._live.add(connection)
+            self.slots.serve(accepted, connection)
             reason = await connection.serve()
         except asyncio.CancelledError:
             reason = None  # the proxy is stopping: this task is the connection's own
         finally:
             if connection is None:
                 client.close()
-            else:
-                self._live.discard(connection)
+            self.slots.release(accepted)
             self.metrics.ended(listener, reason)
 
     async def _connect(self, node_id: int | None, peer: str) -> Streams | None:
