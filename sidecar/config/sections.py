@@ -609,6 +609,13 @@ class ProxySettings(BaseModel):
         description="seconds a connection may stay open without sending a byte; longer: it "
         "is closed (clients send ApiVersions as they connect)",
     )
+    produce_slice_ms: float = Field(
+        default=20.0,
+        gt=0.0,
+        le=10_000.0,
+        description="milliseconds a Produce request's rewriting holds the event loop at a "
+        "time; it goes on after the loop served the other connections",
+    )
 
     @model_validator(mode="after")
     def _request_fits_buffer(self) -> ProxySettings:

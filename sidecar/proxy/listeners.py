@@ -79,6 +79,7 @@ class Listeners:
             max_in_flight=settings.max_in_flight,
             read_timeout=settings.read_timeout,
             first_request_timeout=settings.first_request_timeout,
+            produce_slice=settings.produce_slice_ms / 1000,
         )
         self.slots: Slots[Accepted, Connection] = Slots(
             settings.max_connections, settings.max_connections_per_client
@@ -195,7 +196,7 @@ class Listeners:
         assert transport is not None
         peer = transport.get_extra_info("peername")
         host = str(peer[0]) if isinstance(peer, tuple) else str(peer)
-        admitted, victim = self.slots.room(host)
+        admitted, victim = self.slots.room(host, asyncio.get_running_loop().time())
         if not admitted:
             self._refuse(transport, host)
             return

@@ -27,13 +27,23 @@ Per partition rewritten, the raw values are offered to the namespace's training 
 position counted by the proxy: the upstream offset is not known before upstream answers).
 One log line per kind of refusal per `REFUSAL_LOG_INTERVAL` seconds; the kinds are the proxy's
 own names, never a client's string.
+
+A connection rewrites a request a slice at a time (`ProduceRewriter.start`, `Rewriting.run`):
+the work is cut into steps (one batch read of a partition whose records field passes
+`PIECE_BYTES`, at most `ENCODE_SLICE` records encoded, at most `ENCODE_SLICE` records' batches
+written), and the event loop serves the other connections between slices, so a request of
+100,000 records does not hold it for the whole request.
 """
 
 from __future__ import annotations
 
+import bisect
+import functools
+import math
+import struct
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from typing import Any, Final, overload
 
 from kio.schema.errors import ErrorCode
@@ -48,6 +58,7 @@ from sidecar.proxy.batches import (
     Allowance,
     BatchRewriter,
     Inputs,
+    ReadBatch,
     ReadPartition,
     encode_checked,
 )
@@ -60,6 +71,7 @@ from sidecar.proxy.produce_request import (
     parse_produce,
 )
 from sidecar.proxy.responses import build, encode_response, nested, response_class
+from sidecar.record_batch import BATCH_HEADER_BYTES, LOG_OVERHEAD
 
 log = get_logger(__name__)
 
@@ -71,6 +83,18 @@ PRODUCE: Final = 0
 #: Why a request was refused, beyond `batches`' kinds: a metrics label and log key.
 TOPIC_REFUSED: Final = "topic"
 ACKS_REFUSED: Final = "acks"
+#: A partition's records field longer than this is read a batch at a time, a step each.
+PIECE_BYTES: Final = 64 * 1024
+#: Records encoded, or written, in one step.
+ENCODE_SLICE: Final = 4096
+#: A batch's length field, after its base offset.
+_LENGTH: Final = struct.Struct(">i")
+_LENGTH_AT: Final = 8
+#: What one partition read yields: (partition number, index, batches) of each partition
+#: holding records, or the first refusal: (topic number, partition number) and why.
+_Read = list[tuple[int, int, ReadPartition]] | tuple[tuple[int, int], ProduceRefused]
+#: What a topic's rewriting yields: the refusal, if any (see `ProduceRewriter._topic`).
+_Refusal = tuple[tuple[int, int], ProduceRefused] | None
 
 
 class Sampled:
@@ -116,6 +140,31 @@ class SampledValues(Sequence[Sampled]):
             return [Sampled(self._partition, self._first + i, values[i]) for i in positions]
         position = range(len(self._values))[index]
         return Sampled(self._partition, self._first + position, self._values[position])
+
+
+class Rewriting:
+    """One Produce request being rewritten a slice at a time (`ProduceRewriter.start`)."""
+
+    __slots__ = ("_clock", "_steps")
+
+    def __init__(self, steps: Iterator[Outcome | None], clock: Callable[[], float]) -> None:
+        self._steps = steps
+        self._clock = clock
+
+    def run(self, seconds: float) -> Outcome | None:
+        """Rewrite on for about `seconds` (a step is not cut short); the outcome once the
+        request is done (None: there is more to do, call again).
+
+        Raises:
+            ProtocolError: as `ProduceRewriter.rewrite`.
+        """
+        until = self._clock() + seconds
+        for step in self._steps:
+            if step is not None:
+                return step
+            if self._clock() >= until:
+                return None
+        raise AssertionError("a Produce rewriting ended without its outcome")
 
 
 class Outcome:
@@ -171,12 +220,25 @@ class ProduceRewriter:
 
     def rewrite(self, frame: bytes, header: RequestHeader, flexible: bool) -> Outcome:
         """The frame to forward for the Produce request `frame` (size prefix excluded), or
-        the answer to give in its place.
+        the answer to give in its place, rewritten all at once.
 
         Raises:
             ProtocolError: the frame does not parse, or a refused request has acks=0 (the
                 connection is closed).
         """
+        outcome = self.start(frame, header, flexible).run(math.inf)
+        assert outcome is not None
+        return outcome
+
+    def start(self, frame: bytes, header: RequestHeader, flexible: bool) -> Rewriting:
+        """The rewriting of the Produce request `frame` (as `rewrite`), run a slice at a time
+        (see module); nothing is read before its first `run`."""
+        return Rewriting(self._steps(frame, header, flexible), self.clock)
+
+    def _steps(
+        self, frame: bytes, header: RequestHeader, flexible: bool
+    ) -> Iterator[Outcome | None]:
+        """`rewrite` in steps: None after each, the outcome last."""
         request = parse_produce(frame, header, flexible)
         self.requests += 1
         refusals: dict[tuple[int, int], ProduceRefused] = {}
@@ -201,13 +263,14 @@ class ProduceRewriter:
                 continue
             if first is not None:
                 continue
-            refusal = self._topic(t, topic, allowance, records, offered)
+            refusal = yield from self._topic(t, topic, allowance, records, offered)
             if refusal is not None:
                 refusals[refusal[0]] = first = refusal[1]
                 where = topic.name
         if first is None:
             self._offer(offered)
-            return Outcome(request.acks, frame=encode_produce(frame, request, records))
+            yield Outcome(request.acks, frame=encode_produce(frame, request, records))
+            return
         self.refused += 1
         self.metrics.produce_refused(first.kind)
         self._log(first, header, where)
@@ -216,7 +279,7 @@ class ProduceRewriter:
                 f"a Produce request with acks=0 was refused ({first}): the connection is "
                 "closed, as a broker closes it"
             )
-        return Outcome(request.acks, answer=_answer(request, refusals, first))
+        yield Outcome(request.acks, answer=_answer(request, refusals, first))
 
     def _topic(
         self,
@@ -225,15 +288,16 @@ class ProduceRewriter:
         allowance: Allowance,
         records: dict[tuple[int, int], bytes],
         offered: list[tuple[Namespace, int, list[bytes | None]]],
-    ) -> tuple[tuple[int, int], ProduceRefused] | None:
-        """Rewrite the partitions of topic number `t` into `records`: every batch read, the
-        values of all encoded in one call, each partition written again. A refusal: (topic
-        number, partition number) and why; nothing of the topic is then written."""
+    ) -> Generator[None, None, _Refusal]:
+        """Rewrite the partitions of topic number `t` into `records`, in steps: every batch
+        read, the values of all encoded in one call (`ENCODE_SLICE` records a step), each
+        partition written again. A refusal: (topic number, partition number) and why; nothing
+        of the topic is then written."""
         # The batches that will go raw are read for their values only: which ones, by the
         # crossover the topic had at its last request (a new dictionary may move it: then they
         # are read again whole, once).
         values_from = self._crossovers.get(topic.name)
-        read = self._read(t, topic, allowance, values_from)
+        read = yield from self._read(t, topic, allowance, values_from)
         if isinstance(read, tuple):
             return read
         if not read:
@@ -246,7 +310,7 @@ class ProduceRewriter:
         if values_from is not None and crossover != values_from:
             # The first read took every bound: this one is not counted against the request.
             again = Allowance(self.max_records, self.max_decompressed_bytes)
-            read = self._read(t, topic, again, None)
+            read = yield from self._read(t, topic, again, None)
             if isinstance(read, tuple):  # the same checks passed on these bytes: not expected
                 return read
         inputs: Inputs = []
@@ -259,39 +323,55 @@ class ProduceRewriter:
             namespace.count_raw(inputs, sum(part.value_bytes for part in partitions))
         else:
             raw = _raw_positions(crossover, partitions)
-            try:
-                encoded = encode_checked(
-                    lambda records: namespace.encode_with_raw(records, raw), inputs
-                )
-            except ProduceRefused as exc:
-                return (t, read[0][0]), exc
+            encoded = []
+            for start in range(0, len(inputs), ENCODE_SLICE):
+                end = start + ENCODE_SLICE
+                # The raw positions of this slice, counted from its start (`raw` ascends).
+                mine = raw[bisect.bisect_left(raw, start) : bisect.bisect_left(raw, end)]
+                shifted = [i - start for i in mine] if start else mine
+                try:
+                    encoded += encode_checked(
+                        functools.partial(namespace.encode_with_raw, raw=shifted),
+                        inputs[start:end] if start or end < len(inputs) else inputs,
+                    )
+                except ProduceRefused as exc:
+                    return (t, read[0][0]), exc
+                yield None
         at = 0
         for p, index, batches in read:
-            count = len(batches.inputs)
-            records[(t, p)] = (
-                self.batches.write_as_read(batches)
-                if encoded is None
-                else self.batches.write(batches, encoded[at : at + count])
-            )
-            at += count
+            written: list[bytes] = []
+            for part, count in _pieces_of(batches):
+                written.append(
+                    self.batches.write_as_read(part)
+                    if encoded is None
+                    else self.batches.write(part, encoded[at : at + count])
+                )
+                at += count
+                yield None
+            records[(t, p)] = written[0] if len(written) == 1 else b"".join(written)
             offered.append((namespace, index, [value for value, _ in batches.inputs]))
         return None
 
     def _read(
         self, t: int, topic: TopicData, allowance: Allowance, values_from: float | None
-    ) -> list[tuple[int, int, ReadPartition]] | tuple[tuple[int, int], ProduceRefused]:
+    ) -> Generator[None, None, _Read]:
         """(partition number, index, batches) of each partition of topic number `t` holding
-        records, read (`BatchRewriter.read`); or the first refusal: (topic number, partition
-        number) and why."""
+        records, read (`BatchRewriter.read`) a step per partition, or per batch of a records
+        field past `PIECE_BYTES`; or the first refusal: (topic number, partition number) and
+        why."""
         read: list[tuple[int, int, ReadPartition]] = []
         for p, partition in enumerate(topic.partitions):
-            if partition.records is None:
+            data = partition.records
+            if data is None:
                 continue
+            parts: list[ReadPartition] = []
             try:
-                batches = self.batches.read(partition.records, allowance, values_from)
+                for piece in _batches_of(data) if len(data) > PIECE_BYTES else (data,):
+                    parts.append(self.batches.read(piece, allowance, values_from))
+                    yield None
             except ProduceRefused as exc:
                 return (t, p), exc
-            read.append((p, partition.index, batches))
+            read.append((p, partition.index, parts[0] if len(parts) == 1 else _joined(parts)))
         return read
 
     def _crossover(self, namespace: Namespace) -> float | None:
@@ -344,6 +424,55 @@ def _topic_refusal(allowed: TopicAllowList, name: str) -> ProduceRefused | None:
             "not a topic name: use 1-249 characters of A-Z a-z 0-9 . _ -, not starting with '.'",
         )
     return None
+
+
+def _batches_of(data: bytes) -> list[bytes]:
+    """The batches of the records field `data`, each on its own; from one whose length does not
+    fit, the rest in one piece (the reader refuses it as it would the whole)."""
+    pieces: list[bytes] = []
+    pos, size = 0, len(data)
+    while pos < size:
+        end = size
+        if pos + LOG_OVERHEAD <= size:
+            length: int = _LENGTH.unpack_from(data, pos + _LENGTH_AT)[0]
+            if BATCH_HEADER_BYTES - LOG_OVERHEAD <= length <= size - pos - LOG_OVERHEAD:
+                end = pos + LOG_OVERHEAD + length
+        pieces.append(data[pos:end])
+        pos = end
+    return pieces
+
+
+def _joined(parts: list[ReadPartition]) -> ReadPartition:
+    """One partition's batches read in pieces, as one."""
+    batches: list[ReadBatch] = []
+    inputs: Inputs = []
+    value_bytes = 0
+    for part in parts:
+        batches += part.batches
+        inputs += part.inputs
+        value_bytes += part.value_bytes
+    return ReadPartition(batches, inputs, value_bytes)
+
+
+def _pieces_of(partition: ReadPartition) -> list[tuple[ReadPartition, int]]:
+    """`partition`'s batches in groups of at most `ENCODE_SLICE` records (a larger batch on
+    its own), each with its count of records (what it takes of the encoded values), to be
+    written a group a step; `write` reads a partition's batches only."""
+    if len(partition.inputs) <= ENCODE_SLICE:
+        return [(partition, len(partition.inputs))]
+    pieces: list[tuple[ReadPartition, int]] = []
+    group: list[ReadBatch] = []
+    count = 0
+    for batch in partition.batches:
+        records = 0 if batch.control else batch.count
+        if group and count + records > ENCODE_SLICE:
+            pieces.append((ReadPartition(group, []), count))
+            group, count = [], 0
+        group.append(batch)
+        count += records
+    if group:
+        pieces.append((ReadPartition(group, []), count))
+    return pieces
 
 
 def _raw_positions(crossover: float | None, partitions: list[ReadPartition]) -> list[int]:

@@ -9,8 +9,12 @@ only when none is:
 - Past `per_client` connections of its own client address (when set), that address's longest
   idle connection gives way.
 - Past `max_connections` in all, the longest idle of the addresses holding the most
-  connections gives way: a client holding many slots loses its own first, and a connection
-  that never sent a byte counts as idle since the start.
+  connections gives way: a client holding many slots loses its own first.
+
+A connection gives way only once idle for `min_idle` seconds: clients send their first request
+as they connect, so a new connection does not push out one just made, and a client that
+reconnects whatever is closed (idle sockets held on purpose) cannot make the slots churn faster
+than that.
 
 Pure bookkeeping: no socket, no clock; the listeners close the connection chosen.
 """
@@ -18,7 +22,10 @@ Pure bookkeeping: no socket, no clock; the listeners close the connection chosen
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterator
-from typing import Generic, Protocol, TypeVar
+from typing import Final, Generic, Protocol, TypeVar
+
+#: Seconds a connection must have been idle before it gives way (see module).
+MIN_IDLE: Final = 1.0
 
 
 class Idle(Protocol):
@@ -26,7 +33,7 @@ class Idle(Protocol):
     (`sidecar.proxy.connection.Connection`)."""
 
     def idle_since(self) -> float | None:
-        """When it became idle (None: something is under way, or it ended)."""
+        """The clock's time it became idle (None: something is under way, or it ended)."""
         ...
 
 
@@ -37,11 +44,14 @@ C = TypeVar("C", bound=Idle)
 class Slots(Generic[K, C]):
     """The slots held, by key (one per client connection), and their client addresses."""
 
-    def __init__(self, max_connections: int, per_client: int = 0) -> None:
+    def __init__(
+        self, max_connections: int, per_client: int = 0, min_idle: float = MIN_IDLE
+    ) -> None:
         """`per_client`: connections one client address may hold (0: no bound but
-        `max_connections`)."""
+        `max_connections`); `min_idle`: seconds idle before a connection gives way."""
         self.max_connections = max_connections
         self.per_client = per_client
+        self.min_idle = min_idle
         self._hosts: dict[K, str] = {}
         self._counts: dict[str, int] = {}
         self._served: dict[K, C] = {}
@@ -57,14 +67,15 @@ class Slots(Generic[K, C]):
         """The connections being served (their upstream connection open)."""
         return iter(list(self._served.values()))
 
-    def room(self, host: str) -> tuple[bool, K | None]:
-        """Whether a new connection from `host` may have a slot, and the key of the
-        connection to close first to make room for it (None: there is room)."""
+    def room(self, host: str, now: float) -> tuple[bool, K | None]:
+        """Whether a new connection from `host` may have a slot at time `now` (the clock of
+        `Idle.idle_since`), and the key of the connection to close first to make room for it
+        (None: there is room)."""
         if self.per_client and self.held_by(host) >= self.per_client:
-            victim = self._longest_idle(host)
+            victim = self._longest_idle(host, now)
             return victim is not None, victim
         if len(self._hosts) >= self.max_connections:
-            victim = self._longest_idle(None)
+            victim = self._longest_idle(None, now)
             return victim is not None, victim
         return True, None
 
@@ -90,7 +101,7 @@ class Slots(Generic[K, C]):
                 del self._counts[host]
         return connection
 
-    def _longest_idle(self, host: str | None) -> K | None:
+    def _longest_idle(self, host: str | None, now: float) -> K | None:
         """The idle connection to close (see module): of `host`, or of any address (None)."""
         best: tuple[int, float] | None = None
         chosen: K | None = None
@@ -99,8 +110,9 @@ class Slots(Generic[K, C]):
             if host is not None and owner != host:
                 continue
             since = connection.idle_since()
-            if since is None:
+            if since is None or now - since < self.min_idle:
                 continue
+
             rank = (-self._counts[owner], since)
             if best is None or rank < best:
                 best, chosen = rank, key

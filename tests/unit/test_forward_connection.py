@@ -442,7 +442,7 @@ def _produce_padded(size: int) -> bytes:
 class _FaultyRewriter:
     """Stands for a ProduceRewriter with a bug: every rewrite raises."""
 
-    def rewrite(self, *_args: object) -> None:
+    def start(self, *_args: object) -> None:
         raise RuntimeError("a bug of the proxy's own")
 
 

@@ -45,29 +45,31 @@ def test_the_longest_idle_connection_of_the_greediest_address_gives_way_at_the_c
     held = {"a1": _Fake(5.0), "a2": _Fake(None), "a3": _Fake(9.0), "b1": _Fake(1.0)}
     hosts = {"a1": "a", "a2": "a", "a3": "a", "b1": "b"}
     slots = _slots(0, held, hosts)
-    assert slots.room("c") == (True, "a1"), "a holds 3 slots: its longest idle goes first"
+    assert slots.room("c", 100.0) == (True, "a1"), "a holds 3 slots: its longest idle goes first"
     held["a1"].since = held["a3"].since = None  # a's connections all busy now
-    assert slots.room("c") == (True, "b1")
+    assert slots.room("c", 100.0) == (True, "b1")
     held["b1"].since = None
-    assert slots.room("c") == (False, None), "nothing idle: refused"
+    assert slots.room("c", 100.0) == (False, None), "nothing idle: refused"
     assert slots.release("a2") is held["a2"]
     assert slots.release("a2") is None, "released twice: nothing more"
-    assert slots.room("c") == (True, None)
+    assert slots.room("c", 100.0) == (True, None)
     assert slots.held_by("a") == 2 and len(slots) == 3
 
 
 def test_a_client_address_past_its_share_loses_its_own_idle_connection_or_is_refused() -> None:
     held = {"a1": _Fake(3.0), "a2": _Fake(None), "b1": _Fake(0.0)}
     slots = _slots(2, held, {"a1": "a", "a2": "a", "b1": "b"})
-    assert slots.room("a") == (True, "a1"), "b's idle connection is not a's to take"
+    assert slots.room("a", 100.0) == (True, "a1"), "b's idle connection is not a's to take"
+    assert slots.room("a", 3.5) == (False, None), "idle for less than a second: it stays"
     held["a1"].since = None
-    assert slots.room("a") == (False, None)
-    assert slots.room("b") == (True, None), "another address is admitted"
+    assert slots.room("a", 100.0) == (False, None)
+    assert slots.room("b", 100.0) == (True, None), "another address is admitted"
 
 
 def test_at_the_cap_an_idle_connection_is_closed_to_admit_a_new_client() -> None:
     async def main() -> None:
         async with running(_list_groups_answer, max_connections=2) as (listeners, _up, registry):
+            listeners.slots.min_idle = 0.0
             idle_reader, idle_writer = await asyncio.open_connection(*_bootstrap(listeners))
             busy_reader, busy_writer = await asyncio.open_connection(*_bootstrap(listeners))
             busy_writer.write(_list_groups(1))
