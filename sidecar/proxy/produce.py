@@ -29,10 +29,9 @@ One log line per kind of refusal per `REFUSAL_LOG_INTERVAL` seconds; the kinds a
 own names, never a client's string.
 
 A connection rewrites a request a slice at a time (`ProduceRewriter.start`, `Rewriting.run`):
-the work is cut into steps (one batch read of a partition whose records field passes
-`PIECE_BYTES`, at most `ENCODE_SLICE` records encoded, at most `ENCODE_SLICE` records' batches
-written), and the event loop serves the other connections between slices, so a request of
-100,000 records does not hold it for the whole request.
+the work is cut into steps (at most `batches.STEP_RECORDS` records read or written, at most
+`ENCODE_SLICE` encoded), and the event loop serves the other connections between slices, so a
+request of 100,000 records does not hold it for the whole request.
 """
 
 from __future__ import annotations
@@ -40,7 +39,6 @@ from __future__ import annotations
 import bisect
 import functools
 import math
-import struct
 import sys
 import time
 from collections.abc import Callable, Generator, Iterator, Sequence
@@ -58,7 +56,6 @@ from sidecar.proxy.batches import (
     Allowance,
     BatchRewriter,
     Inputs,
-    ReadBatch,
     ReadPartition,
     encode_checked,
 )
@@ -71,7 +68,6 @@ from sidecar.proxy.produce_request import (
     parse_produce,
 )
 from sidecar.proxy.responses import build, encode_response, nested, response_class
-from sidecar.record_batch import BATCH_HEADER_BYTES, LOG_OVERHEAD
 
 log = get_logger(__name__)
 
@@ -83,13 +79,8 @@ PRODUCE: Final = 0
 #: Why a request was refused, beyond `batches`' kinds: a metrics label and log key.
 TOPIC_REFUSED: Final = "topic"
 ACKS_REFUSED: Final = "acks"
-#: A partition's records field longer than this is read a batch at a time, a step each.
-PIECE_BYTES: Final = 64 * 1024
-#: Records encoded, or written, in one step.
+#: Records encoded in one step (`batches.STEP_RECORDS` are read, or written, in one).
 ENCODE_SLICE: Final = 4096
-#: A batch's length field, after its base offset.
-_LENGTH: Final = struct.Struct(">i")
-_LENGTH_AT: Final = 8
 #: What one partition read yields: (partition number, index, batches) of each partition
 #: holding records, or the first refusal: (topic number, partition number) and why.
 _Read = list[tuple[int, int, ReadPartition]] | tuple[tuple[int, int], ProduceRefused]
@@ -290,8 +281,8 @@ class ProduceRewriter:
         offered: list[tuple[Namespace, int, list[bytes | None]]],
     ) -> Generator[None, None, _Refusal]:
         """Rewrite the partitions of topic number `t` into `records`, in steps: every batch
-        read, the values of all encoded in one call (`ENCODE_SLICE` records a step), each
-        partition written again. A refusal: (topic number, partition number) and why; nothing
+        read, the values of all encoded (`ENCODE_SLICE` records a call), each partition written
+        again. A refusal: (topic number, partition number) and why; nothing
         of the topic is then written."""
         # The batches that will go raw are read for their values only: which ones, by the
         # crossover the topic had at its last request (a new dictionary may move it: then they
@@ -339,39 +330,33 @@ class ProduceRewriter:
                 yield None
         at = 0
         for p, index, batches in read:
-            written: list[bytes] = []
-            for part, count in _pieces_of(batches):
-                written.append(
-                    self.batches.write_as_read(part)
-                    if encoded is None
-                    else self.batches.write(part, encoded[at : at + count])
-                )
-                at += count
-                yield None
-            records[(t, p)] = written[0] if len(written) == 1 else b"".join(written)
+            count = len(batches.inputs)
+            if encoded is None:
+                records[(t, p)] = self.batches.write_as_read(batches)
+            else:
+                values = encoded[at : at + count]
+                records[(t, p)] = yield from self.batches.write_steps(batches, values)
+            at += count
             offered.append((namespace, index, [value for value, _ in batches.inputs]))
+            yield None
         return None
 
     def _read(
         self, t: int, topic: TopicData, allowance: Allowance, values_from: float | None
     ) -> Generator[None, None, _Read]:
         """(partition number, index, batches) of each partition of topic number `t` holding
-        records, read (`BatchRewriter.read`) a step per partition, or per batch of a records
-        field past `PIECE_BYTES`; or the first refusal: (topic number, partition number) and
-        why."""
+        records, read in steps (`BatchRewriter.read_steps`); or the first refusal: (topic
+        number, partition number) and why."""
         read: list[tuple[int, int, ReadPartition]] = []
         for p, partition in enumerate(topic.partitions):
             data = partition.records
             if data is None:
                 continue
-            parts: list[ReadPartition] = []
             try:
-                for piece in _batches_of(data) if len(data) > PIECE_BYTES else (data,):
-                    parts.append(self.batches.read(piece, allowance, values_from))
-                    yield None
+                batches = yield from self.batches.read_steps(data, allowance, values_from)
             except ProduceRefused as exc:
                 return (t, p), exc
-            read.append((p, partition.index, parts[0] if len(parts) == 1 else _joined(parts)))
+            read.append((p, partition.index, batches))
         return read
 
     def _crossover(self, namespace: Namespace) -> float | None:
@@ -424,55 +409,6 @@ def _topic_refusal(allowed: TopicAllowList, name: str) -> ProduceRefused | None:
             "not a topic name: use 1-249 characters of A-Z a-z 0-9 . _ -, not starting with '.'",
         )
     return None
-
-
-def _batches_of(data: bytes) -> list[bytes]:
-    """The batches of the records field `data`, each on its own; from one whose length does not
-    fit, the rest in one piece (the reader refuses it as it would the whole)."""
-    pieces: list[bytes] = []
-    pos, size = 0, len(data)
-    while pos < size:
-        end = size
-        if pos + LOG_OVERHEAD <= size:
-            length: int = _LENGTH.unpack_from(data, pos + _LENGTH_AT)[0]
-            if BATCH_HEADER_BYTES - LOG_OVERHEAD <= length <= size - pos - LOG_OVERHEAD:
-                end = pos + LOG_OVERHEAD + length
-        pieces.append(data[pos:end])
-        pos = end
-    return pieces
-
-
-def _joined(parts: list[ReadPartition]) -> ReadPartition:
-    """One partition's batches read in pieces, as one."""
-    batches: list[ReadBatch] = []
-    inputs: Inputs = []
-    value_bytes = 0
-    for part in parts:
-        batches += part.batches
-        inputs += part.inputs
-        value_bytes += part.value_bytes
-    return ReadPartition(batches, inputs, value_bytes)
-
-
-def _pieces_of(partition: ReadPartition) -> list[tuple[ReadPartition, int]]:
-    """`partition`'s batches in groups of at most `ENCODE_SLICE` records (a larger batch on
-    its own), each with its count of records (what it takes of the encoded values), to be
-    written a group a step; `write` reads a partition's batches only."""
-    if len(partition.inputs) <= ENCODE_SLICE:
-        return [(partition, len(partition.inputs))]
-    pieces: list[tuple[ReadPartition, int]] = []
-    group: list[ReadBatch] = []
-    count = 0
-    for batch in partition.batches:
-        records = 0 if batch.control else batch.count
-        if group and count + records > ENCODE_SLICE:
-            pieces.append((ReadPartition(group, []), count))
-            group, count = [], 0
-        group.append(batch)
-        count += records
-    if group:
-        pieces.append((ReadPartition(group, []), count))
-    return pieces
 
 
 def _raw_positions(crossover: float | None, partitions: list[ReadPartition]) -> list[int]:

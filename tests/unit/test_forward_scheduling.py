@@ -16,8 +16,9 @@ from kio.schema.errors import ErrorCode
 from sidecar.codec import Encoder
 from sidecar.dictionaries.store import DictionaryStore
 from sidecar.errors import ProtocolError
+from sidecar.proxy.batches import STEP_RECORDS
 from sidecar.proxy.frames import RequestHeader, produce_acks, read_request_header
-from sidecar.proxy.produce import ENCODE_SLICE, PIECE_BYTES, Outcome, Rewriting
+from sidecar.proxy.produce import ENCODE_SLICE, Outcome, Rewriting
 from tests.record_batches import encode_batch
 from tests.unit.dictionaries import AddDictionary
 from tests.unit.test_forward_connection import (
@@ -51,46 +52,56 @@ def encoder(store: DictionaryStore, add_dictionary: AddDictionary) -> Encoder:
     return Encoder.from_store(store, "orders", min_size=16, header_key=HEADER_KEY)
 
 
-def _request(events: list[bytes], batches: int, per_batch: int) -> bytes:
-    """A Produce v9 request of `batches` batches of `per_batch` records to each of two
-    partitions."""
+def _request(events: list[bytes], per_batch: int) -> bytes:
+    """A Produce v9 request of one batch of `per_batch` records to each of two partitions (a
+    broker takes one batch per partition)."""
     values = (events * (per_batch // len(events) + 1))[:per_batch]
-    records = b"".join(encode_batch(_records(values, start=b * per_batch)) for b in range(batches))
-    return _produce_request(9, {"orders": [(0, records), (1, records)]})
+    return _produce_request(
+        9,
+        {
+            "orders": [
+                (0, encode_batch(_records(values))),
+                (1, encode_batch(_records(values, start=per_batch))),
+            ]
+        },
+    )
+
+
+def _run(rewriting: Rewriting) -> tuple[Outcome, int]:
+    """The outcome of `rewriting` run one step a slice (the clock moves a second a read), and
+    the number of slices."""
+    slices = 0
+    outcome: Outcome | None = None
+    while outcome is None:
+        outcome = rewriting.run(0.5)
+        slices += 1
+    return outcome, slices
 
 
 def test_a_large_request_is_rewritten_in_slices_as_it_is_all_at_once(
     encoder: Encoder, events: list[bytes]
 ) -> None:
-    per_batch = 200
-    frame = _request(events, 60, per_batch)
-    assert len(frame) > 2 * PIECE_BYTES and 60 * per_batch > ENCODE_SLICE
+    per_batch = 2 * STEP_RECORDS + 100
+    frame = _request(events, per_batch)
     whole = Setup(encoder).rewrite(frame)
     setup = Setup(encoder)
-    clock = _Ticks()
-    setup.rewriter.clock = clock
-    rewriting = setup.rewriter.start(*_split(frame))
-    slices = 0
-    outcome: Outcome | None = None
-    while outcome is None:
-        outcome = rewriting.run(0.5)  # every step reads the clock: one step a slice
-        slices += 1
-    assert slices > 2 * 60, "a step per batch read and per group written, each partition"
+    setup.rewriter.clock = _Ticks()
+    outcome, slices = _run(setup.rewriter.start(*_split(frame)))
+    # Per partition 3 steps read and 3 written; the two partitions' values 5 encoded.
+    assert slices >= 2 * 3 + 5 + 2 * 3
     assert outcome.frame == whole.frame, "the same bytes as rewritten all at once"
+    assert 2 * per_batch > ENCODE_SLICE
 
 
 def test_a_request_refused_in_a_later_slice_is_answered_as_all_at_once(
     encoder: Encoder, events: list[bytes]
 ) -> None:
-    per_batch = 200
-    frame = bytearray(_request(events, 60, per_batch))
+    frame = bytearray(_request(events, 2 * STEP_RECORDS + 100))
     frame[-4] ^= 1  # the last byte of the last batch (tagged fields follow): its CRC fails
     setup = Setup(encoder)
     setup.rewriter.clock = _Ticks()
-    rewriting = setup.rewriter.start(*_split(bytes(frame)))
-    outcome = None
-    while outcome is None:
-        outcome = rewriting.run(0.5)
+    outcome, slices = _run(setup.rewriter.start(*_split(bytes(frame))))
+    assert slices >= 3, "partition 0 was read in steps before partition 1 was refused"
     answer = _answer(outcome, 9)
     assert answer[("orders", 1)][0] == ErrorCode.corrupt_message
     assert answer[("orders", 0)][0] == ErrorCode.request_timed_out
