@@ -289,6 +289,10 @@ class Connection:
             return None
         return self._last_read
 
+    def sent_a_byte(self) -> bool:
+        """Whether the client ever sent anything."""
+        return not self._silent
+
     def close(self, reason: str | None) -> None:
         """End both connections, give the budget back; `serve` returns `reason`."""
         if self._done.done():

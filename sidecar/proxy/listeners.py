@@ -13,6 +13,11 @@ listeners bind the host of `proxy.listen` (loopback
 by default), at the port `addresses.PortMap` gives, and stay up for the process. Every
 `SWEEP_INTERVAL` seconds (at most half of `proxy.read_timeout`) one sweep over the connections
 ends those whose frame in progress is late or that stayed idle (`Connection.sweep`).
+
+While a listener's upstream cannot be reached (a connection to it failed: the broker is down),
+the listener stops, so that clients see the broker down as they would without the proxy: their
+connections refused, not accepted and closed at once. It listens again at the same port once
+upstream accepts a TCP connection (checked every `RECHECK_INTERVAL` seconds).
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ from sidecar.proxy.sides import Accepted
 from sidecar.proxy.slots import Slots
 from sidecar.proxy.throttle import Throttle
 from sidecar.proxy.topics import TopicView
-from sidecar.proxy.upstream import describe, open_upstream
+from sidecar.proxy.upstream import describe, open_upstream, reachable
 
 log = get_logger(__name__)
 
@@ -48,6 +53,8 @@ STOP_TIMEOUT: Final = 10.0
 SWEEP_INTERVAL: Final = 1.0
 #: Seconds between two log lines about connections refused, or closed to admit others.
 REFUSAL_LOG_INTERVAL: Final = 10.0
+#: Seconds between two checks whether upstream is back, while a listener is paused.
+RECHECK_INTERVAL: Final = 1.0
 
 
 class Listeners:
@@ -89,6 +96,10 @@ class Listeners:
         #: Node id -> its upstream address, as the latest response naming it said.
         self.upstream: dict[int, Address] = {}
         self._servers: dict[int | None, asyncio.Server] = {}
+        #: Listeners stopped while their upstream cannot be reached: the task reopening each.
+        self._paused: dict[int | None, asyncio.Task[None]] = {}
+        #: Seconds between two checks whether a paused listener's upstream is back.
+        self.recheck_interval = RECHECK_INTERVAL
         self._unavailable: set[int] = set()
         self._connections: set[asyncio.Task[None]] = set()
         self._sweeping: asyncio.Task[None] | None = None
@@ -100,11 +111,7 @@ class Listeners:
         Raises:
             OSError: the address is taken or not this host's.
         """
-        server = await asyncio.get_running_loop().create_server(
-            functools.partial(Accepted, functools.partial(self._accept, None)),
-            self.settings.host,
-            self.settings.port,
-        )
+        server = await self._server(None, self.settings.port)
         self._servers[None] = server
         self._sweeping = asyncio.create_task(self._sweep())
         host, port = server.sockets[0].getsockname()[:2]
@@ -130,6 +137,8 @@ class Listeners:
         """Stop listening; end every connection (at most `STOP_TIMEOUT` seconds)."""
         for server in self._servers.values():
             server.close()
+        for reopening in list(self._paused.values()):
+            reopening.cancel()
         if self._sweeping is not None:
             self._sweeping.cancel()
         tasks = list(self._connections)
@@ -156,11 +165,7 @@ class Listeners:
                         f"port {self.ports.base} + {node_id} is outside 1-65535 "
                         "(ZDICT_PROXY__BROKER_PORT_BASE)"
                     )
-                self._servers[node_id] = await asyncio.get_running_loop().create_server(
-                    functools.partial(Accepted, functools.partial(self._accept, node_id)),
-                    self.settings.host,
-                    port,
-                )
+                self._servers[node_id] = await self._server(node_id, port)
             except OSError as exc:
                 self._unavailable.add(node_id)
                 log.error(
@@ -178,6 +183,58 @@ class Listeners:
             upstream=f"{self.upstream[node_id].host}:{self.upstream[node_id].port}",
         )
         return port
+
+    async def _server(self, node_id: int | None, port: int) -> asyncio.Server:
+        """A listener at `port` for `node_id` (None: bootstrap).
+
+        Raises:
+            OSError: the port is taken.
+        """
+        return await asyncio.get_running_loop().create_server(
+            functools.partial(Accepted, functools.partial(self._accept, node_id)),
+            self.settings.host,
+            port,
+        )
+
+    def _unreachable(self, node_id: int | None) -> None:
+        """Upstream of `node_id`'s listener (None: bootstrap) cannot be reached: the listener
+        stops, so that clients' connections are refused as the broker's own would be (a client
+        retries a refused connection as it should; one accepted and closed at once looks like
+        a broker failing a request), until upstream accepts connections again (see module)."""
+        server = self._servers.get(node_id)
+        if server is None or node_id in self._paused or not server.sockets:
+            return
+        port = int(server.sockets[0].getsockname()[1])
+        server.close()
+        self._paused[node_id] = asyncio.get_running_loop().create_task(self._reopen(node_id, port))
+        log.warning(
+            "listener_paused",
+            node_id=node_id,
+            port=port,
+            reason="upstream cannot be reached: connections to this port are refused until it can",
+        )
+
+    async def _reopen(self, node_id: int | None, port: int) -> None:
+        """Listen again at `port` for `node_id` once its upstream accepts a connection (checked
+        every `recheck_interval` seconds)."""
+        try:
+            while True:
+                await asyncio.sleep(self.recheck_interval)
+                targets = self.bootstrap if node_id is None else (self.upstream[node_id],)
+                for target in targets:
+                    if await reachable(target, self.recheck_interval):
+                        break
+                else:
+                    continue
+                try:
+                    self._servers[node_id] = await self._server(node_id, port)
+                except OSError as exc:  # taken meanwhile: tried again
+                    log.error("listener_resume_failed", node_id=node_id, port=port, error=str(exc))
+                    continue
+                log.info("listener_resumed", node_id=node_id, port=port)
+                return
+        finally:
+            self._paused.pop(node_id, None)
 
     async def _sweep(self) -> None:
         interval = min(SWEEP_INTERVAL, self.limits.read_timeout / 2)
@@ -259,6 +316,8 @@ class Listeners:
                 log.error("upstream_auth_failed", peer=peer, node_id=node_id, error=str(exc))
                 upstream = None
             if upstream is None:
+                if reason == "upstream_unreachable":
+                    self._unreachable(node_id)
                 return
             if accepted.lost:
                 reason = None  # the client left meanwhile

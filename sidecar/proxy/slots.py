@@ -8,8 +8,10 @@ only when none is:
 
 - Past `per_client` connections of its own client address (when set), that address's longest
   idle connection gives way.
-- Past `max_connections` in all, the longest idle of the addresses holding the most
-  connections gives way: a client holding many slots loses its own first.
+- Past `max_connections` in all, an idle connection of the addresses holding the most
+  connections gives way: one that never sent a byte first (clients send their first request
+  as they connect: such a socket is held for nothing), then the longest idle. A client
+  holding many slots loses its own first.
 
 A connection gives way only once idle for `min_idle` seconds: clients send their first request
 as they connect, so a new connection does not push out one just made, and a client that
@@ -34,6 +36,10 @@ class Idle(Protocol):
 
     def idle_since(self) -> float | None:
         """The clock's time it became idle (None: something is under way, or it ended)."""
+        ...
+
+    def sent_a_byte(self) -> bool:
+        """Whether its client ever sent anything."""
         ...
 
 
@@ -103,7 +109,8 @@ class Slots(Generic[K, C]):
 
     def _longest_idle(self, host: str | None, now: float) -> K | None:
         """The idle connection to close (see module): of `host`, or of any address (None)."""
-        best: tuple[int, float] | None = None
+        best: tuple[int, bool, float] | None = None
+
         chosen: K | None = None
         for key, connection in self._served.items():
             owner = self._hosts[key]
@@ -113,7 +120,7 @@ class Slots(Generic[K, C]):
             if since is None or now - since < self.min_idle:
                 continue
 
-            rank = (-self._counts[owner], since)
+            rank = (-self._counts[owner], connection.sent_a_byte(), since)
             if best is None or rank < best:
                 best, chosen = rank, key
         return chosen

@@ -10,12 +10,14 @@ import socket
 
 from structlog.testing import capture_logs
 
+from sidecar.proxy.addresses import Address
 from sidecar.proxy.listeners import Listeners
 from sidecar.proxy.slots import Slots
 from sidecar.proxy.throttle import Throttle
 from tests.unit.test_forward_connection import (
     _bootstrap,
     _closed,
+    _correlation,
     _list_groups,
     _list_groups_answer,
     _read_frame,
@@ -26,11 +28,15 @@ from tests.unit.test_forward_connection import (
 class _Fake:
     """A connection whose idleness the test sets."""
 
-    def __init__(self, since: float | None) -> None:
+    def __init__(self, since: float | None, *, sent: bool = True) -> None:
         self.since = since
+        self.sent = sent
 
     def idle_since(self) -> float | None:
         return self.since
+
+    def sent_a_byte(self) -> bool:
+        return self.sent
 
 
 def _slots(per_client: int, held: dict[str, _Fake], hosts: dict[str, str]) -> Slots[str, _Fake]:
@@ -54,6 +60,15 @@ def test_the_longest_idle_connection_of_the_greediest_address_gives_way_at_the_c
     assert slots.release("a2") is None, "released twice: nothing more"
     assert slots.room("c", 100.0) == (True, None)
     assert slots.held_by("a") == 2 and len(slots) == 3
+
+
+def test_a_connection_that_never_sent_a_byte_gives_way_before_a_longer_idle_one() -> None:
+    held = {"a1": _Fake(5.0), "a2": _Fake(50.0, sent=False), "a3": _Fake(99.5, sent=False)}
+    slots = _slots(0, held, {"a1": "a", "a2": "a", "a3": "a"})
+    slots.max_connections = 3
+    assert slots.room("a", 100.0) == (True, "a2"), "silent, and idle for at least a second"
+    held["a2"].since = None
+    assert slots.room("a", 100.0) == (True, "a1"), "a3 is silent but idle for less than 1 s"
 
 
 def test_a_client_address_past_its_share_loses_its_own_idle_connection_or_is_refused() -> None:
@@ -186,3 +201,43 @@ def test_one_client_address_cannot_take_every_slot() -> None:
                 writer.close()
 
     asyncio.run(main())
+
+
+async def _refused(address: tuple[str, int]) -> bool:
+    """Whether a connection to `address` is refused."""
+    try:
+        _reader, writer = await asyncio.open_connection(*address)
+    except ConnectionRefusedError:
+        return True
+    writer.close()
+    return False
+
+
+def test_a_listener_whose_upstream_is_down_refuses_connections_until_it_is_back() -> None:
+    async def main() -> None:
+        async with running(_list_groups_answer) as (listeners, upstream, _registry):
+            listeners.recheck_interval = 0.05
+            with socket.socket() as probe:  # a port nothing listens on: upstream is down
+                probe.bind(("127.0.0.1", 0))
+                down = Address("127.0.0.1", probe.getsockname()[1])
+            listeners.bootstrap = (down,)
+            address = _bootstrap(listeners)
+            with capture_logs() as logs:
+                reader, writer = await asyncio.open_connection(*address)
+                assert await _closed(reader), "the connection that found upstream down"
+                writer.close()
+                while not await _refused(address):  # refused once the listener stopped
+                    await asyncio.sleep(0.01)
+                back = await asyncio.start_server(upstream.serve, down.host, down.port)
+                while await _refused(address):  # listening again once upstream is back
+                    await asyncio.sleep(0.05)
+                reader, writer = await asyncio.open_connection(*address)
+                writer.write(_list_groups(1))
+                await writer.drain()
+                assert _correlation(b"\0\0\0\0" + await _read_frame(reader)) == 1
+                writer.close()
+                back.close()
+            events = [e["event"] for e in logs if e["event"].startswith("listener_")]
+            assert events == ["listener_paused", "listener_resumed"]
+
+    asyncio.run(asyncio.wait_for(main(), 30))
