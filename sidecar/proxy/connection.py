@@ -23,7 +23,6 @@ not arrived within `proxy.read_timeout` seconds, that sent nothing for `IDLE_TIM
 sent no byte at all within `proxy.first_request_timeout`. `idle_since` tells the listeners
 whether closing a connection loses nothing (to admit another at the cap).
 
-
 A client's own SaslHandshake or SaslAuthenticate is not forwarded (upstream's connection is
 authenticated as the proxy): once the answers under way are written, it is refused here
 (`client_sasl`) and the connection closed.
@@ -460,7 +459,6 @@ class Connection:
         else nothing is forwarded). A Produce whose rewriting goes on past its first slice
         sets `_producing` instead: the three are known once it is done.
 
-
         Raises:
             ProtocolError: an API or version the proxy does not forward.
         """
@@ -797,7 +795,6 @@ def _produced(
 
 
 def _check_correlation(expected: Expected, frame: bytes | bytearray) -> None:
-
     if len(frame) < PREFIX_BYTES:
         raise ProtocolError("upstream sent a response frame without a correlation id")
     correlation_id: int = _INT32.unpack_from(frame)[0]

@@ -6,13 +6,13 @@ accepts a connection (in the order configured); a connection to broker N's liste
 N's address as upstream last named it. Upstream connections are opened by `upstream`: TLS and
 the proxy's own SASL authentication first; a broker refusing the proxy's credentials closes the
 client's connection (`upstream_auth_failed`). Both kinds count against `proxy.max_connections`
-(and `proxy.max_connections_per_client` per client address); past it the longest idle
-connection gives way to the new one, or with none idle the new one is closed at once (`slots`;
-one `connection_refused` line per `REFUSAL_LOG_INTERVAL` with how many were held back). Broker
-listeners bind the host of `proxy.listen` (loopback
-by default), at the port `addresses.PortMap` gives, and stay up for the process. Every
-`SWEEP_INTERVAL` seconds (at most half of `proxy.read_timeout`) one sweep over the connections
-ends those whose frame in progress is late or that stayed idle (`Connection.sweep`).
+(and `proxy.max_connections_per_client` per client address); past it an idle connection gives
+way to the new one, or with none idle the new one is closed at once (`slots`; one
+`connection_refused` line per `REFUSAL_LOG_INTERVAL` with how many were held back). Broker
+listeners bind the host of `proxy.listen` (loopback by default), at the port
+`addresses.PortMap` gives, and stay up for the process. Every `SWEEP_INTERVAL` seconds (at most
+half of `proxy.read_timeout`) one sweep over the connections ends those whose frame in progress
+is late or that stayed idle (`Connection.sweep`).
 
 While a listener's upstream cannot be reached (a connection to it failed: the broker is down),
 the listener stops, so that clients see the broker down as they would without the proxy: their
