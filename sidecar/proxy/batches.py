@@ -75,7 +75,7 @@ _BEFORE_CRC: Final = struct.Struct(">qiiBI")
 
 #: One record as read: (attributes, timestamp delta, offset delta and key as they came), value,
 #: header count, headers, the headers as they came.
-_Record = tuple[bytes, bytes | None, int, list[tuple[bytes, bytes | None]], bytes]
+_Record = tuple[bytes, bytes | None, int, Sequence[tuple[bytes, bytes | None]], bytes]
 #: The namespace's encoder over (value, headers) pairs (`Namespace.encode`).
 Inputs = list[tuple[bytes | None, list[tuple[str, bytes | None]] | None]]
 Encode = Callable[[Inputs], list[Transformed]]
@@ -558,7 +558,7 @@ def _read_records(  # noqa: C901 - one loop per record, kept flat for speed
             byte = section[pos]
             if byte == 0 and pos + 1 == stop:  # no headers
                 if records is not None:
-                    records.append((head, value, 0, [], b""))
+                    records.append((head, value, 0, (), b""))
                 add((value, None))
                 pos = stop
                 continue
