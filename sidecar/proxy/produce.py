@@ -133,6 +133,10 @@ class SampledValues(Sequence[Sampled]):
         return Sampled(self._partition, self._first + position, self._values[position])
 
 
+#: One partition forwarded: topic, batches, records, bytes sent upstream, bytes as received.
+Stored = tuple[str, int, int, int, int]
+
+
 class Rewriting:
     """One Produce request being rewritten a slice at a time (`ProduceRewriter.start`)."""
 
@@ -243,6 +247,7 @@ class ProduceRewriter:
         allowance = Allowance(self.max_records, self.max_decompressed_bytes)
         records: dict[tuple[int, int], bytes] = {}
         offered: list[tuple[Namespace, int, list[bytes | None]]] = []
+        stored: list[Stored] = []
         where = ""
         for t, topic in enumerate(request.topics):
             refused = _topic_refusal(self.allowed, topic.name)
@@ -254,12 +259,14 @@ class ProduceRewriter:
                 continue
             if first is not None:
                 continue
-            refusal = yield from self._topic(t, topic, allowance, records, offered)
+            refusal = yield from self._topic(t, topic, allowance, records, offered, stored)
             if refusal is not None:
                 refusals[refusal[0]] = first = refusal[1]
                 where = topic.name
         if first is None:
             self._offer(offered)
+            for name, batches, count, sent, received in stored:
+                self.metrics.stored(name, batches, count, sent, received)
             yield Outcome(request.acks, frame=encode_produce(frame, request, records))
             return
         self.refused += 1
@@ -279,11 +286,13 @@ class ProduceRewriter:
         allowance: Allowance,
         records: dict[tuple[int, int], bytes],
         offered: list[tuple[Namespace, int, list[bytes | None]]],
+        stored: list[Stored],
     ) -> Generator[None, None, _Refusal]:
         """Rewrite the partitions of topic number `t` into `records`, in steps: every batch
         read, the values of all encoded (`ENCODE_SLICE` records a call), each partition written
-        again. A refusal: (topic number, partition number) and why; nothing
-        of the topic is then written."""
+        again, its bytes as sent and as received noted in `stored` (counted once the request is
+        forwarded). A refusal: (topic number, partition number) and why; nothing of the topic
+        is then written."""
         # The batches that will go raw are read for their values only: which ones, by the
         # crossover the topic had at its last request (a new dictionary may move it: then they
         # are read again whole, once).
@@ -332,10 +341,13 @@ class ProduceRewriter:
         for p, index, batches in read:
             count = len(batches.inputs)
             if encoded is None:
-                records[(t, p)] = self.batches.write_as_read(batches)
+                out = self.batches.write_as_read(batches)
             else:
                 values = encoded[at : at + count]
-                records[(t, p)] = yield from self.batches.write_steps(batches, values)
+                out = yield from self.batches.write_steps(batches, values)
+            records[(t, p)] = out
+            received = topic.partitions[p].records
+            stored.append((topic.name, len(batches.batches), count, len(out), len(received or b"")))
             at += count
             offered.append((namespace, index, [value for value, _ in batches.inputs]))
             yield None
