@@ -660,6 +660,29 @@ class ProxySettings(BaseModel):
         description="the event loop the connections run on: uvloop (libuv, compiled; the "
         "default: less CPU per request forwarded) or Python's own asyncio loop",
     )
+    # Fair connections: idle ones give way, one client address cannot hold every slot.
+    max_connections_per_client: int = Field(
+        default=0,
+        ge=0,
+        le=10_000,
+        description="connections one client address may hold (a new one past it closes that "
+        "address's longest idle connection, or is refused); 0: only max_connections bounds "
+        "them. Clients on loopback all share 127.0.0.1",
+    )
+    first_request_timeout: float = Field(
+        default=10.0,
+        gt=0.0,
+        le=3600.0,
+        description="seconds a connection may stay open without sending a byte; longer: it "
+        "is closed (clients send ApiVersions as they connect)",
+    )
+    produce_slice_ms: float = Field(
+        default=20.0,
+        gt=0.0,
+        le=10_000.0,
+        description="milliseconds a Produce request's rewriting holds the event loop at a "
+        "time; it goes on after the loop served the other connections",
+    )
 
     @model_validator(mode="after")
     def _request_fits_buffer(self) -> ProxySettings:

@@ -47,10 +47,10 @@ from kio.serial.errors import SerialError
 from sidecar.errors import ProtocolError
 from sidecar.logs import get_logger
 from sidecar.proxy.bounded import check
-from sidecar.proxy.client_sasl import Throttle
 from sidecar.proxy.frames import RequestHeader, unsigned_varint
 from sidecar.proxy.metrics import ForwardMetrics
 from sidecar.proxy.refusals import EntryKey, answer, strip_none
+from sidecar.proxy.throttle import Throttle
 from sidecar.proxy.topics import TopicView
 from sidecar.proxy.versions import FETCH, METADATA, PRODUCE, admin_apis, api_name
 

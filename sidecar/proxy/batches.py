@@ -26,9 +26,9 @@ decoders accept (MESSAGE_TOO_LARGE); a timestamp below -1 or past 2^63 - 1 ms
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, TypeVar
 
 from crc32c import crc32c
 
@@ -60,6 +60,9 @@ MIN_RECORD_BYTES: Final = 7
 #: Highest timestamp a record may carry (milliseconds; a Java long). -1 means none.
 MAX_TIMESTAMP: Final = 2**63 - 1
 NO_TIMESTAMP: Final = -1
+#: Records read, or written, in one step of `BatchRewriter.read_steps` and `write_steps`: the
+#: proxy's event loop serves other connections between two steps.
+STEP_RECORDS: Final = 4096
 #: Records sections shorter than this are written uncompressed: their values are frames
 #: already, or short, and a compressor's frame header and setup cost more than it could save.
 MIN_COMPRESSED: Final = 256
@@ -75,10 +78,11 @@ _BEFORE_CRC: Final = struct.Struct(">qiiBI")
 
 #: One record as read: (attributes, timestamp delta, offset delta and key as they came), value,
 #: header count, headers, the headers as they came.
-_Record = tuple[bytes, bytes | None, int, list[tuple[bytes, bytes | None]], bytes]
+_Record = tuple[bytes, bytes | None, int, Sequence[tuple[bytes, bytes | None]], bytes]
 #: The namespace's encoder over (value, headers) pairs (`Namespace.encode`).
 Inputs = list[tuple[bytes | None, list[tuple[str, bytes | None]] | None]]
 Encode = Callable[[Inputs], list[Transformed]]
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,6 +220,16 @@ class BatchRewriter:
         Raises:
             ProduceRefused: a batch or record refused (see module).
         """
+        return _drained(self.read_steps(data, allowance, values_from))
+
+    def read_steps(
+        self, data: bytes, allowance: Allowance, values_from: float | None = None
+    ) -> Generator[None, None, ReadPartition]:
+        """`read` in steps of at most `STEP_RECORDS` records, None after each but the last.
+
+        Raises:
+            ProduceRefused: as `read`.
+        """
         batches: list[ReadBatch] = []
         inputs: Inputs = []
         value_bytes = 0
@@ -262,20 +276,41 @@ class BatchRewriter:
                 )
             records: list[_Record] = []
             kept = None if values_from is not None and count >= values_from else records
+            value_bytes += yield from self._records_steps(section, count, fields[7], inputs, kept)
+            batches.append(ReadBatch(raw, fields, count, records, False, section))
+        return ReadPartition(batches, inputs, value_bytes)
+
+    def _records_steps(
+        self,
+        section: bytes,
+        count: int,
+        base_timestamp: int,
+        inputs: Inputs,
+        records: list[_Record] | None,
+    ) -> Generator[None, None, int]:
+        """The `count` records of one batch's uncompressed `section` read (`_read_records`)
+        `STEP_RECORDS` at a time; the bytes of their values."""
+        value_bytes = first = offset = 0
+        while True:
+            upto = min(count, first + STEP_RECORDS)
             try:
-                value_bytes += _read_records(
+                read_bytes, offset = _read_records(
                     section,
                     count,
-                    fields[7],
+                    base_timestamp,
                     self._header_key,
                     self.limits.max_value_bytes,
                     inputs,
-                    kept,
+                    records,
+                    (first, upto, offset),
                 )
             except MalformedBatch as exc:  # a varint cut short or too long
                 raise _invalid(str(exc)) from None
-            batches.append(ReadBatch(raw, fields, count, records, False, section))
-        return ReadPartition(batches, inputs, value_bytes)
+            value_bytes += read_bytes
+            first = upto
+            if first >= count:
+                return value_bytes
+            yield None
 
     def write_as_read(self, partition: ReadPartition) -> bytes:
         """The records field of `partition` with every value as it came: each batch as read,
@@ -291,6 +326,12 @@ class BatchRewriter:
     def write(self, partition: ReadPartition, encoded: Sequence[Transformed]) -> bytes:
         """The records field of `partition` written again with its values `encoded` (as many
         as its inputs, in order)."""
+        return _drained(self.write_steps(partition, encoded))
+
+    def write_steps(
+        self, partition: ReadPartition, encoded: Sequence[Transformed]
+    ) -> Generator[None, None, bytes]:
+        """`write` in steps of at most `STEP_RECORDS` records, None after each but the last."""
         out: list[bytes] = []
         at = 0
         for batch in partition.batches:
@@ -305,8 +346,15 @@ class BatchRewriter:
                     out.append(batch.raw)
                 else:
                     out.append(self._write_batch(batch.fields, batch.plain))
-            else:
+            elif batch.count <= STEP_RECORDS:
                 out.append(self._write_batch(batch.fields, _write_records(batch.records, mine)))
+            else:
+                plain: list[bytes] = []
+                for first in range(0, batch.count, STEP_RECORDS):
+                    upto = first + STEP_RECORDS
+                    plain.append(_write_records(batch.records[first:upto], mine[first:upto]))
+                    yield None
+                out.append(self._write_batch(batch.fields, b"".join(plain)))
         return b"".join(out)
 
     def _decompress(self, codec: int, section: bytes, allowance: Allowance) -> bytes:
@@ -392,6 +440,16 @@ def encode_checked(encode: Encode, inputs: Inputs) -> list[Transformed]:
         raise _invalid(f"a record cannot be encoded: {exc}") from None
 
 
+def _drained(steps: Generator[None, None, _T]) -> _T:
+    """What the generator `steps` returns, run to its end."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            result: _T = done.value
+            return result
+
+
 def _invalid(reason: str) -> ProduceRefused:
     return ProduceRefused(INVALID_RECORD, "invalid_record", reason)
 
@@ -416,20 +474,24 @@ def _read_records(  # noqa: C901 - one loop per record, kept flat for speed
     max_value: int,
     inputs: Inputs,
     records: list[_Record] | None,
-) -> int:
+    span: tuple[int, int, int] | None = None,
+) -> tuple[int, int]:
     """The bytes of the values of the `count` records of an uncompressed records `section`,
-    each checked; the codec's input of each (value, headers named) appended to `inputs`, and
-    each record as read to `records` (None: not kept, the batch goes raw).
+    each checked, and the position after the last one read; the codec's input of each (value,
+    headers named) appended to `inputs`, and each record as read to `records` (None: not kept,
+    the batch goes raw). `span`: (first, end, position of the first) to read records first to
+    end - 1 only (the batch read in steps); None: all of them.
 
     The varints that fit one byte (small deltas, no key, no headers) or, for the record's and
     the value's length, two bytes (up to 8191) are read inline: this loop runs once per record
     on the proxy's Produce path, and a call per field was most of its cost.
     """
     add = inputs.append
-    pos, size = 0, len(section)
+    first, end, pos = (0, count, 0) if span is None else span
+    size = len(section)
     value_bytes = 0
     try:
-        for index in range(count):
+        for index in range(first, end):
             byte = section[pos]
             if byte < 0x80:
                 length, pos = (byte >> 1) ^ -(byte & 1), pos + 1
@@ -504,7 +566,7 @@ def _read_records(  # noqa: C901 - one loop per record, kept flat for speed
             byte = section[pos]
             if byte == 0 and pos + 1 == stop:  # no headers
                 if records is not None:
-                    records.append((head, value, 0, [], b""))
+                    records.append((head, value, 0, (), b""))
                 add((value, None))
                 pos = stop
                 continue
@@ -523,9 +585,9 @@ def _read_records(  # noqa: C901 - one loop per record, kept flat for speed
                 raise _invalid("a record header key is not UTF-8") from None
     except IndexError:
         raise _invalid("a record ends inside a varint (truncated)") from None
-    if pos != size:
+    if end == count and pos != size:
         raise _invalid("bytes left over after the batch's last record")
-    return value_bytes
+    return value_bytes, pos
 
 
 def _read_headers(

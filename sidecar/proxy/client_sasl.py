@@ -16,8 +16,6 @@ tell from a request.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from typing import Any, Final
 
 from kio.index import load_response_schema
@@ -26,6 +24,7 @@ from kio.schema.errors import ErrorCode
 from sidecar.proxy.frames import RequestHeader, read_request_header
 from sidecar.proxy.responses import encode_response
 from sidecar.proxy.sasl import SASL_AUTHENTICATE, SASL_HANDSHAKE
+from sidecar.proxy.throttle import Throttle
 from sidecar.proxy.versions import kio_versions
 
 #: API keys answered here, never forwarded.
@@ -76,25 +75,6 @@ def requested_mechanism(frame: bytes, header: RequestHeader) -> str | None:
     if length < 0 or end > len(frame):
         return None
     return frame[header.size + 2 : end].decode("utf-8", errors="replace")[:_MECHANISM_CHARS]
-
-
-class Throttle:
-    """Lets one event through every `interval` seconds; counts the others held back."""
-
-    def __init__(self, interval: float, clock: Callable[[], float] = time.monotonic) -> None:
-        self.interval = interval
-        self.clock = clock
-        self._last: float | None = None
-        self._held = 0
-
-    def admit(self) -> int | None:
-        """None: hold this one back; else how many were held back since the last let through."""
-        now = self.clock()
-        if self._last is not None and now - self._last < self.interval:
-            self._held += 1
-            return None
-        held, self._held, self._last = self._held, 0, now
-        return held
 
 
 #: The process's log throttle for clients' SASL requests (one key: client ids are the client's

@@ -21,8 +21,9 @@ other side's connection does not take what is written to it (its write buffer is
 bytes in it stay counted in the budget), and for the client while `max_in_flight` answers are
 awaited. `sweep`, called about once a second, ends a connection whose frame in progress has
 not arrived within `proxy.read_timeout` seconds, whose client has taken none of its answers for
-`proxy.write_timeout` seconds (its bytes held in the budget meanwhile), or that sent nothing for
-`IDLE_TIMEOUT`.
+`proxy.write_timeout` seconds (its bytes held in the budget meanwhile), that sent nothing for
+`IDLE_TIMEOUT`, or that sent no byte at all within `proxy.first_request_timeout`. `idle_since`
+tells the listeners whether closing a connection loses nothing (to admit another at the cap).
 
 A client's own SaslHandshake or SaslAuthenticate is not forwarded (upstream's connection is
 authenticated as the proxy): once the answers under way are written, it is refused here
@@ -78,11 +79,20 @@ from sidecar.proxy.versions import (
 log = get_logger(__name__)
 
 
+class ProduceSteps(Protocol):
+    """One Produce request being rewritten (`sidecar.proxy.produce.Rewriting`)."""
+
+    def run(self, seconds: float) -> Outcome | None:
+        """Rewrite on for about `seconds`; the outcome once done (None: more to do)."""
+        ...
+
+
 class RewritesProduce(Protocol):
     """What a connection asks of its Produce rewriter (`sidecar.proxy.produce.ProduceRewriter`)."""
 
-    def rewrite(self, frame: bytes, header: RequestHeader, flexible: bool) -> Outcome:
-        """The frame to forward for the Produce request `frame`, or the answer in its place."""
+    def start(self, frame: bytes, header: RequestHeader, flexible: bool) -> ProduceSteps:
+        """The rewriting of the Produce request `frame`: the frame to forward, or the answer
+        in its place, a slice at a time."""
         ...
 
 
@@ -99,6 +109,8 @@ _PEER_FULL: Final = "peer_full"
 _SASL: Final = "client_sasl"
 _REWRITING: Final = "rewriting"
 _UNREAD: Final = "answers_unread"
+_PRODUCING: Final = "producing"
+_REFUSED: Final = "refused"
 #: Stops that leave the frames already read to be handled.
 _NOT_BLOCKING: Final = frozenset({_BUDGET, EOF})
 
@@ -116,6 +128,10 @@ class Limits:
     write_timeout: float
     #: `proxy.max_unread_bytes`: bytes of answers one connection may hold for its client.
     max_unread_bytes: int
+    #: Seconds a connection may stay open without sending a byte.
+    first_request_timeout: float = 10.0
+    #: Seconds a Produce request's rewriting holds the event loop at a time.
+    produce_slice: float = 0.02
 
 
 @dataclass(frozen=True, slots=True, init=False)
@@ -207,7 +223,14 @@ class Connection:
         self._draining: float | None = None
         #: Loop time the client stopped taking its answers (None: it takes them).
         self._unread_since: float | None = None
-        self._last_read = self._loop.time()
+        #: The reason `serve` returns once the drain ends (None: the client closed its side).
+        self._drain_reason: str | None = None
+        #: The Produce request being rewritten a slice at a time: its rewriting, header and
+        #: frame (size prefix included, held in the budget meanwhile); the client is not read.
+        self._producing: tuple[ProduceSteps, RequestHeader, bytes] | None = None
+        self._last_read = self._opened = self._loop.time()
+        #: The client has sent nothing yet.
+        self._silent = True
         self._upstream_writer = upstream[1]  # kept alive with its transport
         upstream_transport = cast(asyncio.Transport, upstream[1].transport)
         self.client = ClientSide(self, client)
@@ -240,7 +263,7 @@ class Connection:
         client = self.client
         if self._draining is not None:
             if now - self._draining > DRAIN_TIMEOUT:
-                self.close(None)
+                self.close(self._drain_reason)
         elif (
             self._unread_since is not None and now - self._unread_since > self.limits.write_timeout
         ):
@@ -262,8 +285,31 @@ class Connection:
                     "(ZDICT_PROXY__READ_TIMEOUT)",
                 )
                 self.close("timeout")
-        elif not client.data and now - self._last_read > IDLE_TIMEOUT:
+        elif (not client.data and now - self._last_read > IDLE_TIMEOUT) or (
+            self._silent and now - self._opened > self.limits.first_request_timeout
+        ):
             self.close("idle")
+
+    def idle_since(self) -> float | None:
+        """Loop time of the client's last bytes when nothing is under way on the connection
+        (no request awaiting its answer, no frame in progress, no answer being written), so
+        closing it loses nothing; None: something is, or it ended. A client that never sent a
+        byte is idle since it connected."""
+        if (
+            self._done.done()
+            or self._pending
+            or self.client.data
+            or self._streaming is not None
+            or self._rewriting is not None
+            or self._sasl is not None
+            or self._producing is not None
+        ):
+            return None
+        return self._last_read
+
+    def sent_a_byte(self) -> bool:
+        """Whether the client ever sent anything."""
+        return not self._silent
 
     def close(self, reason: str | None) -> None:
         """End both connections, give the budget back; `serve` returns `reason`."""
@@ -280,6 +326,9 @@ class Connection:
             side.transport.close()  # what was written still goes out
         self.budget.give(self._answer_held)
         self._answer_held = 0
+        if self._producing is not None:
+            self.budget.give(len(self._producing[2]))
+            self._producing = None
 
     # -- client -> upstream --------------------------------------------------------------------
 
@@ -288,6 +337,7 @@ class Connection:
         """Handle the complete frames of what the client sent."""
         client = self.client
         now = self._last_read = self._loop.time()
+        self._silent = False
         if not client.data:
             client.started = now
             buffer: bytes | bytearray = data
@@ -324,9 +374,20 @@ class Connection:
                 self._request(bytes(whole))
                 pos = end
         except ProtocolError as exc:
-            log.warning("request_refused", peer=self.peer, client_id=self.client_id, error=str(exc))
-            self.close("refused")
+            self._refuse_request(exc)
         return pos
+
+    def _refuse_request(self, exc: ProtocolError) -> None:
+        """A request the proxy does not forward: nothing more is read from the client, and the
+        connection is closed once the answers due before it are written (as a broker, which
+        answers a connection's requests one at a time, has written them)."""
+        log.warning("request_refused", peer=self.peer, client_id=self.client_id, error=str(exc))
+        self.client.stop(_REFUSED)
+        if self._pending:
+            self._draining = self._loop.time()
+            self._drain_reason = "refused"
+        else:
+            self.close("refused")
 
     def _request(self, whole: bytes) -> None:
         """Handle one request frame, `whole` with its size prefix."""
@@ -338,6 +399,25 @@ class Connection:
             self._refuse_sasl()
             return
         expected, replaced, answer = self._admit(frame)
+        if self._producing is not None:
+            # Rewritten on in slices (`_produce_on`); its bytes stay held meanwhile.
+            self._producing = (self._producing[0], self._producing[1], whole)
+            self.budget.force(len(whole))
+            self.client.stop(_PRODUCING)
+            self._loop.call_soon(self._produce_on)
+            return
+        self._send(api_key, whole, expected, replaced, answer)
+
+    def _send(
+        self,
+        api_key: int,
+        whole: bytes,
+        expected: Expected | None,
+        replaced: bytes | None,
+        answer: bytes | None,
+    ) -> None:
+        """Forward request `whole` (or `replaced` in its place) awaiting `expected`, or give
+        the client the proxy's own `answer` to it."""
         if answer is not None:
             self._answer(answer, api_key)
         else:
@@ -347,6 +427,30 @@ class Connection:
                     self.client.stop(_IN_FLIGHT)
             self.upstream.transport.write(whole if replaced is None else replaced)
         self.metrics.frame(api_key, REQUEST, len(whole))
+
+    @_guarded
+    def _produce_on(self) -> None:
+        """Rewrite the next slice of the Produce request under way; once done, send it and go
+        on with the client's frames. Other connections are served between two slices."""
+        producing = self._producing
+        if producing is None or self._done.done():
+            return
+        rewriting, header, whole = producing
+        try:
+            outcome = rewriting.run(self.limits.produce_slice)
+        except ProtocolError as exc:
+            self._producing = None
+            self.budget.give(len(whole))
+            self._refuse_request(exc)
+            return
+        if outcome is None:
+            self._loop.call_soon(self._produce_on)
+            return
+        self._producing = None
+        self.budget.give(len(whole))
+        self._send(PRODUCE, whole, *_produced(outcome, header))
+        self.client.go(_PRODUCING)
+        self._resume_requests()
 
     def _refuse_sasl(self) -> None:
         """Answer a client's own SASL request locally (`client_sasl`) once the answers under
@@ -371,7 +475,8 @@ class Connection:
     def _admit(self, frame: bytes) -> tuple[Expected | None, bytes | None, bytes | None]:
         """What answer `frame` expects (None: none), the frame to send upstream in its place
         (None: `frame` itself), and the answer the proxy gives itself (None: upstream answers;
-        else nothing is forwarded).
+        else nothing is forwarded). A Produce whose rewriting goes on past its first slice
+        sets `_producing` instead: the three are known once it is done.
 
         Raises:
             ProtocolError: an API or version the proxy does not forward.
@@ -396,18 +501,16 @@ class Connection:
         refusal = self.answers.refusal(frame, header)
         if refusal is not None:
             return None, None, refusal
-        replaced: bytes | None = None
-        acks = -1
         if api_key == PRODUCE and self.produce is not None:
-            outcome = self.produce.rewrite(frame, header, header_version >= 2)
-            if outcome.answer is not None:
-                return None, None, outcome.answer
-            replaced, acks = outcome.frame, outcome.acks
-        elif api_key == PRODUCE:
-            acks = produce_acks(frame, header, header_version >= 2)
-        if api_key == PRODUCE and acks == 0:
-            return None, replaced, None  # a broker does not answer acks=0
-        return Expected(api_key, version, header.correlation_id), replaced, None
+            rewriting = self.produce.start(frame, header, header_version >= 2)
+            outcome = rewriting.run(self.limits.produce_slice)
+            if outcome is None:
+                self._producing = (rewriting, header, b"")  # `_request` holds the frame
+                return None, None, None
+            return _produced(outcome, header)
+        if api_key == PRODUCE and produce_acks(frame, header, header_version >= 2) == 0:
+            return None, None, None  # a broker does not answer acks=0
+        return Expected(api_key, version, header.correlation_id), None, None
 
     def _answer(self, answer: bytes, api_key: int) -> None:
         """Give the client `answer` (a frame of `api_key`) in request order: now if no answer
@@ -569,7 +672,7 @@ class Connection:
         if self._sasl is not None:
             self._refuse_sasl()
         elif self._draining is not None:
-            self.close(None)
+            self.close(self._drain_reason)
 
     def _write_answer(self, expected: Expected, data: bytes) -> None:
         """Write the rewritten answer to `expected` and give its bytes back."""
@@ -712,6 +815,17 @@ class Connection:
         if self._done.done() or self.upstream.stops - _NOT_BLOCKING or not self.upstream.data:
             return
         self.responses(b"")
+
+
+def _produced(
+    outcome: Outcome, header: RequestHeader
+) -> tuple[Expected | None, bytes | None, bytes | None]:
+    """What a rewritten Produce request `outcome` asks of the connection, as `_admit` says."""
+    if outcome.answer is not None:
+        return None, None, outcome.answer
+    if outcome.acks == 0:
+        return None, outcome.frame, None  # a broker does not answer acks=0
+    return Expected(PRODUCE, header.version, header.correlation_id), outcome.frame, None
 
 
 def _check_correlation(expected: Expected, frame: bytes | bytearray) -> None:

@@ -25,6 +25,10 @@ cannot be looked up because the registry does not answer is not such a failure: 
 stops before that batch (`Rewritten.held_back`), even the response's first, so the client
 fetches it again later.
 
+A record carrying a header key that C clients read as ours (`zd`, a NUL byte and more:
+librdkafka reads a key up to its first NUL), which Produce refuses, is passed as stored and
+counted failed in the same way.
+
 Bounds: a compressed batch is inflated to at most `limit` bytes, each value to at most the
 decoder's `max_output_size`, and the partition's output stops at a batch boundary before it
 would pass `limit` (`held_back`); the first batch of a response (`first`) that alone is above
@@ -134,6 +138,9 @@ class PartitionDecoder:
         #: How our header's key appears in a record: its length (a zig-zag varint), then it.
         self._marker = varint(len(key)) + key
         self._key = key
+        #: C clients (librdkafka) read a header key up to its first NUL byte: `zd\x00...` is
+        #: `zd` to them (Produce refuses such a key; a stored one is flagged here).
+        self._shadow = key + b"\x00"
         self._compression = Compression()
 
     def rewrite(self, data: bytes, *, limit: int, first: bool, work: DecodeWork) -> Rewritten:
@@ -228,12 +235,13 @@ class PartitionDecoder:
                 raise FetchHeldBack(f"a {CODECS[codec]} batch inflates past {bound} bytes")
             work.spent += len(inflated)
             section = inflated
-        if self._marker not in section:
+        shadowed = self._shadow in section
+        if self._marker not in section and not shadowed:
             result.passed += max(count, 0)
             return stored
         try:
             records, decoded, failed, skipped = self._records(
-                section, count, room, result, work, must
+                section, count, room, result, work, must, shadowed
             )
         except MalformedBatch as exc:
             self._failed(result, data, pos, str(exc))
@@ -267,9 +275,11 @@ class PartitionDecoder:
         result: Rewritten,
         work: DecodeWork,
         must: bool,
+        shadowed: bool,
     ) -> tuple[bytes, int, int, int]:
         """The records of a batch with values decoded: (bytes, decoded, failed, sent as
-        stored past the work's budget).
+        stored past the work's budget); `shadowed`: the batch may hold a header key C clients
+        read as ours (see `_shadow`), each record carrying one sent as stored and counted failed.
 
         Raises:
             MalformedBatch: the records do not parse.
@@ -277,7 +287,7 @@ class PartitionDecoder:
                 could not be read.
         """
         try:
-            return self._parse_records(section, count, room, result, work, must)
+            return self._parse_records(section, count, room, result, work, must, shadowed)
         except IndexError:
             raise MalformedBatch("a record ends inside a varint") from None
 
@@ -289,6 +299,7 @@ class PartitionDecoder:
         result: Rewritten,
         work: DecodeWork,
         must: bool,
+        shadowed: bool,
     ) -> tuple[bytes, int, int, int]:
         # Varints of one byte (values -64..63: most lengths and deltas) are read inline: this
         # loop runs once per record, and a call per field doubled its cost.
@@ -344,7 +355,7 @@ class PartitionDecoder:
             headers_at = pos
             ours: bytes | None = None
             ours_at = ours_end = -1
-            mine = 0
+            mine = shadows = 0
             for _ in range(header_count):
                 header_at = pos
                 byte = section[pos]
@@ -363,12 +374,23 @@ class PartitionDecoder:
                     mine += 1
                     ours_at = header_at
                     ours = section[pos : pos + header_len] if header_len >= 0 else None
+                elif shadowed and name.split(b"\x00", 1)[0] == key:
+                    shadows += 1
                 if header_len > 0:
                     pos += header_len
                 if name == key:
                     ours_end = pos
             if pos != stop:
                 raise MalformedBatch("a record's fields do not add up to its length")
+            if shadows:
+                failed += 1
+                result.failure = (
+                    f"a record carries a header key that C clients read as {key_name!r} (up "
+                    "to a NUL byte), which Produce refuses: sent as stored"
+                )
+                append(section[start:stop])
+                size += stop - start
+                continue
             if not mine or value is None:
                 append(section[start:stop])
                 size += stop - start

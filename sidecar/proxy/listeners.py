@@ -5,11 +5,19 @@ A connection to the bootstrap listener is forwarded to the first upstream bootst
 accepts a connection (in the order configured); a connection to broker N's listener to broker
 N's address as upstream last named it. Upstream connections are opened by `upstream`: TLS and
 the proxy's own SASL authentication first; a broker refusing the proxy's credentials closes the
-client's connection (`upstream_auth_failed`). Both kinds count against `proxy.max_connections`; past
-it a connection is closed at once. Broker listeners bind the host of `proxy.listen` (loopback
-by default), at the port `addresses.PortMap` gives, and stay up for the process. Every
-`SWEEP_INTERVAL` seconds (at most half of `proxy.read_timeout`) one sweep over the connections
-ends those whose frame in progress is late or that stayed idle (`Connection.sweep`).
+client's connection (`upstream_auth_failed`). Both kinds count against `proxy.max_connections`
+(and `proxy.max_connections_per_client` per client address); past it an idle connection gives
+way to the new one, or with none idle the new one is closed at once (`slots`; one
+`connection_refused` line per `REFUSAL_LOG_INTERVAL` with how many were held back). Broker
+listeners bind the host of `proxy.listen` (loopback by default), at the port
+`addresses.PortMap` gives, and stay up for the process. Every `SWEEP_INTERVAL` seconds (at most
+half of `proxy.read_timeout`) one sweep over the connections ends those whose frame in progress
+is late or that stayed idle (`Connection.sweep`).
+
+While a listener's upstream cannot be reached (a connection to it failed: the broker is down),
+the listener stops, so that clients see the broker down as they would without the proxy: their
+connections refused, not accepted and closed at once. It listens again at the same port once
+upstream accepts a TCP connection (checked every `RECHECK_INTERVAL` seconds).
 """
 
 from __future__ import annotations
@@ -33,8 +41,10 @@ from sidecar.proxy.metrics import BOOTSTRAP, BROKER, ForwardMetrics
 from sidecar.proxy.produce import ProduceRewriter
 from sidecar.proxy.security import PLAINTEXT_UPSTREAM, UpstreamSecurity
 from sidecar.proxy.sides import Accepted
+from sidecar.proxy.slots import Slots
+from sidecar.proxy.throttle import Throttle
 from sidecar.proxy.topics import TopicView
-from sidecar.proxy.upstream import describe, open_upstream
+from sidecar.proxy.upstream import describe, open_upstream, reachable
 
 log = get_logger(__name__)
 
@@ -42,6 +52,10 @@ log = get_logger(__name__)
 STOP_TIMEOUT: Final = 10.0
 #: Seconds between two sweeps over the connections (see module).
 SWEEP_INTERVAL: Final = 1.0
+#: Seconds between two log lines about connections refused, or closed to admit others.
+REFUSAL_LOG_INTERVAL: Final = 10.0
+#: Seconds between two checks whether upstream is back, while a listener is paused.
+RECHECK_INTERVAL: Final = 1.0
 
 
 class Listeners:
@@ -80,13 +94,23 @@ class Listeners:
             read_timeout=settings.read_timeout,
             write_timeout=settings.write_timeout,
             max_unread_bytes=settings.max_unread_bytes,
+            first_request_timeout=settings.first_request_timeout,
+            produce_slice=settings.produce_slice_ms / 1000,
         )
+        self.slots: Slots[Accepted, Connection] = Slots(
+            settings.max_connections, settings.max_connections_per_client
+        )
+        self.refusals = Throttle(REFUSAL_LOG_INTERVAL)
+        self.evictions = Throttle(REFUSAL_LOG_INTERVAL)
         #: Node id -> its upstream address, as the latest response naming it said.
         self.upstream: dict[int, Address] = {}
         self._servers: dict[int | None, asyncio.Server] = {}
+        #: Listeners stopped while their upstream cannot be reached: the task reopening each.
+        self._paused: dict[int | None, asyncio.Task[None]] = {}
+        #: Seconds between two checks whether a paused listener's upstream is back.
+        self.recheck_interval = RECHECK_INTERVAL
         self._unavailable: set[int] = set()
         self._connections: set[asyncio.Task[None]] = set()
-        self._live: set[Connection] = set()
         self._sweeping: asyncio.Task[None] | None = None
         self._starting = asyncio.Lock()
 
@@ -96,11 +120,7 @@ class Listeners:
         Raises:
             OSError: the address is taken or not this host's.
         """
-        server = await asyncio.get_running_loop().create_server(
-            functools.partial(Accepted, functools.partial(self._accept, None)),
-            self.settings.host,
-            self.settings.port,
-        )
+        server = await self._server(None, self.settings.port)
         self._servers[None] = server
         self._sweeping = asyncio.create_task(self._sweep())
         host, port = server.sockets[0].getsockname()[:2]
@@ -126,6 +146,8 @@ class Listeners:
         """Stop listening; end every connection (at most `STOP_TIMEOUT` seconds)."""
         for server in self._servers.values():
             server.close()
+        for reopening in list(self._paused.values()):
+            reopening.cancel()
         if self._sweeping is not None:
             self._sweeping.cancel()
         tasks = list(self._connections)
@@ -152,11 +174,7 @@ class Listeners:
                         f"port {self.ports.base} + {node_id} is outside 1-65535 "
                         "(ZDICT_PROXY__BROKER_PORT_BASE)"
                     )
-                self._servers[node_id] = await asyncio.get_running_loop().create_server(
-                    functools.partial(Accepted, functools.partial(self._accept, node_id)),
-                    self.settings.host,
-                    port,
-                )
+                self._servers[node_id] = await self._server(node_id, port)
             except OSError as exc:
                 self._unavailable.add(node_id)
                 log.error(
@@ -175,32 +193,121 @@ class Listeners:
         )
         return port
 
+    async def _server(self, node_id: int | None, port: int) -> asyncio.Server:
+        """A listener at `port` for `node_id` (None: bootstrap).
+
+        Raises:
+            OSError: the port is taken.
+        """
+        return await asyncio.get_running_loop().create_server(
+            functools.partial(Accepted, functools.partial(self._accept, node_id)),
+            self.settings.host,
+            port,
+        )
+
+    def _unreachable(self, node_id: int | None) -> None:
+        """Upstream of `node_id`'s listener (None: bootstrap) cannot be reached: the listener
+        stops, so that clients' connections are refused as the broker's own would be (a client
+        retries a refused connection as it should; one accepted and closed at once looks like
+        a broker failing a request), until upstream accepts connections again (see module)."""
+        server = self._servers.get(node_id)
+        if server is None or node_id in self._paused or not server.sockets:
+            return
+        port = int(server.sockets[0].getsockname()[1])
+        server.close()
+        self._paused[node_id] = asyncio.get_running_loop().create_task(self._reopen(node_id, port))
+        log.warning(
+            "listener_paused",
+            node_id=node_id,
+            port=port,
+            reason="upstream cannot be reached: connections to this port are refused until it can",
+        )
+
+    async def _reopen(self, node_id: int | None, port: int) -> None:
+        """Listen again at `port` for `node_id` once its upstream accepts a connection (checked
+        every `recheck_interval` seconds)."""
+        try:
+            while True:
+                await asyncio.sleep(self.recheck_interval)
+                targets = self.bootstrap if node_id is None else (self.upstream[node_id],)
+                for target in targets:
+                    if await reachable(target, self.recheck_interval):
+                        break
+                else:
+                    continue
+                try:
+                    self._servers[node_id] = await self._server(node_id, port)
+                except OSError as exc:  # taken meanwhile: tried again
+                    log.error("listener_resume_failed", node_id=node_id, port=port, error=str(exc))
+                    continue
+                log.info("listener_resumed", node_id=node_id, port=port)
+                return
+        finally:
+            self._paused.pop(node_id, None)
+
     async def _sweep(self) -> None:
         interval = min(SWEEP_INTERVAL, self.limits.read_timeout / 2)
         loop = asyncio.get_running_loop()
         while True:
             await asyncio.sleep(interval)
             now = loop.time()
-            for connection in list(self._live):
+            for connection in self.slots.connections():
                 connection.sweep(now)
 
     def _accept(self, node_id: int | None, accepted: Accepted) -> None:
         """A client connected to `node_id`'s listener (None: bootstrap): served by a task of
-        its own, or closed at once past `proxy.max_connections`."""
-        assert accepted.transport is not None
-        if len(self._connections) >= self.settings.max_connections:
-            self.metrics.refused()
-            log.warning(
-                "connection_refused",
-                peer=str(accepted.transport.get_extra_info("peername")),
-                reason=f"{self.settings.max_connections} connections already "
-                "(ZDICT_PROXY__MAX_CONNECTIONS)",
-            )
-            accepted.transport.close()
+        its own once it has a slot (an idle connection closed to make room, see module), or
+        closed at once."""
+        transport = accepted.transport
+        assert transport is not None
+        peer = transport.get_extra_info("peername")
+        host = str(peer[0]) if isinstance(peer, tuple) else str(peer)
+        admitted, victim = self.slots.room(host, asyncio.get_running_loop().time())
+        if not admitted:
+            self._refuse(transport, host)
             return
+        if victim is not None:
+            self._evict(victim, host)
+        self.slots.hold(accepted, host)
         task = asyncio.get_running_loop().create_task(self._serve(node_id, accepted))
         self._connections.add(task)
         task.add_done_callback(self._connections.discard)
+
+    def _refuse(self, transport: asyncio.BaseTransport, host: str) -> None:
+        """No slot for a new connection from `host`: closed at once, logged at most once per
+        `REFUSAL_LOG_INTERVAL` (a client retries within milliseconds)."""
+        self.metrics.refused()
+        transport.close()
+        held = self.refusals.admit()
+        if held is None:
+            return
+        per_client = self.settings.max_connections_per_client
+        if per_client and self.slots.held_by(host) >= per_client:
+            reason = (
+                f"{per_client} connections of this client address already, none idle "
+                "(ZDICT_PROXY__MAX_CONNECTIONS_PER_CLIENT)"
+            )
+        else:
+            reason = (
+                f"{self.settings.max_connections} connections already, none idle "
+                "(ZDICT_PROXY__MAX_CONNECTIONS)"
+            )
+        log.warning("connection_refused", peer=host, held_back=held, reason=reason)
+
+    def _evict(self, victim: Accepted, host: str) -> None:
+        """Close `victim`'s idle connection to admit one from `host`."""
+        connection = self.slots.release(victim)
+        if connection is not None:
+            connection.close("evicted")
+        held = self.evictions.admit()
+        if held is not None:
+            log.info(
+                "connection_evicted",
+                peer=host,
+                held_back=held,
+                reason="an idle connection was closed to admit a new one "
+                "(ZDICT_PROXY__MAX_CONNECTIONS, ZDICT_PROXY__MAX_CONNECTIONS_PER_CLIENT)",
+            )
 
     async def _serve(self, node_id: int | None, accepted: Accepted) -> None:
         client = accepted.transport
@@ -218,6 +325,8 @@ class Listeners:
                 log.error("upstream_auth_failed", peer=peer, node_id=node_id, error=str(exc))
                 upstream = None
             if upstream is None:
+                if reason == "upstream_unreachable":
+                    self._unreachable(node_id)
                 return
             if accepted.lost:
                 reason = None  # the client left meanwhile
@@ -232,15 +341,14 @@ class Listeners:
                 answers=self.answers,
                 produce=self.produce,
             )
-            self._live.add(connection)
+            self.slots.serve(accepted, connection)
             reason = await connection.serve()
         except asyncio.CancelledError:
             reason = None  # the proxy is stopping: this task is the connection's own
         finally:
             if connection is None:
                 client.close()
-            else:
-                self._live.discard(connection)
+            self.slots.release(accepted)
             self.metrics.ended(listener, reason)
 
     async def _connect(self, node_id: int | None, peer: str) -> Streams | None:

@@ -24,11 +24,13 @@ BROKER: Final = "broker"
 #: Why the proxy closed a client connection: a request it does not forward (or cannot read),
 #: a frame that did not arrive within the read timeout, an idle connection, upstream closing
 #: or answering what the proxy cannot read, upstream not reachable, upstream refusing the
-#: proxy's SASL credentials, a client starting a SASL handshake of its own.
+#: proxy's SASL credentials, a client starting a SASL handshake of its own, an idle connection
+#: closed to admit a new one (`slots`).
 CLOSE_REASONS: Final = (
     "refused",
     "timeout",
     "idle",
+    "evicted",
     "upstream_closed",
     "upstream_unreachable",
     "upstream_auth_failed",
@@ -131,7 +133,8 @@ class ForwardMetrics:
         )
         self._refused = Counter(
             "zdict_proxy_refused_connections",
-            "Client connections closed at once: ZDICT_PROXY__MAX_CONNECTIONS were open.",
+            "Client connections closed at once: ZDICT_PROXY__MAX_CONNECTIONS (or "
+            "ZDICT_PROXY__MAX_CONNECTIONS_PER_CLIENT of its address) were open, none idle.",
             registry=registry,
         )
         self._listeners = Gauge(

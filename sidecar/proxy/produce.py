@@ -27,13 +27,21 @@ Per partition rewritten, the raw values are offered to the namespace's training 
 position counted by the proxy: the upstream offset is not known before upstream answers).
 One log line per kind of refusal per `REFUSAL_LOG_INTERVAL` seconds; the kinds are the proxy's
 own names, never a client's string.
+
+A connection rewrites a request a slice at a time (`ProduceRewriter.start`, `Rewriting.run`):
+the work is cut into steps (at most `batches.STEP_RECORDS` records read or written, at most
+`ENCODE_SLICE` encoded), and the event loop serves the other connections between slices, so a
+request of 100,000 records does not hold it for the whole request.
 """
 
 from __future__ import annotations
 
+import bisect
+import functools
+import math
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from typing import Any, Final, overload
 
 from kio.schema.errors import ErrorCode
@@ -71,6 +79,13 @@ PRODUCE: Final = 0
 #: Why a request was refused, beyond `batches`' kinds: a metrics label and log key.
 TOPIC_REFUSED: Final = "topic"
 ACKS_REFUSED: Final = "acks"
+#: Records encoded in one step (`batches.STEP_RECORDS` are read, or written, in one).
+ENCODE_SLICE: Final = 4096
+#: What one partition read yields: (partition number, index, batches) of each partition
+#: holding records, or the first refusal: (topic number, partition number) and why.
+_Read = list[tuple[int, int, ReadPartition]] | tuple[tuple[int, int], ProduceRefused]
+#: What a topic's rewriting yields: the refusal, if any (see `ProduceRewriter._topic`).
+_Refusal = tuple[tuple[int, int], ProduceRefused] | None
 
 
 class Sampled:
@@ -120,6 +135,31 @@ class SampledValues(Sequence[Sampled]):
 
 #: One partition forwarded: topic, batches, records, bytes sent upstream, bytes as received.
 Stored = tuple[str, int, int, int, int]
+
+
+class Rewriting:
+    """One Produce request being rewritten a slice at a time (`ProduceRewriter.start`)."""
+
+    __slots__ = ("_clock", "_steps")
+
+    def __init__(self, steps: Iterator[Outcome | None], clock: Callable[[], float]) -> None:
+        self._steps = steps
+        self._clock = clock
+
+    def run(self, seconds: float) -> Outcome | None:
+        """Rewrite on for about `seconds` (a step is not cut short); the outcome once the
+        request is done (None: there is more to do, call again).
+
+        Raises:
+            ProtocolError: as `ProduceRewriter.rewrite`.
+        """
+        until = self._clock() + seconds
+        for step in self._steps:
+            if step is not None:
+                return step
+            if self._clock() >= until:
+                return None
+        raise AssertionError("a Produce rewriting ended without its outcome")
 
 
 class Outcome:
@@ -175,12 +215,25 @@ class ProduceRewriter:
 
     def rewrite(self, frame: bytes, header: RequestHeader, flexible: bool) -> Outcome:
         """The frame to forward for the Produce request `frame` (size prefix excluded), or
-        the answer to give in its place.
+        the answer to give in its place, rewritten all at once.
 
         Raises:
             ProtocolError: the frame does not parse, or a refused request has acks=0 (the
                 connection is closed).
         """
+        outcome = self.start(frame, header, flexible).run(math.inf)
+        assert outcome is not None
+        return outcome
+
+    def start(self, frame: bytes, header: RequestHeader, flexible: bool) -> Rewriting:
+        """The rewriting of the Produce request `frame` (as `rewrite`), run a slice at a time
+        (see module); nothing is read before its first `run`."""
+        return Rewriting(self._steps(frame, header, flexible), self.clock)
+
+    def _steps(
+        self, frame: bytes, header: RequestHeader, flexible: bool
+    ) -> Iterator[Outcome | None]:
+        """`rewrite` in steps: None after each, the outcome last."""
         request = parse_produce(frame, header, flexible)
         self.requests += 1
         refusals: dict[tuple[int, int], ProduceRefused] = {}
@@ -206,7 +259,7 @@ class ProduceRewriter:
                 continue
             if first is not None:
                 continue
-            refusal = self._topic(t, topic, allowance, records, offered, stored)
+            refusal = yield from self._topic(t, topic, allowance, records, offered, stored)
             if refusal is not None:
                 refusals[refusal[0]] = first = refusal[1]
                 where = topic.name
@@ -214,7 +267,8 @@ class ProduceRewriter:
             self._offer(offered)
             for name, batches, count, sent, received in stored:
                 self.metrics.stored(name, batches, count, sent, received)
-            return Outcome(request.acks, frame=encode_produce(frame, request, records))
+            yield Outcome(request.acks, frame=encode_produce(frame, request, records))
+            return
         self.refused += 1
         self.metrics.produce_refused(first.kind)
         self._log(first, header, where)
@@ -223,7 +277,7 @@ class ProduceRewriter:
                 f"a Produce request with acks=0 was refused ({first}): the connection is "
                 "closed, as a broker closes it"
             )
-        return Outcome(request.acks, answer=_answer(request, refusals, first))
+        yield Outcome(request.acks, answer=_answer(request, refusals, first))
 
     def _topic(
         self,
@@ -233,16 +287,17 @@ class ProduceRewriter:
         records: dict[tuple[int, int], bytes],
         offered: list[tuple[Namespace, int, list[bytes | None]]],
         stored: list[Stored],
-    ) -> tuple[tuple[int, int], ProduceRefused] | None:
-        """Rewrite the partitions of topic number `t` into `records`: every batch read, the
-        values of all encoded in one call, each partition written again, its bytes as sent
-        and as received noted in `stored` (counted once the request is forwarded). A refusal:
-        (topic number, partition number) and why; nothing of the topic is then written."""
+    ) -> Generator[None, None, _Refusal]:
+        """Rewrite the partitions of topic number `t` into `records`, in steps: every batch
+        read, the values of all encoded (`ENCODE_SLICE` records a call), each partition written
+        again, its bytes as sent and as received noted in `stored` (counted once the request is
+        forwarded). A refusal: (topic number, partition number) and why; nothing of the topic
+        is then written."""
         # The batches that will go raw are read for their values only: which ones, by the
         # crossover the topic had at its last request (a new dictionary may move it: then they
         # are read again whole, once).
         values_from = self._crossovers.get(topic.name)
-        read = self._read(t, topic, allowance, values_from)
+        read = yield from self._read(t, topic, allowance, values_from)
         if isinstance(read, tuple):
             return read
         if not read:
@@ -255,7 +310,7 @@ class ProduceRewriter:
         if values_from is not None and crossover != values_from:
             # The first read took every bound: this one is not counted against the request.
             again = Allowance(self.max_records, self.max_decompressed_bytes)
-            read = self._read(t, topic, again, None)
+            read = yield from self._read(t, topic, again, None)
             if isinstance(read, tuple):  # the same checks passed on these bytes: not expected
                 return read
         inputs: Inputs = []
@@ -268,38 +323,49 @@ class ProduceRewriter:
             namespace.count_raw(inputs, sum(part.value_bytes for part in partitions))
         else:
             raw = _raw_positions(crossover, partitions)
-            try:
-                encoded = encode_checked(
-                    lambda records: namespace.encode_with_raw(records, raw), inputs
-                )
-            except ProduceRefused as exc:
-                return (t, read[0][0]), exc
+            encoded = []
+            for start in range(0, len(inputs), ENCODE_SLICE):
+                end = start + ENCODE_SLICE
+                # The raw positions of this slice, counted from its start (`raw` ascends).
+                mine = raw[bisect.bisect_left(raw, start) : bisect.bisect_left(raw, end)]
+                shifted = [i - start for i in mine] if start else mine
+                try:
+                    encoded += encode_checked(
+                        functools.partial(namespace.encode_with_raw, raw=shifted),
+                        inputs[start:end] if start or end < len(inputs) else inputs,
+                    )
+                except ProduceRefused as exc:
+                    return (t, read[0][0]), exc
+                yield None
         at = 0
         for p, index, batches in read:
             count = len(batches.inputs)
-            out = records[(t, p)] = (
-                self.batches.write_as_read(batches)
-                if encoded is None
-                else self.batches.write(batches, encoded[at : at + count])
-            )
+            if encoded is None:
+                out = self.batches.write_as_read(batches)
+            else:
+                values = encoded[at : at + count]
+                out = yield from self.batches.write_steps(batches, values)
+            records[(t, p)] = out
             received = topic.partitions[p].records
             stored.append((topic.name, len(batches.batches), count, len(out), len(received or b"")))
             at += count
             offered.append((namespace, index, [value for value, _ in batches.inputs]))
+            yield None
         return None
 
     def _read(
         self, t: int, topic: TopicData, allowance: Allowance, values_from: float | None
-    ) -> list[tuple[int, int, ReadPartition]] | tuple[tuple[int, int], ProduceRefused]:
+    ) -> Generator[None, None, _Read]:
         """(partition number, index, batches) of each partition of topic number `t` holding
-        records, read (`BatchRewriter.read`); or the first refusal: (topic number, partition
-        number) and why."""
+        records, read in steps (`BatchRewriter.read_steps`); or the first refusal: (topic
+        number, partition number) and why."""
         read: list[tuple[int, int, ReadPartition]] = []
         for p, partition in enumerate(topic.partitions):
-            if partition.records is None:
+            data = partition.records
+            if data is None:
                 continue
             try:
-                batches = self.batches.read(partition.records, allowance, values_from)
+                batches = yield from self.batches.read_steps(data, allowance, values_from)
             except ProduceRefused as exc:
                 return (t, p), exc
             read.append((p, partition.index, batches))

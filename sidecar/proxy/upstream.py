@@ -124,3 +124,15 @@ async def _close(writer: asyncio.StreamWriter) -> None:
     writer.close()
     with contextlib.suppress(OSError, asyncio.CancelledError):
         await writer.wait_closed()
+
+
+async def reachable(target: Address, timeout: float) -> bool:
+    """Whether `target` accepts a TCP connection within `timeout` seconds (closed at once:
+    nothing is exchanged)."""
+    try:
+        async with asyncio.timeout(timeout):
+            _, writer = await asyncio.open_connection(target.host, target.port)
+    except (OSError, TimeoutError):
+        return False
+    await _close(writer)
+    return True

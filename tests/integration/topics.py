@@ -7,9 +7,11 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 
+from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import (  # type: ignore[attr-defined]  # public, but not in __all__
     AdminClient,
     NewTopic,
+    OffsetSpec,
 )
 
 from .broker import BROKER_TIMEOUT_S, TOPIC_TIMEOUT_S
@@ -19,7 +21,9 @@ MakeTopic = Callable[..., str]
 
 
 def _wait_topic_ready(admin: AdminClient, name: str, partitions: int) -> None:
-    """Wait until the broker's metadata shows ``name`` with all ``partitions`` led."""
+    """Wait until the broker's metadata shows ``name`` with all ``partitions`` led, and each
+    leader answers for its partition: metadata can name a leader a moment before that broker
+    serves the partition, and a raw Produce sent then gets NOT_LEADER_OR_FOLLOWER."""
     deadline = time.monotonic() + TOPIC_TIMEOUT_S
     state = "not in metadata"
     while time.monotonic() < deadline:
@@ -30,10 +34,26 @@ def _wait_topic_ready(admin: AdminClient, name: str, partitions: int) -> None:
                 and len(topic.partitions) == partitions
                 and all(p.error is None and p.leader >= 0 for p in topic.partitions.values())
             ):
-                return
-            state = f"error={topic.error}, partitions={len(topic.partitions)}"
+                answering = _leaders_answering(admin, name, partitions)
+                if answering is None:
+                    return
+                state = answering
+            else:
+                state = f"error={topic.error}, partitions={len(topic.partitions)}"
         time.sleep(0.1)
     raise AssertionError(f"topic {name} not ready after {TOPIC_TIMEOUT_S:.0f}s: {state}")
+
+
+def _leaders_answering(admin: AdminClient, name: str, partitions: int) -> str | None:
+    """None if every partition's leader answers a ListOffsets for it, else why not."""
+    latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]  # confluent-kafka has no annotations
+    asked = {TopicPartition(name, p): latest for p in range(partitions)}
+    try:
+        for future in admin.list_offsets(asked, request_timeout=BROKER_TIMEOUT_S).values():
+            future.result(timeout=BROKER_TIMEOUT_S)
+    except KafkaException as exc:
+        return f"leaders not answering yet: {exc}"
+    return None
 
 
 def create_topic(

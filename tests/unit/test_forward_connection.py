@@ -293,12 +293,16 @@ def test_a_stalled_frame_times_out_and_its_budget_is_returned() -> None:
     asyncio.run(main())
 
 
-def test_connections_past_the_cap_are_closed_at_once() -> None:
+def test_connections_past_the_cap_with_none_idle_are_closed_at_once() -> None:
     async def main() -> None:
-        async with running(lambda _f: None, max_connections=1) as (listeners, _upstream, _registry):
+        async with running(lambda _f: None, max_connections=1) as (listeners, upstream, _registry):
             _r1, w1 = await asyncio.open_connection(*_bootstrap(listeners))
-            await asyncio.sleep(0.1)
+            w1.write(_list_groups(1))  # never answered: under way, so it keeps its slot
+            await w1.drain()
+            while not upstream.frames:
+                await asyncio.sleep(0.01)
             r2, w2 = await asyncio.open_connection(*_bootstrap(listeners))
+
             assert await _closed(r2)
             w1.close()
             w2.close()
@@ -438,7 +442,7 @@ def _produce_padded(size: int) -> bytes:
 class _FaultyRewriter:
     """Stands for a ProduceRewriter with a bug: every rewrite raises."""
 
-    def rewrite(self, *_args: object) -> None:
+    def start(self, *_args: object) -> None:
         raise RuntimeError("a bug of the proxy's own")
 
 
