@@ -119,9 +119,11 @@ def format_training(report: TrainingReport, stored: Dictionary | None, activated
         )
     if report.refit:
         out.append(
-            f"refit: the stored dictionary is trained again on all "
-            f"{report.train_count + report.heldout_count:,} samples; the held-out figures "
-            "above are the dictionary as chosen, which did not see the held-out messages"
+            f"refit: the stored dictionary is trained again on "
+            f"{report.train_count + report.heldout_count - report.crossover_count:,} samples "
+            f"(all but the {report.crossover_count:,} newest, kept for the crossover); the "
+            "held-out figures above are the dictionary as chosen, which did not see the "
+            "held-out messages"
         )
     if report.raw_crossover is not None:
         never = "none (frames win at every fill measured)"
@@ -131,7 +133,8 @@ def format_training(report: TrainingReport, stored: Dictionary | None, activated
         )
         out.append(
             f"output crossover (records per batch from which raw values with producer batch "
-            f"compression store less than these frames, on the training values): {fills}"
+            f"compression store less than the stored dictionary's frames, on the "
+            f"{report.crossover_count:,} newest held-out messages, which it did not see): {fills}"
         )
     out += ["", f"decision: {report.decision.value}: {report.reason}"]
     if stored is not None:
