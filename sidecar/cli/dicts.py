@@ -169,20 +169,32 @@ def _format_stored(evaluation: Evaluation) -> str:
         [
             s.fill,
             *(f"{s.bytes_per_record[n]:.1f} ({raw / s.bytes_per_record[n]:.2f}x)" for n in names),
+            f"{s.versus_producer:.3f}",
         ]
         for s in evaluation.stored
     ]
+    at = (evaluation.training.raw_crossover or {}).get("zstd")
     table = render(
-        ("records/batch", *names),
+        ("records/batch", *names, "sidecar / raw zstd"),
         rows,
         "bytes per record as Kafka stores them (batch header and record framing counted, keys "
-        "null), (x) = raw value bytes / stored; per record = this tool's compact frames",
+        "null), (x) = raw value bytes / stored; per record = this tool's compact frames; sidecar "
+        f"+ zstd = frames below the dictionary's zstd crossover ({_fill(at)}), raw values from "
+        "it; sidecar / raw zstd = its stored bytes over producer zstd's alone",
     )
     lines = [table]
-    for name, at in evaluation.crossovers.items():
-        where = f"from ~{at:.1f} records per batch" if at is not None else "never within 128"
-        lines.append(f"{name} stores no more than per-record frames {where}")
+    last = evaluation.stored[-1].fill
+    for pair, fill in evaluation.crossovers.items():
+        theirs, ours = pair.split(" / ")
+        where = (
+            f"from ~{fill:.1f} records per batch" if fill is not None else f"never within {last}"
+        )
+        lines.append(f"{theirs} stores no more than {ours} {where} (on these later messages)")
     return "\n".join(lines)
+
+
+def _fill(at: float | None) -> str:
+    return "none: frames at every fill" if at is None else f"{at:g} records per batch"
 
 
 def _format_transport(evaluation: Evaluation) -> str:
