@@ -284,9 +284,15 @@ class BatchRewriter:
                 out.append(self._write_batch(batch.fields, batch.plain))
         return b"".join(out)
 
-    def write(self, partition: ReadPartition, encoded: Sequence[Transformed]) -> bytes:
+    def write(
+        self,
+        partition: ReadPartition,
+        encoded: Sequence[Transformed],
+        compare_from: float | None = None,
+    ) -> bytes:
         """The records field of `partition` written again with its values `encoded` (as many
-        as its inputs, in order)."""
+        as its inputs, in order). A batch of at least `compare_from` records (None: none) is
+        written as it came instead when that is fewer bytes than with its frames."""
         out: list[bytes] = []
         at = 0
         for batch in partition.batches:
@@ -302,7 +308,16 @@ class BatchRewriter:
                 else:
                     out.append(self._write_batch(batch.fields, batch.plain))
             else:
-                out.append(self._write_batch(batch.fields, _write_records(batch.records, mine)))
+                framed = self._write_batch(batch.fields, _write_records(batch.records, mine))
+                if compare_from is not None and batch.count >= compare_from:
+                    as_read = (
+                        batch.raw
+                        if batch.fields[5] & _CODEC_MASK == self._codec_id
+                        else self._write_batch(batch.fields, batch.plain)
+                    )
+                    if len(as_read) < len(framed):
+                        framed = as_read
+                out.append(framed)
         return b"".join(out)
 
     def _decompress(self, codec: int, section: bytes, allowance: Allowance) -> bytes:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import random
 import struct
 import time
 from collections.abc import AsyncIterator, Sequence
@@ -740,6 +741,29 @@ def test_output_mode_frames_writes_frames_whatever_the_fill(
     assert framed and _outcomes(setup)["raw"] == 0
 
 
+@pytest.mark.parametrize("codec_in", ["none", "zstd"])
+def test_a_batch_near_the_crossover_is_written_as_it_came_when_that_is_fewer_bytes(
+    codec_in: str, crossover_encoder: Encoder, decoder: Decoder, events: list[bytes]
+) -> None:
+    # Under the crossover (8) but past half of it: written both ways, the fewer bytes kept.
+    # Events sharing a blob the dictionary does not know: the batch codec stores it once raw,
+    # while each frame holds it entropy-coded on its own.
+    blob = random.Random(1).randbytes(150).hex().encode()
+    copies = _records([e[:-1] + b',"blob":"' + blob + b'"}' for e in events[:6]])
+    below = _records(events[20:23], 6)  # under half the crossover: frames, not compared
+    frame = _produce(
+        11, {"orders": [(0, _compressed(copies, codec_in)), (1, _compressed(below, codec_in))]}
+    )
+    setup = Setup(crossover_encoder)
+    after = _read_request(setup.rewrite(frame).frame).topic_data[0].partition_data
+    (as_came,) = decode_batches(after[0].records, 1 << 26)
+    assert all(HEADER_KEY.encode() not in [k for k, _ in r.headers] for r in as_came.records)
+    (framed,) = decode_batches(after[1].records, 1 << 26)
+    assert any(HEADER_KEY.encode() in [k for k, _ in r.headers] for r in framed.records)
+    assert _decoded(decoder, after[0].records) == _expected(copies)
+    assert _decoded(decoder, after[1].records) == _expected(below)
+
+
 def test_without_a_crossover_every_fill_is_written_as_frames(
     encoder: Encoder, events: list[bytes]
 ) -> None:
@@ -755,7 +779,8 @@ def test_without_a_crossover_every_fill_is_written_as_frames(
 def test_a_request_whose_batches_all_hold_the_crossover_is_written_raw_and_counted(
     codec_in: str, crossover_encoder: Encoder, decoder: Decoder, events: list[bytes]
 ) -> None:
-    first, second = _records(events[:12]), _records(events[12:21], 12)
+    # Both at least twice the crossover (8): raw without encoding.
+    first, second = _records(events[:16]), _records(events[16:34], 16)
     batches = [_compressed(first, codec_in), _compressed(second, codec_in)]
     frame = _produce(11, {"orders": [(0, batches[0]), (1, batches[1])]})
     setup = Setup(crossover_encoder)
