@@ -50,6 +50,10 @@ RATE: Final = 2000
 #: The small-batch act sends 1/this of a second's events at a time: evenly, as a service's
 #: requests come, not in bursts that would fill batches at a low linger.
 PACE_PER_S: Final = 1000
+#: The small-batch act goes on this long with the retrained dictionary ...
+AFTER_RETRAIN: Final = 8.0
+#: ... and waits for it this much longer than asked, at most.
+LATE_BY: Final = 45.0
 #: The client's linger in the small-batch act (librdkafka's default) and in the full-batch act.
 SMALL_LINGER_MS: Final = 5
 FULL_LINGER_MS: Final = 500
@@ -339,7 +343,7 @@ def _small_batches(
     start_wall, start = time.time(), time.monotonic()
     next_check, due = 1.0, start
     chunk = max(1, rate // PACE_PER_S)
-    while (elapsed := time.monotonic() - start) < seconds:
+    while (elapsed := time.monotonic() - start) < _act_end(result, seconds):
         drifted = elapsed >= drift_after
         if drifted and result.drift_at is None:
             arms.flush()
@@ -384,6 +388,15 @@ def _small_batches(
             result.windows.append(window)
     result.produced = len(sent)
     return sent
+
+
+def _act_end(result: DemoResult, seconds: float) -> float:
+    """Seconds the small-batch act lasts: `seconds`, or `AFTER_RETRAIN` past the retrained
+    dictionary if that comes later (a loaded machine detects and trains later), at most
+    `LATE_BY` more."""
+    if result.retrained is None:
+        return seconds + LATE_BY
+    return min(max(seconds, result.retrained + AFTER_RETRAIN), seconds + LATE_BY)
 
 
 def _full_batches(

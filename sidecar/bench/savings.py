@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import tempfile
-import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
@@ -30,8 +29,9 @@ from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
 from sidecar.bench.corpora import Corpus
 from sidecar.bench.proxy_children import ProxyChild, train
+from sidecar.bench.storage import produce
 from sidecar.errors import InputError
-from sidecar.kafka import plain_admin, plain_producer
+from sidecar.kafka import plain_admin
 from sidecar.record_batch import segment_batches
 
 #: Records per batch measured: a low-latency producer's to a saturated one's.
@@ -48,8 +48,6 @@ MIN_RECORDS: Final = 512
 TARGET: Final = 1.02
 #: What the broker stores: producer zstd alone, frames always, the product (output mode auto).
 PATHS: Final = ("direct", "frames", "proxy")
-#: Long enough for every batch to fill before it is sent (flush sends the last ones).
-LINGER_MS: Final = 1000
 
 
 @dataclass(slots=True)
@@ -127,37 +125,12 @@ def _stored(data_dir: Path, topic: str) -> tuple[int, int, int]:
     return sum(b.size for b in batches), sum(b.records for b in batches), len(batches)
 
 
-def _produce(address: str, topic: str, values: Sequence[bytes], fill: int, at_ms: int) -> None:
-    producer = plain_producer(
-        address,
-        {
-            "compression.type": "zstd",
-            "batch.num.messages": fill,
-            "linger.ms": LINGER_MS,
-            "queue.buffering.max.messages": max(100_000, len(values) + 1),
-            "enable.idempotence": True,
-        },
-    )
-    failed: list[str] = []
-
-    def delivered(err: object, _msg: object) -> None:
-        if err is not None:
-            failed.append(str(err))
-
-    for value in values:
-        producer.produce(topic, value, partition=0, timestamp=at_ms, on_delivery=delivered)
-        producer.poll(0)
-    if producer.flush(60) or failed:
-        raise InputError(f"bench savings: producing to {topic} failed: {failed[:1] or 'timeout'}")
-
-
 def measure(
     plan_: Plan, addresses: dict[str, str], data_dir: Path, fills: Sequence[int]
 ) -> CorpusSavings:
     """Every fill of one corpus, each path in turn (see module)."""
     corpus = plan_.corpus
     out = CorpusSavings(corpus.name, corpus.shape, round(corpus.mean_bytes, 1), len(plan_.sample))
-    at_ms = int(time.time() * 1000)
     for fill in fills:
         wanted = max(BATCHES, -(-MIN_RECORDS // fill))
         batches = min(wanted, len(plan_.future) // fill)
@@ -169,7 +142,7 @@ def measure(
         for path in PATHS:
             topic = plan_.topics[path]
             before = _stored(data_dir, topic)
-            _produce(addresses[path], topic, values, fill, at_ms)
+            produce(addresses[path], topic, [(v, ()) for v in values], 1, "zstd", fill)
             after = _stored(data_dir, topic)
             if after[1] - before[1] != len(values):
                 raise InputError(

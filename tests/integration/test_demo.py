@@ -38,10 +38,13 @@ def test_in_small_batches_the_proxy_stores_less_than_producer_zstd_and_retrains_
     assert result.first_dictionary is not None and result.drift_at is not None
     assert result.detected is not None and result.retrained is not None
     assert result.first_dictionary < result.drift_at <= result.detected <= result.retrained
-    for name in (FIRST, RETRAINED):
+    assert result.first_crossover is not None and result.crossover is not None
+    for name, crossover in ((FIRST, result.first_crossover), (RETRAINED, result.crossover)):
         window = result.window(name)
         assert window is not None
-        assert window.fill < 4, window.fill  # keyed over 16 partitions at linger 5 ms
+        # Keyed over 16 partitions at linger 5 ms: one or two records a batch, more while the
+        # proxy trains on a loaded machine, and below the crossover.
+        assert window.fill < crossover, (name, window.fill, crossover)
         # Frames in every small batch: a value a frame would not shrink passes as it came.
         assert window.raw_records <= window.records["sidecar"] // 100, window.raw_records
         assert window.versus_zstd < 0.9, (name, window.versus_zstd)

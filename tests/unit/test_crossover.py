@@ -61,15 +61,20 @@ def _next_records(stream: Corpus, report: TrainingReport) -> tuple[list[Record],
     return [(v, ()) for v in values], [(e.value, e.headers or ()) for e in encoded]
 
 
+def _measured(stream: Corpus) -> tuple[float | None, list[Record], list[Record]]:
+    """The zstd crossover training measured, and the values after the sample, raw and as the
+    stored dictionary encodes them."""
+    report = _trained(stream)
+    assert report.raw_crossover is not None
+    return report.raw_crossover["zstd"], *_next_records(stream, report)
+
+
 def test_the_crossover_is_within_a_factor_of_two_of_where_the_next_values_cross(
     streams: list[Corpus],
 ) -> None:
     zstd = producer_codecs()["zstd"]
     for stream in streams:
-        report = _trained(stream)
-        assert report.raw_crossover is not None
-        measured = report.raw_crossover["zstd"]
-        _, frames = _next_records(stream, report)
+        measured, _, frames = _measured(stream)
         later = raw_crossovers(stream.messages[SAMPLE:], frames, {"zstd": zstd})["zstd"]
         assert measured is not None and later is not None, (stream.name, measured, later)
         assert later / 2 <= measured <= later * 2, (stream.name, measured, later)
@@ -80,10 +85,7 @@ def test_the_mode_the_crossover_picks_stores_at_most_8_percent_over_the_better_a
 ) -> None:
     zstd = producer_codecs()["zstd"]
     for stream in streams:
-        report = _trained(stream)
-        assert report.raw_crossover is not None
-        at = report.raw_crossover["zstd"]
-        raw, frames = _next_records(stream, report)
+        at, raw, frames = _measured(stream)
         for fill in FILLS:
             as_raw, as_frames = stored_bytes(raw, fill, zstd), stored_bytes(frames, fill, zstd)
             picked = as_raw if at is not None and fill >= at else as_frames
