@@ -22,8 +22,8 @@ is written with its values as they came, no `zd` header, and left to the batch c
 (`codec.output_mode=auto`, the default; `frames` turns it off): the proxy stores no more than
 the better of the two. The namespace's crossover (in records, measured when its dictionary was
 trained) is an estimate: a batch of at least `RAW_FROM` times it goes raw unencoded (counted as
-outcome `raw`); one from `COMPARE_FROM` times it is written both ways and the fewer bytes kept
-(its records counted as encoded either way).
+outcome `raw`); a smaller one of at least `COMPARE_FROM` records is written both ways and the
+fewer bytes kept (its records counted as encoded either way).
 
 Per partition rewritten, the raw values are offered to the namespace's training sample (at a
 position counted by the proxy: the upstream offset is not known before upstream answers).
@@ -75,9 +75,12 @@ TOPIC_REFUSED: Final = "topic"
 ACKS_REFUSED: Final = "acks"
 #: A batch of at least this many times the crossover goes raw unencoded ...
 RAW_FROM: Final = 2.0
-#: ... and one of at least this many times it is written both ways, the fewer bytes kept: the
-#: crossover is an estimate, and around it the two part by 5-30 % on real data (`bench savings`).
-COMPARE_FROM: Final = 0.5
+#: ... and a smaller one of at least this many records is written both ways, the fewer bytes
+#: kept: the crossover is an estimate, measured on values before these (around it the two part
+#: by 5-30 % on real data, `bench savings`; a stream that changed may cross where the held-out
+#: values never did). When the client's batch is in the output codec already, as it came costs
+#: nothing to write; otherwise one more compression of a batch of several records.
+COMPARE_FROM: Final = 4
 
 
 class Sampled:
@@ -261,7 +264,8 @@ class ProduceRewriter:
             inputs += batches.inputs
         partitions = [batches for _, _, batches in read]
         encoded: list[Transformed] | None = None
-        raw_from, compare_from = _times(crossover, RAW_FROM), _times(crossover, COMPARE_FROM)
+        raw_from = _times(crossover, RAW_FROM)
+        compare_from = COMPARE_FROM if self.raw_batches else None
         if raw_from is not None and all(part.all_raw(raw_from) for part in partitions):
             # Every value written as it came: counted, and no result made per record.
             namespace.count_raw(inputs, sum(part.value_bytes for part in partitions))
