@@ -8,7 +8,8 @@ dictionary at the fastest level, unless a larger or slower one stores fewer byte
 the noise of its gain along the held-out slice. Affordable means within the CPU budget by the
 encode cost model (`training.cost`), never by timings, so the load of the machine cannot move
 the pick. It then computes the break-even size, compares the result with no dictionary and with
-the current champion on the same held-out set, and refits a promoted dictionary on every sample.
+the current champion on the same held-out set, and refits a promoted dictionary on every sample
+but the newest held-out ones.
 Last, for a promoted dictionary, the output crossover (`training.crossover`): the batch fill from
 which raw values with producer batch compression store fewer bytes than its frames, measured
 with the dictionary as stored on the newest held-out values, which the refit leaves out.
