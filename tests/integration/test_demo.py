@@ -45,8 +45,9 @@ def test_in_small_batches_the_proxy_stores_less_than_producer_zstd_and_retrains_
         # Keyed over 16 partitions at linger 5 ms: one or two records a batch, more while the
         # proxy trains on a loaded machine, and below the crossover.
         assert window.fill < crossover, (name, window.fill, crossover)
-        # Frames in every small batch: a value a frame would not shrink passes as it came.
-        assert window.raw_records <= window.records["sidecar"] // 100, window.raw_records
+        # Frames, but for a value a frame would not shrink and a batch of 4 or more the batch
+        # codec stores in fewer bytes as it came.
+        assert window.raw_records < window.records["sidecar"] // 10, window.raw_records
         assert window.versus_zstd < 0.9, (name, window.versus_zstd)
 
 
