@@ -40,7 +40,7 @@ from sidecar.bench.workload import DEMO_SETTINGS, SidecarProcess, digest, free_p
 from sidecar.codec import DEFAULT_HEADER_KEY
 from sidecar.errors import InputError
 from sidecar.kafka import plain_admin, plain_consumer, plain_producer
-from sidecar.record_batch import segment_batches
+from sidecar.record_batch import BatchInfo, segment_batches
 from sidecar.tools.tables import render
 
 #: Partitions of each topic: keyed records spread over them, one or two to a batch.
@@ -155,12 +155,12 @@ class Arms:
         self.failed: list[str] = []
 
     def send(self, value: bytes) -> None:
+        # Keyed by a fingerprint of the value: spread over every partition whatever the schema.
+        key = digest(value)
         for arm, producer in self.producers.items():
             while True:
                 try:
-                    producer.produce(
-                        self.topics[arm], value, key=value[16:24], on_delivery=self._delivered
-                    )
+                    producer.produce(self.topics[arm], value, key=key, on_delivery=self._delivered)
                     break
                 except BufferError:
                     producer.poll(0.05)
@@ -202,23 +202,18 @@ class Broker:
         """What the broker stored of each topic between `start` and `end`."""
         window = Window(name)
         for arm, topic in self.topics.items():
-            size = records = batches = 0
-            for p in range(PARTITIONS):
-                for batch in self._batches(topic, p):
-                    if start[arm][p] <= batch.base_offset < end[arm][p]:
-                        size, records, batches = (
-                            size + batch.size,
-                            records + batch.records,
-                            batches + 1,
-                        )
-            window.stored_bytes[arm], window.records[arm], window.batches[arm] = (
-                size,
-                records,
-                batches,
-            )
+            kept = [
+                batch
+                for p in range(PARTITIONS)
+                for batch in self._batches(topic, p)
+                if start[arm][p] <= batch.base_offset < end[arm][p]
+            ]
+            window.stored_bytes[arm] = sum(b.size for b in kept)
+            window.records[arm] = sum(b.records for b in kept)
+            window.batches[arm] = len(kept)
         return window
 
-    def _batches(self, topic: str, partition: int) -> list[Any]:
+    def _batches(self, topic: str, partition: int) -> list[BatchInfo]:
         for root in self.dirs:
             directory = root / f"{topic}-{partition}"
             if directory.is_dir():
