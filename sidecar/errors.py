@@ -62,6 +62,11 @@ class RecordIgnored(RegistryError):
         self.kind = kind
 
 
+class NamespacePinned(RegistryError):
+    """An operator pinned the namespace's active dictionary: no training replaces it until
+    `dicts unpin`."""
+
+
 class RegistryUnavailable(RegistryError):
     """The registry topic could not be read or written within the configured timeout."""
 

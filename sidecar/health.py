@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import gzip
 import selectors
 import socket
@@ -15,6 +16,7 @@ from urllib.parse import urlsplit
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder, gzip_accepted
 
+from sidecar.errors import ConfigError
 from sidecar.logs import get_logger
 
 if TYPE_CHECKING:
@@ -109,13 +111,11 @@ class _Server(ThreadingHTTPServer):
     ) -> None:
         self.registry = registry
         self.health = health
+        # `serve` waits on the reading end; `wake` writes to the other to make it return. Made
+        # first: a failed bind closes the server (`server_close`, which closes them too), and
+        # the OSError must come out as it is, not masked by one about the missing pair.
+        self._wake_reader, self._waker = socket.socketpair()
         super().__init__(address, _Handler)
-        try:
-            # `serve` waits on the reading end; `wake` writes to the other to make it return.
-            self._wake_reader, self._waker = socket.socketpair()
-        except OSError:
-            super().server_close()
-            raise
 
     def serve(self) -> None:
         """Serve connections until `wake()`.
@@ -221,6 +221,20 @@ class _Handler(BaseHTTPRequestHandler):
         _log.warning("http_error", client=self.client_address[0], detail=format % args)
 
 
+def _bind_failure(settings: MetricsSettings, exc: OSError) -> str:
+    """Why the metrics endpoint cannot listen at `settings`' address, naming the setting."""
+    where = f"{settings.host}:{settings.port}"
+    if exc.errno == errno.EADDRINUSE:
+        return (
+            f"the metrics port {settings.port} is in use ({where}): set ZDICT_METRICS__PORT "
+            "(or --metrics-port) to a free port, 0 for any, or ZDICT_METRICS__ENABLED=false"
+        )
+    return (
+        f"the metrics endpoint cannot listen on {where}: {exc.strerror or exc}; check "
+        "ZDICT_METRICS__HOST and ZDICT_METRICS__PORT (or --metrics-port)"
+    )
+
+
 class ObservabilityServer:
     """`/metrics` (Prometheus text or OpenMetrics, gzip if asked), `/healthz`, `/readyz`; else 404.
 
@@ -254,9 +268,17 @@ class ObservabilityServer:
         return server, actual_port
 
     def start_if_enabled(self, settings: MetricsSettings) -> None:
-        """Listen where `settings` say, if they enable metrics (`run` and `proxy` alike)."""
+        """Listen where `settings` say, if they enable metrics (`run` and `proxy` alike).
+
+        Raises:
+            ConfigError: the address cannot be bound (the port is taken, the host is not one of
+                this machine's), naming the setting.
+        """
         if settings.enabled:
-            _, port = self.start(settings.host, settings.port)
+            try:
+                _, port = self.start(settings.host, settings.port)
+            except OSError as exc:
+                raise ConfigError(_bind_failure(settings, exc)) from None
             _log.info("metrics_listening", url=f"http://{settings.host}:{port}/metrics")
 
     @property

@@ -6,19 +6,29 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from deploy.monitoring import DASHBOARD_PATH, DEPLOY, PROMETHEUS_RULE_PATH
+from deploy.monitoring import (
+    DASHBOARD_PATH,
+    DEPLOY,
+    GRAFANA_CONFIGMAP_PATH,
+    PROMETHEUS_RULE_PATH,
+)
 from deploy.monitoring.dashboard import dashboard_json
+from deploy.monitoring.grafana_configmap import grafana_configmap_yaml
 from deploy.monitoring.prometheus_rule import prometheus_rule_yaml
 
 #: Each generated file and the function that renders it.
-OUTPUTS = {DASHBOARD_PATH: dashboard_json, PROMETHEUS_RULE_PATH: prometheus_rule_yaml}
+OUTPUTS = {
+    DASHBOARD_PATH: dashboard_json,
+    PROMETHEUS_RULE_PATH: prometheus_rule_yaml,
+    GRAFANA_CONFIGMAP_PATH: grafana_configmap_yaml,
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Write every output, or with ``--check`` only report the stale ones (exit status 1)."""
     parser = argparse.ArgumentParser(
         prog="python -m deploy.monitoring",
-        description="Generate the Grafana dashboard and the Kubernetes PrometheusRule.",
+        description="Generate the Grafana dashboard, its ConfigMap and the PrometheusRule.",
     )
     parser.add_argument("--check", action="store_true", help="exit 1 if an output is stale")
     args = parser.parse_args(argv)

@@ -18,6 +18,12 @@ COST_VARIABLES = (
     ("retention_days", "Retention (days)", "7", "how long the output topics keep records"),
     ("replicas", "Replicas", "3", "the output topics' replication factor"),
     (
+        "input_retention_days",
+        "Relay input retention (days)",
+        "1",
+        "how long a relay's input topics keep records",
+    ),
+    (
         "transfers",
         "Priced transfers",
         "2",
@@ -150,22 +156,33 @@ def _templating() -> list[Json]:
             "hide": 0,
         },
         # A Prometheus shared by clusters (an external or target label `cluster`) and
-        # namespaces: the same topic name in two of them is two topics.
-        label_values("cluster", "Cluster", "cluster", "zdict_build_info", ".*"),
-        label_values("namespace", "Namespace", "namespace", f"zdict_build_info{{{CLUSTER}}}", ".*"),
-        # No custom All value: "All" then means every job that exports zdict_build_info, so a
+        # namespaces: the same topic name in two of them is two topics. The sidecars' own
+        # processes export zdict_build_info; an application with the in-process producer
+        # exports zdict_producer_records_total instead, and is listed too.
+        label_values("cluster", "Cluster", "cluster", _sidecars(), ".*"),
+        label_values("namespace", "Namespace", "namespace", _sidecars(CLUSTER), ".*"),
+        # No custom All value: "All" then means every job that exports those, so a
         # Prometheus scraping itself does not add its own process_* series.
-        label_values("job", "Job", "job", f"zdict_build_info{{{CLUSTER}, {NAMESPACE}}}", None),
+        label_values("job", "Job", "job", _sidecars(f"{CLUSTER}, {NAMESPACE}"), None),
         label_values(
-            "instance",
-            "Instance",
-            "instance",
-            f"zdict_build_info{{{CLUSTER}, {NAMESPACE}, {JOB}}}",
+            "instance", "Instance", "instance", _sidecars(f"{CLUSTER}, {NAMESPACE}, {JOB}"), ".*"
+        ),
+        label_values(
+            "topic",
+            "Topic",
+            "topic",
+            f'{{__name__=~"zdict_records_total|zdict_producer_records_total", {ON}}}',
             ".*",
         ),
-        label_values("topic", "Topic", "topic", f"zdict_records_total{{{ON}}}", ".*"),
         *(constant(*variable) for variable in COST_VARIABLES),
     ]
+
+
+def _sidecars(matchers: str = "") -> str:
+    """The series every sidecar process and every in-process producer exports, narrowed by
+    `matchers`."""
+    names = '__name__=~"zdict_build_info|zdict_producer_records_total"'
+    return f"{{{names}{', ' if matchers else ''}{matchers}}}"
 
 
 def dashboard() -> Json:
@@ -173,7 +190,8 @@ def dashboard() -> Json:
     return {
         "uid": DASHBOARD_UID,
         "title": "zdict-sidecar: compression savings",
-        "description": "Savings, outcomes, latency, dictionaries and lag of zdict-sidecar relays.",
+        "description": "Savings as stored against the producer's own codec, outcomes, latency, "
+        "dictionaries and lag of zdict-sidecar relays, proxies and in-process producers.",
         "tags": ["zdict-sidecar", "kafka", "compression"],
         "editable": True,
         "graphTooltip": 1,

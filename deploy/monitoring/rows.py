@@ -8,6 +8,7 @@ from deploy.monitoring.queries import (
     BATCHES_RATE,
     CODEC_PER_RECORD,
     COST_SAVED_PER_MONTH,
+    COST_SAVED_PER_TOPIC,
     ENC,
     IN_RATE,
     LATENCY_BUCKETS,
@@ -18,14 +19,20 @@ from deploy.monitoring.queries import (
     RATIO,
     RECORDS,
     RECORDS_RATE,
+    RELAY_NET_HELD,
+    RELAY_STORED,
+    RELAY_WITHOUT,
     SAVED_IN_RANGE,
     SAVED_PER_MONTH,
     SAVED_PER_SECOND,
+    SAVED_RATE,
+    SAVED_SHARE,
     SEL,
     STORED_PER_RECORD,
     STORED_RATE,
     STORED_RATIO,
     STORED_RECORDS_RATE,
+    WITHOUT_RATE,
     quantile,
     sum_rate,
     total,
@@ -51,61 +58,65 @@ def panels() -> list[Json]:
 
 
 def _savings_at_a_glance(layout: Layout) -> None:
-    """The headline numbers: ratios (values, as stored), bytes and cost saved, pass-through
-    share, batch fill, dictionary."""
+    """The headline numbers: saved against the producer's own codec (bytes, share, per month,
+    cost), the value ratio, pass-through share, batch fill, dictionary."""
     layout.row("Savings at a glance")
-    ratio_colours = colour_steps((None, "red"), (1.1, "orange"), (1.5, "green"))
+    ratio_colours = colour_steps((None, "red"), (1.0, "orange"), (1.1, "green"))
     for panel in (
         stat(
-            "Compression ratio",
-            "Raw value bytes in / value bytes out (compressed frames with their zd header, and "
-            "values passed through or written raw) of the encoding relays, over the selected "
-            "topics. 1.00 saves nothing: a topic written raw (output mode) leaves its saving to "
-            "the batch compression, seen in Ratio as stored.",
-            [(RATIO, "ratio")],
-            "none",
-            decimals=2,
-            thresholds=ratio_colours,
+            "Saved against the producer's codec",
+            "Share of the bytes the producer's own batches (its codec, the same fill) would "
+            "have stored that the broker does not store: record batches as stored, framing, "
+            "keys and headers included, for the relays, proxies and in-process producers of the "
+            "selected topics. 0% where a topic is written raw (output mode): batches fill "
+            "there, and the producer's codec is left to do what it does best. Negative: the "
+            "sidecar stores more.",
+            [(SAVED_SHARE, "saved")],
+            "percentunit",
+            decimals=1,
+            thresholds=colour_steps((None, "red"), (0.0, "orange"), (0.05, "green")),
         ),
         stat(
-            "Ratio as stored",
-            "What the broker would store for the same records with their raw values, against "
-            "what it stores for the output topics (record batches: framing, keys and headers "
-            "included, from the producer's batch statistics). Framing dilutes the value ratio; "
-            "with batch compression on the output this is a lower bound.",
+            "Stored: producer's own / sidecar",
+            "What the producer's own batches would store against what the broker stores for "
+            "the sidecar's batches (1.00: the same, as in raw mode).",
             [(STORED_RATIO, "as stored")],
             "none",
             decimals=2,
             thresholds=ratio_colours,
         ),
         stat(
-            "Stored per record",
-            "Bytes the broker stores per output record: its share of the record batch, framing "
-            "and key and headers included (next to the value sizes in Compression below).",
-            [(STORED_PER_RECORD, "stored")],
-            "bytes",
-            decimals=1,
-        ),
-        stat(
             "Bytes saved per second",
-            "Value bytes in minus value bytes out per second: the bytes the output topics store "
-            "and move less than the same records with their raw values.",
+            "Bytes the producer's own batches would store per second, minus what the broker "
+            "stores (zdict_stored_without_sidecar_bytes_total - zdict_stored_bytes_total).",
             [(SAVED_PER_SECOND, "saved")],
             "binBps",
         ),
         stat(
             "Saved in the time range",
-            "Bytes in minus bytes out over the dashboard's time range (restarts handled).",
+            "The same over the dashboard's time range (restarts handled).",
             [(SAVED_IN_RANGE, "saved")],
             "bytes",
             instant=True,
         ),
         stat(
             "Estimated saving per month",
-            "Bytes saved per second over the last hour, times 30 days: what the output topics "
-            "and everything downstream (replicas, network, sinks) stop storing or moving.",
+            "Bytes saved per second over the last hour, times 30 days: what the topics and "
+            "everything downstream (replicas, network, sinks) stop storing or moving. A relay "
+            "keeps its input topic too: Relay input below.",
             [(SAVED_PER_MONTH, "per month")],
             "bytes",
+            instant=True,
+        ),
+        stat(
+            "Estimated cost saved per month",
+            "The last hour's bytes saved, priced: held for $retention_days days on "
+            "$replicas replicas at $storage_price per GB-month, and moved $transfers times "
+            "(replication across zones, consumers) at $transfer_price per GB over 30 days. "
+            "Set the prices and retention in the dashboard's variables; per topic below.",
+            [(COST_SAVED_PER_MONTH, "per month")],
+            "currencyUSD",
+            decimals=2,
             instant=True,
         ),
     ):
@@ -113,15 +124,24 @@ def _savings_at_a_glance(layout: Layout) -> None:
     for panel, width in (
         (
             stat(
-                "Estimated cost saved per month",
-                "The last hour's bytes saved, priced: held for $retention_days days on "
-                "$replicas replicas at $storage_price per GB-month, and moved $transfers times "
-                "(replication across zones, consumers) at $transfer_price per GB over 30 days. "
-                "Set the prices and retention in the dashboard's variables.",
-                [(COST_SAVED_PER_MONTH, "per month")],
-                "currencyUSD",
+                "Value compression ratio",
+                "Raw value bytes in / value bytes out (frames with their zd header, values "
+                "passed through or written raw) of the encoding relays and proxies: values "
+                "only, before framing and the batch codec; the saving above is what is stored.",
+                [(RATIO, "ratio")],
+                "none",
                 decimals=2,
-                instant=True,
+            ),
+            4,
+        ),
+        (
+            stat(
+                "Stored per record",
+                "Bytes the broker stores per record written: its share of the record batch, "
+                "framing and key and headers included.",
+                [(STORED_PER_RECORD, "stored")],
+                "bytes",
+                decimals=1,
             ),
             4,
         ),
@@ -139,9 +159,9 @@ def _savings_at_a_glance(layout: Layout) -> None:
         ),
         (
             stat(
-                "Records per output batch",
-                "Records in each record batch the relay's producer sends: where batches fill, "
-                "batch compression on the output saves more (README, when to use it).",
+                "Records per batch",
+                "Records in each record batch written: where batches fill, the producer's "
+                "codec alone does well and the sidecar writes raw (README, when to use it).",
                 [(f"{total(STORED_RECORDS_RATE)} / {total(BATCHES_RATE)}", "records per batch")],
                 "none",
                 decimals=1,
@@ -162,10 +182,106 @@ def _savings_at_a_glance(layout: Layout) -> None:
                 text_mode="name",
                 instant=True,
             ),
-            12,
+            8,
         ),
     ):
         layout.add(panel, width, 5)
+
+
+def _stored_per_topic(layout: Layout) -> None:
+    """Per topic: stored bytes against the producer's own, the saving (/s, %, cost), the
+    output mode per partition, records per batch; the relay's input topic beside its output."""
+    layout.row("Stored bytes per topic")
+    layout.add(
+        timeseries(
+            "Stored bytes per second: sidecar vs producer's own",
+            "Per topic: what the broker stores for the sidecar's batches, and what the "
+            "producer's own batches (its codec, the same fill) would have stored: counted by "
+            "the proxy, estimated from a sample by relays and in-process producers.",
+            [
+                (total(STORED_RATE, by="topic"), "{{topic}} stored"),
+                (total(WITHOUT_RATE, by="topic"), "{{topic}} producer's own"),
+            ],
+            "binBps",
+            minimum=0,
+        ),
+        12,
+        8,
+    )
+    layout.add(
+        timeseries(
+            "Saved against the producer's codec",
+            "Per topic, the share of the producer's own stored bytes the sidecar saves (0: raw "
+            "mode, or nothing gained; negative: it stores more).",
+            [
+                (
+                    f"{total(SAVED_RATE, by='topic')} / {total(WITHOUT_RATE, by='topic')}",
+                    "{{topic}}",
+                )
+            ],
+            "percentunit",
+        ),
+        12,
+        8,
+    )
+    layout.add(
+        state_timeline(
+            "Output mode per partition",
+            "Where a partition (-1: a topic written by key, or left to the partitioner) is "
+            "written raw: its batches fill past the dictionary's crossover, so values go as "
+            "they came and the producer's codec compresses them (output_mode_changed in the "
+            "logs says why). Blank: frames. Relay output topics and in-process producers.",
+            [
+                (
+                    f'max by (topic, partition) (zdict_output_mode{{{ON}, mode="raw"}}'
+                    f' or zdict_producer_output_mode{{{ON}, mode="raw"}})',
+                    "{{topic}}[{{partition}}]",
+                ),
+            ],
+            state="raw",
+        ),
+        12,
+        8,
+    )
+    layout.add(
+        bargauge(
+            "Cost saved per month, per topic",
+            "The last hour's saving of each topic, priced as in Estimated cost saved per month.",
+            [(COST_SAVED_PER_TOPIC, "{{topic}}")],
+            "currencyUSD",
+        ),
+        12,
+        8,
+    )
+    layout.add(
+        timeseries(
+            "Relay input: kept beside its output",
+            "A relay writes its output next to an input topic it does not delete: the input "
+            "stores what the producer's own batches store (the relay's estimate), for as long "
+            "as the input's retention. Keep it short (deploy/README.md, Relay input "
+            "retention).",
+            [
+                (sum_rate(RELAY_WITHOUT, by="topic"), "{{topic}} input (estimated)"),
+                (sum_rate(RELAY_STORED, by="topic"), "{{topic}} output"),
+            ],
+            "binBps",
+            minimum=0,
+        ),
+        12,
+        8,
+    )
+    layout.add(
+        bargauge(
+            "Relay: bytes held less than the input alone",
+            "Per relayed topic, on disk: the output's saving held $retention_days days minus "
+            "the input kept $input_retention_days days, on $replicas replicas (negative: the "
+            "input's retention costs more than the output saves).",
+            [(RELAY_NET_HELD, "{{topic}}")],
+            "bytes",
+        ),
+        12,
+        8,
+    )
 
 
 def _compression(layout: Layout) -> None:
@@ -203,7 +319,7 @@ def _compression(layout: Layout) -> None:
                 (total(OUT_RATE, by="topic"), "{{topic}} out"),
                 (
                     f"{total(IN_RATE, by='topic')} - {total(OUT_RATE, by='topic')}",
-                    "{{topic}} saved",
+                    "{{topic}} values in - out",
                 ),
             ],
             "binBps",
@@ -240,9 +356,9 @@ def _compression(layout: Layout) -> None:
     )
     layout.add(
         timeseries(
-            "Records per output batch",
-            "Records per record batch the relay's producer sent, per topic (librdkafka's batch "
-            "statistics, every 5 s).",
+            "Records per batch",
+            "Records per record batch written, per topic (the relay's and in-process "
+            "producer's librdkafka batch statistics, every 5 s; the proxy's clients' batches).",
             [
                 (
                     f"{total(STORED_RECORDS_RATE, by='topic')} / {total(BATCHES_RATE, by='topic')}",
@@ -828,6 +944,7 @@ def _instances(layout: Layout) -> None:
 #: The rows, top to bottom.
 ROWS: tuple[Callable[[Layout], None], ...] = (
     _savings_at_a_glance,
+    _stored_per_topic,
     _compression,
     _records,
     _latency,

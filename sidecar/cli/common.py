@@ -364,4 +364,10 @@ def check_broker(bootstrap: str) -> None:
     from sidecar.kafka import partition_counts, plain_admin
 
     timeout = min(load_settings().relay.unreachable_timeout, 30.0)
-    partition_counts(plain_admin(bootstrap), [], timeout, f"{bootstrap} (KAFKA_BOOTSTRAP_SERVERS)")
+    partition_counts(
+        plain_admin(bootstrap),
+        [],
+        timeout,
+        f"{bootstrap} (KAFKA_BOOTSTRAP_SERVERS)",
+        "ZDICT_RELAY__UNREACHABLE_TIMEOUT, at most 30 s",
+    )

@@ -22,6 +22,7 @@ from sidecar.cli.common import (
     read_lines,
     setting_number,
 )
+from sidecar.cli.report import http_url
 from sidecar.codec import Decoder
 from sidecar.config import Settings, TrainingSettings
 from sidecar.dictionaries.backup import export_records, import_records, read_backup, write_backup
@@ -31,14 +32,17 @@ from sidecar.dictionaries.model import (
     MIN_DICT_ID,
     Dictionary,
     DictionaryMeta,
+    utc_now,
     validate_namespace,
 )
-from sidecar.dictionaries.registry import Registry, RegistryResolver
+from sidecar.dictionaries.registry import Registry, RegistryResolver, pinned_error
 from sidecar.dictionaries.store import DictionaryStore
-from sidecar.errors import ConfigError, DictionaryNotFound, UnknownDictionary
+from sidecar.errors import ConfigError, DictionaryNotFound, StoreError, UnknownDictionary
+from sidecar.tools import status
 from sidecar.tools.evaluation import Evaluation, evaluate
 from sidecar.tools.tables import render
 from sidecar.training.choice import Decision, Measurement, TrainingReport, train
+from sidecar.training.schedule import SKIPPED
 from sidecar.training.split import Unit, split_newest, usable
 
 if TYPE_CHECKING:
@@ -217,7 +221,12 @@ def _format_transport(evaluation: Evaluation) -> str:
     )
 
 
-def _dict_rows(listed: list[tuple[DictionaryMeta, bool]]) -> list[list[object]]:
+#: A listed dictionary: its metadata, whether it is active, what is wrong with its files (None:
+#: they load and match).
+Listed = tuple[DictionaryMeta, bool, str | None]
+
+
+def _dict_rows(listed: list[Listed]) -> list[list[object]]:
     return [
         [
             str(meta.id),
@@ -228,20 +237,62 @@ def _dict_rows(listed: list[tuple[DictionaryMeta, bool]]) -> list[list[object]]:
             meta.heldout_ratio,
             meta.break_even_size,
             meta.created_at.strftime("%Y-%m-%d %H:%M:%S"),
-            "*" if on else "",
+            " ".join(["*"] * on + ["CORRUPT"] * (problem is not None)),
         ]
-        for meta, on in listed
+        for meta, on, problem in listed
     ]
 
 
-def _print_dicts(listed: list[tuple[DictionaryMeta, bool]], as_json: bool, where: str) -> None:
+def _print_dicts(listed: list[Listed], as_json: bool, where: str) -> None:
     if as_json:
-        entries = [meta.model_dump(mode="json") | {"active": on} for meta, on in listed]
+        entries = [
+            meta.model_dump(mode="json") | {"active": on, "problem": problem}
+            for meta, on, problem in listed
+        ]
         print(json.dumps(entries, indent=2))
     elif listed:
         print(render(_DICT_HEADERS, _dict_rows(listed)))
     else:
         print(f"no dictionaries in {where}")
+
+
+def _list_store(store: DictionaryStore, namespace: str | None, as_json: bool) -> int:
+    """`dicts list`: every dictionary of the store whose metadata reads, each file checked; what
+    does not load is marked and named on stderr, with what to do (exit 1), the rest listed."""
+    namespaces = [validate_namespace(namespace)] if namespace else store.namespaces()
+    listed: list[Listed] = []
+    warnings: list[str] = []
+    for ns in namespaces:
+        try:
+            active = store.active_id(ns)
+        except StoreError as exc:
+            active = None
+            warnings.append(str(exc))
+        found, unreadable = store.checked(ns)
+        warnings += [f"{exc}; the other dictionaries are listed" for exc in unreadable]
+        for meta, problem in found:
+            on = meta.id == active
+            listed.append((meta, on, None if problem is None else str(problem)))
+            if problem is not None:
+                warnings.append(_corrupt_warning(meta, on, problem))
+    _print_dicts(listed, as_json, str(store.root))
+    for warning in warnings:
+        print(f"{PROG}: warning: {warning}", file=sys.stderr)
+    return 1 if warnings else 0
+
+
+def _corrupt_warning(meta: DictionaryMeta, active: bool, problem: StoreError) -> str:
+    ns = meta.namespace
+    fix = (
+        f"restore its files: remove {ns}/{meta.id}.zdict and {ns}/{meta.id}.json and a sidecar "
+        "that follows the registry caches them again (or copy them from a backup)"
+    )
+    if active:
+        return (
+            f"{problem}; it is the ACTIVE dictionary of namespace {ns}, which no relay can load: "
+            f"{fix}, or activate a sound one (zdict-sidecar dicts activate --namespace {ns} ID)"
+        )
+    return f"{problem}; {fix}"
 
 
 # -- train and evaluate --------------------------------------------------------------------------
@@ -320,6 +371,22 @@ def cmd_train(args: argparse.Namespace) -> int:
     try:
         if registry is not None:
             sync_store(registry, store, [namespace])
+            activation = registry.state.activations.get(namespace)
+            if activation is not None and activation.pinned is not None:
+                # The retraining CronJob runs this: a pin holds against it as against the
+                # sidecars' own training. Not a failure: recorded, so the registry shows the
+                # namespace looked after (ZdictTrainingOverdue stays quiet) and why.
+                reason = str(pinned_error(namespace, activation.pinned))
+                skipped: dict[str, object] = {
+                    "trigger": "manual",
+                    "decision": SKIPPED,
+                    "reason": reason,
+                    "finished_at": time.time(),
+                }
+                store.record_training(namespace, skipped)
+                registry.publish_training(namespace, skipped)
+                print(f"{PROG}: {reason}", file=sys.stderr)
+                return 0
         champion = store.active(namespace)
         unit: Unit = "offset"
         if args.topic:
@@ -423,6 +490,10 @@ def cmd_dicts(args: argparse.Namespace) -> int:
     settings = configured_settings(args)
     if args.action in ("export", "import"):
         return _backup(args, settings)
+    if args.action == "status":
+        return _status(args, settings)
+    if args.action in ("pin", "unpin"):
+        return _pin(args, settings)
     store = DictionaryStore(settings.dictionaries)
     if args.registry:
         registry = open_registry(settings, "operator")
@@ -431,15 +502,7 @@ def cmd_dicts(args: argparse.Namespace) -> int:
         finally:
             registry.close()
     if args.action == "list":
-        namespaces = [validate_namespace(args.namespace)] if args.namespace else store.namespaces()
-        listed = [
-            (meta, meta.id == active)
-            for ns in namespaces
-            for active in [store.active_id(ns)]
-            for meta in store.versions(ns)
-        ]
-        _print_dicts(listed, args.json, str(store.root))
-        return 0
+        return _list_store(store, args.namespace, args.json)
     if args.action == "show":
         print(store.get(args.id).meta.model_dump_json(indent=2))
         return 0
@@ -459,6 +522,59 @@ def cmd_dicts(args: argparse.Namespace) -> int:
             "add --registry to switch every sidecar",
             file=sys.stderr,
         )
+    return 0
+
+
+def _status(args: argparse.Namespace, settings: Settings) -> int:
+    """`dicts status`: per namespace, from the registry (the local store when it is disabled),
+    with a sidecar's live figures when `--metrics` is given."""
+    namespace = validate_namespace(args.namespace) if args.namespace else None
+    # Read first: an unreadable endpoint fails before the registry is waited for.
+    text = status.read_metrics(args.metrics) if args.metrics else None
+    if settings.registry.enabled:
+        registry = open_registry(settings, "operator")
+        try:
+            rows = status.from_registry(registry.state, namespace)
+        finally:
+            registry.close()
+        where = f"registry topic {settings.registry.topic}"
+    else:
+        rows = status.from_store(DictionaryStore(settings.dictionaries), namespace)
+        where = f"{settings.dictionaries} (the registry is disabled: pins are unknown)"
+    if text is not None:
+        # The relay labels output modes with its output topics: back to their input topics.
+        inputs = {settings.relay.output_for(r.namespace): r.namespace for r in rows}
+        rows = status.add_metrics(rows, text, args.metrics, lambda topic: inputs.get(topic, topic))
+        if namespace is not None:
+            rows = [r for r in rows if r.namespace == namespace]
+    now = utc_now()
+    if args.json:
+        print(status.format_json(rows, now))
+    else:
+        print(status.format_status(rows, now, where))
+    return 1 if any(r.problem for r in rows) else 0
+
+
+def _pin(args: argparse.Namespace, settings: Settings) -> int:
+    """`dicts pin` / `dicts unpin`: published to the registry, for every sidecar."""
+    namespace = validate_namespace(args.namespace)
+    registry = open_registry(settings, "operator")
+    try:
+        if args.action == "pin":
+            activation = registry.pin(namespace)
+            print(
+                f"namespace {namespace}: dictionary {activation.dict_id} is pinned in registry "
+                f"topic {registry.topic}: no training replaces it (dicts activate and rollback "
+                f"still do; dicts unpin --namespace {namespace} undoes it)"
+            )
+        else:
+            activation = registry.unpin(namespace)
+            print(
+                f"namespace {namespace}: not pinned in registry topic {registry.topic}: "
+                f"training may replace dictionary {activation.dict_id} again"
+            )
+    finally:
+        registry.close()
     return 0
 
 
@@ -495,11 +611,13 @@ def _dicts_in_registry(args: argparse.Namespace, registry: Registry, store: Dict
     state = registry.state
     if args.action == "list":
         namespace = validate_namespace(args.namespace) if args.namespace else None
-        listed = [
+        # The registry holds only dictionaries that passed every check (`RegistryState`).
+        listed: list[Listed] = [
             (
                 d.meta,
                 state.activations.get(d.namespace) is not None
                 and state.activations[d.namespace].dict_id == d.id,
+                None,
             )
             for d in state.versions(namespace)
         ]
@@ -619,7 +737,8 @@ def _add_dicts_flags(parser: argparse.ArgumentParser) -> None:
 def add_dicts(commands: Commands) -> None:
     p = commands.add_parser(
         "dicts",
-        help="list, show, activate or roll back stored dictionaries; back up the registry",
+        help="list, show, activate, roll back or pin dictionaries, each topic's status; back up "
+        "the registry",
     )
     actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
     a = actions.add_parser("list", help="every dictionary, * marks the active one")
@@ -637,6 +756,29 @@ def add_dicts(commands: Commands) -> None:
     a = actions.add_parser("rollback", help="re-activate the previously active dictionary")
     a.add_argument("--namespace", required=True)
     _add_dicts_flags(a)
+    a = actions.add_parser(
+        "status",
+        help="per namespace: the active dictionary, its age and held-out ratio, pinned or not, "
+        "the last training decision; with --metrics, the live ratio and output modes",
+    )
+    a.add_argument("--namespace")
+    a.add_argument("--json", action="store_true")
+    a.add_argument(
+        "--metrics",
+        type=http_url,
+        metavar="URL",
+        help="a sidecar's /metrics (e.g. http://127.0.0.1:9400/metrics): live ratio and output "
+        "mode per partition",
+    )
+    add_config_flags(a)
+    a = actions.add_parser(
+        "pin", help="keep the active dictionary: no training replaces it (the registry's)"
+    )
+    a.add_argument("--namespace", required=True)
+    add_config_flags(a)
+    a = actions.add_parser("unpin", help="let training replace the active dictionary again")
+    a.add_argument("--namespace", required=True)
+    add_config_flags(a)
     a = actions.add_parser(
         "export", help="every record of the registry topic, in order, to FILE (a backup)"
     )

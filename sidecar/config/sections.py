@@ -23,11 +23,13 @@ from sidecar.codec import (
     FrameOptions,
     WireFormat,
 )
+from sidecar.errors import ConfigError
 from sidecar.training.choice import (
     DEFAULT_BUDGET_MB_PER_S,
     DEFAULT_BUDGET_US_PER_MESSAGE,
     DEFAULT_DICT_SIZES,
     DEFAULT_LEVELS,
+    DEFAULT_MIN_HELDOUT,
     DEFAULT_MIN_SAMPLES,
     TrainingParams,
 )
@@ -47,6 +49,8 @@ Guarantee: TypeAlias = Literal["at-least-once", "exactly-once"]
 #: `codec.output_mode`: `auto` writes raw values where batches fill past the dictionary's
 #: crossover, frames elsewhere; `frames`: per-record frames always.
 OutputModeSetting: TypeAlias = Literal["auto", "frames"]
+#: A producer's batch codec (`compression.type`), as Kafka names them.
+BatchCodec: TypeAlias = Literal["none", "gzip", "snappy", "lz4", "zstd"]
 #: `log_format`: `auto` is console on a terminal, JSON lines otherwise.
 LogFormat: TypeAlias = Literal["auto", "json", "console"]
 LogLevel: TypeAlias = Literal["debug", "info", "warning", "error"]
@@ -125,6 +129,12 @@ class TrainingSettings(BaseModel):
         default=DEFAULT_MIN_SAMPLES,
         ge=20,
         description="fewer usable samples and no training is attempted",
+    )
+    min_heldout: int = Field(
+        default=DEFAULT_MIN_HELDOUT,
+        ge=1,
+        description="fewer held-out samples and no dictionary is promoted (measured: python -m "
+        "sidecar.bench.heldout)",
     )
     promotion_margin: float = Field(
         default=0.02,
@@ -214,6 +224,7 @@ class TrainingSettings(BaseModel):
             dict_sizes=self.dict_sizes,
             levels=self.levels,
             min_samples=self.min_samples,
+            min_heldout=self.min_heldout,
             promotion_margin=self.promotion_margin,
             budget_us_per_message=self.budget_us_per_message,
             budget_mb_per_s=self.budget_mb_per_s,
@@ -352,14 +363,22 @@ class KafkaSettings(BaseModel):
     def client_config(self, *layers: KafkaSettings) -> dict[str, str]:
         """These properties with `layers` (e.g. consumer-only ones) on top, ready for a client.
 
-        `bootstrap.servers` falls back to $KAFKA_BOOTSTRAP_SERVERS, then 127.0.0.1:9092.
+        `bootstrap.servers` falls back to $KAFKA_BOOTSTRAP_SERVERS.
+
+        Raises:
+            ConfigError: neither names a broker. There is no default: a guessed address made
+                every command wait out its timeout before saying nothing was configured.
         """
         merged = self.as_librdkafka_dict()
         for layer in layers:
             merged.update(layer.as_librdkafka_dict())
-        merged.setdefault(
-            "bootstrap.servers", os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:9092")
-        )
+        bootstrap = merged.get("bootstrap.servers") or os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+        if not bootstrap or not bootstrap.strip():
+            raise ConfigError(
+                "no Kafka broker configured: set KAFKA_BOOTSTRAP_SERVERS (or "
+                "ZDICT_KAFKA__BOOTSTRAP_SERVERS) to HOST:PORT[,HOST:PORT...]"
+            )
+        merged["bootstrap.servers"] = bootstrap
         return merged
 
 
@@ -394,6 +413,12 @@ class RelaySettings(BaseModel):
         "it is relayed anyway; 0: never wait",
     )
     workers: int = Field(default=1, ge=1, le=64, description="processes in the consumer group")
+    input_compression: BatchCodec = Field(
+        default="none",
+        description="the compression.type the producers of the input topics use (none: the "
+        "Kafka clients' default): what the saving is counted against "
+        "(zdict_stored_without_sidecar_bytes_total)",
+    )
     compress: bool = Field(
         default=True, description="false: pass every record through, a cost baseline"
     )

@@ -240,7 +240,10 @@ def load_settings(config_file: str | Path | None = None, **overrides: Any) -> Se
 
 #: Read from the environment although no setting is named after it.
 _PLAIN_VARIABLES: Final = (
-    ("KAFKA_BOOTSTRAP_SERVERS", "used when ZDICT_KAFKA__BOOTSTRAP_SERVERS is not set"),
+    (
+        "KAFKA_BOOTSTRAP_SERVERS",
+        "used when ZDICT_KAFKA__BOOTSTRAP_SERVERS is not set; one of the two is required",
+    ),
 )
 
 

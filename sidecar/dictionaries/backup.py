@@ -149,7 +149,9 @@ def export_records(settings: Settings) -> list[RawRecord]:
     bootstrap = settings.kafka.client_config()["bootstrap.servers"]
     try:
         # Reachable, and the topic there: the error names the brokers if not.
-        counts = partition_counts(make_admin(settings), [topic], timeout, bootstrap)
+        counts = partition_counts(
+            make_admin(settings), [topic], timeout, bootstrap, "ZDICT_REGISTRY__TIMEOUT"
+        )
     except KafkaUnavailable as exc:
         raise RegistryUnavailable(str(exc)) from None
     if topic not in counts:

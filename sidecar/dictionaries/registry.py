@@ -28,6 +28,7 @@ from sidecar.dictionaries.registry_state import (
     Event,
     Headers,
     Ignored,
+    Pin,
     RegistryState,
     activation_record,
     dictionary_record,
@@ -36,6 +37,7 @@ from sidecar.dictionaries.registry_state import (
 from sidecar.errors import (
     DictionaryNotFound,
     KafkaUnavailable,
+    NamespacePinned,
     RegistryError,
     RegistryUnavailable,
     UnknownDictionary,
@@ -146,7 +148,9 @@ class Registry:
         admin = make_admin(self.settings)
         bootstrap = self.settings.kafka.client_config()["bootstrap.servers"]
         try:
-            counts = partition_counts(admin, [self.topic], self.timeout, bootstrap)
+            counts = partition_counts(
+                admin, [self.topic], self.timeout, bootstrap, "ZDICT_REGISTRY__TIMEOUT"
+            )
         except KafkaUnavailable as exc:
             raise RegistryUnavailable(str(exc)) from None
         if self.topic in counts:
@@ -354,22 +358,27 @@ class Registry:
     def publish_activation(
         self, namespace: str, dict_id: int, action: Action, *, actor: str | None = None
     ) -> Activation:
-        """Make `dict_id` the active dictionary of `namespace` for every host.
+        """Make `dict_id` the active dictionary of `namespace` for every host; a pin stays.
 
         `rollback` ignores `dict_id`'s place in the stack: use `rollback()`.
+
+        Raises:
+            NamespacePinned: a training's promotion (`promote`) of a pinned namespace.
         """
         self.refresh()
+        current = self.state.activations.get(namespace)
+        if action == "promote" and current is not None and current.pinned is not None:
+            raise pinned_error(namespace, current.pinned)
         target = self.state.dictionaries.get(dict_id)
         if target is None or target.namespace != namespace:
             raise DictionaryNotFound(
                 f"dictionary {dict_id} of namespace {namespace} is not in registry topic "
                 f"{self.topic} (zdict-sidecar dicts list --registry shows what is there)"
             )
-        current = self.state.activations.get(namespace)
         stack = list(current.stack) if current else []
         if current is not None and current.dict_id != dict_id:
             stack.append(current.dict_id)
-        return self._activate(namespace, dict_id, action, stack, actor)
+        return self._activate(namespace, dict_id, action, stack, actor, current)
 
     def rollback(self, namespace: str, *, actor: str | None = None) -> Activation:
         """Re-activate the dictionary that was active before the current one."""
@@ -381,11 +390,65 @@ class Registry:
                 f"{self.topic} to roll back to"
             )
         return self._activate(
-            namespace, current.stack[-1], "rollback", list(current.stack[:-1]), actor
+            namespace, current.stack[-1], "rollback", list(current.stack[:-1]), actor, current
         )
 
+    def pin(self, namespace: str, *, actor: str | None = None) -> Activation:
+        """Pin `namespace`'s active dictionary: no training replaces it (an operator's
+        activation or rollback still does, and keeps the pin). Pinning twice changes nothing.
+
+        Raises:
+            DictionaryNotFound: the namespace has no active dictionary in the registry.
+        """
+        current = self._current(namespace, "pin")
+        if current.pinned is not None:
+            return current
+        pin = Pin(by=actor or self.actor, at=utc_now())
+        return self._republish(current.model_copy(update={"pinned": pin}), "namespace_pinned")
+
+    def unpin(self, namespace: str) -> Activation:
+        """Let training replace `namespace`'s active dictionary again (a no-op if not pinned).
+
+        Raises:
+            DictionaryNotFound: the namespace has no active dictionary in the registry.
+        """
+        current = self._current(namespace, "unpin")
+        if current.pinned is None:
+            return current
+        return self._republish(current.model_copy(update={"pinned": None}), "namespace_unpinned")
+
+    def _current(self, namespace: str, doing: str) -> Activation:
+        self.refresh()
+        current = self.state.activations.get(namespace)
+        if current is None:
+            raise DictionaryNotFound(
+                f"namespace {namespace} has no active dictionary in registry topic {self.topic} "
+                f"to {doing}; activate one first (zdict-sidecar dicts activate --registry "
+                f"--namespace {namespace} ID)"
+            )
+        return current
+
+    def _republish(self, activation: Activation, event: str) -> Activation:
+        """The namespace's activation again, the same dictionary, `pinned` changed; logged as
+        `event`."""
+        self._produce(*activation_record(activation))
+        self.refresh()
+        log.info(
+            event,
+            topic=self.topic,
+            namespace=activation.namespace,
+            dict_id=activation.dict_id,
+        )
+        return activation
+
     def _activate(
-        self, namespace: str, dict_id: int, action: Action, stack: list[int], actor: str | None
+        self,
+        namespace: str,
+        dict_id: int,
+        action: Action,
+        stack: list[int],
+        actor: str | None,
+        current: Activation | None,
     ) -> Activation:
         activation = Activation(
             namespace=namespace,
@@ -394,6 +457,7 @@ class Registry:
             by=actor or self.actor,
             at=utc_now(),
             stack=tuple(stack[-STACK_DEPTH:]),
+            pinned=current.pinned if current is not None else None,
         )
         self._produce(*activation_record(activation))
         self.refresh()
@@ -418,6 +482,16 @@ class Registry:
         if self._producer is not None:
             self._producer.flush(5.0)
             self._producer = None
+
+
+def pinned_error(namespace: str, pin: Pin) -> NamespacePinned:
+    """The refusal to let training replace a pinned namespace's dictionary, saying who pinned
+    it, when, and how to undo it."""
+    return NamespacePinned(
+        f"namespace {namespace} is pinned (by {pin.by} at {pin.at:%Y-%m-%d %H:%M:%S} UTC): no "
+        f"training replaces its dictionary; zdict-sidecar dicts unpin --namespace {namespace} "
+        "lets it"
+    )
 
 
 class RegistryResolver:

@@ -27,7 +27,7 @@ Rules every reader applies (`RegistryState.apply`), so all hosts agree:
   `zdict_registry_records_ignored_total{reason}`), and reading goes on with the next.
 * The latest ``active/<namespace>`` record is the namespace's active dictionary; it carries the
   stack of earlier active ids, so a rollback needs no history beyond it (compaction keeps only
-  the latest record per key).
+  the latest record per key), and the namespace's pin if an operator pinned it.
 * Dictionary records are never deleted: records that reference an id may be read for as long
   as they exist.
 
@@ -101,8 +101,23 @@ IgnoredReason = Literal[
 IGNORED_REASONS: Final[tuple[str, ...]] = get_args(IgnoredReason)
 
 
+class Pin(BaseModel):
+    """An operator's pin of a namespace (`dicts pin`): no training replaces its active
+    dictionary; activations and rollbacks by an operator keep it."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+    by: str = Field(description="the process that pinned it: host:pid and role")
+    at: datetime
+
+
 class Activation(BaseModel):
-    """Which dictionary a namespace uses from now on, who said so, and what came before."""
+    """Which dictionary a namespace uses from now on, who said so, and what came before.
+
+    `pinned` rides on the activation (a reader of an older version keeps it as an unknown
+    field and goes on), so a pin needs no record kind of its own and every reader agrees on
+    it the moment it agrees on the active dictionary.
+    """
 
     model_config = ConfigDict(frozen=True, extra="allow")
 
@@ -112,6 +127,7 @@ class Activation(BaseModel):
     by: str = Field(description="the process that published it: host:pid and role")
     at: datetime
     stack: tuple[DictId, ...] = Field(default=(), description="earlier active ids, latest last")
+    pinned: Pin | None = Field(default=None, description="None: training may replace it")
 
 
 # -- what a read of the registry reports ---------------------------------------------------------

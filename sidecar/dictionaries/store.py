@@ -158,6 +158,31 @@ def _shown(raw: bytes) -> str:
     return repr(raw[:_SHOWN]) + ("..." if len(raw) > _SHOWN else "")
 
 
+def _json_lines(path: Path, what: str) -> list[dict[str, Any]]:
+    """The JSON objects of the store's JSON Lines file `path` (none if it does not exist).
+
+    Raises:
+        DictionaryIntegrityError: a line is not a JSON object.
+        StoreError: the file is not one the store wrote (`_read_file`).
+    """
+    try:
+        raw = _read_file(path, _MAX_HISTORY_SIZE, what)
+    except FileNotFoundError:
+        return []
+    entries: list[dict[str, Any]] = []
+    for number, line in enumerate(raw.split(b"\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            entry = json.loads(line)
+        except (ValueError, RecursionError):
+            raise DictionaryIntegrityError(f"{path}: line {number} is not JSON") from None
+        if not isinstance(entry, dict):
+            raise DictionaryIntegrityError(f"{path}: line {number} is not a JSON object")
+        entries.append(entry)
+    return entries
+
+
 def _is_namespace(name: str) -> bool:
     try:
         validate_namespace(name)
@@ -239,8 +264,41 @@ class DictionaryStore:
         return meta
 
     def versions(self, namespace: str) -> list[DictionaryMeta]:
-        """Metadata of every dictionary of `namespace`, oldest version first."""
+        """Metadata of every dictionary of `namespace`, oldest version first.
+
+        Raises:
+            DictionaryIntegrityError: a metadata file is unreadable (`checked` lists the rest).
+        """
+        metas, problems = self._versions(namespace)
+        if problems:
+            raise problems[0]
+        return metas
+
+    def checked(
+        self, namespace: str
+    ) -> tuple[list[tuple[DictionaryMeta, StoreError | None]], list[StoreError]]:
+        """Every dictionary of `namespace` with readable metadata (oldest version first), each
+        with what is wrong with its `.zdict` (missing, corrupt, not the one its metadata
+        describes; None: it loads and matches), and the errors of the metadata files that do
+        not read. Reads every dictionary whole."""
+        metas, unreadable = self._versions(namespace)
+        found: list[tuple[DictionaryMeta, StoreError | None]] = []
+        for meta in metas:
+            problem: StoreError | None = None
+            try:
+                self._load(self._ns_dir(namespace) / f"{meta.id}.json")
+            except FileNotFoundError:
+                continue  # removed since the listing
+            except StoreError as exc:
+                problem = exc
+            found.append((meta, problem))
+        return found, unreadable
+
+    def _versions(self, namespace: str) -> tuple[list[DictionaryMeta], list[StoreError]]:
+        """The readable metadata of `namespace` (oldest version first), and the errors of the
+        metadata files that are not."""
         metas: list[DictionaryMeta] = []
+        problems: list[StoreError] = []
         for entry in self._list(self._ns_dir(namespace)):
             stem, dot, suffix = entry.name.rpartition(".")
             if not dot or suffix != "json":
@@ -254,7 +312,9 @@ class DictionaryStore:
                 metas.append(self._read_meta(Path(entry.path)))
             except FileNotFoundError:
                 continue  # removed since the listing
-        return sorted(metas, key=lambda m: m.version)
+            except StoreError as exc:
+                problems.append(exc)
+        return sorted(metas, key=lambda m: m.version), problems
 
     def _reservation(self, dict_id: int) -> Path:
         return self.root / _IDS_DIR / str(dict_id)
@@ -356,25 +416,29 @@ class DictionaryStore:
 
     def history(self, namespace: str) -> list[dict[str, Any]]:
         """Activation events of `namespace`, oldest first: `{"at", "action", "id"}`."""
-        path = self._ns_dir(namespace) / _HISTORY
-        try:
-            raw = _read_file(path, _MAX_HISTORY_SIZE, "HISTORY file")
-        except FileNotFoundError:
-            return []
-        events: list[dict[str, Any]] = []
-        for number, line in enumerate(raw.split(b"\n"), start=1):
-            if not line.strip():
-                continue
-            try:
-                event = json.loads(line)
-            except (ValueError, RecursionError):
-                raise DictionaryIntegrityError(f"{path}: line {number} is not JSON") from None
-            if not isinstance(event, dict):
-                raise DictionaryIntegrityError(f"{path}: line {number} is not a JSON object")
-            events.append(event)
-        return events
+        return _json_lines(self._ns_dir(namespace) / _HISTORY, "HISTORY file")
+
+    def last_training(self, namespace: str) -> dict[str, Any] | None:
+        """The namespace's last training run recorded here (`record_training`), None if none."""
+        entries = _json_lines(self._ns_dir(namespace) / _TRAINING_LOG, "training log")
+        return entries[-1] if entries else None
 
     # -- writing -------------------------------------------------------------------------------
+
+    def ensure_writable(self) -> None:
+        """Make the store's directory if missing and write (then remove) a file in it.
+
+        Raises:
+            StoreError: it cannot be made or written (a read-only volume, a permission).
+        """
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            with tempfile.NamedTemporaryFile(dir=self.root, prefix=".probe."):
+                pass
+        except OSError as exc:
+            raise StoreError(
+                f"the dictionary store {self.root} is not writable: {exc.strerror or exc}"
+            ) from None
 
     def reserve_id(self, namespace: str) -> int:
         """Reserve the next free id across all namespaces; safe against concurrent writers.

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import re
+import socket
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -324,7 +325,7 @@ def make_producer(
         _checked("producer", settings.kafka.client_config(settings.producer), _RELAY_PRODUCER_FIXED)
         config.update(_RELAY_PRODUCER_FIXED)
     if stats_cb is not None:
-        # The record batches it sent: zdict_output_stored_bytes_total and its siblings.
+        # The record batches it sent: zdict_stored_bytes_total and its siblings.
         config.setdefault("statistics.interval.ms", PRODUCER_STATISTICS_INTERVAL_MS)
         config["stats_cb"] = stats_cb
     if batch_bytes is not None:
@@ -423,14 +424,53 @@ def plain_admin(bootstrap: str) -> AdminClient:
     return AdminClient({"bootstrap.servers": bootstrap})
 
 
+def unresolved_hosts(bootstrap: str) -> list[str]:
+    """The hosts of `bootstrap` (`HOST:PORT,...`) that DNS does not resolve, with why."""
+    unresolved = []
+    for entry in bootstrap.split(","):
+        address = entry.strip().rpartition("://")[2]
+        host = address.rpartition(":")[0].strip("[]") or address
+        if not host:
+            continue
+        try:
+            socket.getaddrinfo(host, None)
+        except socket.gaierror as exc:
+            unresolved.append(f"{host} ({exc.strerror})")
+        except UnicodeError:
+            unresolved.append(f"{host} (not a valid host name)")
+    return unresolved
+
+
+def unreachable(bootstrap: str, timeout: float, setting: str | None, cause: object) -> str:
+    """The message for a cluster that did not answer within `timeout` seconds: the setting
+    that bounds the wait, and a DNS hint when a bootstrap host does not resolve."""
+    text = (
+        f"no Kafka broker answered within {timeout:.0f} s at bootstrap.servers={bootstrap}: {cause}"
+    )
+    if setting:
+        text += f" (the wait is {setting})"
+    names = unresolved_hosts(bootstrap)
+    if names:
+        text += (
+            f"; DNS does not resolve {', '.join(names)}: check the host names in "
+            "KAFKA_BOOTSTRAP_SERVERS (or ZDICT_KAFKA__BOOTSTRAP_SERVERS) and this host's DNS"
+        )
+    return text
+
+
 def partition_counts(
-    admin: AdminClient, topics: list[str], timeout: float, bootstrap: str = "?"
+    admin: AdminClient,
+    topics: list[str],
+    timeout: float,
+    bootstrap: str = "?",
+    setting: str | None = None,
 ) -> dict[str, int]:
     """Partitions per existing topic among `topics` (missing topics are absent from the result).
 
     Metadata is asked for in slices of `METADATA_SLICE` seconds; between them the client's error
     reports are read, so a refusal (wrong password, untrusted or misnamed certificate) fails at
-    once, naming its cause, instead of after `timeout`.
+    once, naming its cause, instead of after `timeout`. `setting` names what sets `timeout`,
+    for the message when nothing answered.
 
     Raises:
         KafkaUnavailable: the cluster refused the client, or no broker answered within `timeout`
@@ -449,8 +489,7 @@ def partition_counts(
                 refusals.check(bootstrap)
             if time.monotonic() >= deadline:
                 raise KafkaUnavailable(
-                    f"no Kafka broker answered within {timeout:.0f} s at "
-                    f"bootstrap.servers={bootstrap}: {exc.args[0]}"
+                    unreachable(bootstrap, timeout, setting, exc.args[0])
                 ) from None
     counts: dict[str, int] = {}
     for name in topics:
@@ -516,15 +555,21 @@ def max_message_bytes(admin: AdminClient, topics: list[str], timeout: float) -> 
 
 
 def ensure_output_topics(
-    admin: AdminClient, pairs: dict[str, str], create: bool, timeout: float, bootstrap: str = "?"
+    admin: AdminClient,
+    pairs: dict[str, str],
+    create: bool,
+    timeout: float,
+    bootstrap: str = "?",
+    setting: str | None = None,
 ) -> dict[str, int]:
     """Check (or create) every output topic; returns partitions per input and output topic.
 
     `pairs` maps input topic → output topic. Missing outputs are created with the input's
-    partition count when `create` is true, otherwise reported.
+    partition count when `create` is true, otherwise reported. `setting` names what sets
+    `timeout` (`partition_counts`).
     """
     topics = sorted(set(pairs) | set(pairs.values()))
-    counts = partition_counts(admin, topics, timeout, bootstrap)
+    counts = partition_counts(admin, topics, timeout, bootstrap, setting)
     missing_inputs = [t for t in pairs if t not in counts]
     if missing_inputs:
         raise TopicMissing(
@@ -551,7 +596,7 @@ def ensure_output_topics(
     deadline = time.monotonic() + timeout
     while created:
         # As above: the new topics' metadata may trail their creation by a moment.
-        counts.update(partition_counts(admin, created, timeout, bootstrap))
+        counts.update(partition_counts(admin, created, timeout, bootstrap, setting))
         created = [t for t in created if t not in counts]
         if created and time.monotonic() > deadline:
             raise KafkaUnavailable(

@@ -1,12 +1,14 @@
 """The Prometheus metrics of a relay or proxy process (`Metrics`, `NamespaceMetrics`).
 
 All of them are defined once, by concern, against a `CollectorRegistry` the caller passes in:
-`records` (outcomes, bytes, the codec's time per batch, latency, dead letters, the output's
-batches and modes), `delivery` (failed deliveries, commits, transactions, lag, assigned
-partitions), `dictionaries` (the active dictionary, the registry topic), `training` (runs,
-triggers, the trainer role, the live compression factor, the reservoir), `build` (versions,
-process, memory); `process` puts them together as `Metrics`, `namespace` holds one topic's
-children, `labels` the bounded label values.
+`records` (outcomes, bytes, the codec's time per batch, latency, dead letters, the output
+modes), `stored` (what the broker stores for the records written and what they would have
+stored without the sidecar: the relay's, the proxy's and the in-process producer's saving),
+`delivery` (failed deliveries, commits, transactions, lag, assigned partitions),
+`dictionaries` (the active dictionary, the registry topic), `training` (runs, triggers, the
+trainer role, the live compression factor, the reservoir), `build` (versions, process,
+memory); `process` puts them together as `Metrics`, `namespace` holds one topic's children,
+`labels` the bounded label values.
 
 Conventions (Prometheus's naming practices): base units in the name (`_seconds`, `_bytes`),
 `_total` counters, `_ratio` only for a 0-1 fraction (a raw / compressed figure above 1 is a

@@ -52,9 +52,11 @@ class NamespaceMetrics:
         "_op",
         "_outcomes",
         "_output",
+        "_pinned",
         "_records",
         "_sample_bytes",
         "_sample_records",
+        "_skipped",
         "_trainer",
         "_trainer_metric",
         "_training",
@@ -103,6 +105,8 @@ class NamespaceMetrics:
         # ZdictTrainerNotUnique would count as "nobody trains this topic".
         self._trainer: Gauge | None = None
         self._live_factor = training.live_compression_factor
+        self._pinned = training.pinned
+        self._skipped = training.training_skipped
         self._last_training = training.last_training
         self._last_training_labels: tuple[str, str] | None = None
         self._sample_bytes = training.sample_bytes.labels(namespace)
@@ -211,6 +215,14 @@ class NamespaceMetrics:
         if previous is not None and previous != labels:
             remove_series(self._last_training, self.name, *previous)
         self._last_training.labels(self.name, *labels).set(float(finished_at))
+
+    def set_pinned(self, pinned: bool) -> None:
+        """Whether an operator pinned the topic's dictionary (`zdict_namespace_pinned`)."""
+        self._pinned.labels(self.name).set(1 if pinned else 0)
+
+    def training_skipped(self, reason: str) -> None:
+        """A training run was due and not started because of `reason` (`pinned`)."""
+        self._skipped.labels(self.name, reason).inc()
 
     def set_trainer(self, trainer: bool) -> None:
         """Whether this process trains the topic (it holds partition 0 of it)."""

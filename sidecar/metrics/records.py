@@ -1,5 +1,6 @@
 """What the relay does with records: outcomes, bytes in and out, the codec's time per batch,
-delivery latency, dead letters, and the record batches its output is stored in (`RecordMetrics`).
+delivery latency, dead letters, the record batches it stores and what they save
+(`stored.StoredBytes`, the proxy's too), and the output modes (`RecordMetrics`).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from typing import Final
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from sidecar.metrics.labels import remove_series
+from sidecar.metrics.stored import StoredBytes
 
 __all__ = ["CODEC_BATCH_BUCKETS", "RELAY_LATENCY_BUCKETS", "RecordMetrics"]
 
@@ -112,25 +114,9 @@ class RecordMetrics:
             ("topic", "stage"),
             registry=registry,
         )
-        self.stored_bytes = Counter(
-            "zdict_output_stored_bytes",
-            "Bytes of the record batches produced to the topic's output topic (batch and record "
-            "framing, keys, headers, values, after batch compression): what the broker stores.",
-            ("topic",),
-            registry=registry,
-        )
-        self.stored_records = Counter(
-            "zdict_output_stored_records",
-            "Records in the record batches produced to the topic's output topic.",
-            ("topic",),
-            registry=registry,
-        )
-        self.output_batches = Counter(
-            "zdict_output_batches",
-            "Record batches produced to the topic's output topic.",
-            ("topic",),
-            registry=registry,
-        )
+        #: The one definition of saving (`stored.StoredBytes`): what the broker stores for the
+        #: records written, and what they would have stored without the sidecar.
+        self.stored = StoredBytes(registry)
         self.output_mode = Gauge(
             "zdict_output_mode",
             "1 for the mode an output partition is written in, 0 for the other: frames "
@@ -139,15 +125,6 @@ class RecordMetrics:
             ("topic", "partition", "mode"),
             registry=registry,
         )
-
-    def observe_output_batches(self, topic: str, batches: int, records: int, size: int) -> None:
-        """`batches` record batches holding `records` records and `size` bytes (as stored)
-        were produced to the output topic of input `topic` since the last report."""
-        if batches <= 0:
-            return
-        self.output_batches.labels(topic).inc(batches)
-        self.stored_records.labels(topic).inc(records)
-        self.stored_bytes.labels(topic).inc(size)
 
     def set_output_mode(self, topic: str, partition: int, mode: str, modes: Sequence[str]) -> None:
         """Output `topic`'s `partition` is written in `mode` (one of `modes`)."""

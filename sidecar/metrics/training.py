@@ -56,6 +56,20 @@ class TrainingMetrics:
             ("topic",),
             registry=registry,
         )
+        self.pinned = Gauge(
+            "zdict_namespace_pinned",
+            "1 while an operator pins the topic's dictionary (`dicts pin`): no training replaces "
+            "it; 0 when not pinned. As the registry says, from every sidecar that follows it.",
+            ("topic",),
+            registry=registry,
+        )
+        self.training_skipped = Counter(
+            "zdict_training_skipped",
+            "Training runs that were due and not started, by reason (pinned: an operator pinned "
+            "the topic's dictionary).",
+            ("topic", "reason"),
+            registry=registry,
+        )
         self.live_compression_factor = Gauge(
             "zdict_live_compression_factor",
             "Raw / output bytes over the drift window (a factor: 2 halves the bytes), values no "

@@ -14,6 +14,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from sidecar.metrics.stored import PROXY, StoredBytes
 from sidecar.proxy.versions import api_name
 
 REQUEST: Final = "request"
@@ -97,10 +98,14 @@ class FrameTally(Collector):
 
 
 class ForwardMetrics:
-    """Requests, responses and bytes per API and direction; connections."""
+    """Requests, responses and bytes per API and direction; connections; what the Produce
+    requests forwarded store, against the clients' batches as received."""
 
-    def __init__(self, registry: CollectorRegistry) -> None:
+    def __init__(self, registry: CollectorRegistry, stored: StoredBytes | None = None) -> None:
+        """`stored`: the process's `StoredBytes` (`Metrics.stored`), if it has one on
+        `registry` already; else one is registered."""
         self._frames = FrameTally(registry)
+        self._stored = stored if stored is not None else StoredBytes(registry)
         self._rewritten = Counter(
             "zdict_proxy_rewritten_responses",
             "Responses parsed and written again: broker addresses rewritten, ApiVersions filtered.",
@@ -163,6 +168,12 @@ class ForwardMetrics:
     def produce_refused(self, reason: str) -> None:
         """A Produce request refused; `reason` one of `PRODUCE_REFUSALS`."""
         self._produce_refused.labels(reason).inc()
+
+    def stored(self, topic: str, batches: int, records: int, sent: int, received: int) -> None:
+        """One partition of a Produce request forwarded: `batches` record batches holding
+        `records` records, `sent` bytes of them upstream, `received` bytes as the client sent
+        them (what the broker would have stored without the proxy)."""
+        self._stored.add(topic, PROXY, batches, records, sent, received)
 
     def refused(self) -> None:
         self._refused.inc()

@@ -128,6 +128,10 @@ class SampledValues(Sequence[Sampled]):
         return Sampled(self._partition, self._first + position, self._values[position])
 
 
+#: One partition forwarded: topic, batches, records, bytes sent upstream, bytes as received.
+Stored = tuple[str, int, int, int, int]
+
+
 class Outcome:
     """What becomes of one Produce request: the frame to forward, or the answer to give."""
 
@@ -200,6 +204,7 @@ class ProduceRewriter:
         allowance = Allowance(self.max_records, self.max_decompressed_bytes)
         records: dict[tuple[int, int], bytes] = {}
         offered: list[tuple[Namespace, int, list[bytes | None]]] = []
+        stored: list[Stored] = []
         where = ""
         for t, topic in enumerate(request.topics):
             refused = _topic_refusal(self.allowed, topic.name)
@@ -211,12 +216,14 @@ class ProduceRewriter:
                 continue
             if first is not None:
                 continue
-            refusal = self._topic(t, topic, allowance, records, offered)
+            refusal = self._topic(t, topic, allowance, records, offered, stored)
             if refusal is not None:
                 refusals[refusal[0]] = first = refusal[1]
                 where = topic.name
         if first is None:
             self._offer(offered)
+            for name, batches, count, sent, received in stored:
+                self.metrics.stored(name, batches, count, sent, received)
             return Outcome(request.acks, frame=encode_produce(frame, request, records))
         self.refused += 1
         self.metrics.produce_refused(first.kind)
@@ -235,10 +242,12 @@ class ProduceRewriter:
         allowance: Allowance,
         records: dict[tuple[int, int], bytes],
         offered: list[tuple[Namespace, int, list[bytes | None]]],
+        stored: list[Stored],
     ) -> tuple[tuple[int, int], ProduceRefused] | None:
         """Rewrite the partitions of topic number `t` into `records`: every batch read, the
-        values of all encoded in one call, each partition written again. A refusal: (topic
-        number, partition number) and why; nothing of the topic is then written."""
+        values of all encoded in one call, each partition written again, its bytes as sent
+        and as received noted in `stored` (counted once the request is forwarded). A refusal:
+        (topic number, partition number) and why; nothing of the topic is then written."""
         # The batches that will go raw are read for their values only: which ones, by the
         # crossover the topic had at its last request (a new dictionary may move it: then they
         # are read again whole, once).
@@ -280,11 +289,13 @@ class ProduceRewriter:
         at = 0
         for p, index, batches in read:
             count = len(batches.inputs)
-            records[(t, p)] = (
+            out = records[(t, p)] = (
                 self.batches.write_as_read(batches)
                 if encoded is None
                 else self.batches.write(batches, encoded[at : at + count], compare_from)
             )
+            received = topic.partitions[p].records
+            stored.append((topic.name, len(batches.batches), count, len(out), len(received or b"")))
             at += count
             offered.append((namespace, index, [value for value, _ in batches.inputs]))
         return None

@@ -207,7 +207,7 @@ def run_proxy(settings: Settings, ready: Callable[[str, int], None] | None = Non
             # Reachable, with the proxy's own TLS and SASL? A refusal names the broker's
             # message; ZDICT_PROXY__START_TIMEOUT bounds the wait.
             asyncio.run(check_upstream(bootstrap, security, settings.proxy.start_timeout))
-            metrics = ForwardMetrics(observed.prometheus)
+            metrics = ForwardMetrics(observed.prometheus, observed.metrics.stored)
             with ExitStack() as stack:
                 registry: Registry | None = None
                 if settings.registry.enabled:

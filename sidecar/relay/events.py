@@ -7,8 +7,7 @@ Made before the clients it is given to, from the parts it reports into.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable
 
 from confluent_kafka import KafkaError, TopicPartition
 
@@ -27,19 +26,13 @@ class ClientEvents:
     def __init__(
         self,
         state: RelayState,
-        outputs: Mapping[str, str],
         commit_answered: CommitAnswer,
         error_log: ErrorLog | None = None,
     ) -> None:
-        """`outputs`: input topic -> output topic (the producer's statistics are counted
-        under the input); `commit_answered` takes the answers to asynchronous commits."""
+        """`commit_answered` takes the answers to asynchronous commits."""
         self._state = state
         self._commit_answered = commit_answered
         self._error_log = error_log if error_log is not None else ErrorLog(state.clock)
-        #: Output topic -> the input topics whose output it is.
-        self._owners: dict[str, list[str]] = {}
-        for topic, output in outputs.items():
-            self._owners.setdefault(output, []).append(topic)
 
     def on_error(self, error: KafkaError) -> None:
         """error_cb: fatal errors stop the relay; 'all brokers down' starts a clock."""
@@ -60,14 +53,16 @@ class ClientEvents:
 
     def on_stats(self, stats_json: str) -> None:
         """stats_cb (every statistics.interval.ms): the consumer's lag per partition, the
-        producer's record batches per output topic (and its fills, for the output modes)."""
+        producer's record batches per output topic (what they store, `relay.stored`, and their
+        fills, for the output modes)."""
         try:
             stats = json.loads(stats_json)
         except ValueError:
             return
         topics = stats.get("topics", {})
         if stats.get("type") == "producer":
-            self._on_producer_stats(topics)
+            if self._state.stored is not None:
+                self._state.stored.on_producer_stats(topics)
             if self._state.output_modes is not None:
                 self._state.output_modes.on_producer_stats(topics)
             return
@@ -78,21 +73,3 @@ class ClientEvents:
                 lag = pdata.get("consumer_lag", -1)
                 if partition >= 0 and lag >= 0 and (topic, partition) in assignment:
                     metrics.set_lag(topic, partition, lag)
-
-    def _on_producer_stats(self, topics: dict[str, Any]) -> None:
-        """The record batches of the last statistics window, per output topic, counted under
-        the input topic whose output it is (under its own name when inputs share it); the
-        dead-letter topics are left out. librdkafka's `batchsize` window holds each batch's
-        size as sent, header and batch compression included (checked against the broker's log
-        segments): what the broker stores. `batchcnt` holds its record count."""
-        for output, data in topics.items():
-            inputs = self._owners.get(output)
-            if inputs is None:
-                continue
-            size, count = data.get("batchsize", {}), data.get("batchcnt", {})
-            self._state.metrics.observe_output_batches(
-                inputs[0] if len(inputs) == 1 else output,
-                int(size.get("cnt", 0)),
-                int(count.get("sum", 0)),
-                int(size.get("sum", 0)),
-            )

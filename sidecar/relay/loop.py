@@ -236,6 +236,8 @@ class Relay:
             route = self.routes[topic]
             if route.namespace is not None and route.namespace.reservoir is not None:
                 route.namespace.reservoir.offer(batch)
+            if self.state.stored is not None:
+                self.state.stored.offer(topic, batch)
             # A consumed record's headers are always a list of (str, bytes | None) pairs.
             records = cast(Records, [(m.value(), m.headers()) for m in batch])
             self.state.stats.consumed += len(batch)

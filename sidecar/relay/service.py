@@ -29,7 +29,7 @@ from sidecar.config import Settings
 from sidecar.dictionaries.lifecycle import adopt_local, sync_store
 from sidecar.dictionaries.registry import Registry, RegistryResolver
 from sidecar.dictionaries.store import DictionaryStore
-from sidecar.errors import ConfigError, ZdictError
+from sidecar.errors import ConfigError, StoreError, ZdictError
 from sidecar.kafka import (
     LIBRDKAFKA_SOCKET_TIMEOUT_MS,
     Reachability,
@@ -54,13 +54,17 @@ from sidecar.relay.exactly_once import Transactions
 from sidecar.relay.loop import Relay
 from sidecar.relay.output_modes import RelayOutputModes
 from sidecar.relay.state import RelayState
+from sidecar.relay.stored import RelayStored
 from sidecar.runtime import exit_code, interrupt_start
+from sidecar.stored_estimate import batch_compressor
 from sidecar.training.trainer import Trainer
 
 log = get_logger("sidecar.relay.service")
 
 #: Seconds the start may spend reading a topic's offsets to size its backlog.
 BACKLOG_TIMEOUT: Final = 10.0
+#: Seconds the start waits at most for a broker to answer (`relay.unreachable_timeout` if less).
+START_TIMEOUT: Final = 30.0
 
 
 def _commit_limit(settings: Settings) -> float:
@@ -94,15 +98,40 @@ def _prepare_topics(settings: Settings, admin: AdminClient) -> _Topics:
     relay = settings.relay
     bootstrap = settings.kafka.client_config()["bootstrap.servers"]
     outputs = _outputs(settings)
-    timeout = min(relay.unreachable_timeout, 30.0)
-    partitions = ensure_output_topics(admin, outputs, relay.create_topics, timeout, bootstrap)
+    timeout = min(relay.unreachable_timeout, START_TIMEOUT)
+    setting = f"ZDICT_RELAY__UNREACHABLE_TIMEOUT, at most {START_TIMEOUT:.0f} s at the start"
+    partitions = ensure_output_topics(
+        admin, outputs, relay.create_topics, timeout, bootstrap, setting
+    )
     dead_letters = {t: d for t in relay.input_topics if (d := relay.dead_letter_for(t)) is not None}
     if dead_letters:
         partitions |= ensure_output_topics(
-            admin, dead_letters, relay.create_topics, timeout, bootstrap
+            admin, dead_letters, relay.create_topics, timeout, bootstrap, setting
         )
     limits = max_message_bytes(admin, sorted({*outputs.values(), *dead_letters.values()}), timeout)
     return _Topics(outputs, dead_letters, partitions, limits)
+
+
+def _checked_store(settings: Settings, decode: bool) -> DictionaryStore:
+    """The dictionary store, checked before anything connects: an encoding relay loads each
+    input topic's active dictionary, and writes to the store when it follows the registry or
+    trains (a store mounted read-only serves one that does neither).
+
+    Raises:
+        StoreError: it is not writable, or an active dictionary does not load; the message names
+            the store's setting.
+    """
+    store = DictionaryStore(settings.dictionaries)
+    if decode:
+        return store  # read only, and only for the ids records name
+    try:
+        if settings.registry.enabled or settings.training.enabled:
+            store.ensure_writable()
+        for topic in settings.relay.input_topics:
+            store.active(topic)
+    except StoreError as exc:
+        raise StoreError(f"{exc} (the store: ZDICT_DICTIONARIES or --dictionaries)") from None
+    return store
 
 
 def _open_registry(
@@ -307,9 +336,11 @@ def run_relay(settings: Settings) -> int:
     """Run one relay process until SIGTERM/SIGINT (exit 0) or a failure (exit 1).
 
     1. the metrics endpoint, so a relay that cannot start is seen failing;
-    2. the Kafka clients (a setting they refuse: a configuration error, exit 2);
-    3. the topics: outputs and dead letters checked or created, their size limits read;
-    4. the store, synced with the registry;
+    2. the store: each input topic's active dictionary loads, writable if it will be written
+       (before any broker is waited for);
+    3. the Kafka clients (a setting they refuse: a configuration error, exit 2);
+    4. the topics: outputs and dead letters checked or created, their size limits read;
+       then the store is synced with the registry;
     5. the relay (encoding with a trainer beside it, or decoding), then its loop.
     """
     relay_settings = settings.relay
@@ -336,17 +367,24 @@ def _run(settings: Settings, observed: Observability, stack: ExitStack) -> int:
         enabled=settings.codec.output_mode == "auto",
         codec=batch_codec(producer_config(settings)),
     )
+    decode = relay_settings.mode == "decode"
     state = RelayState(
         metrics,
         observed.health,
         Reachability(relay_settings.unreachable_timeout),
         output_modes=modes,
+        stored=None
+        if decode
+        else RelayStored(
+            metrics.stored,
+            _outputs(settings),
+            batch_compressor(relay_settings.input_compression),
+        ),
     )
     ledger = CommitLedger(state)
-    clients = _connect(settings, ClientEvents(state, _outputs(settings), ledger.answered))
+    store = _checked_store(settings, decode)
+    clients = _connect(settings, ClientEvents(state, ledger.answered))
     commits = _commits(settings, clients, state, ledger)
-    store = DictionaryStore(settings.dictionaries)
-    decode = relay_settings.mode == "decode"
     registry = _open_registry(settings, store, list(relay_settings.input_topics), decode, metrics)
     if registry is not None:
         stack.callback(registry.close)

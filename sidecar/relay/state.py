@@ -18,6 +18,7 @@ from sidecar.kafka import Reachability
 from sidecar.metrics import Metrics
 from sidecar.relay.offsets import OffsetTracker
 from sidecar.relay.output_modes import RelayOutputModes
+from sidecar.relay.stored import RelayStored
 
 
 @dataclass(slots=True)
@@ -95,11 +96,15 @@ class RelayState:
         reachability: Reachability,
         clock: Callable[[], float] = time.monotonic,
         output_modes: RelayOutputModes | None = None,
+        stored: RelayStored | None = None,
     ) -> None:
         """`output_modes`: which output partitions an encoding relay writes raw, fed by the
-        producer's statistics (None: frames always)."""
+        producer's statistics (None: frames always); `stored`: what an encoding relay's output
+        stores and saves, fed by the same statistics and the records consumed (None: a
+        decoding relay, not counted)."""
         self.metrics = metrics
         self.output_modes = output_modes
+        self.stored = stored
         self.health = health
         self.reachability = reachability
         self.clock = clock

@@ -22,6 +22,7 @@ from prometheus_client.registry import Collector
 
 from sidecar.codec import Outcome
 from sidecar.codec.output_mode import MODES
+from sidecar.metrics.stored import StoredBytes
 
 if TYPE_CHECKING:
     from sidecar.dictionaries.model import Dictionary
@@ -80,6 +81,8 @@ class ProducerMetrics(Collector):
         #: The output mode of every (topic, partition) written (`serde.output_modes`).
         self._modes: dict[tuple[str, int], str] = {}
         registry.register(self)
+        #: What the records store, and would have stored without zdict (`serde.stored`).
+        self.stored = StoredBytes(registry)
 
     def tally(self, topic: str) -> ProducerTopicMetrics:
         """A new tally of `topic` for the calling thread, which alone may write it (keep it: the

@@ -14,7 +14,6 @@ producing threads need no lock.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -30,7 +29,6 @@ log = get_logger("sidecar.serde.output_modes")
 ANY_PARTITION: Final = -1
 
 Key = tuple[str, int]
-StatsCallback = Callable[[str], None]
 
 
 class ProducerOutputModes:
@@ -52,21 +50,6 @@ class ProducerOutputModes:
         self._table: ModeTable[Key] = ModeTable()
         #: The (topic, partition) pairs written raw now (ANY_PARTITION: left to the partitioner).
         self.raw: frozenset[Key] = frozenset()
-
-    def stats_cb(self, application: StatsCallback | None) -> StatsCallback:
-        """The producer's `stats_cb`: the modes first, then the application's own (if any)."""
-
-        def on_stats(stats_json: str) -> None:
-            try:
-                stats = json.loads(stats_json)
-            except ValueError:
-                stats = {}
-            if isinstance(stats, dict):
-                self.on_stats(stats.get("topics", {}))
-            if application is not None:
-                application(stats_json)
-
-        return on_stats
 
     def on_stats(self, topics: dict[str, Any]) -> None:
         """One statistics window (its `topics` object)."""

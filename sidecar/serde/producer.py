@@ -39,6 +39,8 @@ from sidecar.serde.following import (
 from sidecar.serde.metrics import ProducerMetrics
 from sidecar.serde.output_modes import ProducerOutputModes
 from sidecar.serde.serializer import NamespaceRule, ValueEncoding, as_bytes, our_headers
+from sidecar.serde.statistics import TopicsReader, stats_cb
+from sidecar.serde.stored import ProducerStored
 
 DeliveryCallback = Callable[[Any, Any], None]
 #: `codec.output_mode` of the in-process producer.
@@ -86,7 +88,8 @@ class _CompressingProducer:
             `compression.type` gets raw values, no header (`codec.output_mode`): read from
             librdkafka's statistics, so `statistics.interval.ms` is set to 5000 unless the
             configuration sets it (0: never raw), and a `stats_cb` of the application still
-            gets every report; `frames`: every value compressed.
+            gets every report; `frames`: every value compressed. With `metrics`, the same
+            statistics feed what the records store (`serde.stored`).
         """
         config = dict(conf)
         self._key_serializer, self._value_serializer = take_serdes(
@@ -94,14 +97,21 @@ class _CompressingProducer:
         )
         self._serializing = self._key_serializer is not None or self._value_serializer is not None
         self._modes: ProducerOutputModes | None = None
+        self._stored: ProducerStored | None = None
+        readers: list[TopicsReader] = []
         if output_mode == "auto":
             modes = self._modes = ProducerOutputModes(
                 batch_codec(config),
                 lambda topic, codec: self._encoding.crossover(topic, codec),
                 metrics,
             )
+            readers.append(modes.on_stats)
+        if metrics is not None:
+            self._stored = ProducerStored(metrics.stored, batch_codec(config))
+            readers.append(self._stored.on_stats)
+        if readers:
             config.setdefault("statistics.interval.ms", PRODUCER_STATISTICS_INTERVAL_MS)
-            config["stats_cb"] = modes.stats_cb(config.get("stats_cb"))
+            config["stats_cb"] = stats_cb(readers, config.get("stats_cb"))
         self._producer: Producer = application_producer(config)
         self._owned: FollowingEncoder | None = None
         if encoder is None:
@@ -160,6 +170,8 @@ class _CompressingProducer:
                 except Exception as exc:
                     raise ValueSerializationError(exc) from exc
         value = value if type(value) is bytes else as_bytes(value)
+        if self._stored is not None:
+            self._stored.offer(topic, key, value, headers)
         report = on_delivery or callback
         modes = self._modes  # no call per record unless some partition goes raw
         if modes is not None and modes.raw and self._goes_raw(modes, topic, partition, headers):

@@ -2,15 +2,22 @@
 
 Two sources:
 
-* **Prometheus** (`--prometheus URL`): the compression ratio and the bytes saved per second over
-  a time range (`/api/v1/query_range`), per namespace, and the summary over that range;
-* **a sidecar's own /metrics** (`--metrics URL`): one snapshot, the totals since that process
-  started. Without history, the figure shows bytes in and out and records by outcome per
-  namespace instead of curves.
+* **Prometheus** (`--prometheus URL`): the share saved and the bytes saved per second over a
+  time range (`/api/v1/query_range`), per topic, and the summary over that range;
+* **a sidecar's own /metrics** (`--metrics URL`, a relay's, a proxy's or an application's with
+  the in-process producer): one snapshot, the totals since that process started. Without
+  history, the figure shows bytes stored against the producer's own and records by outcome per
+  topic instead of curves.
 
-Summary figures, in both: ratio = input bytes / output bytes (header bytes counted, as
-everywhere); bytes saved = input - output; saved per second = bytes saved / the time they were
-saved in (the range, or the process's uptime); estimated per month = saved per second x 30 days.
+Saving is one definition (`sidecar.metrics.stored`): the bytes the broker stores for the records
+the sidecar wrote (`zdict_stored_bytes_total`) against what the producer's own batches, with
+its own codec at the same fill, would have stored (`zdict_stored_without_sidecar_bytes_total`).
+Summary figures, in both: saved = producer's own - stored, and its share of the producer's own;
+saved per second = saved / the time it was saved in (the range, or the process's uptime);
+estimated per month = saved per second x 30 days. Per topic, a topic whose records were all
+written raw says so (raw mode: its batches fill, the producer's codec compresses them and the
+sidecar steps aside) instead of showing a ratio of 1. The value ratio (value bytes in / out,
+before framing and the batch codec) is shown beside, named as such.
 
 matplotlib is an optional dependency (`pip install 'zdict-sidecar[report]'`); it is imported
 only to draw, after the numbers were fetched.
@@ -33,6 +40,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Sample
 
 from sidecar.errors import ConfigError, InputError
 from sidecar.tools.charts import figure
@@ -42,8 +50,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MONTH_SECONDS",
+    "RAW_MODE_SHARE",
     "Report",
     "Summary",
+    "TopicSaving",
     "format_summary",
     "from_metrics",
     "from_prometheus",
@@ -97,29 +107,78 @@ def _promql_duration(seconds: float) -> str:
     return f"{max(1, round(seconds))}s"
 
 
+#: A topic whose share of records written raw is at least this is in raw mode.
+RAW_MODE_SHARE: Final = 0.99
+
+
+@dataclass(frozen=True)
+class TopicSaving:
+    """One topic's bytes as stored, against the producer's own, and how much was written raw."""
+
+    topic: str
+    stored_bytes: float
+    without_bytes: float
+    #: Share of the topic's records written raw by the output mode (nan: no record counted).
+    raw_share: float
+
+    @property
+    def saved_bytes(self) -> float:
+        return self.without_bytes - self.stored_bytes
+
+    def describe(self) -> str:
+        """One line: the saving, or plainly that the topic is written raw."""
+        if self.raw_share >= RAW_MODE_SHARE:
+            return (
+                "raw mode: its batches fill past the dictionary's crossover, so the values go "
+                "as they came and the producer's codec compresses them (nothing to save: the "
+                f"sidecar steps aside); stored {human_bytes(self.stored_bytes)}"
+            )
+        share = self.saved_bytes / self.without_bytes if self.without_bytes else math.nan
+        line = (
+            f"saved {share:.1%} against the producer's codec ({human_bytes(self.saved_bytes)}: "
+            f"stored {human_bytes(self.stored_bytes)} of {human_bytes(self.without_bytes)})"
+        )
+        if self.raw_share > 0:
+            line += f", {self.raw_share:.0%} of its records written raw"
+        return line
+
+
 @dataclass(frozen=True)
 class Summary:
-    """The headline numbers of a report. Bytes are value bytes; times are Unix seconds."""
+    """The headline numbers of a report. Bytes are as the broker stores them (value bytes, for
+    the value ratio beside); times are Unix seconds."""
 
     source: str  # "prometheus" or "metrics"
     url: str
-    namespace: str | None  # the regex asked for; None: every namespace
+    namespace: str | None  # the topic regex asked for; None: every topic
     start: float  # the range start, or when the sidecar started counting
     end: float  # the range end, or when /metrics was read
-    input_bytes: float
-    output_bytes: float
+    #: What the broker stores for the records written, and what the producer's own batches
+    #: would have stored.
+    stored_bytes: float
+    without_bytes: float
     #: Prometheus: the mean of the bytes-saved-per-second curve, i.e. over the part of the range
     #: that has data (a sidecar deployed 10 minutes ago is not averaged over an hour);
     #: /metrics: bytes saved / the time since the sidecar started counting.
     saved_per_second: float
+    #: Value bytes in and out of the encoders (nan: none counted, e.g. an in-process producer
+    #: read from Prometheus).
+    input_bytes: float = math.nan
+    output_bytes: float = math.nan
+    topics: tuple[TopicSaving, ...] = ()
 
     @property
     def ratio(self) -> float:
+        """The value ratio: value bytes in / out."""
         return self.input_bytes / self.output_bytes if self.output_bytes else math.nan
 
     @property
     def saved_bytes(self) -> float:
-        return self.input_bytes - self.output_bytes
+        return self.without_bytes - self.stored_bytes
+
+    @property
+    def saved_share(self) -> float:
+        return self.saved_bytes / self.without_bytes if self.without_bytes else math.nan
 
     @property
     def saved_per_month(self) -> float:
@@ -129,7 +188,12 @@ class Summary:
         return asdict(self) | {
             "ratio": self.ratio,
             "saved_bytes": self.saved_bytes,
+            "saved_share": self.saved_share,
             "saved_per_month": self.saved_per_month,
+            "topics": {
+                t.topic: asdict(t) | {"saved_bytes": t.saved_bytes, "says": t.describe()}
+                for t in self.topics
+            },
         }
 
 
@@ -146,10 +210,11 @@ class Report:
     """Everything a PNG shows: the summary, and either curves (Prometheus) or bars (/metrics)."""
 
     summary: Summary
-    ratio: dict[str, Curve] = field(default_factory=dict)  # namespace → ratio over time
-    saved_per_second: dict[str, Curve] = field(default_factory=dict)  # namespace → bytes/s
-    bytes_by_namespace: dict[str, tuple[float, float]] = field(default_factory=dict)  # in, out
-    outcomes: dict[str, dict[str, float]] = field(default_factory=dict)  # namespace → counts
+    saved_share: dict[str, Curve] = field(default_factory=dict)  # topic → share saved over time
+    saved_per_second: dict[str, Curve] = field(default_factory=dict)  # topic → bytes/s
+    #: topic → (producer's own, stored) bytes
+    bytes_by_namespace: dict[str, tuple[float, float]] = field(default_factory=dict)
+    outcomes: dict[str, dict[str, float]] = field(default_factory=dict)  # topic → counts
 
 
 # -- Prometheus ----------------------------------------------------------------------------------
@@ -211,12 +276,31 @@ class Prometheus:
         return out
 
 
-def _selector(namespace: str | None) -> str:
-    """The encoding relays' series (the `topic` label: the input topic, the namespace)."""
+def _topics(namespace: str | None) -> str:
+    """The label matchers of the selected topics (the relay's input topic, the proxy's and the
+    in-process producer's topic: the namespace)."""
     if namespace is None:
-        return '{op="encode"}'
+        return ""
     escaped = namespace.replace("\\", "\\\\").replace('"', '\\"')
-    return f'{{topic=~"{escaped}", op="encode"}}'
+    return f'topic=~"{escaped}"'
+
+
+def _by_topic(prom: Prometheus, expr: str, at: float) -> dict[str, float]:
+    return {name: curve.values[-1] for name, curve in prom.curves(expr, at, at, 1.0).items()}
+
+
+def _topic_savings(
+    stored: Mapping[str, float],
+    without: Mapping[str, float],
+    raw: Mapping[str, tuple[float, float]],
+) -> tuple[TopicSaving, ...]:
+    """Per topic; `raw`: topic → (records written raw, records)."""
+    out = []
+    for topic in sorted(stored):
+        raw_records, records = raw.get(topic, (0.0, 0.0))
+        share = raw_records / records if records else math.nan
+        out.append(TopicSaving(topic, stored[topic], without.get(topic, stored[topic]), share))
+    return tuple(out)
 
 
 def from_prometheus(
@@ -235,40 +319,114 @@ def from_prometheus(
     prom = Prometheus(url)
     end = time.time() if end is None else end
     start = end - range_seconds
-    selector = _selector(namespace)
+    topics = _topics(namespace)
+    selector = f"{{{topics}}}"
+    encode = f'{{{topics}{", " if topics else ""}op="encode"}}'
     window = _promql_duration(range_seconds)
-    in_bytes = prom.scalar(f"sum(increase(zdict_input_bytes_total{selector}[{window}]))", end)
-    out_bytes = prom.scalar(f"sum(increase(zdict_output_bytes_total{selector}[{window}]))", end)
-    if in_bytes is None or out_bytes is None:
-        which = f"namespace =~ {namespace!r}" if namespace else "any namespace"
+
+    def increase(metric: str, matchers: str = selector, by: str = "") -> str:
+        grouping = f" by ({by})" if by else ""
+        return f"sum{grouping} (increase({metric}{matchers}[{window}]))"
+
+    stored = _by_topic(prom, increase("zdict_stored_bytes_total", by="topic"), end)
+    if not stored:
+        which = f"topic =~ {namespace!r}" if namespace else "any topic"
         raise InputError(
-            f"Prometheus at {url} has no zdict_input_bytes_total for {which} in the last "
+            f"Prometheus at {url} has no zdict_stored_bytes_total for {which} in the last "
             f"{window}: is it scraping a sidecar (deploy/prometheus/prometheus.yml)?"
         )
+    without = _by_topic(prom, increase("zdict_stored_without_sidecar_bytes_total", by="topic"), end)
+    raw: dict[str, tuple[float, float]] = {}
+    for records, matchers in (
+        ("zdict_records_total", encode),
+        ("zdict_producer_records_total", selector),
+    ):
+        counted = _by_topic(prom, increase(records, matchers, "topic"), end)
+        raw_matchers = matchers[:-1] + (", " if matchers != "{}" else "") + 'outcome="raw"}'
+        written_raw = _by_topic(prom, increase(records, raw_matchers, "topic"), end)
+        for topic, n in counted.items():
+            before = raw.get(topic, (0.0, 0.0))
+            raw[topic] = (before[0] + written_raw.get(topic, 0.0), before[1] + n)
+    in_bytes = prom.scalar(increase("zdict_input_bytes_total", encode), end)
+    out_bytes = prom.scalar(increase("zdict_output_bytes_total", encode), end)
     step = max(1.0, range_seconds / POINTS)
     rate = _promql_duration(rate_window or max(4 * step, 60.0))
-    rate_in = f"rate(zdict_input_bytes_total{selector}[{rate}])"
-    rate_out = f"rate(zdict_output_bytes_total{selector}[{rate}])"
-    by_namespace_in = f"sum by (topic) ({rate_in})"
-    by_namespace_out = f"sum by (topic) ({rate_out})"
-    total = prom.curves(f"sum({rate_in}) - sum({rate_out})", start, end, step)
+    rate_stored = f"sum by (topic) (rate(zdict_stored_bytes_total{selector}[{rate}]))"
+    rate_without = (
+        f"sum by (topic) (rate(zdict_stored_without_sidecar_bytes_total{selector}[{rate}]))"
+    )
+    saved = f"{rate_without} - {rate_stored}"
+    total = prom.curves(f"sum({saved})", start, end, step)
     points = [v for curve in total.values() for v in curve.values if math.isfinite(v)]
     saved_per_second = sum(points) / len(points) if points else math.nan
+    summary = Summary(
+        "prometheus",
+        url,
+        namespace,
+        start,
+        end,
+        sum(stored.values()),
+        sum(without.get(t, v) for t, v in stored.items()),
+        saved_per_second,
+        math.nan if in_bytes is None else in_bytes,
+        math.nan if out_bytes is None else out_bytes,
+        _topic_savings(stored, without, raw),
+    )
     return Report(
-        Summary("prometheus", url, namespace, start, end, in_bytes, out_bytes, saved_per_second),
-        ratio=prom.curves(f"{by_namespace_in} / {by_namespace_out}", start, end, step),
-        saved_per_second=prom.curves(f"{by_namespace_in} - {by_namespace_out}", start, end, step),
+        summary,
+        saved_share=prom.curves(f"({saved}) / {rate_without}", start, end, step),
+        saved_per_second=prom.curves(saved, start, end, step),
     )
 
 
 # -- a sidecar's /metrics ------------------------------------------------------------------------
 
 
-def from_metrics(url: str, namespace: str | None = None) -> Report:
-    """One scrape of a sidecar's /metrics: totals per namespace since the process started.
+_Tally = tuple[
+    dict[str, float], dict[str, float], list[float], list[float], dict[str, dict[str, float]]
+]
 
-    The start is the earliest `zdict_input_bytes_created` of the selected namespaces (when the
-    relay began counting them).
+
+def _tally(samples: list[Sample], namespace: str | None) -> _Tally:
+    """Per selected topic: stored bytes, the producer's own, [value bytes in, out], when the
+    sidecar began counting them (`zdict_input_bytes_created`; else when the process started),
+    records by outcome."""
+    pattern = re.compile(namespace) if namespace else None
+    stored: dict[str, float] = defaultdict(float)
+    without: dict[str, float] = defaultdict(float)
+    values = [0.0, 0.0]
+    created: list[float] = []
+    outcomes: dict[str, dict[str, float]] = defaultdict(dict)
+    started: list[float] = []
+    for sample in samples:
+        if sample.name == "process_start_time_seconds":
+            started.append(sample.value)
+        topic = sample.labels.get("topic")
+        if topic is None or sample.labels.get("op", "encode") != "encode":
+            continue
+        if pattern is not None and not pattern.fullmatch(topic):
+            continue
+        if sample.name == "zdict_stored_bytes_total":
+            stored[topic] += sample.value
+        elif sample.name == "zdict_stored_without_sidecar_bytes_total":
+            without[topic] += sample.value
+        elif sample.name == "zdict_input_bytes_created":
+            created.append(sample.value)
+        elif sample.name in ("zdict_input_bytes_total", "zdict_producer_input_bytes_total"):
+            values[0] += sample.value
+        elif sample.name in ("zdict_output_bytes_total", "zdict_producer_output_bytes_total"):
+            values[1] += sample.value
+        elif sample.name in ("zdict_records_total", "zdict_producer_records_total"):
+            outcome = sample.labels.get("outcome", "?")
+            outcomes[topic][outcome] = outcomes[topic].get(outcome, 0.0) + sample.value
+    return stored, without, values, created or started, outcomes
+
+
+def from_metrics(url: str, namespace: str | None = None) -> Report:
+    """One scrape of a sidecar's /metrics: totals per topic since the process started.
+
+    The start is the earliest `zdict_input_bytes_created` of the selected topics (when the
+    sidecar began counting them), else the process's start.
     """
     try:
         with urllib.request.urlopen(url, timeout=HTTP_TIMEOUT_S) as response:
@@ -276,41 +434,37 @@ def from_metrics(url: str, namespace: str | None = None) -> Report:
     except (urllib.error.URLError, OSError) as exc:
         raise InputError(f"cannot read {url}: {getattr(exc, 'reason', exc)}") from None
     read_at = time.time()
-    pattern = re.compile(namespace) if namespace else None
-    totals: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
-    created: list[float] = []
-    outcomes: dict[str, dict[str, float]] = defaultdict(dict)
     try:
         samples = [s for family in text_string_to_metric_families(text) for s in family.samples]
     except ValueError as exc:
         raise InputError(f"{url} does not serve Prometheus metrics: {exc}") from None
-    for sample in samples:
-        ns = sample.labels.get("topic")
-        if ns is None or sample.labels.get("op", "encode") != "encode":
-            continue
-        if pattern is not None and not pattern.fullmatch(ns):
-            continue
-        if sample.name == "zdict_input_bytes_total":
-            totals[ns][0] += sample.value
-        elif sample.name == "zdict_output_bytes_total":
-            totals[ns][1] += sample.value
-        elif sample.name == "zdict_input_bytes_created":
-            created.append(sample.value)
-        elif sample.name == "zdict_records_total":
-            outcomes[ns][sample.labels.get("outcome", "?")] = sample.value
-    if not totals:
-        raise InputError(f"{url} exposes no zdict_input_bytes_total: is it a zdict-sidecar?")
+    stored, without, values, created, outcomes = _tally(samples, namespace)
+    if not stored:
+        raise InputError(
+            f"{url} exposes no zdict_stored_bytes_total: is it a zdict-sidecar (or an "
+            "application's producer) that has written a record batch?"
+        )
     start = min(created) if created else read_at
-    in_bytes = sum(t[0] for t in totals.values())
-    out_bytes = sum(t[1] for t in totals.values())
     uptime = read_at - start
-    saved_per_second = (in_bytes - out_bytes) / uptime if uptime > 0 else math.nan
+    raw = {t: (o.get("raw", 0.0), sum(o.values())) for t, o in outcomes.items()}
+    topics = _topic_savings(stored, without, raw)
+    saved = sum(t.saved_bytes for t in topics)
     summary = Summary(
-        "metrics", url, namespace, start, read_at, in_bytes, out_bytes, saved_per_second
+        "metrics",
+        url,
+        namespace,
+        start,
+        read_at,
+        sum(stored.values()),
+        sum(t.without_bytes for t in topics),
+        saved / uptime if uptime > 0 else math.nan,
+        values[0] or math.nan,
+        values[1] or math.nan,
+        topics,
     )
     return Report(
         summary,
-        bytes_by_namespace={ns: (t[0], t[1]) for ns, t in sorted(totals.items())},
+        bytes_by_namespace={t.topic: (t.without_bytes, t.stored_bytes) for t in topics},
         outcomes={ns: dict(sorted(o.items())) for ns, o in sorted(outcomes.items())},
     )
 
@@ -338,21 +492,30 @@ def _when(unix: float) -> str:
 def summary_lines(summary: Summary) -> list[tuple[str, str]]:
     """(label, value) pairs of the summary, as printed and drawn."""
     span = "in the range" if summary.source == "prometheus" else "since the sidecar started"
+    share = summary.saved_share
+    value_ratio = summary.ratio
     return [
-        ("compression ratio", f"{summary.ratio:.3f}" if math.isfinite(summary.ratio) else "n/a"),
+        (
+            "saved against the producer's codec",
+            f"{share:.1%}" if math.isfinite(share) else "n/a",
+        ),
         (f"bytes saved {span}", human_bytes(summary.saved_bytes)),
         ("bytes saved per second", human_bytes(summary.saved_per_second) + "/s"),
         ("estimated per month (30 days)", human_bytes(summary.saved_per_month)),
         (
-            "bytes in / out",
-            f"{human_bytes(summary.input_bytes)} / {human_bytes(summary.output_bytes)}",
+            "stored / producer's own",
+            f"{human_bytes(summary.stored_bytes)} / {human_bytes(summary.without_bytes)}",
+        ),
+        (
+            "value ratio (values only)",
+            f"{value_ratio:.3f}" if math.isfinite(value_ratio) else "n/a",
         ),
     ]
 
 
 def format_summary(summary: Summary, out: Path | None = None) -> str:
-    """The summary as text, for the terminal."""
-    which = summary.namespace or "all namespaces"
+    """The summary as text, for the terminal: the totals, then each topic."""
+    which = summary.namespace or "all topics"
     lines = [
         f"{which}, {_when(summary.start)} to {_when(summary.end)} "
         f"({summary.end - summary.start:,.0f} s), "
@@ -360,6 +523,7 @@ def format_summary(summary: Summary, out: Path | None = None) -> str:
     ]
     width = max(len(label) for label, _ in summary_lines(summary))
     lines += [f"  {label:<{width}}  {value}" for label, value in summary_lines(summary)]
+    lines += [f"  {t.topic}: {t.describe()}" for t in summary.topics]
     if out is not None:
         lines.append(f"wrote {out}")
     return "\n".join(lines)
@@ -408,7 +572,7 @@ def write_png(report: Report, out: Path) -> None:
     summary = report.summary
     grid = fig.add_gridspec(2, 1, height_ratios=(1.0, 4.0))
     top, bottom = fig.add_subfigure(grid[0]), fig.add_subfigure(grid[1])
-    which = summary.namespace or "all namespaces"
+    which = summary.namespace or "all topics"
     top.suptitle(
         f"zdict-sidecar savings: {_short(which, 60)}\n"
         f"{_when(summary.start)} to {_when(summary.end)}",
@@ -421,18 +585,21 @@ def write_png(report: Report, out: Path) -> None:
         top.text(x, 0.12, label, ha="center", va="center", fontsize=11, color="dimgray")
 
     if summary.source == "prometheus":
-        ratio_ax, saved_ax = bottom.subplots(2, 1, sharex=True)
-        _plot_curves(ratio_ax, report.ratio)
-        ratios = _finite(report.ratio)
-        # From 1.0 (nothing saved) up: small wiggles do not look like swings.
-        ratio_ax.axhline(1.0, color="gray", linestyle="--", linewidth=1)
-        ratio_ax.set_ylim(min([1.0, *ratios]) * 0.95, max([1.0, *ratios]) * 1.1)
-        ratio_ax.set_title("compression ratio (bytes in / bytes out)", loc="left")
-        ratio_ax.tick_params(axis="x", labelbottom=False)
-        ratio_ax.xaxis.get_offset_text().set_visible(False)
-        scale, unit = _iec(max([0.0, *_finite(report.saved_per_second)]))
+        share_ax, saved_ax = bottom.subplots(2, 1, sharex=True)
+        _plot_curves(share_ax, report.saved_share)
+        shares = _finite(report.saved_share)
+        # From 0 (nothing saved, as in raw mode) up: small wiggles do not look like swings.
+        share_ax.axhline(0.0, color="gray", linestyle="--", linewidth=1)
+        share_ax.set_ylim(min([0.0, *shares]) - 0.05, max([0.0, *shares]) + 0.05)
+        share_ax.yaxis.set_major_formatter(lambda v, _pos: f"{v:.0%}")
+        share_ax.set_title(
+            "saved against the producer's codec (share of what it would store)", loc="left"
+        )
+        share_ax.tick_params(axis="x", labelbottom=False)
+        share_ax.xaxis.get_offset_text().set_visible(False)
+        saved_values = _finite(report.saved_per_second)
+        scale, unit = _iec(max([0.0, *(abs(v) for v in saved_values)]))
         _plot_curves(saved_ax, report.saved_per_second, scale)
-        saved_ax.set_ylim(bottom=0)
         saved_ax.set_title(f"bytes saved per second ({unit}/s)", loc="left")
         # matplotlib.dates carries no type annotations
         locator = AutoDateLocator()  # type: ignore[no-untyped-call]
@@ -448,11 +615,13 @@ def write_png(report: Report, out: Path) -> None:
         outs = [report.bytes_by_namespace[n][1] for n in names]
         scale, unit = _iec(max([0.0, *ins, *outs]))
         rows = range(len(names))
-        bytes_ax.barh([r + 0.2 for r in rows], [v / scale for v in ins], 0.4, label="in (raw)")
-        bytes_ax.barh([r - 0.2 for r in rows], [v / scale for v in outs], 0.4, label="out")
+        bytes_ax.barh(
+            [r + 0.2 for r in rows], [v / scale for v in ins], 0.4, label="producer's own"
+        )
+        bytes_ax.barh([r - 0.2 for r in rows], [v / scale for v in outs], 0.4, label="stored")
         bytes_ax.set_yticks(list(rows), [_short(n) for n in names])
         bytes_ax.legend(loc="lower right", bbox_to_anchor=(1.0, 1.0), ncol=2, frameon=False)
-        bytes_ax.set_title(f"value bytes since the sidecar started ({unit})", loc="left")
+        bytes_ax.set_title(f"bytes as stored since the sidecar started ({unit})", loc="left")
         outcomes = sorted({o for counts in report.outcomes.values() for o in counts})
         spaces = list(report.outcomes)
         left = [0.0] * len(spaces)

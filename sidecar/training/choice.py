@@ -74,6 +74,10 @@ DEFAULT_LEVELS: Final = (-1, 1, 3, 6, 9, 12)
 #: choice`), and whether the held-out part is large enough to trust is judged on the evidence
 #: itself (`gain_is_clear`).
 DEFAULT_MIN_SAMPLES: Final = 20
+#: Held-out messages below which no dictionary is promoted: the smallest held-out size whose
+#: ratio is about as good a prediction of the next 1,000 messages as 1,000 held-out messages
+#: give, on the real corpora of this machine (`python -m sidecar.bench.heldout`).
+DEFAULT_MIN_HELDOUT: Final = 50
 #: The held-out part must show the dictionary's gain over no dictionary this many standard
 #: errors clear of zero (paired, per message), or it is too small to judge.
 CONFIDENCE_Z: Final = 3.0
@@ -110,6 +114,9 @@ class TrainingParams:
     levels: tuple[int, ...] = DEFAULT_LEVELS
     #: Fewer usable samples than this (train + held-out) and no training is attempted.
     min_samples: int = DEFAULT_MIN_SAMPLES
+    #: Fewer held-out values than this and no dictionary is promoted: its ratio was judged on
+    #: too few to be trusted.
+    min_heldout: int = DEFAULT_MIN_HELDOUT
     #: The challenger must produce at least this fraction fewer bytes than the champion.
     promotion_margin: float = 0.02
     #: CPU budget per message: `budget_us_per_message` µs plus the message's bytes at
@@ -705,7 +712,14 @@ def _decide(report: TrainingReport, params: TrainingParams) -> None:
             "cost model; the pick was made within the least relaxed budget one fits)"
         )
     )
-    if chosen.output_bytes >= nodict.output_bytes:
+    if report.heldout_count < params.min_heldout:
+        report.decision = Decision.REJECTED
+        report.reason = (
+            f"{report.heldout_count} held-out messages are too few to judge a dictionary on: "
+            f"at least {params.min_heldout} are needed (ZDICT_TRAINING__MIN_HELDOUT); give more "
+            "messages (--sample, a longer input, ZDICT_SAMPLING__MIN_MESSAGES)"
+        )
+    elif chosen.output_bytes >= nodict.output_bytes:
         report.decision = Decision.REJECTED
         report.reason = (
             f"the dictionary does not beat compressing without one on held-out data "

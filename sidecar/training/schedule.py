@@ -21,6 +21,10 @@ class Trigger(StrEnum):
     DRIFT = "drift"  # the live ratio fell below the champion's held-out ratio
 
 
+#: The decision of a training entry for a run that was due and not started (the namespace is
+#: pinned: `Schedule.skipped`).
+SKIPPED: Final = "skipped"
+
 #: A run is due again once the sample holds this many times what the last one trained on
 #: (twice, once the reservoir is full): a first dictionary from a few thousand records, then
 #: better ones as data grows.
@@ -129,6 +133,14 @@ class Schedule:
         self.last_failed = failed
         if sample is not None:
             self.last_sample = sample
+
+    def skipped(self, now: float) -> None:
+        """A run was due at `now` and not started (an operator pinned the namespace): nothing
+        is due again before the next scheduled run, which is skipped the same way while the pin
+        holds."""
+        self.last_run = now
+        self.last_failed = False
+        self.hold_until = now + self.policy.retrain_interval
 
     def activated(self, at: float, *, by_operator: bool) -> None:
         """A dictionary became active at `at`; an operator's choice holds drift off until the

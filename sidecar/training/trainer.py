@@ -6,7 +6,9 @@ per namespace (input topic) of the process:
 1. **Follow the registry** (every `registry.follow_interval`): dictionaries and activations
    published by other hosts or by an operator are cached in the local store and the relay is
    told to switch; an operator's activation or rollback holds drift-triggered training off
-   until the next scheduled run.
+   until the next scheduled run. A namespace an operator pinned (`dicts pin`) is not trained
+   at all: a run that is due is skipped (`training_skipped`, `zdict_training_skipped_total`)
+   and nothing is due again before the next scheduled run.
 2. **Own or not.** Exactly one process of the consumer group trains a namespace: the one that
    holds partition 0 of its input topic (Kafka's group assignment decides; when it dies or
    leaves, the partition and the role move to another member).
@@ -50,8 +52,8 @@ from sidecar.codec import CodecStats
 from sidecar.config import Settings
 from sidecar.dictionaries.lifecycle import promote, sync_store
 from sidecar.dictionaries.model import Dictionary
-from sidecar.dictionaries.registry import Registry
-from sidecar.dictionaries.registry_state import Activation
+from sidecar.dictionaries.registry import Registry, pinned_error
+from sidecar.dictionaries.registry_state import Activation, Pin
 from sidecar.dictionaries.store import DictionaryStore
 from sidecar.dictionaries.topic_sample import read_sample
 from sidecar.errors import ZdictError
@@ -59,7 +61,7 @@ from sidecar.logs import get_logger
 from sidecar.metrics import Metrics, NamespaceMetrics
 from sidecar.training.choice import Decision, TrainingParams, TrainingReport, train
 from sidecar.training.sampling import Entry, Reservoir
-from sidecar.training.schedule import LiveRatio, Policy, Schedule, Trigger
+from sidecar.training.schedule import SKIPPED, LiveRatio, Policy, Schedule, Trigger
 from sidecar.training.split import split_newest
 
 log = get_logger(__name__)
@@ -78,6 +80,12 @@ FULL: Final = 0.95
 def _latest_records(settings: Settings, topic: str, count: int) -> list[Entry]:
     """The latest ~`count` records of `topic` (a backlog's sample)."""
     return read_sample(settings, topic, count).entries
+
+
+def _activated(activation: Activation, seen: Activation | None) -> bool:
+    """Whether `activation` made a dictionary active since `seen`: a new record that only
+    pins or unpins the same activation is not one."""
+    return seen is None or (activation.dict_id, activation.at) != (seen.dict_id, seen.at)
 
 
 # -- the child process ---------------------------------------------------------------------------
@@ -210,6 +218,8 @@ class _NamespaceTraining:
     #: The registry entries the schedule last took into account.
     seen_activation: Activation | None = None
     seen_training: dict[str, Any] | None = None
+    #: An operator's pin of the namespace (from the registry): no training while it holds.
+    pin: Pin | None = None
     #: Records waiting in the input topic when the relay started, held back until a first
     #: dictionary exists (0: none, or already trained from).
     backlog: int = 0
@@ -351,12 +361,14 @@ class Trainer:
         state = self.registry.state
         for ns in self.namespaces.values():
             activation = state.activations.get(ns.topic)
-            if activation is not None and activation is not ns.seen_activation:
-                ns.seen_activation = activation
+            if activation is not None and _activated(activation, ns.seen_activation):
                 ns.schedule.activated(
                     activation.at.timestamp(),
                     by_operator=activation.action in OPERATOR_ACTIONS,
                 )
+            ns.seen_activation = activation
+            ns.pin = activation.pinned if activation is not None else None
+            ns.metrics.set_pinned(ns.pin is not None)
             run = state.trainings.get(ns.topic)
             if run is not None and run is not ns.seen_training:
                 ns.seen_training = run
@@ -468,6 +480,9 @@ class Trainer:
         entries: list[Entry] | None = None,
         source: str = "reservoir",
     ) -> None:
+        if ns.pin is not None:
+            self._skip(ns, trigger, now, ns.pin)
+            return
         if entries is None:
             assert ns.reservoir is not None
             entries = ns.reservoir.snapshot(newest)
@@ -561,8 +576,39 @@ class Trainer:
         }
         logger = log.warning if decision is Decision.FAILED else log.info
         logger("training_finished", **summary)
+        self._record(ns, (report.to_dict() if report else {}) | summary, summary)
+
+    def _skip(self, ns: _NamespaceTraining, trigger: Trigger, now: float, pin: Pin) -> None:
+        """A run was due and is not started: the namespace is pinned. Recorded as its latest
+        training entry (`skipped`, the reason), so `dicts status` says why nothing trains and
+        the registry shows the namespace is looked after."""
+        ns.schedule.skipped(now)
+        ns.metrics.training_skipped("pinned")
+        reason = str(pinned_error(ns.topic, pin))
+        log.info(
+            "training_skipped",
+            namespace=ns.topic,
+            trigger=trigger.value,
+            reason="pinned",
+            pinned_by=pin.by,
+            pinned_at=pin.at.isoformat(),
+            next_due=ns.schedule.hold_until,
+        )
+        summary = {
+            "namespace": ns.topic,
+            "trigger": trigger.value,
+            "decision": SKIPPED,
+            "reason": reason,
+            "started_at": now,
+            "finished_at": now,
+        }
+        self._record(ns, summary, summary)
+
+    def _record(
+        self, ns: _NamespaceTraining, full: dict[str, Any], summary: dict[str, Any]
+    ) -> None:
+        """A run's entry: `full` to the store's training log, `summary` to the registry."""
         try:
-            full = (report.to_dict() if report else {}) | summary
             self.store.record_training(ns.topic, full)
         except ZdictError as exc:
             log.error("training_record_failed", namespace=ns.topic, error=str(exc))

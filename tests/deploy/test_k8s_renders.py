@@ -224,3 +224,13 @@ def test_the_registry_topic_component_declares_the_topic_the_sidecars_use_replic
     assert int(spec["config"]["min.insync.replicas"]) == 2 < spec["replicas"]
     # What the sidecar would create, and more: nothing of TOPIC_CONFIG is left out.
     assert TOPIC_CONFIG.items() <= spec["config"].items()
+
+
+def test_the_dashboard_ships_as_a_configmap_grafana_loads_with_the_committed_json(
+    rendered: dict[tuple[str, str], dict[str, Any]],
+) -> None:
+    """kube-prometheus-stack's Grafana loads the ConfigMaps labelled grafana_dashboard: "1"."""
+    configmap = rendered[("ConfigMap", "zdict-sidecar-dashboard")]
+    assert configmap["metadata"]["labels"]["grafana_dashboard"] == "1"
+    dashboard = DEPLOY / "grafana" / "dashboards" / "zdict-sidecar.json"
+    assert configmap["data"] == {"zdict-sidecar.json": dashboard.read_text()}

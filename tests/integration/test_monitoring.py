@@ -42,15 +42,11 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import struct
 import subprocess
 import sys
 import threading
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -59,11 +55,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from confluent_kafka import Producer
+from prometheus_client import CollectorRegistry, generate_latest
 
 from deploy.monitoring.dashboard import COST_VARIABLES
 from sidecar.bench.events import generate
+from sidecar.serde.metrics import ProducerMetrics
 from sidecar.tools.report import POINTS
 from tests.deploy.promql import (
     CLUSTER_METRICS,
@@ -81,35 +78,17 @@ from tests.deploy.promql import (
 )
 
 from .launch import StartSidecar
-from .process import Sidecar, free_port
+from .process import Sidecar
+from .prometheus_server import JOB, K8S_NAMESPACE, PROMETHEUS_DIR, ROOT, PrometheusServer
 from .topics import MakeTopic
 from .training import train_dictionary
 from .waiting import wait_until
 
-ROOT = Path(__file__).resolve().parents[2]
-PROMETHEUS_DIR = ROOT / "deploy" / "prometheus"
 DASHBOARD = ROOT / "deploy" / "grafana" / "dashboards" / "zdict-sidecar.json"
-JOB = "zdict-sidecar"
 #: Metrics whose series exist only after a failure that these tests do not cause.
 FAILURE_ONLY = frozenset({"zdict_produce_errors_total", "zdict_produce_errors_created"})
 #: Metrics without series here: the failure-only ones, and kube-state-metrics' (no cluster).
 NO_SERIES_HERE = FAILURE_ONLY | CLUSTER_METRICS
-#: The Kubernetes namespace the relabelling below gives every sidecar target.
-K8S_NAMESPACE = "zdict-it"
-#: What the Prometheus Operator's relabelling of a ServiceMonitor's endpoints puts on every
-#: target, here from static targets: the pod from the port, the rest constant.
-OPERATOR_RELABELLING = [
-    {"target_label": "namespace", "replacement": K8S_NAMESPACE},
-    {"target_label": "service", "replacement": "orders-producer-zdict-metrics"},
-    {"target_label": "container", "replacement": "zdict-sidecar"},
-    {"target_label": "endpoint", "replacement": "metrics"},
-    {
-        "source_labels": ["__address__"],
-        "regex": r"127\.0\.0\.1:(\d+)",
-        "target_label": "pod",
-        "replacement": "orders-producer-$1",
-    },
-]
 OPERATOR_LABELS = ("namespace", "pod", "service", "container", "endpoint")
 SCRAPES_BEFORE_CHECKING = 15
 #: Sidecar A trains in-process within seconds: a first training on 2,000 values with one
@@ -129,99 +108,6 @@ TRAINING_ENV = {
     # The default output mode, as deployed: full batches of a partition go raw.
     "ZDICT_CODEC__OUTPUT_MODE": "auto",
 }
-
-
-class PrometheusServer:
-    """A real Prometheus process on a free loopback port, with its own storage directory."""
-
-    def __init__(self, work_dir: Path, sidecar_ports: list[int]) -> None:
-        binary = shutil.which("prometheus")
-        assert binary, "prometheus is not installed: run `make tools` (Debian package prometheus)"
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.config_path = work_dir / "prometheus.yml"
-        self.config_path.write_text(yaml.safe_dump(self.config(sidecar_ports)))
-        self.log_path = work_dir / "prometheus.log"
-        self._log = self.log_path.open("wb")
-        self.proc = subprocess.Popen(
-            [
-                binary,
-                f"--config.file={self.config_path}",
-                f"--storage.tsdb.path={work_dir / 'tsdb'}",
-                f"--web.listen-address=127.0.0.1:{self.port}",
-                "--storage.tsdb.retention.time=1h",
-                "--log.level=warn",
-            ],
-            stdin=subprocess.DEVNULL,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-        )
-
-    def config(self, sidecar_ports: list[int]) -> dict[str, Any]:
-        """deploy/prometheus/prometheus.yml with local targets relabelled as the Prometheus
-        Operator does, 1 s intervals, absolute rules."""
-        config: dict[str, Any] = yaml.safe_load((PROMETHEUS_DIR / "prometheus.yml").read_text())
-        config["global"].update(
-            {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"}
-        )
-        config["rule_files"] = [str(PROMETHEUS_DIR / name) for name in config["rule_files"]]
-        targets = {
-            JOB: [f"127.0.0.1:{port}" for port in sidecar_ports],
-            "prometheus": [f"127.0.0.1:{self.port}"],
-        }
-        assert {job["job_name"] for job in config["scrape_configs"]} == set(targets)
-        for job in config["scrape_configs"]:
-            job["static_configs"] = [{"targets": targets[job["job_name"]]}]
-            if job["job_name"] == JOB:
-                assert not job.get("honor_labels"), "the Operator's default: honorLabels off"
-                job["relabel_configs"] = OPERATOR_RELABELLING
-        return config
-
-    def wait_ready(self, timeout: float = 60.0) -> None:
-        def ready() -> bool:
-            assert self.proc.poll() is None, f"prometheus exited:\n{self.log_tail()}"
-            try:
-                with urllib.request.urlopen(f"{self.url}/-/ready", timeout=2) as response:
-                    return int(response.status) == 200
-            except OSError:
-                return False
-
-        wait_until(ready, timeout, "prometheus to be ready", interval=0.2)
-
-    def api(self, path: str, **params: str) -> Any:
-        """GET /api/v1/<path>; the whole JSON body, whatever its status."""
-        url = f"{self.url}/api/v1/{path}?{urllib.parse.urlencode(params)}"
-        try:
-            with urllib.request.urlopen(url, timeout=30) as response:
-                return json.load(response)
-        except urllib.error.HTTPError as exc:  # 400/422: a query Prometheus refused
-            return json.load(exc)
-
-    def query(self, expr: str, at: float | None = None) -> Any:
-        params = {"query": expr}
-        if at is not None:
-            params["time"] = f"{at:.3f}"
-        return self.api("query", **params)
-
-    def result(self, expr: str) -> list[Any]:
-        body = self.query(expr)
-        assert body["status"] == "success", (expr, body)
-        result: list[Any] = body["data"]["result"]
-        return result
-
-    def log_tail(self) -> str:
-        self._log.flush()
-        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-20:])
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-        self._log.close()
 
 
 class SteadyTraffic(threading.Thread):
@@ -433,10 +319,11 @@ def stack(
             'ALERTS{alertname="ZdictLastTrainingFailed", alertstate="pending"}',
             "zdict_consumer_lag_records",
             "sum(zdict_relay_latency_seconds_count) > 0",
-            "sum(rate(zdict_output_stored_records_total[10s])) > 0",
+            "sum(rate(zdict_stored_records_total[10s])) > 0",
             "namespace_job_topic:zdict_input_bytes:rate5m",
             "namespace_job_topic:zdict_codec_seconds_per_record:rate5m",
-            "namespace_job_topic:zdict_output_stored_records:rate5m",
+            "namespace_job_topic:zdict_stored_records:rate5m",
+            "namespace_job_topic:zdict_stored_saved_bytes:rate5m",
             "namespace_job_topic_le:zdict_relay_latency_seconds_bucket:rate5m",
             "namespace_job_topic:zdict_consumer_lag_records:sum",
         ]
@@ -674,6 +561,11 @@ def test_every_metric_the_dashboard_and_rules_query_is_in_the_sidecars_expositio
     assert status == 200
     known = exported_names(body.decode()) | recorded_names(_rule_groups()) | {"up"}
     known |= CLUSTER_METRICS
+    # The output mode panel reads the in-process producer's gauge too, which no relay exports:
+    # its families as an application's registry declares them.
+    application = CollectorRegistry()
+    ProducerMetrics(application)
+    known |= exported_names(generate_latest(application).decode())
     queries = dashboard_queries(_dashboard()) + rule_expressions(_rule_groups())
     assert unknown_metrics(queries, known) == {}
     assert known >= FAILURE_ONLY
@@ -704,11 +596,11 @@ def test_the_output_is_stored_at_its_value_bytes_plus_framing_per_record(stack: 
     value (frame and zd header) plus its share of the record batch and its own framing and key;
     the relay batch-compresses with zstd by default, so usually less."""
     for topic in (stack.dict_topic, stack.fresh_topic, stack.plain_topic):
-        selector = f'{{topic="{topic}"}}'
+        selector = f'{{topic="{topic}", path="relay"}}'
         stored = _value(
             stack,
-            f"sum(rate(zdict_output_stored_bytes_total{selector}[30s])) "
-            f"/ sum(rate(zdict_output_stored_records_total{selector}[30s]))",
+            f"sum(rate(zdict_stored_bytes_total{selector}[30s])) "
+            f"/ sum(rate(zdict_stored_records_total{selector}[30s]))",
         )
         value_out = _value(
             stack,
@@ -720,8 +612,8 @@ def test_the_output_is_stored_at_its_value_bytes_plus_framing_per_record(stack: 
         assert 0.2 * value_out < stored < value_out + 100, (topic, stored, value_out)
         per_batch = _value(
             stack,
-            f"sum(rate(zdict_output_stored_records_total{selector}[30s])) "
-            f"/ sum(rate(zdict_output_batches_total{selector}[30s]))",
+            f"sum(rate(zdict_stored_records_total{selector}[30s])) "
+            f"/ sum(rate(zdict_stored_batches_total{selector}[30s]))",
         )
         assert per_batch >= 1
 
@@ -818,11 +710,22 @@ def test_report_from_prometheus_draws_a_png_and_its_numbers_are_prometheus_numbe
         )["data"]["result"]
         assert summary[field] == pytest.approx(float(sample["value"][1]), rel=1e-12)
     assert summary["ratio"] == pytest.approx(summary["input_bytes"] / summary["output_bytes"])
+    # Saved against the producer's codec: the stored bytes and the producer's own, per topic.
+    topic = f'{{topic=~"{stack.dict_topic}"}}'
+    for field, metric in (("stored_bytes", "bytes"), ("without_bytes", "without_sidecar_bytes")):
+        (sample,) = stack.prometheus.query(
+            f"sum(increase(zdict_stored_{metric}_total{topic}[60s]))", at
+        )["data"]["result"]
+        assert summary[field] == pytest.approx(float(sample["value"][1]), rel=1e-12)
+    assert summary["saved_bytes"] == pytest.approx(
+        summary["without_bytes"] - summary["stored_bytes"]
+    )
+    assert set(summary["topics"]) == {stack.dict_topic}
     # saved per second: the mean of the curve Prometheus returns for the range
     step = max(1.0, 60 / POINTS)
     saved = (
-        f"sum(rate(zdict_input_bytes_total{selector}[10s])) "
-        f"- sum(rate(zdict_output_bytes_total{selector}[10s]))"
+        f"sum(sum by (topic) (rate(zdict_stored_without_sidecar_bytes_total{topic}[10s])) "
+        f"- sum by (topic) (rate(zdict_stored_bytes_total{topic}[10s])))"
     )
     body = stack.prometheus.api(
         "query_range",
@@ -878,7 +781,9 @@ def test_report_from_the_sidecars_own_metrics_sums_its_counters(stack: Stack) ->
     )
     after = input_total()
     assert before <= summary["input_bytes"] <= after
-    assert summary["saved_bytes"] > 0
+    assert summary["stored_bytes"] > 0
+    assert summary["saved_bytes"] == summary["without_bytes"] - summary["stored_bytes"]
+    assert set(summary["topics"]) == {stack.dict_topic, stack.fresh_topic}
     width, height = _png_size(out)
     assert (width, height) == (1400, 1000)
     assert out.stat().st_size > 20_000

@@ -13,10 +13,7 @@ import uuid
 from pathlib import Path
 
 from confluent_kafka import Producer
-from confluent_kafka.admin import (  # type: ignore[attr-defined]  # public, but not in __all__
-    AdminClient,
-    ConfigResource,
-)
+from confluent_kafka.admin import AdminClient
 from prometheus_client import CollectorRegistry
 
 from sidecar.bench.events import generate
@@ -27,6 +24,7 @@ from sidecar.serde import ZdictProducer
 from sidecar.serde.metrics import ProducerMetrics
 
 from .launch import StartSidecar
+from .log_dirs import log_dirs
 from .records import ConsumeAll, ProduceEvents, Record
 from .topics import MakeTopic
 from .training import train_dictionary
@@ -40,18 +38,6 @@ MEASURED = 20_000
 TOLERANCE = 1.05
 #: Its producer reports statistics this often (ms), so that the mode follows within a second.
 STATISTICS_MS = "500"
-
-
-def _log_dirs(admin: AdminClient) -> list[Path]:
-    """The broker's data directories, as it reports them (`log.dirs`, else `log.dir`)."""
-    broker = next(iter(admin.list_topics(timeout=10).brokers))
-    resource = ConfigResource(ConfigResource.Type.BROKER, str(broker))
-    configs = admin.describe_configs([resource])[resource].result(timeout=10)
-    entry = configs.get("log.dirs") or configs["log.dir"]
-    assert entry.value, "the broker reports no log.dirs"
-    dirs = [Path(d) for d in str(entry.value).split(",")]
-    assert all(d.is_dir() for d in dirs), f"{dirs}: the broker is not on this machine"
-    return dirs
 
 
 def _segments(dirs: list[Path], topic: str) -> list[BatchInfo]:
@@ -110,7 +96,7 @@ def test_the_relay_writes_frames_at_one_record_a_batch_and_raw_values_at_full_ba
     tmp_path: Path,
 ) -> None:
     started = time.monotonic()
-    dirs = _log_dirs(kafka_admin)
+    dirs = log_dirs(kafka_admin)
     topic = make_topic(1)
     store = tmp_path / "dictionaries"
     train_dictionary(store, topic, list(generate("product_viewed", 5_000, seed=901)), tmp_path)
@@ -212,7 +198,7 @@ def test_the_in_process_producer_stores_no_more_than_the_better_of_frames_and_ra
     kafka_bootstrap: str,
     tmp_path: Path,
 ) -> None:
-    dirs = _log_dirs(kafka_admin)
+    dirs = log_dirs(kafka_admin)
     topic = make_topic(1)
     store = tmp_path / "dictionaries"
     train_dictionary(store, topic, list(generate("product_viewed", 5_000, seed=901)), tmp_path)

@@ -24,6 +24,7 @@ from sidecar.relay.loop import Relay
 from sidecar.relay.output import DEFAULT_DELIVERY_TIMEOUT
 from sidecar.relay.output_modes import RelayOutputModes
 from sidecar.relay.state import RelayState
+from sidecar.relay.stored import RelayStored
 
 
 class Clock:
@@ -85,7 +86,8 @@ def make_relay(
     producer.flush.return_value = 0
     metrics = metrics if metrics is not None else Metrics(CollectorRegistry())
     outputs = outputs or {"in": "in.zd"}
-    state = RelayState(metrics, Health(), Reachability(60.0, clock), clock, output_modes)
+    stored = RelayStored(metrics.stored, outputs, None)
+    state = RelayState(metrics, Health(), Reachability(60.0, clock), clock, output_modes, stored)
     ledger = CommitLedger(state)
     commits: CommitStrategy = (
         OffsetCommits(consumer, state, ledger, commit_limit)
@@ -118,7 +120,7 @@ def make_relay(
         on_assign(consumer, [TopicPartition("in", p) for p in range(inputs)])
 
     consumer.subscribe.side_effect = subscribe
-    return Rig(relay, consumer, producer, ClientEvents(state, outputs, ledger.answered))
+    return Rig(relay, consumer, producer, ClientEvents(state, ledger.answered))
 
 
 def transactions(relay: Relay) -> Transactions:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import http.server
 import os
 import random
+import socket
 import subprocess
 import sys
 import threading
@@ -99,6 +100,9 @@ CASES: Final = [
             "dicts show 40000",
             "dicts activate --namespace orders 40000",
             "dicts rollback --namespace orders",
+            "dicts status",
+            "dicts pin --namespace orders",
+            "dicts unpin --namespace orders",
             "dicts export out.backup",
             "dicts import {junk}",
         )
@@ -210,7 +214,41 @@ CASES: Final = [
     case("run-metrics-port", "run --input-topic t --metrics-port 70000", USAGE, "--metrics-port"),
     case("run-mode", "run --input-topic t --mode sideways", USAGE, "--mode"),
     case("run-no-input-topic", "run", USAGE, "--input-topic", "ZDICT_RELAY__INPUT_TOPICS"),
-    case("run-unreachable", "run --input-topic t", FAILURE, UNREACHABLE),
+    case(
+        "run-unreachable",
+        "run --input-topic t",
+        FAILURE,
+        UNREACHABLE,
+        "ZDICT_RELAY__UNREACHABLE_TIMEOUT",
+    ),
+    case(
+        "run-store-checked-before-kafka",
+        "run --input-topic t --dictionaries {bad_store}",
+        FAILURE,
+        "{bad_store}/t/ACTIVE",
+        "ZDICT_DICTIONARIES",
+    ),
+    case(
+        "run-no-bootstrap",
+        "run --input-topic t",
+        USAGE,
+        "KAFKA_BOOTSTRAP_SERVERS",
+        env={"KAFKA_BOOTSTRAP_SERVERS": None},
+    ),
+    case(
+        "run-unresolvable-broker",
+        "run --input-topic t",
+        FAILURE,
+        "DNS does not resolve no-such-broker.invalid",
+        env={"KAFKA_BOOTSTRAP_SERVERS": "no-such-broker.invalid:9092"},
+    ),
+    case(
+        "run-metrics-port-in-use",
+        "run --input-topic t --metrics-port {busy_port}",
+        USAGE,
+        "the metrics port {busy_port} is in use",
+        "ZDICT_METRICS__PORT",
+    ),
     # -- proxy
     case("proxy-listen", "proxy --listen nowhere", USAGE, "ZDICT_PROXY__LISTEN", "nowhere"),
     case("proxy-listen-port", "proxy --listen 127.0.0.1:99999", USAGE, "ZDICT_PROXY__LISTEN"),
@@ -225,6 +263,19 @@ CASES: Final = [
     ),
     case("proxy-metrics-port", "proxy --metrics-port 70000", USAGE, "--metrics-port"),
     case("proxy-unreachable", "proxy --listen 127.0.0.1:0", FAILURE, UNREACHABLE),
+    case(
+        "proxy-no-bootstrap",
+        "proxy --listen 127.0.0.1:0",
+        USAGE,
+        "KAFKA_BOOTSTRAP_SERVERS",
+        env={"KAFKA_BOOTSTRAP_SERVERS": None},
+    ),
+    case(
+        "proxy-metrics-port-in-use",
+        "proxy --listen 127.0.0.1:0 --metrics-port {busy_port}",
+        USAGE,
+        "the metrics port {busy_port} is in use",
+    ),
     case(
         "env-input-topics-not-json",
         "run",
@@ -381,8 +432,42 @@ CASES: Final = [
     case("dicts-activate-unknown", "dicts activate --namespace orders 40000", FAILURE, "40000"),
     case("dicts-activate-no-namespace", "dicts activate 40000", USAGE, "--namespace"),
     case("dicts-rollback-nothing", "dicts rollback --namespace orders", FAILURE, "orders"),
-    case("dicts-list-registry-unreachable", "dicts list --registry", FAILURE, UNREACHABLE),
+    case(
+        "dicts-list-registry-unreachable",
+        "dicts list --registry",
+        FAILURE,
+        UNREACHABLE,
+        "ZDICT_REGISTRY__TIMEOUT",
+    ),
+    case(
+        "dicts-list-registry-no-bootstrap",
+        "dicts list --registry",
+        USAGE,
+        "KAFKA_BOOTSTRAP_SERVERS",
+        env={"KAFKA_BOOTSTRAP_SERVERS": None},
+    ),
     case("dicts-export-unreachable", "dicts export out.backup", FAILURE, UNREACHABLE),
+    case(
+        "dicts-status-unreachable", "dicts status", FAILURE, UNREACHABLE, "ZDICT_REGISTRY__TIMEOUT"
+    ),
+    case("dicts-status-metrics-not-a-url", "dicts status --metrics not-a-url", USAGE, "--metrics"),
+    case(
+        "dicts-status-metrics-unreachable",
+        f"dicts status --metrics http://{UNREACHABLE}/metrics",
+        FAILURE,
+        "--metrics",
+        UNREACHABLE,
+    ),
+    case("dicts-status-bad-namespace", "dicts status --namespace ../x", USAGE, "'../x'"),
+    case("dicts-pin-no-namespace", "dicts pin", USAGE, "--namespace"),
+    case("dicts-pin-unreachable", "dicts pin --namespace orders", FAILURE, UNREACHABLE),
+    case(
+        "dicts-unpin-no-bootstrap",
+        "dicts unpin --namespace orders",
+        USAGE,
+        "KAFKA_BOOTSTRAP_SERVERS",
+        env={"KAFKA_BOOTSTRAP_SERVERS": None},
+    ),
     case("dicts-export-no-file", "dicts export", USAGE, "FILE"),
     case("dicts-import-missing", "dicts import {missing}", FAILURE, "{missing}"),
     case("dicts-import-junk", "dicts import {junk}", FAILURE, "{junk}", "not a registry backup"),
@@ -417,7 +502,16 @@ def junk_server() -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def files(tmp_path_factory: pytest.TempPathFactory, junk_server: str) -> dict[str, str]:
+def busy_port() -> Iterator[str]:
+    """A port of the loopback something else listens on (a metrics port taken)."""
+    with socket.create_server(("0.0.0.0", 0)) as taken:
+        yield str(taken.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def files(
+    tmp_path_factory: pytest.TempPathFactory, junk_server: str, busy_port: str
+) -> dict[str, str]:
     """The files (and the server) the cases name, in a directory that is also their cwd."""
     root = tmp_path_factory.mktemp("bad-input")
     paths = {
@@ -429,6 +523,7 @@ def files(tmp_path_factory: pytest.TempPathFactory, junk_server: str) -> dict[st
         "bad_toml": root / "bad.toml",
         "deep_toml": root / "deep.toml",
         "unknown_toml": root / "unknown.toml",
+        "bad_store": root / "bad-store",
     }
     paths["events"].write_bytes(b'{"event": "viewed", "product": 1}\n' * 50)
     paths["empty"].write_bytes(b"")
@@ -438,7 +533,11 @@ def files(tmp_path_factory: pytest.TempPathFactory, junk_server: str) -> dict[st
     paths["bad_toml"].write_text("[codec\nlevel = \n")
     paths["deep_toml"].write_text("a = " + "[" * 100_000 + "\n")
     paths["unknown_toml"].write_text("[codec]\nlevle = 3\n")
-    return {"root": str(root), "http": junk_server} | {k: str(v) for k, v in paths.items()}
+    # Topic t's active dictionary is no id at all (the relay would stop at it).
+    (paths["bad_store"] / "t").mkdir(parents=True)
+    (paths["bad_store"] / "t" / "ACTIVE").write_text("junk\n")
+    named = {"root": str(root), "http": junk_server, "busy_port": busy_port}
+    return named | {k: str(v) for k, v in paths.items()}
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,12 @@ from sidecar.relay.loop import Relay
 from tests.unit.relay_fakes import Clock, Rig, deliveries, make_relay, record, transactions
 
 
+@pytest.fixture(autouse=True)
+def _a_broker(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A broker address: a client's properties cannot be built without one."""
+    monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", "k1:9092")
+
+
 def txn_error(*, retriable: bool = False, abort: bool = False, fatal: bool = False) -> Any:
     error = MagicMock(spec_set=KafkaError)
     error.retriable.return_value = retriable

@@ -122,7 +122,7 @@ class Setup:
             batches=BatchRewriter(limits),
             allowed=TopicAllowList(allowed, ["_zdict_registry"]),
             namespace=self.namespace,
-            metrics=ForwardMetrics(self.registry),
+            metrics=ForwardMetrics(self.registry, self.metrics.stored),
             max_records=max_records,
             max_decompressed_bytes=max_decompressed,
         )
@@ -295,6 +295,35 @@ def _answer(outcome: Any, version: int) -> dict[tuple[str, int], tuple[ErrorCode
         for t in body.responses
         for p in t.partition_responses
     }
+
+
+def test_what_is_forwarded_is_counted_as_stored_against_the_clients_batches_as_received(
+    encoder: Encoder, events: list[bytes]
+) -> None:
+    control = encode_batch(
+        [NewRecord(value=b"\x00\x00\x00\x00\x00\x00", key=b"\x00\x00\x00\x00")],
+        producer_id=5,
+        producer_epoch=0,
+        attributes=CONTROL_BIT | TRANSACTIONAL_BIT,
+    )
+    first, second = encode_batch(_records(events[:40])), encode_batch(_records(events[40:44]))
+    setup = Setup(encoder)
+    frame = _produce(9, {"orders": [(0, first + control), (1, second)], "clicks": [(2, first)]})
+    after = _read_request(setup.rewrite(frame).frame).topic_data
+    sent = {t.name: sum(len(p.records) for p in t.partition_data) for t in after}
+    setup.rewrite(_produce(9, {"orders": [(0, first)], "payments": [(0, first)]}))  # refused
+
+    def stored(name: str, topic: str) -> float | None:
+        return setup.registry.get_sample_value(name, {"topic": topic, "path": "proxy"})
+
+    assert stored("zdict_stored_bytes_total", "orders") == sent["orders"]
+    assert stored("zdict_stored_without_sidecar_bytes_total", "orders") == len(
+        first + control + second
+    )
+    assert stored("zdict_stored_records_total", "orders") == 44
+    assert stored("zdict_stored_batches_total", "orders") == 3
+    assert stored("zdict_stored_bytes_total", "clicks") == sent["clicks"] < len(first)
+    assert stored("zdict_stored_without_sidecar_bytes_total", "clicks") == len(first)
 
 
 @pytest.mark.parametrize("topic", ["payments", "__consumer_offsets", "_zdict_registry"])

@@ -34,6 +34,12 @@ from sidecar.kafka import (
 )
 
 
+@pytest.fixture(autouse=True)
+def _a_broker(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A broker address: a client's properties cannot be built without one."""
+    monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", "k1:9092")
+
+
 def test_environment_properties_reach_the_clients_by_their_librdkafka_names(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -309,3 +315,29 @@ def test_a_writer_takes_the_user_producer_settings_and_names_itself_when_refused
     monkeypatch.setenv("ZDICT_PRODUCER__NO_SUCH_PROPERTY", "1")
     with pytest.raises(ConfigError, match="the registry producer refused its settings"):
         make_writer(load_settings(), "registry", {"linger.ms": "0"})
+
+
+def test_without_a_bootstrap_server_no_client_is_built_and_the_error_names_the_variable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("KAFKA_BOOTSTRAP_SERVERS")
+    with pytest.raises(ConfigError, match="set KAFKA_BOOTSTRAP_SERVERS \\(or ZDICT_KAFKA__"):
+        consumer_config(load_settings())
+    monkeypatch.setenv("ZDICT_KAFKA__BOOTSTRAP_SERVERS", "k2:9092")
+    assert consumer_config(load_settings())["bootstrap.servers"] == "k2:9092"
+
+
+def test_a_cluster_that_never_answers_names_the_timeout_setting_and_an_unresolved_host() -> None:
+    admin = _RefusedAdmin(KafkaError(KafkaError._ALL_BROKERS_DOWN, "1/1 brokers are down"))
+    with pytest.raises(KafkaUnavailable) as info:
+        partition_counts(
+            cast(AdminClient, admin),
+            ["orders"],
+            timeout=0.1,
+            bootstrap="127.0.0.1:1,no-such-broker.invalid:9092",
+            setting="ZDICT_REGISTRY__TIMEOUT",
+        )
+    message = str(info.value)
+    assert "(the wait is ZDICT_REGISTRY__TIMEOUT)" in message
+    assert "DNS does not resolve no-such-broker.invalid (" in message
+    assert "127.0.0.1 (" not in message

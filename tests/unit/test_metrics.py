@@ -31,6 +31,7 @@ from sidecar.metrics import (
     Metrics,
     build_info,
 )
+from sidecar.metrics.stored import PROXY, RELAY
 from sidecar.training.choice import Decision
 from tests.unit.dictionaries import AddDictionary
 from tests.unit.relay_fakes import Clock, make_relay
@@ -93,9 +94,10 @@ EXPECTED_FAMILIES = {
     "zdict_codec_batch_duration_seconds": ("histogram", {"topic", "op"}),
     "zdict_codec_records": ("counter", {"topic", "op"}),
     "zdict_relay_latency_seconds": ("histogram", {"topic"}),
-    "zdict_output_stored_bytes": ("counter", {"topic"}),
-    "zdict_output_stored_records": ("counter", {"topic"}),
-    "zdict_output_batches": ("counter", {"topic"}),
+    "zdict_stored_bytes": ("counter", {"topic", "path"}),
+    "zdict_stored_records": ("counter", {"topic", "path"}),
+    "zdict_stored_batches": ("counter", {"topic", "path"}),
+    "zdict_stored_without_sidecar_bytes": ("counter", {"topic", "path"}),
     "zdict_produce_errors": ("counter", {"reason"}),
     "zdict_commits": ("counter", {"result"}),
     "zdict_consumer_lag_records": ("gauge", {"topic", "partition"}),
@@ -129,7 +131,7 @@ def test_every_metric_is_exposed_with_its_name_type_and_bounded_labels(
     metrics.namespace("orders").last_training(
         {"finished_at": 1.7e9, "trigger": "manual", "decision": "rejected"}
     )
-    metrics.observe_output_batches("orders", 3, 120, 9000)
+    metrics.stored.add("orders", RELAY, 3, 120, 9000, 12_000)
 
     families = scrape(registry)
 
@@ -348,15 +350,18 @@ def test_an_encoding_and_a_decoding_relay_count_their_bytes_under_their_own_mode
     assert value(registry, "zdict_codec_records_total", **labels) == 10
 
 
-def test_output_batches_add_up_what_the_broker_stores_per_topic(
+def test_stored_bytes_add_up_per_topic_and_path(
     metrics: Metrics, registry: CollectorRegistry
 ) -> None:
-    metrics.observe_output_batches("orders", 2, 100, 6100)
-    metrics.observe_output_batches("orders", 1, 20, 1300)
-    metrics.observe_output_batches("orders", 0, 0, 0)  # a window without a batch
-    assert value(registry, "zdict_output_batches_total", topic="orders") == 3
-    assert value(registry, "zdict_output_stored_records_total", topic="orders") == 120
-    assert value(registry, "zdict_output_stored_bytes_total", topic="orders") == 7400
+    metrics.stored.add("orders", RELAY, 2, 100, 6100, 9000)
+    metrics.stored.add("orders", RELAY, 1, 20, 1300, 1200)
+    metrics.stored.add("orders", PROXY, 1, 5, 400, 400)
+    relay = {"topic": "orders", "path": RELAY}
+    assert value(registry, "zdict_stored_batches_total", **relay) == 3
+    assert value(registry, "zdict_stored_records_total", **relay) == 120
+    assert value(registry, "zdict_stored_bytes_total", **relay) == 7400
+    assert value(registry, "zdict_stored_without_sidecar_bytes_total", **relay) == 10_200
+    assert value(registry, "zdict_stored_bytes_total", topic="orders", path=PROXY) == 400
 
 
 def _producer_stats(topics: dict[str, tuple[int, int, int]]) -> str:
@@ -391,16 +396,19 @@ def test_the_relays_producer_statistics_count_each_output_under_its_input_topic(
     stats = {"orders.zd": (4, 400, 30_000), "shared.zd": (1, 10, 900), "orders.dlq": (1, 1, 99)}
     events.on_stats(_producer_stats(stats))
     events.on_stats(_producer_stats({"orders.zd": (1, 50, 4000)}))
-    assert value(registry, "zdict_output_stored_bytes_total", topic="orders") == 34_000
-    assert value(registry, "zdict_output_stored_records_total", topic="orders") == 450
-    assert value(registry, "zdict_output_batches_total", topic="orders") == 5
+    orders = {"topic": "orders", "path": RELAY}
+    assert value(registry, "zdict_stored_bytes_total", **orders) == 34_000
+    assert value(registry, "zdict_stored_records_total", **orders) == 450
+    assert value(registry, "zdict_stored_batches_total", **orders) == 5
+    # Nothing consumed, nothing sampled: no estimate, so nothing is claimed saved.
+    assert value(registry, "zdict_stored_without_sidecar_bytes_total", **orders) == 34_000
     # An output shared by two inputs cannot be split between them: counted under its name.
-    assert value(registry, "zdict_output_stored_bytes_total", topic="shared.zd") == 900
+    assert value(registry, "zdict_stored_bytes_total", topic="shared.zd", path=RELAY) == 900
     # Dead letters are not the output; the consumer's statistics are not batches produced.
-    assert value(registry, "zdict_output_stored_bytes_total", topic="orders.dlq") is None
+    assert value(registry, "zdict_stored_bytes_total", topic="orders.dlq", path=RELAY) is None
     consumer_stats = json.loads(_producer_stats({"orders.zd": (9, 9, 9)})) | {"type": "consumer"}
     events.on_stats(json.dumps(consumer_stats))
-    assert value(registry, "zdict_output_batches_total", topic="orders") == 5
+    assert value(registry, "zdict_stored_batches_total", **orders) == 5
 
 
 # -- the latest training run, from the registry -------------------------------------------------

@@ -15,13 +15,16 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
-from sidecar.codec import Encoder
+from sidecar.codec import Encoder, Outcome
 from sidecar.errors import ConfigError, InputError
 from sidecar.health import Health, ObservabilityServer
 from sidecar.metrics import Metrics
+from sidecar.metrics.stored import PROXY, RELAY
 from sidecar.tools.report import (
     MONTH_SECONDS,
     Summary,
+    TopicSaving,
+    format_summary,
     from_metrics,
     human_bytes,
     parse_duration,
@@ -78,12 +81,22 @@ def test_human_bytes_uses_iec_units(value: float, text: str) -> None:
     assert human_bytes(value) == text
 
 
-def test_summary_derives_ratio_savings_and_the_monthly_estimate() -> None:
-    summary = Summary("metrics", "u", None, 0.0, 100.0, 1800.0, 1000.0, 8.0)
-    assert summary.ratio == 1.8
+def test_summary_derives_the_saving_against_the_producers_codec_and_the_monthly_estimate() -> None:
+    summary = Summary("metrics", "u", None, 0.0, 100.0, 1000.0, 1800.0, 8.0, 3600.0, 1200.0)
     assert summary.saved_bytes == 800.0
+    assert summary.saved_share == 800.0 / 1800.0
+    assert summary.ratio == 3.0  # the value ratio, beside
     assert summary.saved_per_month == 8.0 * MONTH_SECONDS == 8.0 * 30 * 86400
-    assert math.isnan(Summary("metrics", "u", None, 0, 1, 0.0, 0.0, 0.0).ratio)
+    empty = Summary("metrics", "u", None, 0, 1, 0.0, 0.0, 0.0)
+    assert math.isnan(empty.ratio) and math.isnan(empty.saved_share)
+
+
+def test_a_topic_written_raw_says_so_instead_of_a_ratio_and_a_partly_raw_one_its_share() -> None:
+    raw = TopicSaving("logs", 700.0, 700.0, 1.0).describe()
+    assert raw.startswith("raw mode:") and "steps aside" in raw
+    partly = TopicSaving("orders", 600.0, 1000.0, 0.25).describe()
+    assert partly.startswith("saved 40.0% against the producer's codec")
+    assert partly.endswith("25% of its records written raw")
 
 
 @pytest.fixture
@@ -95,6 +108,10 @@ def endpoint() -> Iterator[tuple[str, Metrics]]:
     for namespace, values in (("orders", [b"a" * 300] * 40), ("clicks", [b"x" * 20, None] * 5)):
         encoded = encoder.encode_batch([(v, []) for v in values])
         metrics.observe_batch(namespace, encoded, 0.001)
+    metrics.namespace("logs").observe_counts({Outcome.RAW: 10}, 500, 500, 0.0)
+    metrics.stored.add("orders", RELAY, 4, 40, 5000, 9000)
+    metrics.stored.add("clicks", RELAY, 1, 10, 400, 380)
+    metrics.stored.add("logs", PROXY, 1, 10, 700, 700)
     with ObservabilityServer(registry, Health()) as server:
         _, port = server.start("127.0.0.1", 0)
         yield f"http://127.0.0.1:{port}/metrics", metrics
@@ -113,13 +130,20 @@ def test_a_metrics_snapshot_sums_the_counters_of_the_selected_namespaces(
         assert value is not None
         return value
 
+    assert (orders.summary.stored_bytes, orders.summary.without_bytes) == (5000, 9000)
+    assert orders.summary.saved_bytes == 4000 and orders.summary.saved_per_second > 0
     assert orders.summary.input_bytes == counter("zdict_input_bytes_total", "orders") == 12_000
-    assert orders.summary.output_bytes == counter("zdict_output_bytes_total", "orders")
-    assert everything.summary.input_bytes == 12_000 + counter("zdict_input_bytes_total", "clicks")
-    assert set(everything.bytes_by_namespace) == {"orders", "clicks"}
+    assert orders.summary.ratio > 5  # 300 repeated bytes: the value ratio, beside
+    assert everything.summary.saved_bytes == 4000 - 20
+    assert everything.bytes_by_namespace == {
+        "orders": (9000, 5000),
+        "clicks": (380, 400),
+        "logs": (700, 700),
+    }
     assert everything.outcomes["clicks"]["tombstone"] == 5
-    assert orders.summary.ratio > 5  # 300 repeated bytes
-    assert orders.summary.saved_per_second > 0
+    text = format_summary(everything.summary)
+    assert "  logs: raw mode:" in text
+    assert "  clicks: saved -5.3% against the producer's codec" in text
 
 
 def test_a_metrics_snapshot_draws_a_png_of_the_requested_size(
@@ -137,7 +161,7 @@ def test_an_endpoint_that_is_not_a_sidecar_is_refused(tmp_path: Path) -> None:
     registry = CollectorRegistry()
     with ObservabilityServer(registry, Health()) as server:
         _, port = server.start("127.0.0.1", 0)
-        with pytest.raises(InputError, match="no zdict_input_bytes_total"):
+        with pytest.raises(InputError, match="no zdict_stored_bytes_total"):
             from_metrics(f"http://127.0.0.1:{port}/metrics")
 
 

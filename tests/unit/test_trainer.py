@@ -8,6 +8,7 @@ test that checks the child process itself.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -226,6 +227,17 @@ def _live_traffic(harness: Harness, ratio: float, seconds: int) -> None:
         harness.tick()
 
 
+def _drift(harness: Harness) -> None:
+    """A whole window at the champion's ratio (the reference), one far below it (drift), then
+    the fresh samples a drift-triggered run waits for."""
+    harness.tick(10.0)
+    _live_traffic(harness, 1.9, 12)
+    _live_traffic(harness, 1.0, 12)
+    harness.feed(3000, seed=3, drift_at=0)
+    harness.tick()
+    harness.tick()
+
+
 def test_a_drift_waits_for_fresh_samples_and_trains_on_them_alone(harness: Harness) -> None:
     first = _promote_first(harness)
     harness.tick(10.0)
@@ -300,12 +312,7 @@ def test_a_topic_written_raw_keeps_its_live_ratio_and_its_drift_retrains(
 def test_an_operator_rollback_holds_drift_off(harness: Harness) -> None:
     first = _promote_first(harness)
     harness.feed(4000, seed=2, drift_at=0)
-    harness.tick(10.0)
-    _live_traffic(harness, 1.9, 12)
-    _live_traffic(harness, 1.0, 12)
-    harness.feed(3000, seed=3, drift_at=0)
-    harness.tick()
-    harness.tick()
+    _drift(harness)
     second = harness.store.active_id(TOPIC)
     assert second != first
 
@@ -412,3 +419,40 @@ def test_a_held_backlog_trains_the_first_dictionary_from_the_topic_not_the_reser
     assert active is not None
     trainer.tick()
     assert asked == [(TOPIC, 5000)], "the backlog is sampled once"
+
+
+def _metric(harness: Harness, name: str, **labels: str) -> float | None:
+    prometheus = harness.trainer.metrics.registry
+    return prometheus.get_sample_value(name, {"topic": TOPIC, **labels})
+
+
+def test_a_pinned_namespace_skips_scheduled_and_drift_runs_until_unpinned(
+    harness: Harness,
+) -> None:
+    # The registry's activations carry the wall clock's time, which the schedule compares.
+    harness.clock[0] = time.time()
+    first = _promote_first(harness)
+    runs = len(harness.jobs)
+    operator = LogRegistry(harness.trainer.settings, log=harness.registry.log)
+    operator.pin(TOPIC, actor="operator")
+    harness.tick()  # follows the registry
+    assert _metric(harness, "zdict_namespace_pinned") == 1
+
+    # Drift: noticed, and skipped once its fresh samples are there.
+    _drift(harness)
+    assert len(harness.jobs) == runs
+    assert _metric(harness, "zdict_training_skipped_total", reason="pinned") == 1
+    # Recorded as the namespace's latest run: the registry shows why nothing trains.
+    harness.registry.refresh()
+    recorded = harness.registry.state.trainings[TOPIC]
+    assert (recorded["decision"], recorded["trigger"]) == ("skipped", "drift")
+    assert "is pinned (by operator at" in recorded["reason"]
+    harness.tick(601.0)  # then the scheduled run
+    assert len(harness.jobs) == runs and harness.store.active_id(TOPIC) == first
+    assert _metric(harness, "zdict_training_skipped_total", reason="pinned") == 2
+
+    operator.unpin(TOPIC)
+    harness.tick()
+    assert _metric(harness, "zdict_namespace_pinned") == 0
+    harness.tick(601.0)
+    assert len(harness.jobs) == runs + 1

@@ -395,9 +395,28 @@ def test_a_held_out_part_too_small_to_judge_is_said_so() -> None:
     template = rng.randbytes(120)
     train_values = [template + rng.randbytes(20) for _ in range(300)]
     heldout = [template + rng.randbytes(20) if i < 2 else rng.randbytes(140) for i in range(12)]
-    report = train(TrainingSet(train_values, heldout), FAST, namespace="t")
+    report = train(TrainingSet(train_values, heldout), replace(FAST, min_heldout=10), namespace="t")
     assert report.decision is Decision.REJECTED
     assert "too small or too varied to judge" in report.reason
+
+
+def test_no_dictionary_is_promoted_on_fewer_held_out_messages_than_the_minimum() -> None:
+    # 50 lines of one event, as `train --input` on a 50-line file: 10 held out (20 %, at
+    # least MIN_HELDOUT), every one of them a clear win for the dictionary.
+    lines = [
+        b'{"event": "viewed", "product": %d, "session": "s-%d"}' % (i, i % 7) for i in range(50)
+    ]
+    samples = TrainingSet(lines[:40], lines[40:])
+    report = train(samples, replace(FAST, min_samples=20), namespace="viewed")
+    assert report.decision is Decision.REJECTED
+    assert "10 held-out messages are too few" in report.reason
+    assert (
+        f"at least {FAST.min_heldout}" in report.reason
+        and "ZDICT_TRAINING__MIN_HELDOUT" in report.reason
+    )
+    assert report.chosen is not None  # measured all the same, for the report
+    allowed = train(samples, replace(FAST, min_samples=20, min_heldout=10), namespace="viewed")
+    assert allowed.decision is Decision.PROMOTED, allowed.reason
 
 
 @pytest.mark.slow

@@ -1,0 +1,72 @@
+"""What the in-process producer's records store, and what they would have stored without it
+(`sidecar.metrics.stored`, path `producer`).
+
+Stored: the record batches the application's producer sent per topic, from librdkafka's
+statistics (`topics.<t>.batchsize`: each batch as sent, header and batch codec included;
+`batchcnt`: its records). Without zdict: the same records with their raw values, as the same
+producer's batches at the same fill with its own `compression.type`, estimated from a sample of
+the records produced (`stored_estimate.ProducerBatches`): runs of consecutive records over every
+topic, a tuple kept, nothing else per record.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from sidecar.metrics.stored import PRODUCER, StoredBytes
+from sidecar.proxy.compression import CODEC_IDS
+from sidecar.record_batch import Header
+from sidecar.stored_estimate import SAMPLE_EVERY, SAMPLE_RUN, ProducerBatches, batch_compressor
+
+
+class ProducerStored:
+    """The stored bytes of one producer's topics and their estimate without zdict."""
+
+    def __init__(self, metrics: StoredBytes, codec: str) -> None:
+        """`codec`: the producer's batch codec (`kafka.batch_fill.batch_codec`); one librdkafka
+        does not name as Kafka does (it refuses it at start) is not counted."""
+        self._metrics = metrics
+        self._compress = batch_compressor(codec) if codec in CODEC_IDS else None
+        self.counted = codec in CODEC_IDS
+        self._samples: dict[str, ProducerBatches] = {}
+        #: The position of the next record in the sample's cycle (a run taken, then the rest
+        #: left), over every topic; counted here, not by a call per record.
+        self._at = 0
+        self._cycle = SAMPLE_RUN * SAMPLE_EVERY
+
+    def offer(self, topic: str, key: Any, value: bytes | None, headers: Any) -> None:
+        """One record produced, as the application gave it (value serialized, before
+        compression): the sample takes its runs (`stored_estimate.SAMPLE_RUN`)."""
+        at = self._at
+        self._at = at + 1 if at + 1 < self._cycle else 0
+        if at >= SAMPLE_RUN:
+            return
+        sample = self._samples.get(topic)
+        if sample is None:
+            sample = self._samples[topic] = ProducerBatches(self._compress)
+        sample.add(key.encode() if isinstance(key, str) else key, value, _headers(headers))
+
+    def on_stats(self, topics: Mapping[str, Any]) -> None:
+        """One statistics window (its `topics` object)."""
+        if not self.counted:
+            return
+        for topic, data in topics.items():
+            size, count = data.get("batchsize", {}), data.get("batchcnt", {})
+            batches, records = int(size.get("cnt", 0)), int(count.get("sum", 0))
+            sample = self._samples.get(topic)
+            if batches <= 0 or sample is None:
+                continue
+            stored = int(size.get("sum", 0))
+            without = sample.estimate(batches, records)
+            self._metrics.add(
+                topic, PRODUCER, batches, records, stored, stored if without is None else without
+            )
+
+
+def _headers(headers: Any) -> tuple[Header, ...]:
+    """The application's headers (a list or a dict, values bytes, str or None) as bytes."""
+    if not headers:
+        return ()
+    items = headers.items() if isinstance(headers, dict) else headers
+    return tuple((k, v.encode() if isinstance(v, str) else v) for k, v in items)
