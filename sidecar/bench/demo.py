@@ -50,6 +50,8 @@ RATE: Final = 2000
 #: The small-batch act sends 1/this of a second's events at a time: evenly, as a service's
 #: requests come, not in bursts that would fill batches at a low linger.
 PACE_PER_S: Final = 1000
+#: The schema changes no sooner than this long after the first dictionary.
+WITH_FIRST: Final = 10.0
 #: The small-batch act goes on this long with the retrained dictionary ...
 AFTER_RETRAIN: Final = 8.0
 #: ... and waits for it this much longer than asked, at most.
@@ -104,7 +106,9 @@ class DemoResult:
     windows: list[Window] = field(default_factory=list)
     first_dictionary: float | None = None
     drift_at: float | None = None
+    #: When the first training run after the change started, and why (`drift`: detected).
     detected: float | None = None
+    trigger: str | None = None
     retrained: float | None = None
     #: The zstd crossovers (records per batch) of the first dictionary and of the one active in
     #: the full-batch act.
@@ -339,7 +343,10 @@ def _small_batches(
     next_check, due = 1.0, start
     chunk = max(1, rate // PACE_PER_S)
     while (elapsed := time.monotonic() - start) < _act_end(result, seconds):
-        drifted = elapsed >= drift_after
+        # The schema changes once the first dictionary has been in use a while, however late a
+        # loaded machine trains it.
+        first = result.first_dictionary
+        drifted = first is not None and elapsed >= max(drift_after, first + WITH_FIRST)
         if drifted and result.drift_at is None:
             arms.flush()
             result.drift_at = time.monotonic() - start
@@ -361,17 +368,20 @@ def _small_batches(
             marks.append((FIRST, broker.offsets()))
             progress(f"  t={elapsed:4.0f} s  the proxy trained its first dictionary: compressing")
         if result.drift_at is not None and result.retrained is None:
-            drift_runs = [
-                float(e["t"]) - start_wall
+            # The first run after the change: drift detected, or the sample grown or due.
+            runs = [
+                (float(e["t"]) - start_wall, str(e.get("trigger")))
                 for e in proxy.events("training_started")
-                if e.get("trigger") == "drift"
+                if float(e["t"]) - start_wall >= result.drift_at
             ]
-            later = [t for t in loads if drift_runs and t >= drift_runs[0]]
+            later = [t for t in loads if runs and t >= runs[0][0]]
             if later:
                 arms.flush()
-                result.detected, result.retrained = drift_runs[0], later[0]
+                (result.detected, result.trigger), result.retrained = runs[0], later[0]
                 marks.append((RETRAINED, broker.offsets()))
-                progress(f"  t={elapsed:4.0f} s  drift detected, retrained dictionary active")
+                progress(
+                    f"  t={elapsed:4.0f} s  retrained ({result.trigger}): its new dictionary active"
+                )
         if int(elapsed) % 10 == 0:
             progress(f"  t={elapsed:4.0f} s  {len(sent):,} events sent each way")
     arms.flush()
@@ -499,9 +509,9 @@ def format_demo(result: DemoResult) -> str:
         )
     lines.append(
         f"first dictionary at {_at(result.first_dictionary)} (crossover "
-        f"{_fill(result.first_crossover)}); schema change at "
-        f"{_at(result.drift_at)}, drift detected at {_at(result.detected)}, retrained dictionary "
-        f"at {_at(result.retrained)}"
+        f"{_fill(result.first_crossover)}); schema change at {_at(result.drift_at)}, training "
+        f"again from {_at(result.detected)} ({result.trigger or '-'}), retrained dictionary at "
+        f"{_at(result.retrained)}"
     )
     full = result.window(FULL)
     if full is not None:

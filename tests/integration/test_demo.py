@@ -30,7 +30,7 @@ def test_every_window_holds_the_same_records_three_ways_and_all_are_read_back_ex
     assert demo.ok(result)
 
 
-def test_in_small_batches_the_proxy_stores_less_than_producer_zstd_and_retrains_on_drift(
+def test_in_small_batches_the_proxy_stores_less_than_producer_zstd_and_retrains_after_a_change(
     result: DemoResult,
 ) -> None:
     names = [w.name for w in result.windows]
