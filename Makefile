@@ -40,8 +40,8 @@ tools:
 dashboard: $(STAMP)
 	$(BIN)/python -m deploy.monitoring
 
-## demo: a local broker, events at 5,000/s through the sidecar for a minute: it trains a first
-## dictionary, retrains after a schema change; then what it saved, decoded back from the registry
+## demo: a local broker, about two minutes: the same events three ways (no compression, producer
+## zstd, through the proxy), stored bytes from the broker's segments, small batches then full ones
 demo: $(STAMP)
 	deploy/kafka/kafka-local exec -- $(BIN)/zdict-sidecar demo
 

@@ -73,6 +73,7 @@ BENCHES: Final[Mapping[str, Bench]] = {
     "wire": Bench(tables.wire_flags, tables.wire_tables),
     "choice": Bench(tables.choice_flags, tables.choice_tables),
     "storage": Bench(tables.storage_flags, tables.storage_tables),
+    "savings": Bench(tables.savings_flags, tables.savings_tables),
     "relay": Bench(tables.relay_flags, tables.relay_tables),
     "producer": Bench(tables.producer_flags, tables.producer_tables),
     "proxy": Bench(proxy_flags, proxy_markdown),

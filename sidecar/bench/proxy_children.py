@@ -20,7 +20,7 @@ from sidecar.bench.workload import free_port
 from sidecar.errors import InputError
 
 
-def _port_base(node_ids: Sequence[int]) -> int:
+def port_base(node_ids: Sequence[int]) -> int:
     """A `ZDICT_PROXY__BROKER_PORT_BASE` at which every node's port is free now."""
     for _ in range(100):
         base = free_port() - min(node_ids)
@@ -44,7 +44,7 @@ class ProxyChild:
         self,
         bootstrap: str,
         store: Path,
-        topic: str,
+        topics: Sequence[str],
         log_path: Path,
         *,
         output_mode: str,
@@ -59,15 +59,16 @@ class ProxyChild:
                 "KAFKA_BOOTSTRAP_SERVERS": bootstrap,
                 "ZDICT_LOG_FORMAT": "json",
                 "ZDICT_CODEC__OUTPUT_MODE": output_mode,
-                "ZDICT_PROXY__BROKER_PORT_BASE": str(_port_base(node_ids)),
+                "ZDICT_PROXY__BROKER_PORT_BASE": str(port_base(node_ids)),
                 # Its /metrics, read for the Produce requests: on this host only.
                 "ZDICT_METRICS__HOST": "127.0.0.1",
             }
         )
+        served = [arg for topic in topics for arg in ("--topic", topic)]
         with open(log_path, "wb") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "sidecar", "proxy", "--listen", self.address,
-                 "--no-registry", "--no-training", "--dictionaries", str(store), "--topic", topic,
+                 "--no-registry", "--no-training", "--dictionaries", str(store), *served,
                  "--metrics-port", "0"],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
             )  # fmt: skip
@@ -130,7 +131,7 @@ def proxies(
                 ProxyChild(
                     bootstrap,
                     tmp / "dictionaries",
-                    topics[name],
+                    [topics[name]],
                     tmp / f"{name}.log",
                     output_mode=mode,
                     node_ids=node_ids,

@@ -113,10 +113,16 @@ class SteadyProducer(threading.Thread):
 
 
 class SidecarProcess:
-    """`zdict-sidecar run ...` as a child process: JSON log in a file, metrics over HTTP."""
+    """`zdict-sidecar run ...` (or another `command`: `proxy`) as a child process: JSON log in
+    a file, metrics over HTTP."""
 
     def __init__(
-        self, args: Sequence[str], env: Mapping[str, str], log_path: Path, name: str = "sidecar"
+        self,
+        args: Sequence[str],
+        env: Mapping[str, str],
+        log_path: Path,
+        name: str = "sidecar",
+        command: str = "run",
     ) -> None:
         self.port = free_port()
         self.log_path = log_path
@@ -125,7 +131,7 @@ class SidecarProcess:
         full_env["ZDICT_METRICS__HOST"] = "127.0.0.1"
         with open(log_path, "wb") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "sidecar", "run", *args, "--metrics-port", str(self.port)],
+                [sys.executable, "-m", "sidecar", command, *args, "--metrics-port", str(self.port)],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,

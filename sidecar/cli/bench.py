@@ -18,9 +18,10 @@ from typing import TYPE_CHECKING
 
 from sidecar.bench.events import KINDS, generate
 from sidecar.bench.perf_test import KAFKA_LOCAL
-from sidecar.cli.bench_common import MAX_INT32, rounds
+from sidecar.cli.bench_common import MAX_INT32, fills, rounds
 from sidecar.cli.bench_lifecycle import add_bench_lifecycle
 from sidecar.cli.bench_offline import add_bench_offline
+from sidecar.cli.bench_savings import add_bench_savings
 from sidecar.cli.common import (
     bench_bootstrap,
     note_sample,
@@ -68,18 +69,6 @@ def latency_rates(text: str) -> list[float | None]:
                     f"expected a comma list of rates > 0 (records/s) or max, got {text!r}"
                 ) from None
     return rates
-
-
-def fills(text: str) -> tuple[int, ...]:
-    """`--fills`: records per batch, a comma list of integers >= 1."""
-    fill = number(int, ge=1, le=MAX_INT32)
-    try:
-        values = tuple(fill(item.strip()) for item in text.split(","))
-    except argparse.ArgumentTypeError:
-        raise argparse.ArgumentTypeError(
-            f"expected a comma list of integers >= 1 (records per batch), got {text!r}"
-        ) from None
-    return values
 
 
 # -- bench codec ---------------------------------------------------------------------------------
@@ -570,6 +559,7 @@ def add_bench(commands: Commands) -> None:
     _add_bench_producer(benches)
     _add_bench_proxy(benches)
     add_bench_offline(benches)
+    add_bench_savings(benches)
 
 
 def _add_bench_codec(benches: Commands) -> None:

@@ -32,3 +32,15 @@ def median_range(values: Sequence[float], fmt: str = "{:,.0f}") -> str:
         return "-"
     low, mid, high = min(values), statistics.median(values), max(values)
     return f"{fmt.format(mid)} [{fmt.format(low)}-{fmt.format(high)}]"
+
+
+def fills(text: str) -> tuple[int, ...]:
+    """`--fills`: records per batch, a comma list of integers >= 1."""
+    fill = number(int, ge=1, le=MAX_INT32)
+    try:
+        values = tuple(fill(item.strip()) for item in text.split(","))
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(
+            f"expected a comma list of integers >= 1 (records per batch), got {text!r}"
+        ) from None
+    return values

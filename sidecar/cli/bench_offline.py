@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from sidecar.cli.common import Commands
 
 
-def _corpora(args: argparse.Namespace) -> list[Corpus]:
+def corpora_of(args: argparse.Namespace) -> list[Corpus]:
     from sidecar.bench.corpora import collect_all, sources
 
     site_packages = sysconfig.get_paths()["purelib"]
@@ -85,7 +85,7 @@ def cmd_bench_choice(args: argparse.Namespace) -> int:
     from sidecar.bench.choice import compare
 
     rows = []
-    for corpus in _corpora(args):
+    for corpus in corpora_of(args):
         rows.append(compare(corpus))
         print(f"{corpus.name}: done", flush=True)
     print()
@@ -121,7 +121,7 @@ def cmd_bench_wire(args: argparse.Namespace) -> int:
     )
     kinds = args.kind or ["product_viewed"]
     sets = [(kind, list(generate(kind, args.count, seed=1))) for kind in kinds]
-    sets += [(c.name, c.messages) for c in _corpora(args)]
+    sets += [(c.name, c.messages) for c in corpora_of(args)]
     frames: dict[str, list[list[object]]] = {}
     wrong = WrongDictionary()
     for name, messages in sets:

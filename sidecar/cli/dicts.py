@@ -123,9 +123,11 @@ def format_training(report: TrainingReport, stored: Dictionary | None, activated
         )
     if report.refit:
         out.append(
-            f"refit: the stored dictionary is trained again on all "
-            f"{report.train_count + report.heldout_count:,} samples; the held-out figures "
-            "above are the dictionary as chosen, which did not see the held-out messages"
+            f"refit: the stored dictionary is trained again on "
+            f"{report.train_count + report.heldout_count - report.crossover_count:,} samples "
+            f"(all but the {report.crossover_count:,} newest, kept for the crossover); the "
+            "held-out figures above are the dictionary as chosen, which did not see the "
+            "held-out messages"
         )
     if report.raw_crossover is not None:
         never = "none (frames win at every fill measured)"
@@ -135,7 +137,8 @@ def format_training(report: TrainingReport, stored: Dictionary | None, activated
         )
         out.append(
             f"output crossover (records per batch from which raw values with producer batch "
-            f"compression store less than these frames, on the training values): {fills}"
+            f"compression store less than the stored dictionary's frames, on the "
+            f"{report.crossover_count:,} newest held-out messages, which it did not see): {fills}"
         )
     out += ["", f"decision: {report.decision.value}: {report.reason}"]
     if stored is not None:
@@ -170,20 +173,32 @@ def _format_stored(evaluation: Evaluation) -> str:
         [
             s.fill,
             *(f"{s.bytes_per_record[n]:.1f} ({raw / s.bytes_per_record[n]:.2f}x)" for n in names),
+            f"{s.versus_producer:.3f}",
         ]
         for s in evaluation.stored
     ]
+    at = (evaluation.training.raw_crossover or {}).get("zstd")
     table = render(
-        ("records/batch", *names),
+        ("records/batch", *names, "sidecar / raw zstd"),
         rows,
         "bytes per record as Kafka stores them (batch header and record framing counted, keys "
-        "null), (x) = raw value bytes / stored; per record = this tool's compact frames",
+        "null), (x) = raw value bytes / stored; per record = this tool's compact frames; sidecar "
+        f"+ zstd = frames below the dictionary's zstd crossover ({_fill(at)}), raw values from "
+        "it; sidecar / raw zstd = its stored bytes over producer zstd's alone",
     )
     lines = [table]
-    for name, at in evaluation.crossovers.items():
-        where = f"from ~{at:.1f} records per batch" if at is not None else "never within 128"
-        lines.append(f"{name} stores no more than per-record frames {where}")
+    last = evaluation.stored[-1].fill
+    for pair, fill in evaluation.crossovers.items():
+        theirs, ours = pair.split(" / ")
+        where = (
+            f"from ~{fill:.1f} records per batch" if fill is not None else f"never within {last}"
+        )
+        lines.append(f"{theirs} stores no more than {ours} {where} (on these later messages)")
     return "\n".join(lines)
+
+
+def _fill(at: float | None) -> str:
+    return "none: frames at every fill" if at is None else f"{at:g} records per batch"
 
 
 def _format_transport(evaluation: Evaluation) -> str:

@@ -323,13 +323,22 @@ class BatchRewriter:
                 out.append(self._write_batch(batch.fields, batch.plain))
         return b"".join(out)
 
-    def write(self, partition: ReadPartition, encoded: Sequence[Transformed]) -> bytes:
+    def write(
+        self,
+        partition: ReadPartition,
+        encoded: Sequence[Transformed],
+        compare_from: float | None = None,
+    ) -> bytes:
         """The records field of `partition` written again with its values `encoded` (as many
-        as its inputs, in order)."""
-        return _drained(self.write_steps(partition, encoded))
+        as its inputs, in order). A batch of at least `compare_from` records (None: none) is
+        written as it came instead when that is fewer bytes than with its frames."""
+        return _drained(self.write_steps(partition, encoded, compare_from))
 
     def write_steps(
-        self, partition: ReadPartition, encoded: Sequence[Transformed]
+        self,
+        partition: ReadPartition,
+        encoded: Sequence[Transformed],
+        compare_from: float | None = None,
     ) -> Generator[None, None, bytes]:
         """`write` in steps of at most `STEP_RECORDS` records, None after each but the last."""
         out: list[bytes] = []
@@ -346,15 +355,25 @@ class BatchRewriter:
                     out.append(batch.raw)
                 else:
                     out.append(self._write_batch(batch.fields, batch.plain))
-            elif batch.count <= STEP_RECORDS:
-                out.append(self._write_batch(batch.fields, _write_records(batch.records, mine)))
             else:
-                plain: list[bytes] = []
-                for first in range(0, batch.count, STEP_RECORDS):
-                    upto = first + STEP_RECORDS
-                    plain.append(_write_records(batch.records[first:upto], mine[first:upto]))
-                    yield None
-                out.append(self._write_batch(batch.fields, b"".join(plain)))
+                if batch.count <= STEP_RECORDS:
+                    framed = self._write_batch(batch.fields, _write_records(batch.records, mine))
+                else:
+                    plain: list[bytes] = []
+                    for first in range(0, batch.count, STEP_RECORDS):
+                        upto = first + STEP_RECORDS
+                        plain.append(_write_records(batch.records[first:upto], mine[first:upto]))
+                        yield None
+                    framed = self._write_batch(batch.fields, b"".join(plain))
+                if compare_from is not None and batch.count >= compare_from:
+                    as_read = (
+                        batch.raw
+                        if batch.fields[5] & _CODEC_MASK == self._output(batch.fields)
+                        else self._write_batch(batch.fields, batch.plain)
+                    )
+                    if len(as_read) < len(framed):
+                        framed = as_read
+                out.append(framed)
         return b"".join(out)
 
     def _decompress(self, codec: int, section: bytes, allowance: Allowance) -> bytes:

@@ -3,9 +3,11 @@
 Pure: values in, numbers out. Chooses a dictionary on the first part of a stream as `train`
 does (its newest slice held out, then refit) and measures it on the rest, which the choice never
 saw, next to what a user would pick instead: per record without a dictionary, producer batch
-compression at 1 to 128 records per batch (as Kafka stores batches, exactly: `record_batch`),
+compression at 1 to 512 records per batch (as Kafka stores batches, exactly: `record_batch`),
 and the whole-stream oracle; then whether compressing pays on a given link (the transport
-break-even).
+break-even). At each fill, what the sidecar stores with the producer's zstd (frames below the
+dictionary's crossover, raw values from it, as its output mode writes them) against what the
+producer's zstd alone stores: the one definition of saving.
 """
 
 from __future__ import annotations
@@ -21,11 +23,23 @@ import zstandard
 from sidecar.codec import Decoder, Encoder, StaticResolver, Transformed, WireFormat
 from sidecar.record_batch import Record, crossover, producer_codecs, stored_bytes
 from sidecar.runtime import tune_gc
-from sidecar.training.choice import TrainingParams, TrainingReport, candidate_dictionary, train
+from sidecar.training.choice import (
+    TrainingParams,
+    TrainingReport,
+    candidate_dictionary,
+    measure,
+    train,
+)
 from sidecar.training.split import TrainingSet
 
-#: Records per producer batch compared (1: a low-latency producer; 128: a saturated one).
-FILLS: Final = (1, 2, 4, 8, 16, 32, 64, 128)
+#: Records per producer batch compared (1: a low-latency producer; 512: a saturated one).
+FILLS: Final = (1, 2, 4, 8, 16, 32, 64, 128, 512)
+#: The stored-bytes columns: raw values with the producer's codec, the encoder's frames without
+#: and with producer zstd, and the sidecar as its output mode writes with producer zstd.
+RAW_ZSTD: Final = "raw zstd"
+FRAMES: Final = "per record"
+FRAMES_ZSTD: Final = "per record + zstd"
+SIDECAR_ZSTD: Final = "sidecar + zstd"
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,10 +60,17 @@ class Row:
 class StoredRow:
     """Bytes per record as Kafka stores them (batch header and record framing counted) at one
     fill, per variant: `raw <codec>` is the input produced with producer compression; `per
-    record` the encoder's records (compact frames) without, then with, producer zstd."""
+    record` the encoder's records (compact frames) without, then with, producer zstd; `sidecar
+    + zstd` what the sidecar stores with producer zstd (frames below the crossover, raw values
+    from it)."""
 
     fill: int
     bytes_per_record: dict[str, float]
+
+    @property
+    def versus_producer(self) -> float:
+        """The sidecar's stored bytes over producer zstd's alone at this fill (below 1: saved)."""
+        return self.bytes_per_record[SIDECAR_ZSTD] / self.bytes_per_record[RAW_ZSTD]
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +108,8 @@ class Evaluation:
     rows: list[Row] = field(default_factory=list)
     stored: list[StoredRow] = field(default_factory=list)
     #: Fill from which each alternative stores no more than the encoder's records (None: never
-    #: within FILLS).
+    #: within FILLS): `raw zstd` against frames with producer zstd is the output mode's
+    #: crossover on these later values, next to the dictionary's (`training.raw_crossover`).
     crossovers: dict[str, float | None] = field(default_factory=dict)
     transport: Transport | None = None
     encode_ns: tuple[float, float, float] = (0.0, 0.0, 0.0)  # median, min, max per message
@@ -113,7 +135,10 @@ class Evaluation:
                 }
                 for r in self.rows
             ],
-            "stored_bytes_per_record": [asdict(s) for s in self.stored],
+            "stored_bytes_per_record": [
+                asdict(s) | {"sidecar_versus_producer_zstd": round(s.versus_producer, 4)}
+                for s in self.stored
+            ],
             "crossovers": self.crossovers,
             "transport": transport,
             "encode_ns_per_message": dict(
@@ -142,9 +167,15 @@ def _records(encoded: Sequence[Transformed]) -> list[Record]:
 
 
 def stored_rows(
-    heldout: Sequence[bytes], encoded: Sequence[Transformed], fills: Sequence[int] = FILLS
+    heldout: Sequence[bytes],
+    encoded: Sequence[Transformed],
+    crossover_at: float | None,
+    fills: Sequence[int] = FILLS,
 ) -> tuple[list[StoredRow], dict[str, float | None]]:
-    """Bytes per record stored at each fill, and the crossovers against the encoder's records."""
+    """Bytes per record stored at each fill, the sidecar's with producer zstd by the
+    dictionary's zstd crossover `crossover_at` (None: frames at every fill), and the crossovers
+    on these values: raw values with each producer codec against the encoder's records without
+    a batch codec, and raw zstd against them with zstd (the output mode's)."""
     codecs = producer_codecs()
     raw: list[Record] = [(v, ()) for v in heldout]
     ours = _records(encoded)
@@ -154,15 +185,24 @@ def stored_rows(
         per: dict[str, float] = {"raw none": stored_bytes(raw, fill) / n}
         for name, compress in codecs.items():
             per[f"raw {name}"] = stored_bytes(raw, fill, compress) / n
-        per["per record"] = stored_bytes(ours, fill) / n
-        per["per record + zstd"] = stored_bytes(ours, fill, codecs["zstd"]) / n
+        per[FRAMES] = stored_bytes(ours, fill) / n
+        per[FRAMES_ZSTD] = stored_bytes(ours, fill, codecs["zstd"]) / n
+        goes_raw = crossover_at is not None and fill >= crossover_at
+        per[SIDECAR_ZSTD] = per[RAW_ZSTD] if goes_raw else per[FRAMES_ZSTD]
         rows.append(StoredRow(fill, per))
-    mine = [r.bytes_per_record["per record"] for r in rows]
     crossings: dict[str, float | None] = {}
-    for name in [f"raw {c}" for c in codecs] + ["per record + zstd"]:
-        theirs = [r.bytes_per_record[name] for r in rows]
-        crossings[name] = crossover(list(fills), mine, theirs)
+    for name in [f"raw {c}" for c in codecs]:
+        crossings[f"{name} / {FRAMES}"] = _crossing(rows, FRAMES, name)
+    crossings[f"{RAW_ZSTD} / {FRAMES_ZSTD}"] = _crossing(rows, FRAMES_ZSTD, RAW_ZSTD)
     return rows, crossings
+
+
+def _crossing(rows: Sequence[StoredRow], ours: str, theirs: str) -> float | None:
+    return crossover(
+        [r.fill for r in rows],
+        [r.bytes_per_record[ours] for r in rows],
+        [r.bytes_per_record[theirs] for r in rows],
+    )
 
 
 def evaluate(
@@ -203,8 +243,10 @@ def evaluate(
                 "value + header; values that would grow pass through",
             )
         )
+    # On the same later values as every other row (the training's is on its held-out part).
+    nodict = measure("no dictionary", None, 3, heldout, params)
     evaluation.rows.append(
-        Row("per record, no dictionary (level 3)", report.nodict.output_bytes, raw, "same rules")
+        Row("per record, no dictionary (level 3)", nodict.output_bytes, raw, "same rules")
     )
     stream = b"".join(heldout)
     for level in (3, 19):
@@ -217,7 +259,10 @@ def evaluate(
             )
         )
     chosen_wire: WireFormat = params.wire
-    evaluation.stored, evaluation.crossovers = stored_rows(heldout, by_wire[chosen_wire])
+    crossover_at = (report.raw_crossover or {}).get("zstd")
+    evaluation.stored, evaluation.crossovers = stored_rows(
+        heldout, by_wire[chosen_wire], crossover_at
+    )
 
     timed = encoder(chosen_wire)
     evaluation.encode_ns = _timed(

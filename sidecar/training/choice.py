@@ -8,10 +8,11 @@ dictionary at the fastest level, unless a larger or slower one stores fewer byte
 the noise of its gain along the held-out slice. Affordable means within the CPU budget by the
 encode cost model (`training.cost`), never by timings, so the load of the machine cannot move
 the pick. It then computes the break-even size, compares the result with no dictionary and with
-the current champion on the same held-out set, and refits a promoted dictionary on every sample.
+the current champion on the same held-out set, and refits a promoted dictionary on every sample
+but the newest held-out ones.
 Last, for a promoted dictionary, the output crossover (`training.crossover`): the batch fill from
-which raw values with producer batch compression store fewer bytes than its frames, measured on
-the training values.
+which raw values with producer batch compression store fewer bytes than its frames, measured
+with the dictionary as stored on the newest held-out values, which the refit leaves out.
 
 Held-out values never enter the dictionary the figures are measured with: every ratio this
 module reports is an out-of-sample ratio, that of the dictionary as chosen (the refit one, which
@@ -42,7 +43,7 @@ from sidecar.codec import (
 from sidecar.dictionaries.model import MIN_DICT_ID, Dictionary, TrainingSample, build_dictionary
 from sidecar.runtime import tune_gc
 from sidecar.training.cost import encode_cost_ns
-from sidecar.training.crossover import CROSSOVER_VALUES, raw_crossovers
+from sidecar.training.crossover import crossover_split, raw_crossovers
 from sidecar.training.split import MIN_HELDOUT, Span, TrainingSet
 
 KIB: Final = 1024
@@ -215,15 +216,18 @@ class TrainingReport:
     eval_seconds: float = 0.0
     #: CPU ns one held-out message of average size may take to encode (the budget).
     budget_ns: float = 0.0
-    #: `dictionary` was trained again on every sample once chosen: the held-out figures are
-    #: those of the dictionary as chosen, trained on the training part alone.
+    #: `dictionary` was trained again once chosen, on every sample but the `crossover_count`
+    #: newest held-out ones: the held-out figures are those of the dictionary as chosen,
+    #: trained on the training part alone.
     refit: bool = False
     dictionary: bytes | None = field(default=None, repr=False)
     failures: list[str] = field(default_factory=list)
     #: Per producer batch codec, the fill (records per batch) from which raw values store fewer
     #: bytes than the stored dictionary's frames (None: frames win at every fill measured);
-    #: measured on the newest training values for a promoted dictionary, else None.
+    #: measured on the `crossover_count` newest held-out values, which the stored dictionary
+    #: did not see, for a promoted dictionary, else None.
     raw_crossover: dict[str, float | None] | None = None
+    crossover_count: int = 0
 
     @property
     def heldout_ratio_of(self) -> str:
@@ -287,6 +291,7 @@ class TrainingReport:
             "champion_id": self.champion_id,
             "break_even_size": self.break_even_size,
             "raw_crossover": self.raw_crossover,
+            "crossover_count": self.crossover_count,
             "train_seconds": round(self.train_seconds, 3),
             "eval_seconds": round(self.eval_seconds, 3),
             "budget_ns_per_message": round(self.budget_ns),
@@ -571,9 +576,10 @@ def train(
     5. promote if there is no champion, or the pick beats it by `promotion_margin`, and it beats
        compressing without a dictionary clearly on this held-out set; otherwise reject. The
        numbers are kept either way;
-    6. a promoted dictionary is trained again at its size on every sample (`params.refit`): the
+    6. a promoted dictionary is trained again at its size on every sample but the newest
+       held-out ones the crossover is measured on (`params.refit`, `crossover_split`): the
        held-out figures stay those of the dictionary as chosen;
-    7. a promoted dictionary's output crossover is measured on the newest training values
+    7. a promoted dictionary's output crossover is measured on those newest held-out values
        (`training.crossover`), encoded as the relay will encode them with the stored bytes.
     """
     report = TrainingReport(
@@ -646,27 +652,29 @@ def train(
     report.eval_seconds = time.perf_counter() - started
     report.dictionary = chosen_dict.data
     _decide(report, params)
+    refit_too, crossover_values = crossover_split(samples.heldout)
     if report.decision is Decision.PROMOTED and params.refit:
         started = time.perf_counter()
-        _refit(report, training + scrubbed(samples.heldout, params.scrub), best.dict_size)
+        _refit(report, training + scrubbed(refit_too, params.scrub), best.dict_size)
         report.train_seconds += time.perf_counter() - started
     if report.decision is Decision.PROMOTED:
-        report.raw_crossover = _raw_crossover(report, samples.train, params, namespace)
+        report.raw_crossover = _raw_crossover(report, crossover_values, params, namespace)
+        report.crossover_count = len(crossover_values)
     return report
 
 
 def _raw_crossover(
     report: TrainingReport, values: list[bytes], params: TrainingParams, namespace: str
 ) -> dict[str, float | None]:
-    """The stored dictionary's output crossover per batch codec, on the newest of `values`
-    (unscrubbed: what the relay will write), encoded at the chosen level and break-even size."""
+    """The stored dictionary's output crossover per batch codec, on `values` (held-out values it
+    did not see, unscrubbed: what the relay will write), encoded at the chosen level and
+    break-even size."""
     assert report.chosen is not None and report.dictionary is not None
     level = report.chosen.level
     dictionary = candidate_dictionary(report.dictionary, level, namespace)
     encoder = _encoder(dictionary, level, params, report.break_even_size)
-    newest = values[-CROSSOVER_VALUES:]
-    encoded = encoder.encode_batch([(v, None) for v in newest])
-    return raw_crossovers(newest, [(e.value, e.headers or ()) for e in encoded])
+    encoded = encoder.encode_batch([(v, None) for v in values])
+    return raw_crossovers(values, [(e.value, e.headers or ()) for e in encoded])
 
 
 def _train_candidates(

@@ -20,9 +20,10 @@ from sidecar.codec import looks_compressed
 #: Share of a sample held out of training to measure the candidates on (its newest slice).
 DEFAULT_HELDOUT_FRACTION: Final = 0.2
 #: A smaller sample holds out a larger share, so that at least this many values (at most half
-#: the sample) judge the candidates: the promoted dictionary is refit on the held-out values
-#: too, so a larger share costs it nothing. With 32 package descriptions of 8 KB (`bench choice`,
-#: python-metadata) a fifth would be 6, too few to judge anything.
+#: the sample) judge the candidates: the promoted dictionary is refit on the older half of the
+#: held-out values too (the newest measure its crossover), so a larger share costs it little.
+#: With 32 package descriptions of 8 KB (`bench choice`, python-metadata) a fifth would be 6,
+#: too few to judge anything.
 MIN_HELDOUT: Final = 10
 
 Unit = Literal["offset", "line"]

@@ -98,11 +98,18 @@ def test_evaluate_reports_frames_stored_bytes_crossovers_and_the_transport_break
     assert report["training"]["heldout"]["count"] == 120
     assert report["training"]["split"]["heldout_range"] == "481-600"
     assert report["measured"] == 2400
-    fills = [row["fill"] for row in report["stored_bytes_per_record"]]
-    assert fills == [1, 2, 4, 8, 16, 32, 64, 128]
-    first = report["stored_bytes_per_record"][0]["bytes_per_record"]
+    # Every row on the same 2,400 later messages: no dictionary is ~1.0x, not raw / held-out.
+    nodict = next(r for r in report["alternatives"] if "no dictionary" in r["method"])
+    assert nodict["raw_bytes"] == report["alternatives"][0]["raw_bytes"]
+    assert 1.0 <= nodict["ratio"] < 1.2
+    stored = report["stored_bytes_per_record"]
+    assert [row["fill"] for row in stored] == [1, 2, 4, 8, 16, 32, 64, 128, 512]
+    first = stored[0]["bytes_per_record"]
     assert first["per record"] < first["raw zstd"]  # one record a batch: ours is smaller
-    assert "raw zstd" in report["crossovers"]
+    # The sidecar as its output mode writes, against producer zstd alone, at every fill.
+    assert stored[0]["sidecar_versus_producer_zstd"] < 1.0
+    assert all(row["sidecar_versus_producer_zstd"] <= 1.02 for row in stored)
+    assert "raw zstd / per record + zstd" in report["crossovers"]
     transport = report["transport"]
     ratio, speed = transport["ratio"], transport["encode_mb_per_s"]
     assert transport["break_even_mb_per_s"] == pytest.approx(speed * (ratio - 1) / ratio)

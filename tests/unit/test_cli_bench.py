@@ -20,6 +20,7 @@ from sidecar.bench.relay import KindResults, LatencyRun
 from sidecar.bench.workload import DriftRun
 from sidecar.cli import bench as cli_bench
 from sidecar.cli import common as cli_common
+from sidecar.cli.bench_common import fills
 from sidecar.cli.main import main
 from sidecar.errors import InputError, MissingDependency
 
@@ -219,7 +220,7 @@ def test_the_cpu_of_a_process_tree_counts_its_children(tmp_path: Path) -> None:
 def test_the_flags_lists_parse_to_what_the_benchmarks_take() -> None:
     assert cli_bench.latency_rates("20000, max,") == [20000.0, None]
     assert cli_bench.latency_rates("") == []
-    assert cli_bench.fills("1,2, 128") == (1, 2, 128)
+    assert fills("1,2, 128") == (1, 2, 128)
 
 
 def test_a_benchmark_output_that_is_a_directory_is_refused_before_measuring(

@@ -29,6 +29,7 @@ from sidecar.bench.lifecycle import COST_SCHEDULE, CostRound, LifecycleResults, 
 from sidecar.bench.producer import ProducerResults, SizeResult
 from sidecar.bench.proxy import CLIENT, PARTS, RATE, WARMUP, Part, ProxyResults, Stored
 from sidecar.bench.relay import C_RELAY, PASS_THROUGH, KindResults, LatencyRun
+from sidecar.bench.savings import PATHS, CorpusSavings, Fill
 from sidecar.bench.storage import StorageResults, Variant
 from sidecar.bench.wire import SAMPLE_IDS, WrongDictionary, header_options
 from sidecar.bench.workload import DEMO_SETTINGS, DriftRun
@@ -251,6 +252,26 @@ def choice() -> Written:
     return "choice", {"limit": 20_000, "corpora": None}, [row.to_dict()]
 
 
+def savings() -> Written:
+    corpus = CorpusSavings("go-api", "API listing lines, ~80 B", 52.2, 2000)
+    corpus.fills = [
+        Fill(1, 2, {"direct": 240, "frames": 230, "proxy": 230}, {p: 2 for p in PATHS}),
+        Fill(512, 1024, {"direct": 9000, "frames": 20000, "proxy": 9100}, {p: 2 for p in PATHS}),
+    ]
+    corpus.skipped_fills = [4096]
+    settings = {
+        "corpora": ["go-api"],
+        "limit": 20_000,
+        "fills": [1, 512, 4096],
+        "sample": 2000,
+        "batches": 2,
+        "min_records": 512,
+        "target": 1.02,
+        "data_dir": "deploy/kafka/.cache/run/data",
+    }
+    return "savings", settings, [corpus.to_dict()]
+
+
 def wire() -> Written:
     headers = [{name: getattr(h, name) for name in h.__slots__} for h in header_options()]
     frames = {
@@ -360,6 +381,14 @@ CASES: dict[str, tuple[Callable[[], Written], list[str]]] = {
             "Ours / naive: median 1.185, min 1.185, max 1.185 over 1 corpora.",
         ],
     ),
+    "savings": (
+        savings,
+        [
+            "| go-api | 52.2 | 2000 | 1.000 | 1.011 | – |",
+            "At most 1.02× the better at 2 of 2 fills; the worst 1.011×.",
+            "| go-api | 52.2 | 2000 | 0.958 | 1.011 | – |",
+        ],
+    ),
     "wire": (
         wire,
         [
@@ -449,6 +478,11 @@ def test_the_provenance_says_when_the_json_records_no_commit(tmp_path: Path) -> 
             "--cost-rounds 3 --cost-messages 2000000",
         ),
         ("choice", "zdict-sidecar bench choice --limit 20000"),
+        (
+            "savings",
+            "zdict-sidecar bench savings --corpus go-api --limit 20000 --fills 1,512,4096 "
+            "--data-dir deploy/kafka/.cache/run/data",
+        ),
         ("wire", "zdict-sidecar bench wire -n 60000 --kind product_viewed --pairs 100000"),
     ],
 )

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import random
 import struct
 import time
 from collections.abc import AsyncIterator, Sequence
@@ -769,22 +770,53 @@ def test_output_mode_frames_writes_frames_whatever_the_fill(
     assert framed and _outcomes(setup)["raw"] == 0
 
 
-def test_without_a_crossover_every_fill_is_written_as_frames(
-    encoder: Encoder, events: list[bytes]
+@pytest.mark.parametrize("codec_in", ["none", "zstd"])
+def test_a_batch_near_the_crossover_is_written_as_it_came_when_that_is_fewer_bytes(
+    codec_in: str, crossover_encoder: Encoder, decoder: Decoder, events: list[bytes]
+) -> None:
+    # Under the crossover (8), 4 records or more: written both ways, the fewer bytes kept.
+    # Events sharing a blob the dictionary does not know: the batch codec stores it once raw,
+    # while each frame holds it entropy-coded on its own.
+    blob = random.Random(1).randbytes(150).hex().encode()
+    copies = _records([e[:-1] + b',"blob":"' + blob + b'"}' for e in events[:6]])
+    below = _records(events[20:23], 6)  # 3 records: frames, not compared
+    frame = _produce(
+        11, {"orders": [(0, _compressed(copies, codec_in)), (1, _compressed(below, codec_in))]}
+    )
+    setup = Setup(crossover_encoder)
+    after = _read_request(setup.rewrite(frame).frame).topic_data[0].partition_data
+    (as_came,) = decode_batches(after[0].records, 1 << 26)
+    assert all(HEADER_KEY.encode() not in [k for k, _ in r.headers] for r in as_came.records)
+    (framed,) = decode_batches(after[1].records, 1 << 26)
+    assert any(HEADER_KEY.encode() in [k for k, _ in r.headers] for r in framed.records)
+    assert _decoded(decoder, after[0].records) == _expected(copies)
+    assert _decoded(decoder, after[1].records) == _expected(below)
+
+
+def test_without_a_crossover_no_batch_goes_raw_unencoded_and_each_keeps_the_fewer_bytes(
+    encoder: Encoder, decoder: Decoder, events: list[bytes]
 ) -> None:
     setup = Setup(encoder)
-    frame = _produce(11, {"orders": [(0, encode_batch(_records(events[:64])))]})
+    full, small = _records(events[:64]), _records(events[64:67], 64)
+    frame = _produce(11, {"orders": [(0, encode_batch(full)), (1, encode_batch(small))]})
     after = _read_request(setup.rewrite(frame).frame).topic_data[0].partition_data
-    (written,) = decode_batches(after[0].records, 1 << 26)
-    assert any(k == HEADER_KEY.encode() for r in written.records for k, _ in r.headers)
-    assert _outcomes(setup)["raw"] == 0
+    # Values encoded, none counted raw; the full batch written as it came, 64 events being fewer
+    # bytes under the batch codec than as frames; 3 records as frames, not compared.
+    counts = _outcomes(setup)
+    assert counts["raw"] == 0 and counts["compressed"] > len(full) / 2
+    (as_came,) = decode_batches(after[0].records, 1 << 26)
+    assert all(HEADER_KEY.encode() not in [k for k, _ in r.headers] for r in as_came.records)
+    (framed,) = decode_batches(after[1].records, 1 << 26)
+    assert any(k == HEADER_KEY.encode() for r in framed.records for k, _ in r.headers)
+    assert _decoded(decoder, after[0].records) == _expected(full)
 
 
 @pytest.mark.parametrize("codec_in", ["none", "zstd"])
 def test_a_request_whose_batches_all_hold_the_crossover_is_written_raw_and_counted(
     codec_in: str, crossover_encoder: Encoder, decoder: Decoder, events: list[bytes]
 ) -> None:
-    first, second = _records(events[:12]), _records(events[12:21], 12)
+    # Both at least twice the crossover (8): raw without encoding.
+    first, second = _records(events[:16]), _records(events[16:34], 16)
     batches = [_compressed(first, codec_in), _compressed(second, codec_in)]
     frame = _produce(11, {"orders": [(0, batches[0]), (1, batches[1])]})
     setup = Setup(crossover_encoder)
@@ -805,7 +837,7 @@ def test_a_request_whose_batches_all_hold_the_crossover_is_written_raw_and_count
     assert raw_bytes == sum(len(r.value or b"") for r in first + second)
 
 
-def test_batches_past_a_crossover_that_moved_are_read_again_and_written_as_frames(
+def test_batches_past_a_crossover_that_moved_are_read_again_and_encoded(
     store: DictionaryStore,
     add_dictionary: AddDictionary,
     crossover_encoder: Encoder,
@@ -825,7 +857,6 @@ def test_batches_past_a_crossover_that_moved_are_read_again_and_written_as_frame
         store, "orders", min_size=16, header_key=HEADER_KEY
     )
     after = _read_request(setup.rewrite(frame).frame).topic_data[0].partition_data
-    (written,) = decode_batches(after[0].records, 1 << 26)
-    assert all(HEADER_KEY.encode() in [k for k, _ in r.headers] for r in written.records if r.value)
     assert _decoded(decoder, after[0].records) == _expected(full)
-    assert _outcomes(setup)["raw"] == 2 * len(full)
+    # Read again whole and encoded (then written the fewer-bytes way), not raw unencoded.
+    assert _outcomes(setup) == {"compressed": float(len(full) - 1), "raw": 2.0 * len(full)}

@@ -28,7 +28,7 @@ def test_held_out_values_never_enter_training_whatever_the_order_they_came_in() 
 
 
 def test_a_small_sample_holds_out_enough_values_to_judge() -> None:
-    # 32 lines: a fifth would be 6; 10 are held out (the refit trains on them too).
+    # 32 lines: a fifth would be 6; 10 are held out (the refit trains on the older 5 too).
     split = split_newest([(0, n, b"line %d" % n) for n in range(1, 33)], 0.2, unit="line")
     assert (len(split.train), len(split.heldout)) == (22, 10)
     tiny = split_newest([(0, n, b"line %d" % n) for n in range(1, 13)], 0.2, unit="line")

@@ -1,0 +1,97 @@
+"""The output crossover on real data nobody here wrote: measured at training on values the stored
+dictionary did not see, it predicts where the stream's next values cross, the mode it picks
+stores about what the better of frames and raw values would at every fill, and it is the same
+on every run."""
+
+from __future__ import annotations
+
+import sysconfig
+
+import pytest
+
+from sidecar.bench.corpora import Corpus, collect_all
+from sidecar.bench.events import generate
+from sidecar.codec import Encoder
+from sidecar.record_batch import Record, producer_codecs, stored_bytes
+from sidecar.training.choice import (
+    Decision,
+    TrainingParams,
+    TrainingReport,
+    candidate_dictionary,
+    train,
+)
+from sidecar.training.crossover import raw_crossovers
+from sidecar.training.split import split_newest
+
+#: Log lines and CSV lines long enough for a 2,000-value sample (the relay's first training)
+#: and the 2,048 values after it; the generator's JSON events beside them.
+CORPORA = ("dpkg-log", "python-record-csv")
+SAMPLE = 2000
+NEXT = 2048
+FILLS = (1, 4, 16, 32, 64, 128, 512)
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def streams() -> list[Corpus]:
+    found, missing = collect_all(
+        sysconfig.get_paths()["purelib"], limit=SAMPLE + NEXT, only=CORPORA
+    )
+    assert not missing, f"sources missing on this machine: {missing}"
+    events = list(generate("product_viewed", SAMPLE + NEXT, seed=5))
+    return [*found, Corpus("product_viewed", "generated JSON events", events)]
+
+
+def _trained(stream: Corpus) -> TrainingReport:
+    lines = [(0, n, v) for n, v in enumerate(stream.messages[:SAMPLE], 1)]
+    report = train(split_newest(lines, unit="line"), TrainingParams(timing_runs=1), namespace="x")
+    assert report.decision is Decision.PROMOTED, (stream.name, report.reason)
+    return report
+
+
+def _next_records(stream: Corpus, report: TrainingReport) -> tuple[list[Record], list[Record]]:
+    """The values after the sample, raw and as the stored dictionary encodes them."""
+    assert report.chosen is not None and report.dictionary is not None
+    level = report.chosen.level
+    dictionary = candidate_dictionary(report.dictionary, level, "x")
+    encoder = Encoder(dictionary, level=level, min_size=report.break_even_size)
+    values = stream.messages[SAMPLE:]
+    encoded = encoder.encode_batch([(v, None) for v in values])
+    return [(v, ()) for v in values], [(e.value, e.headers or ()) for e in encoded]
+
+
+def _measured(stream: Corpus) -> tuple[float | None, list[Record], list[Record]]:
+    """The zstd crossover training measured, and the values after the sample, raw and as the
+    stored dictionary encodes them."""
+    report = _trained(stream)
+    assert report.raw_crossover is not None
+    return report.raw_crossover["zstd"], *_next_records(stream, report)
+
+
+def test_the_crossover_is_within_a_factor_of_two_of_where_the_next_values_cross(
+    streams: list[Corpus],
+) -> None:
+    zstd = producer_codecs()["zstd"]
+    for stream in streams:
+        measured, _, frames = _measured(stream)
+        later = raw_crossovers(stream.messages[SAMPLE:], frames, {"zstd": zstd})["zstd"]
+        assert measured is not None and later is not None, (stream.name, measured, later)
+        assert later / 2 <= measured <= later * 2, (stream.name, measured, later)
+
+
+def test_the_mode_the_crossover_picks_stores_at_most_8_percent_over_the_better_at_any_fill(
+    streams: list[Corpus],
+) -> None:
+    zstd = producer_codecs()["zstd"]
+    for stream in streams:
+        at, raw, frames = _measured(stream)
+        for fill in FILLS:
+            as_raw, as_frames = stored_bytes(raw, fill, zstd), stored_bytes(frames, fill, zstd)
+            picked = as_raw if at is not None and fill >= at else as_frames
+            assert picked <= 1.08 * min(as_raw, as_frames), (stream.name, fill, at)
+
+
+def test_the_crossover_is_the_same_on_every_run(streams: list[Corpus]) -> None:
+    for stream in streams[:1] + streams[-1:]:
+        assert _trained(stream).raw_crossover == _trained(stream).raw_crossover
