@@ -35,7 +35,6 @@ def _by_name(containers: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 def test_the_producer_talks_to_the_sidecar_proxy_on_localhost() -> None:
     resources = render(VARIANT)
-    assert ("CronJob", "orders-zdict-train") not in resources, "the proxies train themselves"
     pod = pod_spec(resources, "orders-producer")
     (producer,) = pod["containers"]
     (sidecar,) = pod["initContainers"]
@@ -133,11 +132,28 @@ def test_the_overlay_keeps_the_applications_variables_and_its_own_containers(
     assert rendered["initContainers"][1] == migrate
 
 
-def test_the_overlay_renders_no_volume_claim_without_the_cronjob_that_used_it() -> None:
+def test_the_overlay_keeps_the_training_cronjob_retrain_now_creates_a_job_from() -> None:
+    """was: the overlay deleted the CronJob (and its claim), so `kubectl create job
+    --from=cronjob/orders-zdict-train` had nothing to start in the proxy variant (issue 40)."""
     base, proxy = render(DEPLOY / "k8s"), render(VARIANT)
-    assert ("PersistentVolumeClaim", "zdict-dictionaries") in base
-    claims = [key for key in proxy if key[0] == "PersistentVolumeClaim"]
-    assert claims == [] and [key for key in proxy if key[0] == "CronJob"] == []
+    claim = ("PersistentVolumeClaim", "zdict-dictionaries")
+    assert proxy[claim] == base[claim]
+    # The base's CronJob as it is, but for the name of the settings' ConfigMap: the overlay's
+    # settings (the proxy's topics and group) join the base's, so their hash differs.
+    config = generated(proxy, "ConfigMap", "zdict-sidecar-config")["metadata"]["name"]
+    base_config = generated(base, "ConfigMap", "zdict-sidecar-config")["metadata"]["name"]
+    cronjob = yaml.safe_dump(proxy[("CronJob", "orders-zdict-train")])
+    assert cronjob.replace(config, base_config) == yaml.safe_dump(
+        base[("CronJob", "orders-zdict-train")]
+    )
+    (train,) = proxy[("CronJob", "orders-zdict-train")]["spec"]["jobTemplate"]["spec"]["template"][
+        "spec"
+    ]["containers"]
+    assert {"configMapRef": {"name": config}} in train["envFrom"]
+    args = build_parser().parse_args(train["args"])
+    assert (args.command, args.topic, args.publish) == ("train", "orders", True)
+    readme = (DEPLOY / "README.md").read_text()
+    assert "kubectl create job --from=cronjob/orders-zdict-train" in readme
 
 
 @pytest.mark.parametrize("version", ["1.29.0", "1.37.0"])
