@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed-stamp
 OUT    := out
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo evaluate test lint unit integration soak bench bench-relay-large bench-clients bench-lifecycle tools dashboard clean
+.PHONY: demo evaluate test lint unit integration soak bench bench-relay-large bench-clients bench-lifecycle tools dashboard image clean
 
 # The modules deploy/build_backend.py compiles with mypyc: the editable install builds them in
 # place, so an edit to one of them installs again (the tests refuse a stale build).
@@ -127,6 +127,18 @@ constraints: $(STAMP)
 ## capped at 100 examples: a quick check while working; `make test` runs every test in full
 unit: $(STAMP) tools
 	$(BIN)/pytest -q -m "not slow" tests/unit tests/deploy
+
+## image: build the image for your cluster and push it, in one command (Docker with buildx):
+## `make image REGISTRY=registry.example.com/team` pushes $(REGISTRY)/zdict-sidecar:<version> for
+## PLATFORM (default linux/amd64, whatever this machine is); put that name and tag under
+## `images:` in deploy/k8s/kustomization.yaml. The Dockerfile's build stage brings its compiler.
+REGISTRY ?=
+PLATFORM ?= linux/amd64
+TAG      ?= $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
+image:
+	@test -n "$(REGISTRY)" || { echo "make image: set REGISTRY, e.g. make image REGISTRY=registry.example.com/team" >&2; exit 2; }
+	docker buildx build --platform $(PLATFORM) --file Dockerfile \
+		--tag $(REGISTRY)/zdict-sidecar:$(TAG) --push .
 
 clean:
 	rm -rf $(OUT) .pytest_cache .mypy_cache .ruff_cache .hypothesis

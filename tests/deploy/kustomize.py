@@ -1,8 +1,9 @@
 """Renders of the kustomizations under deploy/ by the real kustomize (`kubectl kustomize`).
 
 `render(directory)` builds a kustomization as `kubectl apply -k` would and returns its resources
-by (kind, name); `deploy_copy(tmp_path)` copies deploy/k8s and deploy/k8s-proxy side by side, so
-a test can change the base (an application's own Deployment, say) and render an overlay over it.
+by (kind, name); `deploy_copy(tmp_path)` copies deploy/k8s, deploy/k8s-proxy and
+deploy/components side by side, so a test can change the base (an application's own Deployment,
+say) and render an overlay over it.
 """
 
 from __future__ import annotations
@@ -44,9 +45,10 @@ def render(directory: Path) -> dict[tuple[str, str], dict[str, Any]]:
 
 
 def deploy_copy(tmp_path: Path) -> Path:
-    """deploy/k8s and deploy/k8s-proxy copied under `tmp_path` (returned), relative paths kept."""
+    """deploy/k8s, deploy/k8s-proxy and deploy/components copied under `tmp_path` (returned),
+    relative paths kept."""
     target = tmp_path / "deploy"
-    for name in KUSTOMIZATIONS:
+    for name in (*KUSTOMIZATIONS, "components"):
         shutil.copytree(DEPLOY / name, target / name)
     return target
 

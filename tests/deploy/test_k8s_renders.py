@@ -133,8 +133,7 @@ def test_a_drain_takes_one_pod_at_a_time_and_replicas_spread_over_nodes(
 def test_the_network_policy_component_admits_prometheus_on_the_metrics_port_only(
     variant: str, tmp_path: Path
 ) -> None:
-    deploy = deploy_copy(tmp_path)
-    shutil.copytree(DEPLOY / "components", deploy / "components")
+    deploy_copy(tmp_path)
     overlay = tmp_path / "overlay"
     overlay.mkdir()
     (overlay / "kustomization.yaml").write_text(
