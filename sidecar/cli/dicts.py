@@ -26,7 +26,7 @@ from sidecar.cli.report import http_url
 from sidecar.codec import Decoder
 from sidecar.config import Settings, TrainingSettings
 from sidecar.dictionaries.backup import export_records, import_records, read_backup, write_backup
-from sidecar.dictionaries.lifecycle import promote, sync_store
+from sidecar.dictionaries.lifecycle import sync_store
 from sidecar.dictionaries.model import (
     MAX_DICT_ID,
     MIN_DICT_ID,
@@ -41,7 +41,9 @@ from sidecar.errors import ConfigError, DictionaryNotFound, StoreError, UnknownD
 from sidecar.tools import status
 from sidecar.tools.evaluation import Evaluation, evaluate
 from sidecar.tools.tables import render
-from sidecar.training.choice import Decision, Measurement, TrainingReport, train
+from sidecar.training.choice import Measurement, TrainingReport, train
+from sidecar.training.params import Decision
+from sidecar.training.promotion import promote
 from sidecar.training.schedule import SKIPPED
 from sidecar.training.split import Unit, split_newest, usable
 
@@ -390,7 +392,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         champion = store.active(namespace)
         unit: Unit = "offset"
         if args.topic:
-            from sidecar.dictionaries.topic_sample import read_sample
+            from sidecar.training.topic_sample import read_sample
 
             # Producers that compress in-process leave no raw record on the topic: its
             # records are decoded first (decode, then train), with the dictionaries they name.
