@@ -120,6 +120,12 @@ figures: $(STAMP)
 	$(BIN)/python -m sidecar.bench.figures --out sidecar/bench/FIGURES.md \
 		--commit "$$(git describe --always --dirty 2>/dev/null || echo unknown)" $(wildcard $(OUT)/bench-*.json)
 
+## apidocs: the API reference of the library an application imports (sidecar.serde, sidecar.codec),
+## HTML from the docstrings and type hints, in out/apidocs (not committed)
+.PHONY: apidocs
+apidocs: $(STAMP)
+	$(BIN)/pdoc --output-directory $(OUT)/apidocs sidecar.serde sidecar.codec
+
 ## constraints: deploy/constraints.txt, the image's dependency pins with the sha256 of each wheel
 ## the image may install (from the index), written from this venv's versions: after changing one
 .PHONY: constraints
