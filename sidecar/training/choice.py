@@ -32,9 +32,7 @@ from typing import Any, Final
 
 import zstandard
 
-from sidecar.codec import (
-    Encoder,
-)
+from sidecar.codec import Encoder
 from sidecar.dictionaries.model import MIN_DICT_ID, Dictionary, TrainingSample, build_dictionary
 from sidecar.runtime import tune_gc
 from sidecar.training.cost import encode_cost_ns
