@@ -73,10 +73,10 @@ integration: $(STAMP) tools
 # checks them in a run of their own (paths on its command line replace pyproject's packages).
 SCRIPTS := deploy/kafka/kafka-local
 
-# The layers (tests/unit/test_architecture.py, LAYERS) are part of the lint: an import against
-# them fails it.
+# The layers (tests/unit/test_architecture.py, LAYERS) and the absence of import cycles are part
+# of the lint: an import against them fails it (the module's other checks run with the tests).
 lint: $(STAMP)
-	$(BIN)/pytest -q -p no:cacheprovider tests/unit/test_architecture.py
+	$(BIN)/pytest -q -p no:cacheprovider tests/unit/test_architecture.py -k "layer or cycles"
 	$(BIN)/ruff check sidecar tests deploy $(SCRIPTS)
 	$(BIN)/ruff format --check sidecar tests deploy $(SCRIPTS)
 	$(BIN)/mypy
