@@ -532,8 +532,7 @@ def _dictionaries_and_training(layout: Layout) -> None:
             "Latest training run (registry)",
             "When each topic's latest training run recorded in the registry ended, whoever ran "
             "it: `manual` is `zdict-sidecar train` (the retraining CronJob), the others the "
-            "sidecars' own runs; result `skipped`: due while the topic is pinned (alerts "
-            "ZdictLastTrainingFailed, ZdictTrainingOverdue).",
+            "sidecars' own runs (alerts ZdictLastTrainingFailed, ZdictTrainingOverdue).",
             [
                 (
                     "max by (topic, trigger, result) "
