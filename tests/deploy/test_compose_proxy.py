@@ -24,7 +24,8 @@ from tests.deploy.files import COMPOSE_DROP_IN, compose_config, drop_in, is_sett
 PROXY_BOOTSTRAP = "127.0.0.1:9092"
 
 #: A project nothing like deploy/docker-compose.yml: `shop-api` speaks SASL_SSL to its brokers,
-#: with settings inline (the list form) and from an env_file; `db` has nothing to do with Kafka.
+#: with settings inline (the list form) and from an env_file, which names its brokers; `db` has
+#: nothing to do with Kafka.
 FOREIGN = """\
 name: shop
 services:
@@ -34,7 +35,6 @@ services:
     env_file: [shop-kafka.env]
     environment:
       - LOG_LEVEL=info
-      - KAFKA_BOOTSTRAP_SERVERS=kafka:9093
       - KAFKA_SECURITY_PROTOCOL=SASL_SSL
       - KAFKA_SASL_MECHANISM=SCRAM-SHA-512
     volumes:
@@ -55,6 +55,7 @@ volumes:
 ENV_FILE = (
     "KAFKA_SASL_JAAS_CONFIG=org.apache.kafka.common.security.scram.ScramLoginModule required;\n"
     "KAFKA_CLIENT_ID=shop\n"
+    "KAFKA_BOOTSTRAP_SERVERS=kafka:9093\n"
 )
 
 
@@ -86,6 +87,8 @@ def test_the_override_changes_only_the_bootstrap_the_network_namespace_and_the_s
     before, after = merged
     expected = copy.deepcopy(before)
     api = expected["services"]["shop-api"]
+    # From the service's env_file: `environment` (the override's) wins over it.
+    assert api["environment"]["KAFKA_BOOTSTRAP_SERVERS"] == "kafka:9093"
     api["environment"]["KAFKA_BOOTSTRAP_SERVERS"] = PROXY_BOOTSTRAP
     del api["networks"]
     api["network_mode"] = f"service:{PROXY_CONTAINER}"
