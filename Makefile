@@ -27,7 +27,13 @@ APT_INSTALL := $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq
 # CLI (interop decoding), kcat (a Kafka client that is not ours), and prometheus with promtool
 # (the monitoring tests run a real Prometheus); and Debian's kafka-python (python3-kafka, run by
 # the system's Python: a consumer without zstd).
+# And the Docker CLI's Compose plugin (the real `docker compose config` merges the Compose drop-in
+# over a foreign service in tests/deploy; it needs no engine): built from its Go module when
+# missing, in a module of its own (`go install` refuses it: its go.mod has exclude directives),
+# about 1.5 CPU-minutes once.
 TOOLS := zstd kcat prometheus promtool
+COMPOSE_VERSION := v5.6.0
+COMPOSE_PLUGIN  := $(HOME)/.docker/cli-plugins/docker-compose
 tools:
 	@missing=""; for t in $(TOOLS); do command -v $$t >/dev/null || missing="$$missing $$t"; done; \
 	/usr/bin/python3 -c "import kafka" 2>/dev/null || missing="$$missing python3-kafka"; \
@@ -35,6 +41,14 @@ tools:
 		packages=$$(echo $$missing | sed 's/promtool/prometheus/' | tr ' ' '\n' | sort -u); \
 		$(SUDO) apt-get update -qq && $(APT_INSTALL) $$packages >/dev/null; \
 	fi
+	@docker compose version >/dev/null 2>&1 || { \
+		mkdir -p $(dir $(COMPOSE_PLUGIN)) && rm -rf $(OUT)/compose-plugin \
+		&& mkdir -p $(OUT)/compose-plugin && cd $(OUT)/compose-plugin \
+		&& go mod init zdict-sidecar/compose-plugin >/dev/null 2>&1 \
+		&& go get github.com/docker/compose/v5/cmd@$(COMPOSE_VERSION) >/dev/null 2>&1 \
+		&& go build -trimpath -o $(COMPOSE_PLUGIN) \
+			-ldflags "-s -w -X github.com/docker/compose/v5/internal.Version=$(COMPOSE_VERSION)" \
+			github.com/docker/compose/v5/cmd; }
 
 ## dashboard: regenerate the Grafana dashboard and the Kubernetes PrometheusRule from their code
 dashboard: $(STAMP)

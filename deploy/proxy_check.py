@@ -1,12 +1,17 @@
-"""`kubectl kustomize OVERLAY | python -m deploy.proxy_check`: the Kafka client SASL/TLS settings
-left in containers that deploy/components/proxy-sidecar points at the proxy.
+"""`kubectl kustomize OVERLAY | python -m deploy.proxy_check`, or `docker compose -f compose.yaml -f
+proxy-sidecar.yml config | python -m deploy.proxy_check`: the Kafka client SASL/TLS settings left
+in containers that deploy/components/proxy-sidecar or deploy/compose/proxy-sidecar.yml points at
+the proxy.
 
 The proxy listens in plaintext on the pod's loopback and authenticates to the brokers itself; an
 application that still speaks SASL or TLS to it is refused (the proxy closes the connection). The
 component cannot know how your application names its settings, so this reads the rendered
-Deployments (and the ConfigMaps of the same render their containers load with `envFrom`) for the
-usual names: any variable whose name contains KAFKA and SASL, SSL or SECURITY_PROTOCOL (the last
-unless it is PLAINTEXT). One line per finding, exit status 1; else one line, exit status 0.
+Deployments (and the ConfigMaps of the same render their containers load with `envFrom`), or the
+merged Compose project's services in the proxy's network namespace (their `env_file` already
+read into `environment` by `docker compose config`), for the usual names: any variable whose
+name contains KAFKA and SASL, SSL or SECURITY_PROTOCOL (the last unless it is PLAINTEXT). A
+Compose service in the proxy's network namespace that keeps `ports` or `hostname` is named too:
+Docker refuses to start it. One line per finding, exit status 1; else one line, exit status 0.
 """
 
 from __future__ import annotations
@@ -18,8 +23,14 @@ from typing import Any, TextIO
 
 import yaml
 
-#: The proxy's container, as the component names it.
+#: The proxy's container, as the component names it (and the Compose override its service).
 PROXY_CONTAINER = "zdict-sidecar"
+#: What a Compose service in another's network namespace may not keep (Docker refuses it).
+_NETWORK_NAMESPACE_FIELDS = ("ports", "hostname")
+_SECURITY_ADVICE = (
+    "is a Kafka client SASL/TLS setting, but its bootstrap is the proxy's plaintext port: "
+    "remove it (the proxy authenticates to the brokers)"
+)
 _KAFKA = re.compile(r"KAFKA")
 _SECURITY = re.compile(r"SASL|SSL|SECURITY_PROTOCOL")
 
@@ -51,15 +62,35 @@ def _variables(
             yield prefix + key, value, f"envFrom ConfigMap {name}"
 
 
+def _compose_findings(project: Mapping[str, Any]) -> Iterator[str]:
+    """The services of a merged Compose project in the proxy's network namespace."""
+    for name, service in (project.get("services") or {}).items():
+        if service.get("network_mode") != f"service:{PROXY_CONTAINER}":
+            continue
+        for variable, value in (service.get("environment") or {}).items():
+            if _is_client_security(variable, value):
+                yield f"service {name}: {variable} (environment) {_SECURITY_ADVICE}"
+        for field in _NETWORK_NAMESPACE_FIELDS:
+            if service.get(field):
+                yield (
+                    f"service {name}: {field} is refused by Docker in the network namespace of "
+                    f"service {PROXY_CONTAINER}: move it to service {PROXY_CONTAINER}"
+                )
+
+
 def findings(documents: Iterable[Mapping[str, Any] | None]) -> list[str]:
     """One line per client SASL/TLS setting in a container the proxy serves (module docstring)."""
     docs = [doc for doc in documents if doc]
     config_maps = {
-        doc["metadata"]["name"]: doc.get("data") or {} for doc in docs if doc["kind"] == "ConfigMap"
+        doc["metadata"]["name"]: doc.get("data") or {}
+        for doc in docs
+        if doc.get("kind") == "ConfigMap"
     }
     lines: list[str] = []
     for doc in docs:
-        if doc["kind"] != "Deployment":
+        if "services" in doc:
+            lines += _compose_findings(doc)
+        if doc.get("kind") != "Deployment":
             continue
         pod = doc["spec"]["template"]["spec"]
         if not _has_proxy(pod):
@@ -71,9 +102,7 @@ def findings(documents: Iterable[Mapping[str, Any] | None]) -> list[str]:
                 if _is_client_security(name, value):
                     lines.append(
                         f"Deployment {doc['metadata']['name']}, container {container['name']}: "
-                        f"{name} ({where}) is a Kafka client SASL/TLS setting, but its bootstrap "
-                        "is the proxy's plaintext port: remove it (the proxy authenticates to "
-                        "the brokers)"
+                        f"{name} ({where}) {_SECURITY_ADVICE}"
                     )
     return lines
 

@@ -9,7 +9,8 @@ Environment:
     DEMO_PRODUCE_TO          where the events are produced, if not the broker: the proxy
                              (`zdict-sidecar proxy`) on localhost; the topic is still created
                              on the broker
-    DEMO_TOPIC               topic to produce to (default events)
+    DEMO_TOPIC               topic to produce to (default: the first of ZDICT_PROXY__TOPICS,
+                             the proxy's, so that the compose file names it once; else events)
     DEMO_PARTITIONS          partitions when it creates the topic (default 3)
     DEMO_RATE                events per second (default 2000)
     DEMO_KIND                product_viewed, customer or access_log (default product_viewed)
@@ -18,6 +19,7 @@ Environment:
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sys
@@ -49,9 +51,16 @@ def ensure_topic(bootstrap: str, topic: str, partitions: int) -> None:
             raise
 
 
+def demo_topic() -> str:
+    """DEMO_TOPIC, else the first topic of the proxy's ZDICT_PROXY__TOPICS (a JSON list), else
+    `events`."""
+    proxy_topics = json.loads(os.environ.get("ZDICT_PROXY__TOPICS") or "[]")
+    return os.environ.get("DEMO_TOPIC") or next(iter(proxy_topics), "events")
+
+
 def main() -> int:
     bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "kafka:9092")
-    topic = os.environ.get("DEMO_TOPIC", "events")
+    topic = demo_topic()
     rate = float(os.environ.get("DEMO_RATE", "2000"))
     count = int(os.environ.get("DEMO_COUNT", "0"))
     ensure_topic(bootstrap, topic, int(os.environ.get("DEMO_PARTITIONS", "3")))

@@ -40,9 +40,8 @@ from sidecar.errors import ConfigError, DictionaryNotFound, StoreError, UnknownD
 from sidecar.tools.evaluation import Evaluation, evaluate
 from sidecar.tools.tables import render
 from sidecar.training.choice import Measurement, TrainingReport, train
-from sidecar.training.params import Decision
+from sidecar.training.params import SKIPPED, Decision
 from sidecar.training.promotion import promote
-from sidecar.training.schedule import SKIPPED
 from sidecar.training.split import Unit, split_newest, usable
 
 if TYPE_CHECKING:

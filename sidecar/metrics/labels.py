@@ -11,7 +11,7 @@ from typing import Final
 
 from prometheus_client import Counter, Gauge
 
-from sidecar.training.params import Decision, Trigger
+from sidecar.training.params import SKIPPED, Decision, Trigger
 
 __all__ = [
     "COMMIT_FAILED",
@@ -19,6 +19,7 @@ __all__ = [
     "DEAD_LETTER_STAGES",
     "DECODE",
     "ENCODE",
+    "LAST_TRAINING_RESULTS",
     "MANUAL_TRIGGER",
     "OTHER_REASON",
     "TRAINING_RESULTS",
@@ -34,6 +35,9 @@ COMMIT_OK: Final = "ok"
 COMMIT_FAILED: Final = "failed"
 #: Values of the `result` label of `zdict_training_runs_total`.
 TRAINING_RESULTS: Final = tuple(d.value for d in Decision)
+#: Values of the `result` label of `zdict_last_training_timestamp_seconds`: a run's result, or
+#: `skipped`, the entry of a run that was due and not started (the topic is pinned).
+LAST_TRAINING_RESULTS: Final = (*TRAINING_RESULTS, SKIPPED)
 #: Values of the `trigger` label of `zdict_training_triggers_total`.
 TRAINING_TRIGGERS: Final = tuple(t.value for t in Trigger)
 #: The trigger `zdict-sidecar train` records for its runs (the retraining CronJob's).

@@ -20,6 +20,7 @@ from sidecar.metrics.labels import (
     DEAD_LETTER_STAGES,
     DECODE,
     ENCODE,
+    LAST_TRAINING_RESULTS,
     MANUAL_TRIGGER,
     OTHER_REASON,
     TRAINING_RESULTS,
@@ -199,7 +200,8 @@ class NamespaceMetrics:
         record: `finished_at` in Unix seconds, `trigger`, `decision`), whoever ran it.
 
         Exactly one `zdict_last_training_timestamp_seconds` series per topic: the previous
-        run's is replaced. Unknown trigger or decision values are labelled `other`, so a record
+        run's is replaced; a run skipped because the topic is pinned is `result="skipped"`.
+        Unknown trigger or decision values are labelled `other`, so a record
         written by another version cannot add series without bound; a record without a
         numeric `finished_at` is ignored.
         """
@@ -209,7 +211,7 @@ class NamespaceMetrics:
         trigger, result = run.get("trigger"), run.get("decision")
         labels = (
             trigger if trigger in (*TRAINING_TRIGGERS, MANUAL_TRIGGER) else OTHER_REASON,
-            result if result in TRAINING_RESULTS else OTHER_REASON,
+            result if result in LAST_TRAINING_RESULTS else OTHER_REASON,
         )
         previous, self._last_training_labels = self._last_training_labels, labels
         if previous is not None and previous != labels:

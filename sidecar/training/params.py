@@ -50,6 +50,11 @@ DEFAULT_MIN_HELDOUT: Final = 50
 DEFAULT_HELDOUT_FRACTION: Final = 0.2
 
 
+#: The decision of a training entry for a run that was due and not started (the namespace is
+#: pinned: `sidecar.training.schedule.Schedule.skipped`).
+SKIPPED: Final = "skipped"
+
+
 class Trigger(StrEnum):
     """Why a training run started; the metrics label `trigger`."""
 

@@ -12,10 +12,6 @@ from typing import Final
 
 from sidecar.training.params import Trigger
 
-#: The decision of a training entry for a run that was due and not started (the namespace is
-#: pinned: `Schedule.skipped`).
-SKIPPED: Final = "skipped"
-
 #: A run is due again once the sample holds this many times what the last one trained on
 #: (twice, once the reservoir is full): a first dictionary from a few thousand records, then
 #: better ones as data grows.

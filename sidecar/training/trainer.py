@@ -59,10 +59,10 @@ from sidecar.errors import ZdictError
 from sidecar.logs import get_logger
 from sidecar.metrics import Metrics, NamespaceMetrics
 from sidecar.training.choice import TrainingReport, train
-from sidecar.training.params import Decision, TrainingParams, Trigger
+from sidecar.training.params import SKIPPED, Decision, TrainingParams, Trigger
 from sidecar.training.promotion import promote
 from sidecar.training.sampling import Entry, Reservoir
-from sidecar.training.schedule import SKIPPED, LiveRatio, Policy, Schedule
+from sidecar.training.schedule import LiveRatio, Policy, Schedule
 from sidecar.training.split import split_newest
 from sidecar.training.topic_sample import read_sample
 

@@ -6,6 +6,9 @@
 * `load_compose` parses a Compose file with compose-spec (PyPI; Python bindings of the Rust
   `compose_spec` crate, a strict reader of the Compose Specification), adds the checks between
   services that it does not make, and normalises the short syntax (see its docstring);
+* `compose_config` runs the real `docker compose config` (the Docker CLI's Compose plugin, no
+  engine needed) on a project's files, and `drop_in` copies deploy/compose/proxy-sidecar.yml
+  into a project with the user's service named in its one place;
 * `is_setting` tells whether an environment variable name is one zdict-sidecar reads: a field of
   `sidecar.config.Settings` (ZDICT_ + the field path joined by `__`), a librdkafka property
   passed through (ZDICT_KAFKA__*, ZDICT_CONSUMER__*, ZDICT_PRODUCER__*), or
@@ -14,8 +17,11 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
+import shutil
+import subprocess
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -135,6 +141,40 @@ def is_setting(name: str) -> bool:
 
 class ComposeError(ValueError):
     """A Compose file that compose-spec refuses, or whose services refer to what is not there."""
+
+
+#: The Compose drop-in, and the line of it where the user writes their service's name.
+COMPOSE_DROP_IN = Path(__file__).resolve().parents[2] / "deploy" / "compose" / "proxy-sidecar.yml"
+DROP_IN_SERVICE_LINE = "  app: # your service's name, the one place it is written\n"
+
+
+def drop_in(project: Path, service: str) -> Path:
+    """The drop-in copied into `project` (beside the user's compose file, as its comment says)
+    with `service` written in its one place; its path."""
+    text = COMPOSE_DROP_IN.read_text()
+    assert text.count(DROP_IN_SERVICE_LINE) == 1
+    path = project / COMPOSE_DROP_IN.name
+    path.write_text(text.replace(DROP_IN_SERVICE_LINE, f"  {service}:\n"))
+    return path
+
+
+def compose_config(project: Path, *files: str) -> dict[str, Any]:
+    """`docker compose -f FILE ... config` of `files` in `project`: the merged project, as JSON.
+    Only the project's own variables are interpolated (none of this machine's ZDICT_*)."""
+    docker = shutil.which("docker")
+    assert docker, "the Docker CLI is not installed"
+    args = [arg for name in files for arg in ("-f", str(project / name))]
+    result = subprocess.run(
+        [docker, "compose", *args, "config", "--format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(Path.home())},
+    )
+    assert result.returncode == 0, "`docker compose config` (make tools): " + result.stderr
+    merged: dict[str, Any] = json.loads(result.stdout)
+    return merged
 
 
 #: A short-syntax volume source starting like this is a host path (a bind mount).

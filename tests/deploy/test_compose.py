@@ -222,8 +222,15 @@ def test_the_producer_produces_through_the_sidecar_proxy_on_localhost(
     services = _services(project)
     sidecar, producer = services["sidecar"], services["producer"]
     assert sidecar["command"] == ["proxy"]
+    # The topic, written once in the file: the producer writes the first the proxy compresses.
     topics = json.loads(sidecar["environment"]["ZDICT_PROXY__TOPICS"])
-    assert topics == [producer["environment"]["DEMO_TOPIC"]]
+    assert topics == ["events"]
+    assert (
+        producer["environment"]["ZDICT_PROXY__TOPICS"]
+        == sidecar["environment"]["ZDICT_PROXY__TOPICS"]
+    )
+    assert "DEMO_TOPIC" not in producer["environment"]
+    assert COMPOSE.read_text().split("\nname: ", 1)[1].count("events") == 1
     for variable in sidecar["environment"]:
         assert is_setting(variable), variable
     # One network namespace, as in a pod: the producer's localhost is the sidecar's.

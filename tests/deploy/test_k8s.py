@@ -288,7 +288,9 @@ def test_the_cronjob_retrains_the_relayed_topic_on_a_schedule_with_the_real_cli(
     spec = _doc(CRONJOB)["spec"]
     assert len(spec["schedule"].split()) == 5
     assert spec["concurrencyPolicy"] == "Forbid"
-    ((_, container),) = [c for c in _zdict_containers() if c[0].startswith("cronjob")]
+    # As rendered: the topic is set from the settings (kustomization.yaml's replacements).
+    (cronjob,) = [r for (kind, _), r in render(K8S).items() if kind == "CronJob"]
+    (container,) = cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"]
     args = container["args"]
     assert args[0] == "train" and "--publish" in args
     # Until the lifecycle work is merged, `train` does not know --publish: it may be left over.

@@ -233,3 +233,53 @@ def test_the_dashboard_ships_as_a_configmap_grafana_loads_with_the_committed_jso
     assert configmap["metadata"]["labels"]["grafana_dashboard"] == "1"
     dashboard = DEPLOY / "grafana" / "dashboards" / "zdict-sidecar.json"
     assert configmap["data"] == {"zdict-sidecar.json": dashboard.read_text()}
+
+
+def _topic_settings(resources: dict[tuple[str, str], dict[str, Any]]) -> dict[str, str]:
+    """What names the topic in a render: the settings that carry it, the CronJob's --topic."""
+    data: dict[str, str] = generated(resources, "ConfigMap", "zdict-sidecar-config")["data"]
+    named = {key: value for key, value in data.items() if "TOPICS" in key or "GROUP_ID" in key}
+    (cronjob,) = [r for (kind, _), r in resources.items() if kind == "CronJob"]
+    (train,) = cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"]
+    named["--topic"] = train["args"][train["args"].index("--topic") + 1]
+    return named
+
+
+def test_the_topic_is_written_once_and_names_the_groups_and_the_cronjobs_run(
+    tmp_path: Path,
+) -> None:
+    """was: `orders` in zdict-sidecar.env, the CronJob's arguments and the proxy overlay's
+    topics and group (issue 40). Now the env file's ZDICT_RELAY__INPUT_TOPICS is the one place:
+    another topic there reaches every setting and the CronJob in both overlays, and rolls the
+    pods."""
+    assert _topic_settings(render(DEPLOY / "k8s")) == {
+        "ZDICT_RELAY__INPUT_TOPICS": '["orders"]',
+        "ZDICT_RELAY__GROUP_ID": "orders-zdict-sidecar",
+        "--topic": "orders",
+    }
+    deploy = deploy_copy(tmp_path)
+    env = deploy / "k8s" / "zdict-sidecar.env"
+    env.write_text(env.read_text().replace('["orders"]', '["shop-payments"]'))
+    relay = _topic_settings(render(deploy / "k8s"))
+    assert relay == {
+        "ZDICT_RELAY__INPUT_TOPICS": '["shop-payments"]',
+        "ZDICT_RELAY__GROUP_ID": "shop-payments-zdict-sidecar",
+        "--topic": "shop-payments",
+    }
+    proxy = _topic_settings(render(deploy / "k8s-proxy"))
+    assert proxy == relay | {
+        "ZDICT_PROXY__TOPICS": '["shop-payments"]',
+        "ZDICT_PROXY__GROUP_ID": "shop-payments-zdict-proxy",
+    }
+    for variant in KUSTOMIZATIONS:
+        for path in (deploy / variant).iterdir():
+            written = [
+                line
+                for line in path.read_text().splitlines()
+                if "orders" in line and not line.lstrip().startswith("#")
+            ]
+            # The application's own names (orders-producer, its CronJob) are not the topic.
+            assert all("orders-producer" in w or "orders-zdict-train" in w for w in written), (
+                path,
+                written,
+            )

@@ -27,17 +27,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Producer
 from prometheus_client import CollectorRegistry
 
 from deploy.constraints import CONSTRAINTS_PATH, read_pins
 from sidecar import __version__
 from sidecar.health import Health, ObservabilityServer
-from tests.deploy.files import Stage, env_pairs, parse_dockerfile
+from tests.deploy.files import Stage, compose_config, drop_in, env_pairs, parse_dockerfile
 
 from .probe import KafkaProbe
 from .process import free_port
 from .records import ProduceEvents
 from .topics import MakeTopic
+from .upstream_records import event, read_all
 from .waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -200,10 +202,13 @@ def test_the_build_steps_install_the_package_and_only_its_runtime_dependencies(
     print(f"image build steps ran with {image.python_used}")
 
 
-def _start(image: Image, env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
-    """ENTRYPOINT + CMD of the final stage, in its WORKDIR, with its ENV and `env` on top."""
+def _start(
+    image: Image, env: dict[str, str], log: Path, command: list[str] | None = None
+) -> subprocess.Popen[bytes]:
+    """ENTRYPOINT + CMD of the final stage (or `command`, as a Compose service's replaces CMD),
+    in its WORKDIR, with its ENV and `env` on top."""
     entrypoint = json.loads(STAGES[-1].one("ENTRYPOINT"))
-    cmd = json.loads(STAGES[-1].one("CMD"))
+    cmd = command or json.loads(STAGES[-1].one("CMD"))
     workdir = Path(_under(image.root, STAGES[-1].one("WORKDIR")))
     Path(image.env["ZDICT_DICTIONARIES"]).mkdir(parents=True, exist_ok=True)
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("ZDICT_")}
@@ -256,6 +261,75 @@ def test_the_container_command_relays_from_its_environment_and_passes_its_health
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(60) == 0, log.read_text()[-3000:]
     assert _healthcheck(image, port) != 0, "the healthcheck passed with nothing listening"
+
+
+#: A project of one service, written as its owner would: its brokers, its settings.
+_PROJECT = """\
+name: shop
+services:
+  shop-api:
+    image: registry.example.com/shop-api:3
+    environment:
+      KAFKA_BOOTSTRAP_SERVERS: kafka:9093
+      LOG_LEVEL: info
+"""
+
+
+def test_the_compose_drop_in_runs_from_the_image_and_serves_the_services_producer(
+    image: Image,
+    kafka_bootstrap: str,
+    make_topic: MakeTopic,
+    tmp_path: Path,
+) -> None:
+    """deploy/compose/proxy-sidecar.yml merged over a project by `docker compose config`: its
+    proxy service's command and settings run as its container would (the image's ENTRYPOINT
+    and ENV), its healthcheck turns healthy, and the service's producer, whose bootstrap the
+    merge rewrote, writes through it. Without an engine, no network namespace of its own: the
+    addresses (brokers, listener, broker ports, metrics port) are moved to the test's."""
+    (tmp_path / "compose.yaml").write_text(_PROJECT)
+    drop_in(tmp_path, "shop-api")
+    merged = compose_config(tmp_path, "compose.yaml", "proxy-sidecar.yml")
+    proxy, app = merged["services"]["zdict-sidecar"], merged["services"]["shop-api"]
+    listen = proxy["environment"]["ZDICT_PROXY__LISTEN"]
+    assert app["environment"]["KAFKA_BOOTSTRAP_SERVERS"] == listen
+    topic = make_topic(partitions=1)
+    port, metrics_port = free_port(), free_port()
+    moved = {
+        "KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap,
+        "ZDICT_PROXY__TOPICS": json.dumps([topic]),
+        "ZDICT_PROXY__LISTEN": f"127.0.0.1:{port}",
+        "ZDICT_PROXY__BROKER_PORT_BASE": str(free_port() - 1),  # the test broker is node 1
+        "ZDICT_METRICS__PORT": str(metrics_port),
+    }
+    assert set(moved) <= set(proxy["environment"])
+    registry = {"ZDICT_REGISTRY__TOPIC": f"_zdict_dictionaries-{topic}"}
+    log = tmp_path / "proxy.log"
+    proc = _start(image, {**proxy["environment"], **moved, **registry}, log, proxy["command"])
+    # The override's healthcheck, on the metrics port moved, `python` the image's.
+    check, python, *args = proxy["healthcheck"]["test"]
+    assert (check, python) == ("CMD", "python")
+    healthcheck = [str(image.venv / "bin" / "python"), *args]
+    healthcheck[-1] = healthcheck[-1].replace(":9400/", f":{metrics_port}/")
+    try:
+        wait_until(
+            lambda: subprocess.run(healthcheck, timeout=30, check=False).returncode == 0,
+            90,
+            "the proxy service's healthcheck",
+            interval=1.0,
+        )
+        producer = Producer({"bootstrap.servers": moved["ZDICT_PROXY__LISTEN"]})
+        sent = [event(i, "compose") for i in range(200)]
+        for value in sent:
+            producer.produce(topic, value)
+        assert producer.flush(60) == 0, log.read_text()[-3000:]
+        stored = read_all(kafka_bootstrap, topic, len(sent))
+        assert len(stored) == len(sent)
+        fetched = read_all(moved["ZDICT_PROXY__LISTEN"], topic, len(sent))
+        assert [m.value() for m in fetched] == sent, "read back through the proxy, byte-exact"
+        assert proxy["environment"]["ZDICT_PROXY__GROUP_ID"] == "shop-zdict-proxy"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 0, log.read_text()[-3000:]
 
 
 @pytest.fixture

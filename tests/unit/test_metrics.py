@@ -32,7 +32,7 @@ from sidecar.metrics import (
     build_info,
 )
 from sidecar.metrics.stored import PROXY, RELAY
-from sidecar.training.params import Decision
+from sidecar.training.params import SKIPPED, Decision
 from tests.unit.dictionaries import AddDictionary
 from tests.unit.relay_fakes import Clock, make_relay
 
@@ -436,6 +436,17 @@ def test_the_latest_training_run_is_one_series_per_topic_replaced_by_the_next(
     assert sorted(last_training(registry), key=lambda s: s[1]) == [
         ({"topic": "orders", "trigger": "scheduled", "result": "promoted"}, 2000.0),
         ({"topic": "clicks", "trigger": "manual", "result": "rejected"}, 3000.0),
+    ]
+
+
+def test_a_run_skipped_because_the_topic_is_pinned_is_labelled_skipped_not_other(
+    metrics: Metrics, registry: CollectorRegistry
+) -> None:
+    """was: `result="other"`, the label of unknown values, for the entry of a pinned topic."""
+    orders = metrics.namespace("orders")
+    orders.last_training({"finished_at": 7.0, "trigger": "scheduled", "decision": SKIPPED})
+    assert last_training(registry) == [
+        ({"topic": "orders", "trigger": "scheduled", "result": "skipped"}, 7.0)
     ]
 
 
