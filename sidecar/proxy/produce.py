@@ -22,8 +22,9 @@ is written with its values as they came, no `zd` header, and left to the batch c
 (`codec.output_mode=auto`, the default; `frames` turns it off): the proxy stores no more than
 the better of the two. The namespace's crossover (in records, measured when its dictionary was
 trained) is an estimate: a batch of at least `RAW_FROM` times it goes raw unencoded (counted as
-outcome `raw`); a smaller one of at least `COMPARE_FROM` records is written both ways and the
-fewer bytes kept (its records counted as encoded either way).
+outcome `raw`); a smaller one of at least `COMPARE_FROM` records and `COMPARE_ABOVE` times the
+crossover is written both ways and the fewer bytes kept (its records counted as encoded either
+way); below that, frames.
 
 Per partition rewritten, the raw values are offered to the namespace's training sample (at a
 position counted by the proxy: the upstream offset is not known before upstream answers).
@@ -96,6 +97,10 @@ RAW_FROM: Final = 2.0
 #: values never did). When the client's batch is in the output codec already, as it came costs
 #: nothing to write; otherwise one more compression of a batch of several records.
 COMPARE_FROM: Final = 4
+#: ... and of at least this many times the crossover, when there is one: well below it frames
+#: win (`bench savings`), and the second compression of every batch a client sends small
+#: would cost CPU for no byte saved.
+COMPARE_ABOVE: Final = 0.5
 
 
 class Sampled:
@@ -198,6 +203,7 @@ class ProduceRewriter:
         max_records: int,
         max_decompressed_bytes: int,
         raw_batches: bool = True,
+        compare_batches: bool = True,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """Args:
@@ -207,6 +213,8 @@ class ProduceRewriter:
         max_decompressed_bytes: bytes one request's batches may decompress to.
         raw_batches: write the values of batches that hold at least the namespace's
             crossover raw (`codec.output_mode=auto`); False: frames always.
+        compare_batches: with `raw_batches`, write a batch near the crossover both ways and
+            keep the fewer bytes (`proxy.compare_batches`; see module).
         """
         self.batches = batches
         self.allowed = allowed
@@ -215,6 +223,7 @@ class ProduceRewriter:
         self.max_records = max_records
         self.max_decompressed_bytes = max_decompressed_bytes
         self.raw_batches = raw_batches
+        self.compare_batches = compare_batches
         self.clock = clock
         self._logged: dict[str, float] = {}
         self._positions: dict[tuple[str, int], int] = {}
@@ -329,7 +338,8 @@ class ProduceRewriter:
         partitions = [batches for _, _, batches in read]
         encoded: list[Transformed] | None = None
         raw_from = _times(crossover, RAW_FROM)
-        compare_from = COMPARE_FROM if self.raw_batches else None
+        compare = self.raw_batches and self.compare_batches
+        compare_from = _compare_from(crossover) if compare else None
         if raw_from is not None and all(part.all_raw(raw_from) for part in partitions):
             # Every value written as it came: counted, and no result made per record.
             namespace.count_raw(inputs, sum(part.value_bytes for part in partitions))
@@ -437,6 +447,11 @@ def _topic_refusal(allowed: TopicAllowList, name: str) -> ProduceRefused | None:
 
 def _times(crossover: float | None, factor: float) -> float | None:
     return None if crossover is None else crossover * factor
+
+
+def _compare_from(crossover: float | None) -> float:
+    """The fewest records of a batch written both ways (see module)."""
+    return max(COMPARE_FROM, _times(crossover, COMPARE_ABOVE) or 0.0)
 
 
 def _raw_positions(raw_from: float | None, partitions: list[ReadPartition]) -> list[int]:

@@ -774,11 +774,9 @@ def test_output_mode_frames_writes_frames_whatever_the_fill(
 def test_a_batch_near_the_crossover_is_written_as_it_came_when_that_is_fewer_bytes(
     codec_in: str, crossover_encoder: Encoder, decoder: Decoder, events: list[bytes]
 ) -> None:
-    # Under the crossover (8), 4 records or more: written both ways, the fewer bytes kept.
-    # Events sharing a blob the dictionary does not know: the batch codec stores it once raw,
-    # while each frame holds it entropy-coded on its own.
-    blob = random.Random(1).randbytes(150).hex().encode()
-    copies = _records([e[:-1] + b',"blob":"' + blob + b'"}' for e in events[:6]])
+    # Under the crossover (8), 4 records or more and half of it: written both ways, the fewer
+    # bytes kept (`_blob_batch`: fewer raw).
+    copies = _blob_batch(events)
     below = _records(events[20:23], 6)  # 3 records: frames, not compared
     frame = _produce(
         11, {"orders": [(0, _compressed(copies, codec_in)), (1, _compressed(below, codec_in))]}
@@ -791,6 +789,28 @@ def test_a_batch_near_the_crossover_is_written_as_it_came_when_that_is_fewer_byt
     assert any(HEADER_KEY.encode() in [k for k, _ in r.headers] for r in framed.records)
     assert _decoded(decoder, after[0].records) == _expected(copies)
     assert _decoded(decoder, after[1].records) == _expected(below)
+
+
+def _blob_batch(events: list[bytes]) -> list[NewRecord]:
+    """6 events sharing a blob the dictionary does not know: fewer bytes raw under the batch
+    codec (which stores it once) than as frames (each holds it entropy-coded)."""
+    blob = random.Random(1).randbytes(150).hex().encode()
+    return _records([e[:-1] + b',"blob":"' + blob + b'"}' for e in events[:6]])
+
+
+@pytest.mark.parametrize("crossover", [16.0, 8.0])
+def test_a_batch_below_half_the_crossover_or_with_the_comparison_off_is_written_as_frames(
+    crossover: float, store: DictionaryStore, add_dictionary: AddDictionary, events: list[bytes]
+) -> None:
+    # 6 records: below half of 16 (not compared); at 8, compared unless compare_batches is off.
+    added = add_dictionary("orders", raw_crossover={"zstd": crossover, "lz4": None})
+    store.activate("orders", added.id)
+    setup = Setup(Encoder.from_store(store, "orders", min_size=16, header_key=HEADER_KEY))
+    setup.rewriter.compare_batches = crossover != 8.0
+    frame = _produce(11, {"orders": [(0, encode_batch(_blob_batch(events)))]})
+    after = _read_request(setup.rewrite(frame).frame).topic_data[0].partition_data
+    (written,) = decode_batches(after[0].records, 1 << 26)
+    assert any(HEADER_KEY.encode() in [k for k, _ in r.headers] for r in written.records)
 
 
 def test_without_a_crossover_no_batch_goes_raw_unencoded_and_each_keeps_the_fewer_bytes(
