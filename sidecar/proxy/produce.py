@@ -24,7 +24,8 @@ the better of the two. The namespace's crossover (in records, measured when its 
 trained) is an estimate: a batch of at least `RAW_FROM` times it goes raw unencoded (counted as
 outcome `raw`); a smaller one of at least `COMPARE_FROM` records and `COMPARE_ABOVE` times the
 crossover is written both ways and the fewer bytes kept (its records counted as encoded either
-way); below that, frames.
+way), but for a batch size compared lately, written the way that won (`batches.Comparisons`);
+below that, frames.
 
 Per partition rewritten, the raw values are offered to the namespace's training sample (at a
 position counted by the proxy: the upstream offset is not known before upstream answers).
@@ -58,6 +59,7 @@ from sidecar.proxy.allowlist import TopicAllowList
 from sidecar.proxy.batches import (
     Allowance,
     BatchRewriter,
+    Comparisons,
     Inputs,
     ReadPartition,
     encode_checked,
@@ -229,6 +231,8 @@ class ProduceRewriter:
         self._positions: dict[tuple[str, int], int] = {}
         #: Per topic served, its crossover at its last request (see `_topic`).
         self._crossovers: dict[str, float | None] = {}
+        #: Per topic, how its batches near the crossover were last written both ways.
+        self._comparisons: dict[str, Comparisons] = {}
         self.requests = 0
         self.refused = 0
 
@@ -338,8 +342,7 @@ class ProduceRewriter:
         partitions = [batches for _, _, batches in read]
         encoded: list[Transformed] | None = None
         raw_from = _times(crossover, RAW_FROM)
-        compare = self.raw_batches and self.compare_batches
-        compare_from = _compare_from(crossover) if compare else None
+        compare_from, comparisons = self._comparing(topic.name, crossover, values_from)
         if raw_from is not None and all(part.all_raw(raw_from) for part in partitions):
             # Every value written as it came: counted, and no result made per record.
             namespace.count_raw(inputs, sum(part.value_bytes for part in partitions))
@@ -366,7 +369,9 @@ class ProduceRewriter:
                 out = self.batches.write_as_read(batches)
             else:
                 values = encoded[at : at + count]
-                out = yield from self.batches.write_steps(batches, values, compare_from)
+                out = yield from self.batches.write_steps(
+                    batches, values, compare_from, comparisons
+                )
             records[(t, p)] = out
             received = topic.partitions[p].records
             stored.append((topic.name, len(batches.batches), count, len(out), len(received or b"")))
@@ -374,6 +379,19 @@ class ProduceRewriter:
             offered.append((namespace, index, [value for value, _ in batches.inputs]))
             yield None
         return None
+
+    def _comparing(
+        self, topic: str, crossover: float | None, before: float | None
+    ) -> tuple[float | None, Comparisons]:
+        """The fewest records of a batch of `topic` written both ways (None: none is; see
+        module), and the topic's `Comparisons`, begun anew when its crossover moved from
+        `before` (another dictionary)."""
+        if before is not None and crossover != before:
+            self._comparisons.pop(topic, None)
+        comparisons = self._comparisons.setdefault(topic, Comparisons())
+        if not (self.raw_batches and self.compare_batches):
+            return None, comparisons
+        return max(COMPARE_FROM, _times(crossover, COMPARE_ABOVE) or 0.0), comparisons
 
     def _read(
         self, t: int, topic: TopicData, allowance: Allowance, values_from: float | None
@@ -447,11 +465,6 @@ def _topic_refusal(allowed: TopicAllowList, name: str) -> ProduceRefused | None:
 
 def _times(crossover: float | None, factor: float) -> float | None:
     return None if crossover is None else crossover * factor
-
-
-def _compare_from(crossover: float | None) -> float:
-    """The fewest records of a batch written both ways (see module)."""
-    return max(COMPARE_FROM, _times(crossover, COMPARE_ABOVE) or 0.0)
 
 
 def _raw_positions(raw_from: float | None, partitions: list[ReadPartition]) -> list[int]:

@@ -29,7 +29,14 @@ from sidecar.metrics import Metrics
 from sidecar.namespaces import Namespace
 from sidecar.proxy.addresses import Address
 from sidecar.proxy.allowlist import TopicAllowList
-from sidecar.proxy.batches import Allowance, BatchLimits, BatchRewriter
+from sidecar.proxy.batches import (
+    COMPARE_EVERY,
+    COMPARED_SIZES,
+    Allowance,
+    BatchLimits,
+    BatchRewriter,
+    Comparisons,
+)
 from sidecar.proxy.compression import CODEC_IDS, Compression
 from sidecar.proxy.frames import read_request_header
 from sidecar.proxy.listeners import Listeners
@@ -811,6 +818,37 @@ def test_a_batch_below_half_the_crossover_or_with_the_comparison_off_is_written_
     after = _read_request(setup.rewrite(frame).frame).topic_data[0].partition_data
     (written,) = decode_batches(after[0].records, 1 << 26)
     assert any(HEADER_KEY.encode() in [k for k, _ in r.headers] for r in written.records)
+
+
+def test_a_batch_size_compared_lately_is_written_the_way_that_won_until_compared_again(
+    crossover_encoder: Encoder, events: list[bytes]
+) -> None:
+    # The blob batch of 6 goes as it came (fewer bytes); the 6 plain events after it would be
+    # fewer bytes as frames, but their size was compared lately: as they came too, until the
+    # size is compared again, `COMPARE_EVERY` batches later.
+    setup = Setup(crossover_encoder)
+    blob = _produce(11, {"orders": [(0, encode_batch(_blob_batch(events)))]})
+    plain = _produce(11, {"orders": [(0, encode_batch(_records(events[100:106])))]})
+
+    def framed(frame: bytes) -> bool:
+        after = _read_request(setup.rewrite(frame).frame).topic_data[0].partition_data
+        (written,) = decode_batches(after[0].records, 1 << 26)
+        return any(HEADER_KEY.encode() in [k for k, _ in r.headers] for r in written.records)
+
+    assert not framed(blob)
+    assert [framed(plain) for _ in range(COMPARE_EVERY)] == [False] * (COMPARE_EVERY - 1) + [True]
+    assert framed(plain), "compared: frames won, and stay"
+
+
+def test_comparisons_remember_a_bounded_number_of_sizes() -> None:
+    comparisons = Comparisons(every=3)
+    assert comparisons.known(5) is None
+    comparisons.found(5, True)
+    assert [comparisons.known(5), comparisons.known(5), comparisons.known(5)] == [True, True, None]
+    for size in range(COMPARED_SIZES):
+        comparisons.found(1000 + size, False)
+    comparisons.found(5, False)  # one size more than it keeps: it starts again
+    assert comparisons.known(1000) is None and comparisons.known(5) is False
 
 
 def test_without_a_crossover_no_batch_goes_raw_unencoded_and_each_keeps_the_fewer_bytes(
