@@ -23,6 +23,19 @@ def pure_python() -> bool:
     return not compiling()
 
 
+def runs_compiled() -> bool:
+    """Whether this run imports the compiled modules compiled: the install built them (a build
+    without a C compiler did not) and the sources are not asked for."""
+    import sidecar
+
+    package = Path(sidecar.__file__).parent
+    built = any(
+        next((package / "proxy").glob(f"*{suffix}"), None) is not None
+        for suffix in importlib.machinery.EXTENSION_SUFFIXES
+    )
+    return built and not pure_python()
+
+
 def stale_extensions(root: Path = ROOT) -> list[str]:
     """Each source under `root`/sidecar edited after the extension module built from it (paths
     from `root`): what the suite refuses to run on (the extension, not the source, is what

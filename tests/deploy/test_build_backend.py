@@ -18,7 +18,7 @@ from sidecar.proxy.batches import ReadBatch, ReadPartition
 from sidecar.proxy.connection import Expected
 from sidecar.proxy.frames import RequestHeader
 from sidecar.proxy.produce_request import PartitionData, ProduceRequest, TopicData
-from tests.compiled import ROOT, pure_python, stale_extensions
+from tests.compiled import ROOT, runs_compiled, stale_extensions
 
 EXTENSIONS = tuple(importlib.machinery.EXTENSION_SUFFIXES)
 
@@ -34,7 +34,7 @@ def test_the_modules_the_backend_compiles_are_imported_compiled_unless_sources_a
         assert (ROOT / path).is_file(), path
         module = importlib.import_module(_module(path))
         compiled = str(module.__file__).endswith(EXTENSIONS)
-        assert compiled is not pure_python(), module.__file__
+        assert compiled is runs_compiled(), module.__file__
 
 
 #: The dataclasses of the compiled modules made per request, each with its `__init__` written
@@ -54,7 +54,7 @@ PER_REQUEST = (
 def test_a_per_request_dataclass_is_built_by_compiled_code(cls: type) -> None:
     assert dataclasses.is_dataclass(cls)
     interpreted = isinstance(cls.__init__, types.FunctionType)
-    assert interpreted is pure_python(), cls.__init__
+    assert interpreted is not runs_compiled(), cls.__init__
 
 
 def test_a_written_out_init_keeps_the_dataclass_semantics() -> None:
