@@ -26,6 +26,7 @@ ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     WHEELS=/wheels
 WORKDIR /src
 COPY pyproject.toml README.md deploy/constraints.txt ./
+COPY setup.py ./
 COPY deploy/build_backend.py ./deploy/
 COPY sidecar ./sidecar
 # A C compiler for this stage only: the package's wheel compiles the proxy's Produce path with

@@ -1,28 +1,59 @@
-"""The package's PEP 517 build backend (pyproject.toml's `build-backend`): setuptools', with the
-proxy's per-record path compiled to C by mypyc.
+"""The package's PEP 517 build backend (pyproject.toml's `build-backend`): setuptools' own hooks,
+and what setup.py gives `setup()`: the proxy's per-record path compiled to C by mypyc when a
+working C compiler is there, the same modules as Python when not.
 
 The modules in `COMPILED` are plain, type-checked Python (mypy --strict); mypyc turns each into a
 C extension that runs the same code without the interpreter's per-bytecode cost. On the proxy's
 Produce path (a loop over every record of every batch, the request and response walks) that
-is most of its CPU per record. The `.py` files stay in the package; the extension built next to
-each one is what Python imports (extension modules come before sources in a package directory).
+is much of its CPU per record (`bench proxy`'s row with `ZDICT_PURE_PYTHON=1`). The `.py` files
+stay in the package; the extension built next to each one is what Python imports (extension
+modules come before sources in a package directory), unless `ZDICT_PURE_PYTHON` is set where
+the package runs (`sidecar.compiled`).
 
 A dataclass in a compiled module is a compiled class, but the `__init__` that `dataclasses`
 generates at import is interpreted: one made per request writes its `__init__` out
 (`init=False`), which mypyc compiles (tests/deploy/test_build_backend.py lists them).
 
-`ZDICT_PURE_PYTHON=1` at build time skips the compilation (a machine without a C compiler): the
-package then runs those modules as Python, the same behaviour, slower.
+Compiled modules are an option, not a requirement: `ZDICT_PURE_PYTHON=1` at build time skips
+the compilation, and so does a build whose C compiler ($CC, else Python's) is missing or does not
+compile a line of C (`CC=false pip install .`): said in one line, then the package installs as
+Python, the same behaviour, slower.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
+import shlex
+import subprocess
+import sys
 import sysconfig
-from typing import Final
+import tempfile
+from pathlib import Path
+from typing import Any, Final
 
-from setuptools import build_meta
+# The backend's hooks are setuptools' own (its public PEP 517 module), setup.py giving the
+# extensions to `setup()`.
+from setuptools.build_meta import (
+    build_editable,
+    build_sdist,
+    build_wheel,
+    get_requires_for_build_editable,
+    get_requires_for_build_sdist,
+    get_requires_for_build_wheel,
+    prepare_metadata_for_build_editable,
+    prepare_metadata_for_build_wheel,
+)
+
+__all__ = [
+    "build_editable",
+    "build_sdist",
+    "build_wheel",
+    "get_requires_for_build_editable",
+    "get_requires_for_build_sdist",
+    "get_requires_for_build_wheel",
+    "prepare_metadata_for_build_editable",
+    "prepare_metadata_for_build_wheel",
+]
 
 #: The compiled modules, paths from the repository's root: a connection's frame handling and
 #: the Produce path's parsers and writers. Plain functions and classes: nothing in them is
@@ -49,48 +80,48 @@ PURE_PYTHON: Final = "ZDICT_PURE_PYTHON"
 
 
 def compiling() -> bool:
-    """Whether this build compiles `COMPILED` (`PURE_PYTHON` unset, "" or "0")."""
+    """Whether this build is asked to compile `COMPILED` (`PURE_PYTHON` unset, "" or "0")."""
     return os.environ.get(PURE_PYTHON, "") in ("", "0")
 
 
-def c_compiler() -> str | None:
-    """The path of the C compiler the build would call ($CC, else the one Python was built
-    with), or None when it is not on PATH."""
-    command = os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc"
-    return shutil.which(command.split()[0])
+def c_compiler() -> list[str]:
+    """The command of the C compiler the build would call: $CC, else the one Python was built
+    with, else `cc`."""
+    return shlex.split(os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc")
 
 
-# setuptools ships no stubs here (Any): the one hook overridden is typed below.
-class _Backend(build_meta._BuildMetaBackend):  # type: ignore[misc]
-    """setuptools' backend with the extensions given to `setup()` rather than read from a
-    setup.py (the repository keeps its top level to pyproject.toml)."""
-
-    def run_setup(self, setup_script: str = "setup.py") -> None:
-        from setuptools import setup
-
-        if not compiling():
-            setup()
-            return
-        if c_compiler() is None:
-            # Said before mypyc runs: its own failure would be a compiler traceback.
-            raise SystemExit(
-                "zdict-sidecar's build compiles the proxy's modules with mypyc and finds no C "
-                "compiler: install one (Debian: apt-get install gcc libc6-dev), or build with "
-                f"{PURE_PYTHON}=1 to run them as Python (the same code, slower)"
+def compiler_works(command: list[str]) -> bool:
+    """Whether `command` compiles a line of C into an object file."""
+    with tempfile.TemporaryDirectory(prefix="zdict-cc-") as tmp:
+        source = Path(tmp, "probe.c")
+        source.write_text("int probe(void) { return 0; }\n")
+        try:
+            done = subprocess.run(
+                [*command, "-c", str(source), "-o", str(Path(tmp, "probe.o"))],
+                capture_output=True,
+                check=False,
             )
-        # Imported here: mypy is a build requirement only, absent where the package runs.
-        from mypyc.build import mypycify
+        except OSError:  # not on PATH, not executable
+            return False
+        return done.returncode == 0 and Path(tmp, "probe.o").is_file()
 
-        setup(ext_modules=mypycify([*MYPY_OPTIONS, *COMPILED], opt_level="3", group_name=GROUP))
 
+def ext_modules() -> list[Any]:
+    """The extension modules setup.py gives `setup()`: `COMPILED` through mypyc, or none (a
+    pure-Python build, asked for or for want of a C compiler)."""
+    if not compiling():
+        return []
+    command = c_compiler()
+    if not compiler_works(command):
+        print(
+            f"zdict-sidecar: no working C compiler ({shlex.join(command)}): the proxy's modules "
+            f"are installed as Python, not compiled (the same code, slower; {PURE_PYTHON}=1 "
+            "says so without looking for one)",
+            file=sys.stderr,
+        )
+        return []
+    # Imported here: mypy is a build requirement only, absent where the package runs.
+    from mypyc.build import mypycify
 
-_BACKEND: Final = _Backend()
-
-get_requires_for_build_wheel = _BACKEND.get_requires_for_build_wheel
-get_requires_for_build_sdist = _BACKEND.get_requires_for_build_sdist
-prepare_metadata_for_build_wheel = _BACKEND.prepare_metadata_for_build_wheel
-build_wheel = _BACKEND.build_wheel
-build_sdist = _BACKEND.build_sdist
-get_requires_for_build_editable = _BACKEND.get_requires_for_build_editable
-prepare_metadata_for_build_editable = _BACKEND.prepare_metadata_for_build_editable
-build_editable = _BACKEND.build_editable
+    extensions: list[Any] = mypycify([*MYPY_OPTIONS, *COMPILED], opt_level="3", group_name=GROUP)
+    return extensions

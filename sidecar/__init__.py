@@ -2,6 +2,11 @@
 
 from importlib.metadata import PackageNotFoundError, version
 
+from sidecar.compiled import import_sources_if_asked
+
+# Before any of the compiled modules is imported (sidecar.compiled).
+import_sources_if_asked()
+
 try:
     __version__ = version("zdict-sidecar")
 except PackageNotFoundError:  # running from a source tree without an install

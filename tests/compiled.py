@@ -2,20 +2,15 @@
 builds each one's extension module next to its source, and Python imports the extension. A
 source edited after that build would not run: the suite refuses to start on it (conftest).
 
-With `ZDICT_PURE_PYTHON` set (as for a build that compiles nothing) the suite imports those
-modules from their sources instead (`import_sources`): `make test` runs the proxy's unit tests
+With `ZDICT_PURE_PYTHON` set (as for a build that compiles nothing) the package imports those
+modules from their sources instead (`sidecar.compiled`): `make test` runs the proxy's unit tests
 that way too, so the code a pure-Python build runs is tested as well as the compiled one.
 """
 
 from __future__ import annotations
 
-import importlib.abc
 import importlib.machinery
-import importlib.util
-import sys
-from collections.abc import Sequence
 from pathlib import Path
-from types import ModuleType
 
 from deploy.build_backend import compiling
 
@@ -28,27 +23,17 @@ def pure_python() -> bool:
     return not compiling()
 
 
-class _Sources(importlib.abc.MetaPathFinder):
-    """Finds the named modules as their `.py` files, ahead of the extension next to them."""
+def runs_compiled() -> bool:
+    """Whether this run imports the compiled modules compiled: the install built them (a build
+    without a C compiler did not) and the sources are not asked for."""
+    import sidecar
 
-    def __init__(self, paths: Sequence[str]) -> None:
-        self.files = {p.removesuffix(".py").replace("/", "."): ROOT / p for p in paths}
-
-    def find_spec(
-        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
-    ) -> importlib.machinery.ModuleSpec | None:
-        file = self.files.get(fullname)
-        return None if file is None else importlib.util.spec_from_file_location(fullname, file)
-
-
-def import_sources(paths: Sequence[str]) -> None:
-    """From now on, import the modules at `paths` (from the repository's root) from their
-    sources. Called before any of them is imported."""
-    finder = _Sources(paths)
-    loaded = sorted(set(finder.files) & set(sys.modules))
-    if loaded:
-        raise RuntimeError(f"already imported, compiled: {', '.join(loaded)}")
-    sys.meta_path.insert(0, finder)
+    package = Path(sidecar.__file__).parent
+    built = any(
+        next((package / "proxy").glob(f"*{suffix}"), None) is not None
+        for suffix in importlib.machinery.EXTENSION_SUFFIXES
+    )
+    return built and not pure_python()
 
 
 def stale_extensions(root: Path = ROOT) -> list[str]:

@@ -1,8 +1,8 @@
 """The suite's set-up: the hypothesis profile ($HYPOTHESIS_PROFILE: `fast` by default, `thorough`
 for CI; tests/hypothesis_profiles.py), the integration tests' fixtures
 (tests/integration/fixtures) as plugins, a refusal to run on compiled modules older than their
-sources, and with ZDICT_PURE_PYTHON set, those modules imported from their sources
-(tests/compiled.py).
+sources, and with ZDICT_PURE_PYTHON set, those modules imported from their sources (the package
+itself does that as it is imported: sidecar/compiled.py).
 
 pytest reads ``pytest_plugins`` only in the conftest files it loads at start-up (a conftest it
 meets while collecting may not declare plugins), so they are declared here, above every test
@@ -11,13 +11,10 @@ directory, rather than in tests/integration/conftest.py.
 
 import pytest
 
-from deploy.build_backend import COMPILED
-from tests.compiled import import_sources, pure_python, stale_extensions
+from tests.compiled import stale_extensions
 from tests.hypothesis_profiles import load_profile
 
 load_profile()
-if pure_python():
-    import_sources(COMPILED)
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

@@ -44,6 +44,12 @@ measured in the same rounds, moves with it, and the ratio shows the proxy's cost
 
 Every part runs `runs` times after a discarded warm-up round, direct and proxy interleaved;
 medians and [min-max] are reported.
+
+**Variants** (`variants`, `--variant NAME=VALUE`; by default `ZDICT_PURE_PYTHON=1`, the compiled
+modules off, `sidecar.compiled`): one more proxy each, on the same topic and dictionary, its
+environment variable set; each runs the Java part right after the measured proxy in the same
+rounds, so that its CPU per record sits next to the proxy's measured at the same time rather
+than in a second run on another day (what compiling gains; a setting's cost).
 """
 
 from __future__ import annotations
@@ -64,8 +70,8 @@ from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
 from sidecar.bench import perf_test
 from sidecar.bench.events import generate
-from sidecar.bench.proxy_children import ProxyChild, proxies, train
-from sidecar.bench.proxy_tables import STORED_HEADERS, TIMED_HEADERS, proxy_tables
+from sidecar.bench.proxy_children import ProxyChild, proxies, train, variant_env
+from sidecar.bench.proxy_tables import STORED_HEADERS, TIMED_HEADERS, VARIANT_PREFIX, proxy_tables
 from sidecar.bench.relay import percentile
 from sidecar.bench.storage import process_cpu
 from sidecar.config import CodecSettings
@@ -100,11 +106,18 @@ PARTS: Final = (
 )
 #: The timed parts whose client produces through the proxy: their Produce requests are counted.
 PRODUCED_THROUGH: Final = ("produce, proxy", "latency, proxy", "java, proxy")
+#: The variants run by default: the compiled modules off (`sidecar.compiled`).
+VARIANTS: Final = ("ZDICT_PURE_PYTHON=1",)
 #: What the broker stores in the bytes part: the client's raw values with producer zstd, the
 #: proxy's output (frames or raw per batch), per-record frames (the frames proxy's output).
 STORED: Final = ("direct", "proxy", "frames")
 #: The client's settings in the timed parts: librdkafka's defaults but for these.
 CLIENT: Final = {"linger.ms": 5, "acks": "all", "enable.idempotence": True}
+#: Seconds one `consume()` of the Fetch part waits for its 10,000 records: short, since it
+#: waits that long whenever fewer are there, and a wait is no reading (at 0.5 s the direct read
+#: of 200,000 records measured ~123,000 records/s in most rounds, ~730,000 in others, the
+#: broker spending 0.04 CPU seconds either way).
+CONSUME_WAIT_S: Final = 0.05
 #: The bytes part's producers: every batch fills before it is sent (flush sends the last ones).
 FILL_LINGER_MS: Final = 1000
 
@@ -152,6 +165,11 @@ class ProxyResults:
             "stored": [asdict(s) for s in self.stored],
             "dictionary": self.dictionary,
         }
+
+
+def variant_part(variant: str) -> str:
+    """The name of the Java part of the proxy run with `variant` (`NAME=VALUE`)."""
+    return VARIANT_PREFIX + variant
 
 
 def _produce(
@@ -212,7 +230,7 @@ def _consume(consumer: Consumer, topic: str, partitions: Sequence[int], count: i
     consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
     got, idle_since = 0, time.monotonic()
     while got < count:
-        messages = consumer.consume(10_000, 0.5)
+        messages = consumer.consume(10_000, CONSUME_WAIT_S)
         if not messages and time.monotonic() - idle_since > 30:
             raise InputError(f"bench proxy: read {got:,} of {count:,} records of {topic} in 30 s")
         for message in messages:
@@ -278,6 +296,8 @@ class _Run:
         spread_max = max(self.partitions, settings["sparse_partitions"])
         self.fetch_partitions = list(range(spread_max, spread_max + self.partitions))
         self.parts = {name: Part(name) for name in PARTS}
+        self.variants: list[str] = settings["variants"]
+        self.parts.update({variant_part(v): Part(variant_part(v)) for v in self.variants})
         self.stored = [
             Stored(s, f)
             for s in (self.partitions, settings["sparse_partitions"])
@@ -301,7 +321,7 @@ class _Run:
         """Around one timed part's run: the proxy's CPU seconds meanwhile and, through the proxy
         when it produces, its Produce requests, kept with `records` when measured."""
         # /metrics is read outside the CPU window: serving it costs the proxy CPU too.
-        counts = name in PRODUCED_THROUGH
+        counts = name in PRODUCED_THROUGH or name.startswith(VARIANT_PREFIX)
         requests = proxy.produce_requests() if counts else 0
         broker = process_cpu(self.broker_pid)
         cpu = proxy.cpu()
@@ -337,10 +357,12 @@ class _Run:
             first_partition=self.fetch_partitions[0],
         )
 
-    def round(self, proxy: ProxyChild, frames: ProxyChild, label: str) -> None:
+    def round(
+        self, proxy: ProxyChild, frames: ProxyChild, variants: Sequence[ProxyChild], label: str
+    ) -> None:
         self.produce(proxy, label)
         self.latency(proxy, label)
-        self.java(proxy, label)
+        self.java(proxy, variants, label)
         self.fetch(proxy, label)
         if self.data_dir is not None:
             self.bytes_stored(proxy, frames, label)
@@ -388,21 +410,28 @@ class _Run:
         path.write_bytes(b"\n".join(values))
         self.payloads = path
 
-    def java(self, proxy: ProxyChild, label: str) -> None:
+    def java(self, proxy: ProxyChild, variants: Sequence[ProxyChild], label: str) -> None:
         assert self.payloads is not None
         java = self.settings["java"]
         records, warmup = java["records"], java["warmup_records"]
         self.log(
             f"{label}: Java producer-perf-test, {records:,} records at {RATE:,} records/s "
             f"({warmup:,} of them a warm-up), direct, then through the proxy"
+            + "".join(f", then with {v}" for v in self.variants)
         )
-        for name, address, topic in (
-            ("java, direct", self.bootstrap, self.topics["direct"]),
-            ("java, proxy", proxy.address, self.topics["proxy"]),
-        ):
+        runs = [
+            ("java, direct", proxy, self.bootstrap),
+            ("java, proxy", proxy, proxy.address),
+            *(
+                (variant_part(v), p, p.address)
+                for v, p in zip(self.variants, variants, strict=True)
+            ),
+        ]
+        for name, measured, address in runs:
             # Every record sent, warm-up included (`perf_test.parse_summary` checks that all
             # were): the proxy handled them all.
-            with self.window(proxy, name, records) as part:
+            topic = self.topics["direct" if name == "java, direct" else "proxy"]
+            with self.window(measured, name, records) as part:
                 summary = perf_test.run(
                     self.kafka_local, address, topic, records, RATE, self.payloads, warmup
                 )
@@ -489,12 +518,16 @@ def bench_proxy(
     runs: int = 3,
     kafka_local: Path = perf_test.KAFKA_LOCAL,
     broker_pid: int | None = None,
+    variants: Sequence[str] = VARIANTS,
     log: Callable[[str], None] = print,
 ) -> ProxyResults:
     """Run the benchmark (see module); `data_dir` is the broker's log directory (None: bytes
     are not measured), `kafka_local` the script the Java tool runs through, `broker_pid` the
-    broker's process (its CPU, the reference next to the proxy's; None: not measured)."""
+    broker's process (its CPU, the reference next to the proxy's; None: not measured),
+    `variants` the proxies run beside it in the Java part (`NAME=VALUE` each, see module)."""
     perf_test.kafka_local(kafka_local)
+    for variant in variants:  # told before anything starts
+        variant_env(variant)
     if data_dir is not None and not data_dir.is_dir():
         raise InputError(f"broker data directory {data_dir} does not exist (--data-dir)")
     java_records = int(RATE * seconds)
@@ -518,6 +551,7 @@ def bench_proxy(
         "warmup": WARMUP,
         "data_dir": str(data_dir) if data_dir else None,
         "broker_pid": broker_pid,
+        "variants": list(variants),
     }
     stored_records = sum(f * s * batches for f in fills for s in (partitions, sparse_partitions))
     per_round = count + int(RATE * seconds) + (stored_records if data_dir else 0)
@@ -547,12 +581,14 @@ def bench_proxy(
             for path in ("proxy", "frames"):
                 train(tmp / "dictionaries", sample, run.topics[path])
             run.write_payloads(tmp / "payloads.txt")
-            with proxies(bootstrap, tmp, run.topics, node_ids) as (proxy, frames, loaded):
+            with proxies(bootstrap, tmp, run.topics, node_ids, variants) as started:
+                proxy, frames, others, loaded = started
                 log(f"the Fetch part's {count:,} records, through the frames proxy")
                 run.fetch_source(frames)
                 for round_ in range(runs + 1):
                     run.measured = round_ > 0
-                    run.round(proxy, frames, f"round {round_}" if run.measured else "warm-up round")
+                    label = f"round {round_}" if run.measured else "warm-up round"
+                    run.round(proxy, frames, others, label)
     finally:
         for future in admin.delete_topics(list(run.topics.values()), operation_timeout=30).values():
             with contextlib.suppress(Exception):  # best effort: the bench's own topics

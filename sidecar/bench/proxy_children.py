@@ -49,6 +49,7 @@ class ProxyChild:
         *,
         output_mode: str,
         node_ids: Sequence[int],
+        variant: dict[str, str] | None = None,
     ) -> None:
         self.address = f"127.0.0.1:{free_port()}"
         self.log_path = log_path
@@ -62,6 +63,7 @@ class ProxyChild:
                 "ZDICT_PROXY__BROKER_PORT_BASE": str(port_base(node_ids)),
                 # Its /metrics, read for the Produce requests: on this host only.
                 "ZDICT_METRICS__HOST": "127.0.0.1",
+                **(variant or {}),
             }
         )
         served = [arg for topic in topics for arg in ("--topic", topic)]
@@ -118,30 +120,55 @@ def train(store: Path, sample: Path, namespace: str) -> None:
         raise InputError(f"bench proxy: training failed: {trained.stderr.decode()[-2000:]}")
 
 
+def variant_env(variant: str) -> dict[str, str]:
+    """The environment variable of a variant, `NAME=VALUE`.
+
+    Raises:
+        InputError: not `NAME=VALUE`.
+    """
+    name, equals, value = variant.partition("=")
+    if not equals or not name.isidentifier():
+        raise InputError(f"bench proxy: variant {variant!r} is not NAME=VALUE (--variant)")
+    return {name: value}
+
+
 @contextlib.contextmanager
 def proxies(
-    bootstrap: str, tmp: Path, topics: dict[str, str], node_ids: Sequence[int]
-) -> Iterator[tuple[ProxyChild, ProxyChild, str]]:
-    """The measured proxy (output mode auto, on `topics["proxy"]`) and the frames proxy (on
-    `topics["frames"]`), started and ready; and the measured one's `dictionary_loaded` line."""
+    bootstrap: str,
+    tmp: Path,
+    topics: dict[str, str],
+    node_ids: Sequence[int],
+    variants: Sequence[str] = (),
+) -> Iterator[tuple[ProxyChild, ProxyChild, list[ProxyChild], str]]:
+    """The measured proxy (output mode auto, on `topics["proxy"]`), the frames proxy (on
+    `topics["frames"]`) and one proxy per variant (as the measured one, with the variant's
+    environment variable: `NAME=VALUE`), started and ready; and the measured one's
+    `dictionary_loaded` line."""
     started: list[ProxyChild] = []
+    runs = [
+        ("proxy", "proxy", "auto", {}),
+        ("frames", "frames", "frames", {}),
+        *((f"variant-{i}", "proxy", "auto", variant_env(v)) for i, v in enumerate(variants)),
+    ]
     try:
-        for name, mode in (("proxy", "auto"), ("frames", "frames")):
+        for name, topic, mode, env in runs:
             started.append(
                 ProxyChild(
                     bootstrap,
                     tmp / "dictionaries",
-                    [topics[name]],
+                    [topics[topic]],
                     tmp / f"{name}.log",
                     output_mode=mode,
                     node_ids=node_ids,
+                    variant=env,
                 )
             )
         for proxy in started:
             proxy.wait_for('"proxy_listening"', 60)
         loaded = started[0].wait_for('"dictionary_loaded"', 10)
-        started[1].wait_for('"dictionary_loaded"', 10)
-        yield started[0], started[1], loaded
+        for proxy in started[1:]:
+            proxy.wait_for('"dictionary_loaded"', 10)
+        yield started[0], started[1], started[2:], loaded
     finally:
         for proxy in started:
             proxy.stop()

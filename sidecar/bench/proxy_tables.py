@@ -29,6 +29,8 @@ PER_REQUEST: Final = "{:,.1f}"
 PER_REQUEST_ROW: Final = (
     "records per Produce request, {client} (records ÷ the Produce requests the proxy forwarded)"
 )
+#: A variant's Java part is named this and its `NAME=VALUE` (`bench proxy --variant`).
+VARIANT_PREFIX: Final = "java, proxy with "
 #: Its cell for a document written before the bench counted the requests.
 NOT_MEASURED: Final = "not measured"
 TIMED_HEADERS: Final = ("", "direct", "through the proxy")
@@ -159,6 +161,11 @@ def proxy_tables(doc: Document) -> ProxyTables:
                 "",
                 _or_not_measured(proxy_over_broker(java_p, java_d), "{:.2f}"),
             ],
+            *(
+                row
+                for variant in settings.get("variants", [])
+                for row in _variant_rows(variant, parts[VARIANT_PREFIX + variant], java_p)
+            ),
         ]
     else:
         java_rows = [
@@ -235,6 +242,7 @@ def proxy_flags(doc: Document) -> list[str]:
         *flag("--fills", ",".join(map(str, settings["fills"]))),
         *flag("--batches", settings["batches"]),
         *flag("--data-dir", settings["data_dir"]),
+        *(f for v in settings.get("variants", []) for f in flag("--variant", v)),
     ]
 
 
@@ -258,6 +266,17 @@ def proxy_markdown(doc: Document) -> list[str]:
         "raw per batch), and the proxy's bytes over the smaller of the first two (target ≤ 1.03):",
         "",
         *table(STORED_HEADERS, tables.stored),
+    ]
+
+
+def _variant_rows(variant: str, part: Document, proxy: Document) -> list[list[object]]:
+    """A variant's rows (`bench proxy --variant`): its CPU per record in the Java part, and over
+    the measured proxy's in the same round."""
+    ours = cpu_us_per_record(part)
+    ratios = [v / p for v, p in zip(ours, cpu_us_per_record(proxy), strict=True) if p]
+    return [
+        [f"proxy CPU µs per record with {variant}, in the same rounds", "", spread(ours, MS)],
+        [f"with {variant} ÷ the proxy's, per round", "", spread(ratios, "{:.2f}")],
     ]
 
 

@@ -494,6 +494,7 @@ def cmd_bench_proxy(args: argparse.Namespace) -> int:
         runs=args.runs,
         kafka_local=kafka_local,
         broker_pid=_broker_pid(args),
+        variants=bench.VARIANTS if args.variant is None else args.variant,
     )
     print()
     print(bench.format_results(results))
@@ -542,6 +543,13 @@ def _add_bench_proxy(benches: Commands) -> None:
         "from the repository's root)",
     )
     _add_broker_pid(b)
+    b.add_argument(
+        "--variant",
+        action="append",
+        metavar="NAME=VALUE",
+        help="one more proxy with this environment variable set, run in the Java part in the "
+        "same rounds (repeat for more; default ZDICT_PURE_PYTHON=1: the compiled modules off)",
+    )
     b.add_argument("--json-out", type=output_file, default="out/bench-proxy.json", metavar="FILE")
     b.set_defaults(func=cmd_bench_proxy)
 

@@ -683,6 +683,12 @@ class ProxySettings(BaseModel):
         description="milliseconds a Produce request's rewriting holds the event loop at a "
         "time; it goes on after the loop served the other connections",
     )
+    compare_batches: bool = Field(
+        default=True,
+        description="with codec.output_mode=auto, write a batch near the dictionary's "
+        "crossover both ways and keep the fewer bytes (one more compression of such a batch); "
+        "false: the crossover alone decides",
+    )
 
     @model_validator(mode="after")
     def _request_fits_buffer(self) -> ProxySettings:

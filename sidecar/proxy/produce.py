@@ -22,8 +22,10 @@ is written with its values as they came, no `zd` header, and left to the batch c
 (`codec.output_mode=auto`, the default; `frames` turns it off): the proxy stores no more than
 the better of the two. The namespace's crossover (in records, measured when its dictionary was
 trained) is an estimate: a batch of at least `RAW_FROM` times it goes raw unencoded (counted as
-outcome `raw`); a smaller one of at least `COMPARE_FROM` records is written both ways and the
-fewer bytes kept (its records counted as encoded either way).
+outcome `raw`); a smaller one of at least `COMPARE_FROM` records and `COMPARE_ABOVE` times the
+crossover is written both ways and the fewer bytes kept (its records counted as encoded either
+way), but for a batch size compared lately, written the way that won (`batches.Comparisons`);
+below that, frames.
 
 Per partition rewritten, the raw values are offered to the namespace's training sample (at a
 position counted by the proxy: the upstream offset is not known before upstream answers).
@@ -57,6 +59,7 @@ from sidecar.proxy.allowlist import TopicAllowList
 from sidecar.proxy.batches import (
     Allowance,
     BatchRewriter,
+    Comparisons,
     Inputs,
     ReadPartition,
     encode_checked,
@@ -96,6 +99,10 @@ RAW_FROM: Final = 2.0
 #: values never did). When the client's batch is in the output codec already, as it came costs
 #: nothing to write; otherwise one more compression of a batch of several records.
 COMPARE_FROM: Final = 4
+#: ... and of at least this many times the crossover, when there is one: well below it frames
+#: win (`bench savings`), and the second compression of every batch a client sends small
+#: would cost CPU for no byte saved.
+COMPARE_ABOVE: Final = 0.5
 
 
 class Sampled:
@@ -198,6 +205,7 @@ class ProduceRewriter:
         max_records: int,
         max_decompressed_bytes: int,
         raw_batches: bool = True,
+        compare_batches: bool = True,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """Args:
@@ -207,6 +215,8 @@ class ProduceRewriter:
         max_decompressed_bytes: bytes one request's batches may decompress to.
         raw_batches: write the values of batches that hold at least the namespace's
             crossover raw (`codec.output_mode=auto`); False: frames always.
+        compare_batches: with `raw_batches`, write a batch near the crossover both ways and
+            keep the fewer bytes (`proxy.compare_batches`; see module).
         """
         self.batches = batches
         self.allowed = allowed
@@ -215,11 +225,14 @@ class ProduceRewriter:
         self.max_records = max_records
         self.max_decompressed_bytes = max_decompressed_bytes
         self.raw_batches = raw_batches
+        self.compare_batches = compare_batches
         self.clock = clock
         self._logged: dict[str, float] = {}
         self._positions: dict[tuple[str, int], int] = {}
         #: Per topic served, its crossover at its last request (see `_topic`).
         self._crossovers: dict[str, float | None] = {}
+        #: Per topic, how its batches near the crossover were last written both ways.
+        self._comparisons: dict[str, Comparisons] = {}
         self.requests = 0
         self.refused = 0
 
@@ -329,7 +342,7 @@ class ProduceRewriter:
         partitions = [batches for _, _, batches in read]
         encoded: list[Transformed] | None = None
         raw_from = _times(crossover, RAW_FROM)
-        compare_from = COMPARE_FROM if self.raw_batches else None
+        compare_from, comparisons = self._comparing(topic.name, crossover, values_from)
         if raw_from is not None and all(part.all_raw(raw_from) for part in partitions):
             # Every value written as it came: counted, and no result made per record.
             namespace.count_raw(inputs, sum(part.value_bytes for part in partitions))
@@ -356,7 +369,9 @@ class ProduceRewriter:
                 out = self.batches.write_as_read(batches)
             else:
                 values = encoded[at : at + count]
-                out = yield from self.batches.write_steps(batches, values, compare_from)
+                out = yield from self.batches.write_steps(
+                    batches, values, compare_from, comparisons
+                )
             records[(t, p)] = out
             received = topic.partitions[p].records
             stored.append((topic.name, len(batches.batches), count, len(out), len(received or b"")))
@@ -364,6 +379,19 @@ class ProduceRewriter:
             offered.append((namespace, index, [value for value, _ in batches.inputs]))
             yield None
         return None
+
+    def _comparing(
+        self, topic: str, crossover: float | None, before: float | None
+    ) -> tuple[float | None, Comparisons]:
+        """The fewest records of a batch of `topic` written both ways (None: none is; see
+        module), and the topic's `Comparisons`, begun anew when its crossover moved from
+        `before` (another dictionary)."""
+        if before is not None and crossover != before:
+            self._comparisons.pop(topic, None)
+        comparisons = self._comparisons.setdefault(topic, Comparisons())
+        if not (self.raw_batches and self.compare_batches):
+            return None, comparisons
+        return max(COMPARE_FROM, _times(crossover, COMPARE_ABOVE) or 0.0), comparisons
 
     def _read(
         self, t: int, topic: TopicData, allowance: Allowance, values_from: float | None

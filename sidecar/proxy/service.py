@@ -103,6 +103,7 @@ def produce_rewriter(
         max_records=proxy.max_records_per_request,
         max_decompressed_bytes=proxy.max_decompressed_request_bytes,
         raw_batches=settings.codec.output_mode == "auto",
+        compare_batches=proxy.compare_batches,
     )
 
 

@@ -1,6 +1,6 @@
 """deploy/build_backend.py: the modules it compiles are the ones this environment imports
 compiled, their per-request dataclasses built by compiled code, and a build asked for pure
-Python compiles nothing."""
+Python, or without a working C compiler, compiles nothing."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from sidecar.proxy.batches import ReadBatch, ReadPartition
 from sidecar.proxy.connection import Expected
 from sidecar.proxy.frames import RequestHeader
 from sidecar.proxy.produce_request import PartitionData, ProduceRequest, TopicData
-from tests.compiled import ROOT, pure_python, stale_extensions
+from tests.compiled import ROOT, runs_compiled, stale_extensions
 
 EXTENSIONS = tuple(importlib.machinery.EXTENSION_SUFFIXES)
 
@@ -34,7 +34,7 @@ def test_the_modules_the_backend_compiles_are_imported_compiled_unless_sources_a
         assert (ROOT / path).is_file(), path
         module = importlib.import_module(_module(path))
         compiled = str(module.__file__).endswith(EXTENSIONS)
-        assert compiled is not pure_python(), module.__file__
+        assert compiled is runs_compiled(), module.__file__
 
 
 #: The dataclasses of the compiled modules made per request, each with its `__init__` written
@@ -54,7 +54,7 @@ PER_REQUEST = (
 def test_a_per_request_dataclass_is_built_by_compiled_code(cls: type) -> None:
     assert dataclasses.is_dataclass(cls)
     interpreted = isinstance(cls.__init__, types.FunctionType)
-    assert interpreted is pure_python(), cls.__init__
+    assert interpreted is not runs_compiled(), cls.__init__
 
 
 def test_a_written_out_init_keeps_the_dataclass_semantics() -> None:
@@ -95,10 +95,23 @@ def test_no_compiled_module_here_is_older_than_its_source() -> None:
     assert stale_extensions() == []
 
 
-def test_the_c_compiler_is_looked_up_before_compiling(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert build_backend.c_compiler() is not None  # this machine builds compiled
-    monkeypatch.setenv("CC", "no-such-compiler-zdict -O2")
-    monkeypatch.delenv(build_backend.PURE_PYTHON, raising=False)  # a build that compiles
-    assert build_backend.c_compiler() is None
-    with pytest.raises(SystemExit, match=f"{build_backend.PURE_PYTHON}=1"):
-        build_backend._BACKEND.run_setup()
+def test_this_machine_has_a_working_c_compiler() -> None:
+    # `make` builds this environment compiled: what the tests above check.
+    assert build_backend.compiler_works(build_backend.c_compiler())
+
+
+@pytest.mark.parametrize("cc", ["false", "no-such-compiler-zdict -O2"])
+def test_a_build_without_a_working_c_compiler_installs_as_python_and_says_so(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], cc: str
+) -> None:
+    monkeypatch.setenv("CC", cc)
+    monkeypatch.delenv(build_backend.PURE_PYTHON, raising=False)  # a build asked to compile
+    assert build_backend.ext_modules() == []
+    (line,) = capsys.readouterr().err.splitlines()
+    assert "no working C compiler" in line and build_backend.PURE_PYTHON in line
+
+
+def test_a_pure_python_build_looks_for_no_compiler(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(build_backend.PURE_PYTHON, "1")
+    monkeypatch.setattr(build_backend, "compiler_works", lambda _command: pytest.fail("probed"))
+    assert build_backend.ext_modules() == []

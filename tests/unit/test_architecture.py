@@ -70,6 +70,7 @@ LAYERS: Final = (
         "base",
         (
             "=sidecar",
+            "sidecar.compiled",
             "=sidecar.training",
             "sidecar.errors",
             "sidecar.logs",
@@ -113,9 +114,16 @@ KAFKA_SIDE = (
 )
 #: The modules that read and write files, which the pure logic must not reach either.
 FILE_IO = ("sidecar.dictionaries.store",)
-#: All that `import sidecar.codec` may load of the package besides the codec itself.
+#: All that `import sidecar.codec` may load of the package besides the codec itself (the
+#: package's `__init__` imports `sidecar.compiled`, the standard library's only).
 CODEC_BUILDS_ON = frozenset(
-    {"sidecar", "sidecar.errors", "sidecar.dictionaries", "sidecar.dictionaries.model"}
+    {
+        "sidecar",
+        "sidecar.compiled",
+        "sidecar.errors",
+        "sidecar.dictionaries",
+        "sidecar.dictionaries.model",
+    }
 )
 #: The project's dependencies for Kafka, the proxy, metrics, logs and settings: nothing a consumer
 #: that only decodes needs (import names).

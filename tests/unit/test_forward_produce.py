@@ -30,7 +30,14 @@ from sidecar.metrics import Metrics
 from sidecar.namespaces import Namespace
 from sidecar.proxy.addresses import Address
 from sidecar.proxy.allowlist import TopicAllowList
-from sidecar.proxy.batches import Allowance, BatchLimits, BatchRewriter
+from sidecar.proxy.batches import (
+    COMPARE_EVERY,
+    COMPARED_SIZES,
+    Allowance,
+    BatchLimits,
+    BatchRewriter,
+    Comparisons,
+)
 from sidecar.proxy.frames import read_request_header
 from sidecar.proxy.listeners import Listeners
 from sidecar.proxy.metrics import ForwardMetrics
@@ -774,11 +781,9 @@ def test_output_mode_frames_writes_frames_whatever_the_fill(
 def test_a_batch_near_the_crossover_is_written_as_it_came_when_that_is_fewer_bytes(
     codec_in: str, crossover_encoder: Encoder, decoder: Decoder, events: list[bytes]
 ) -> None:
-    # Under the crossover (8), 4 records or more: written both ways, the fewer bytes kept.
-    # Events sharing a blob the dictionary does not know: the batch codec stores it once raw,
-    # while each frame holds it entropy-coded on its own.
-    blob = random.Random(1).randbytes(150).hex().encode()
-    copies = _records([e[:-1] + b',"blob":"' + blob + b'"}' for e in events[:6]])
+    # Under the crossover (8), 4 records or more and half of it: written both ways, the fewer
+    # bytes kept (`_blob_batch`: fewer raw).
+    copies = _blob_batch(events)
     below = _records(events[20:23], 6)  # 3 records: frames, not compared
     frame = _produce(
         11, {"orders": [(0, _compressed(copies, codec_in)), (1, _compressed(below, codec_in))]}
@@ -791,6 +796,59 @@ def test_a_batch_near_the_crossover_is_written_as_it_came_when_that_is_fewer_byt
     assert any(HEADER_KEY.encode() in [k for k, _ in r.headers] for r in framed.records)
     assert _decoded(decoder, after[0].records) == _expected(copies)
     assert _decoded(decoder, after[1].records) == _expected(below)
+
+
+def _blob_batch(events: list[bytes]) -> list[NewRecord]:
+    """6 events sharing a blob the dictionary does not know: fewer bytes raw under the batch
+    codec (which stores it once) than as frames (each holds it entropy-coded)."""
+    blob = random.Random(1).randbytes(150).hex().encode()
+    return _records([e[:-1] + b',"blob":"' + blob + b'"}' for e in events[:6]])
+
+
+@pytest.mark.parametrize("crossover", [16.0, 8.0])
+def test_a_batch_below_half_the_crossover_or_with_the_comparison_off_is_written_as_frames(
+    crossover: float, store: DictionaryStore, add_dictionary: AddDictionary, events: list[bytes]
+) -> None:
+    # 6 records: below half of 16 (not compared); at 8, compared unless compare_batches is off.
+    added = add_dictionary("orders", raw_crossover={"zstd": crossover, "lz4": None})
+    store.activate("orders", added.id)
+    setup = Setup(Encoder.from_store(store, "orders", min_size=16, header_key=HEADER_KEY))
+    setup.rewriter.compare_batches = crossover != 8.0
+    frame = _produce(11, {"orders": [(0, encode_batch(_blob_batch(events)))]})
+    after = _read_request(setup.rewrite(frame).frame).topic_data[0].partition_data
+    (written,) = decode_batches(after[0].records, 1 << 26)
+    assert any(HEADER_KEY.encode() in [k for k, _ in r.headers] for r in written.records)
+
+
+def test_a_batch_size_compared_lately_is_written_the_way_that_won_until_compared_again(
+    crossover_encoder: Encoder, events: list[bytes]
+) -> None:
+    # The blob batch of 6 goes as it came (fewer bytes); the 6 plain events after it would be
+    # fewer bytes as frames, but their size was compared lately: as they came too, until the
+    # size is compared again, `COMPARE_EVERY` batches later.
+    setup = Setup(crossover_encoder)
+    blob = _produce(11, {"orders": [(0, encode_batch(_blob_batch(events)))]})
+    plain = _produce(11, {"orders": [(0, encode_batch(_records(events[100:106])))]})
+
+    def framed(frame: bytes) -> bool:
+        after = _read_request(setup.rewrite(frame).frame).topic_data[0].partition_data
+        (written,) = decode_batches(after[0].records, 1 << 26)
+        return any(HEADER_KEY.encode() in [k for k, _ in r.headers] for r in written.records)
+
+    assert not framed(blob)
+    assert [framed(plain) for _ in range(COMPARE_EVERY)] == [False] * (COMPARE_EVERY - 1) + [True]
+    assert framed(plain), "compared: frames won, and stay"
+
+
+def test_comparisons_remember_a_bounded_number_of_sizes() -> None:
+    comparisons = Comparisons(every=3)
+    assert comparisons.known(5) is None
+    comparisons.found(5, True)
+    assert [comparisons.known(5), comparisons.known(5), comparisons.known(5)] == [True, True, None]
+    for size in range(COMPARED_SIZES):
+        comparisons.found(1000 + size, False)
+    comparisons.found(5, False)  # one size more than it keeps: it starts again
+    assert comparisons.known(1000) is None and comparisons.known(5) is False
 
 
 def test_without_a_crossover_no_batch_goes_raw_unencoded_and_each_keeps_the_fewer_bytes(
