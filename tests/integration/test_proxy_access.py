@@ -30,7 +30,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # public, but
 )
 from kio.schema.errors import ErrorCode
 
-from tests.kafka_frames import nested, read_response, request_frame
+from tests.kafka_frames import nested, read_response, request_frame, subscription
 
 from .forward_proxies import allowed, start_forward_proxy, start_proxy, stop_proxy
 from .launch import SidecarEnv, StartSidecar, environment_for, start_sidecars
@@ -42,6 +42,7 @@ from .topics import create_topic
 PREFIX = "zdict-it-access"
 FETCH, METADATA, DELETE_TOPICS, DELETE_RECORDS, ALTER_CONFIGS = 1, 3, 20, 21, 33
 API_VERSIONS, CONSUMER_GROUP_HEARTBEAT = 18, 68
+OFFSET_FETCH, JOIN_GROUP = 9, 11
 MAX_METADATA_TOPICS = 50
 OFFSETS = "__consumer_offsets"
 #: Refusals the proxies log: expected here, so not troubles at their stop.
@@ -166,6 +167,70 @@ def test_subscribing_to_the_registry_with_consumer_group_heartbeat_is_refused(
     )
     assert answer.error_code == ErrorCode.topic_authorization_failed
     assert answer.assignment is None
+
+
+def test_a_heartbeat_regex_matching_the_registry_is_assigned_the_other_topics_only(
+    proxies: Proxies, kafka_bootstrap: str, kafka_admin: AdminClient
+) -> None:
+    ordinary = create_topic(kafka_admin, name_prefix=f"{PREFIX}-regex")
+    ordinary_id = topic_id(kafka_bootstrap, ordinary)
+    registry_id = topic_id(kafka_bootstrap, proxies.registry)
+    group, member = f"{PREFIX}-{uuid.uuid4().hex}", uuid.uuid4().hex[:22]
+    epoch, assigned = 0, set[uuid.UUID]()
+    deadline = time.monotonic() + 60
+    while ordinary_id not in assigned:
+        assert time.monotonic() < deadline, "the broker assigned the ordinary topic"
+        answer = call(
+            proxies.refusing,
+            CONSUMER_GROUP_HEARTBEAT,
+            1,
+            group_id=group,
+            member_id=member,
+            member_epoch=epoch,
+            rebalance_timeout=datetime.timedelta(seconds=30),
+            subscribed_topic_regex=f"({proxies.registry}|{ordinary})",
+            topic_partitions=(),
+        )
+        assert answer.error_code == ErrorCode.none
+        epoch = answer.member_epoch
+        if answer.assignment is not None:
+            assigned = {uuid.UUID(str(t.topic_id)) for t in answer.assignment.topic_partitions}
+            assert registry_id not in assigned
+        time.sleep(0.5)
+
+
+def test_offset_fetch_of_every_topic_leaves_out_the_registry(
+    proxies: Proxies, kafka_bootstrap: str
+) -> None:
+    group = nested(OFFSET_FETCH, 8, "OffsetFetchRequestGroup")(
+        group_id=f"{PREFIX}-group", topics=None
+    )
+
+    def topics(address: str) -> set[str]:
+        answer = call(address, OFFSET_FETCH, 8, groups=(group,), require_stable=False)
+        return {str(t.name) for g in answer.groups for t in g.topics}
+
+    assert proxies.registry in topics(kafka_bootstrap.split(",")[0]), "committed directly"
+    for address in (proxies.refusing, proxies.forwarding):
+        assert proxies.registry not in topics(address)
+
+
+def test_a_classic_group_subscribing_to_the_registry_is_refused(proxies: Proxies) -> None:
+    protocol = nested(JOIN_GROUP, 9, "JoinGroupRequestProtocol")(
+        name="range", metadata=subscription(proxies.registry)
+    )
+    answer = call(
+        proxies.refusing,
+        JOIN_GROUP,
+        9,
+        group_id=f"{PREFIX}-{uuid.uuid4().hex}",
+        session_timeout=datetime.timedelta(seconds=30),
+        rebalance_timeout=datetime.timedelta(seconds=30),
+        member_id="",
+        protocol_type="consumer",
+        protocols=(protocol,),
+    )
+    assert answer.error_code == ErrorCode.topic_authorization_failed
 
 
 def test_consumer_offsets_fetched_by_name_is_refused(
