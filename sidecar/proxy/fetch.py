@@ -10,6 +10,9 @@ budget as it arrives) and parsed with kio. Then, per partition:
 * the **records** are decoded (`fetched.PartitionDecoder`) unless the client reads them as
   stored (`proxy.fetch_decode`, `proxy.raw_fetch_client_ids`); everything else of the
   partition, its aborted transactions, offsets and tagged fields, is written back as it came.
+  A Fetch below v10 cannot carry zstd (KIP-110): its zstd batches, decoded or not, go out in
+  `proxy.fetch_compression`'s codec, or uncompressed when that is `input` or `zstd`, so a
+  consumer without zstd reads what the proxy stored with the default `output_compression`.
 
 The response stops growing when the next batch would take it past `proxy.max_fetch_bytes` or
 past the room the connection has (the budget's free bytes, within the connection's
@@ -74,6 +77,8 @@ log = get_logger(__name__)
 
 #: `proxy.fetch_decode`: decode for every client (but `proxy.raw_fetch_client_ids`), or none.
 FetchDecode = Literal["all", "none"]
+#: Fetch versions that may carry zstd batches (KIP-110: a broker refuses them to older ones).
+ZSTD_FROM: Final = 10
 #: Fetch versions from which topics are named by id.
 TOPIC_IDS_FROM: Final = 13
 #: Fetch versions from which responses name brokers (NodeEndpoints, KIP-951).
@@ -211,7 +216,11 @@ class FetchDecoding:
                 elif not decode or not partition.records:
                     partitions.append(partition)
                 else:
-                    partitions.append(await self._decoded(partition, name, state, free, hold))
+                    partitions.append(
+                        await self._decoded(
+                            partition, name, version >= ZSTD_FROM, state, free, hold
+                        )
+                    )
             topics.append(dataclasses.replace(topic, partitions=tuple(partitions)))
         body = dataclasses.replace(body, responses=tuple(topics))
         if state.decoded_partitions:
@@ -226,6 +235,7 @@ class FetchDecoding:
         self,
         partition: Any,
         topic: str | None,
+        zstd: bool,
         state: _Progress,
         free: Callable[[], int],
         hold: Callable[[int], None],
@@ -253,6 +263,7 @@ class FetchDecoding:
                     limit=limit,
                     first=first,
                     work=state.work,
+                    zstd=zstd,
                 ),
             )
             hold(len(result.data) - 2 * limit)
