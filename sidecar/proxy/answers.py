@@ -151,10 +151,12 @@ class Answers:
         client_id: str | None,
         free: Callable[[], int],
         hold: Callable[[int], None],
+        client: str = "",
     ) -> Awaitable[bytes]:
-        """The frame to send for an answer `now` did not make, for a client that reached the
-        proxy at `host`. A Fetch answer decoded takes its output from the connection's budget
-        as it grows: `free()` is what the budget has left, `hold(n)` takes `n` bytes of it."""
+        """The frame to send for an answer `now` did not make, for a client at address
+        `client` that reached the proxy at `host`. A Fetch answer decoded takes its output from
+        the connection's budget as it grows: `free()` is what the budget has left, `hold(n)`
+        takes `n` bytes of it."""
         if api_key == FETCH and self.fetch is not None:
             self.metrics.rewritten(FETCH)
             return self.fetch.rewrite(
@@ -164,6 +166,7 @@ class Answers:
                 free=free,
                 hold=hold,
                 locate=lambda nodes: self.locate(nodes, host),
+                client=client,
             )
         return self._rewritten(api_key, version, frame, host)
 
