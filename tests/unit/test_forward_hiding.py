@@ -9,9 +9,7 @@ import uuid
 from typing import Any
 
 from kio.index import load_response_schema
-from kio.schema.index import api_key_map, schema_name_map
 from kio.schema.types import TopicName
-from kio.static.constants import EntityType
 
 from sidecar.proxy import group_protocol
 from sidecar.proxy.hiding import ResponseHiding, hides
@@ -25,6 +23,7 @@ from tests.unit.test_forward_access import (
     REGISTRY,
     REGISTRY_ID,
     _naming,
+    _request_versions,
     _topic_fields,
     _view,
 )
@@ -37,15 +36,6 @@ ELSEWHERE = {
 } | dict.fromkeys(LISTING, "the listings `topics` filters")
 #: ListConfigResources v0 (ListClientMetricsResources) lists client metrics resources only.
 LIST_CONFIG_RESOURCES = 74
-
-
-def _response_versions() -> list[tuple[int, int]]:
-    found = []
-    for api_key, name in api_key_map.items():
-        for version, entities in schema_name_map[name].items():
-            if EntityType.request in entities and EntityType.response in entities:
-                found.append((api_key, version))
-    return sorted(found)
 
 
 def _names_in(entity: Any) -> set[object]:
@@ -71,7 +61,7 @@ def _names_in(entity: Any) -> set[object]:
 
 def test_every_response_that_can_name_a_topic_is_walked_or_filtered_elsewhere() -> None:
     walked = 0
-    for api_key, version in _response_versions():
+    for api_key, version in _request_versions():
         cls = load_response_schema(api_key, version)
         if not _topic_fields(cls) or (api_key, version) == (LIST_CONFIG_RESOURCES, 0):
             continue
