@@ -26,16 +26,16 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import (  # type: ignore[attr-defined]  # public, but not in __all__
     AdminClient,
     ConfigResource,
-    NewTopic,
 )
 from kio.schema.errors import ErrorCode
 
 from tests.kafka_frames import nested, read_response, request_frame, subscription
 
 from .forward_proxies import allowed, start_forward_proxy, start_proxy, stop_proxy
-from .launch import SidecarEnv, StartSidecar, environment_for, start_sidecars
+from .launch import SidecarEnv, StartSidecar
 from .probe import KafkaProbe
 from .process import Sidecar, free_port
+from .proxy_fixtures import registry_env, sidecars
 from .raw_kafka import RawClient, metadata
 from .topics import create_topic
 
@@ -59,20 +59,15 @@ class Proxies:
 
 
 @pytest.fixture(scope="module")
-def env(kafka_bootstrap: str) -> SidecarEnv:
-    return environment_for(kafka_bootstrap, f"_zdict_dictionaries-{uuid.uuid4().hex}")
+def env(kafka_bootstrap: str, kafka_admin: AdminClient) -> SidecarEnv:
+    return registry_env(kafka_bootstrap, kafka_admin)
 
 
 @pytest.fixture(scope="module")
 def proxies(
-    env: SidecarEnv,
-    kafka_bootstrap: str,
-    kafka_admin: AdminClient,
-    tmp_path_factory: pytest.TempPathFactory,
+    env: SidecarEnv, kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Proxies]:
     registry = env()["ZDICT_REGISTRY__TOPIC"]
-    created = kafka_admin.create_topics([NewTopic(registry, 1, 1)], operation_timeout=30)
-    created[registry].result(timeout=35)
     producer = Producer({"bootstrap.servers": kafka_bootstrap})
     producer.produce(registry, b"dictionary bytes")
     assert producer.flush(30) == 0
@@ -80,17 +75,18 @@ def proxies(
     consumer = Consumer({"bootstrap.servers": kafka_bootstrap, "group.id": f"{PREFIX}-group"})
     consumer.commit(offsets=[TopicPartition(registry, 0, 0)], asynchronous=False)
     consumer.close()
-    starter = start_sidecars(env, tmp_path_factory.mktemp("proxy-access"))
-    start: StartSidecar = next(starter)
-    bound = {"ZDICT_PROXY__MAX_METADATA_TOPICS": str(MAX_METADATA_TOPICS)}
-    refusing, first = start_forward_proxy(start, "access-refusing", [f"{PREFIX}-*"], env=bound)
-    forwarding, second = start_forward_proxy(
-        start, "access-forwarding", [f"{PREFIX}-*"], env={"ZDICT_PROXY__ADMIN_APIS": "forward"}
-    )
-    yield Proxies(refusing, forwarding, registry, (first, second), start)
-    for process in (first, second):
-        stop_proxy(process, TROUBLES)
-    next(starter, None)
+    with sidecars(env, tmp_path_factory.mktemp("proxy-access")) as start:
+        bound = {"ZDICT_PROXY__MAX_METADATA_TOPICS": str(MAX_METADATA_TOPICS)}
+        refusing, first = start_forward_proxy(start, "access-refusing", [f"{PREFIX}-*"], env=bound)
+        forwarding, second = start_forward_proxy(
+            start,
+            "access-forwarding",
+            [f"{PREFIX}-*"],
+            env={"ZDICT_PROXY__ADMIN_APIS": "forward"},
+        )
+        yield Proxies(refusing, forwarding, registry, (first, second), start)
+        for process in (first, second):
+            stop_proxy(process, TROUBLES)
 
 
 def call(address: str, api_key: int, version: int, **body: Any) -> Any:

@@ -21,7 +21,6 @@ import socket
 import struct
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,13 +28,14 @@ from pathlib import Path
 import pytest
 import zstandard
 from confluent_kafka import Consumer, Producer
-from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+from confluent_kafka.admin import AdminClient
 
 from sidecar.codec.wire import tag_value
 
 from .forward_proxies import MIB, allowed, start_proxy
-from .launch import SidecarEnv, StartSidecar, environment_for, start_sidecars
+from .launch import SidecarEnv
 from .process import Sidecar
+from .proxy_fixtures import registry_env, sidecars
 from .raw_kafka import FETCH, RawClient, framed, header, rss_bytes
 from .topics import create_topic
 
@@ -176,8 +176,8 @@ def _store(bootstrap: str, topic: str, records: list[tuple[bytes, bytes]]) -> No
 
 
 @pytest.fixture(scope="module")
-def env(kafka_bootstrap: str) -> SidecarEnv:
-    return environment_for(kafka_bootstrap, f"_zdict_dictionaries-{uuid.uuid4().hex}")
+def env(kafka_bootstrap: str, kafka_admin: AdminClient) -> SidecarEnv:
+    return registry_env(kafka_bootstrap, kafka_admin)
 
 
 @pytest.fixture(scope="module")
@@ -187,9 +187,6 @@ def module(
     kafka_admin: AdminClient,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Module]:
-    registry = env()["ZDICT_REGISTRY__TOPIC"]
-    futures = kafka_admin.create_topics([NewTopic(registry, 1, 1)], operation_timeout=30)
-    futures[registry].result(timeout=35)
     bombs, unknown, large, good = (
         create_topic(kafka_admin, name_prefix=f"{PREFIX}-{kind}")
         for kind in ("bombs", "ids", "big", "good")
@@ -203,24 +200,22 @@ def module(
     )
     eight = zstandard.ZstdCompressor().compress(bytes(MAX_VALUE))
     _store(kafka_bootstrap, large, [(eight, b"0")] * 7)
-    starter = start_sidecars(env, tmp_path_factory.mktemp("fetch-bounds"))
-    start: StartSidecar = next(starter)
-    address, process = start_proxy(
-        start,
-        "fetch-bounds",
-        "--no-training",
-        env={**allowed(good), "ZDICT_PROXY__MAX_BUFFERED_BYTES": str(BUDGET)},
-    )
-    clients = GoodClients(address, good)
-    clients.run(3.0)  # the group joined, the connections up
-    baseline = clients.run(5.0)
-    print(f"\nbaseline: {baseline.summary()}")
-    try:
-        yield Module(address, process, clients, baseline, bombs, unknown, large)
-    finally:
-        clients.close()
-        process.kill()
-        next(starter, None)
+    with sidecars(env, tmp_path_factory.mktemp("fetch-bounds")) as start:
+        address, process = start_proxy(
+            start,
+            "fetch-bounds",
+            "--no-training",
+            env={**allowed(good), "ZDICT_PROXY__MAX_BUFFERED_BYTES": str(BUDGET)},
+        )
+        clients = GoodClients(address, good)
+        clients.run(3.0)  # the group joined, the connections up
+        baseline = clients.run(5.0)
+        print(f"\nbaseline: {baseline.summary()}")
+        try:
+            yield Module(address, process, clients, baseline, bombs, unknown, large)
+        finally:
+            clients.close()
+            process.kill()
 
 
 def fetch_request(topic: str, correlation_id: int, max_bytes: int = 1 << 20) -> bytes:

@@ -23,13 +23,14 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer
-from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+from confluent_kafka.admin import AdminClient
 
 from sidecar.bench.events import generate
 
 from .forward_proxies import allowed, start_proxy, stop_proxy
-from .launch import SidecarEnv, StartSidecar, environment_for, start_sidecars
+from .launch import SidecarEnv
 from .log_dirs import log_dirs
+from .proxy_fixtures import registry_env, sidecars
 from .topics import create_topic
 from .training import publish_dictionary
 from .upstream_records import headers_of
@@ -67,8 +68,8 @@ for message in consumer:
 
 
 @pytest.fixture(scope="module")
-def env(kafka_bootstrap: str) -> SidecarEnv:
-    return environment_for(kafka_bootstrap, f"_zdict_dictionaries-{uuid.uuid4().hex}")
+def env(kafka_bootstrap: str, kafka_admin: AdminClient) -> SidecarEnv:
+    return registry_env(kafka_bootstrap, kafka_admin)
 
 
 @pytest.fixture(scope="module")
@@ -96,9 +97,6 @@ class Topics:
 def topics(
     env: SidecarEnv, kafka_bootstrap: str, kafka_admin: AdminClient, events: list[bytes]
 ) -> Topics:
-    registry_topic = env()["ZDICT_REGISTRY__TOPIC"]
-    futures = kafka_admin.create_topics([NewTopic(registry_topic, 1, 1)], operation_timeout=30)
-    futures[registry_topic].result(timeout=35)
     return Topics(
         _topic_with_dictionary(env, kafka_bootstrap, kafka_admin, events),
         _topic_with_dictionary(env, kafka_bootstrap, kafka_admin, events),
@@ -116,21 +114,19 @@ class Proxies:
 def proxies(
     env: SidecarEnv, topics: Topics, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Proxies]:
-    starter = start_sidecars(env, tmp_path_factory.mktemp("fetch-codecs"))
-    start: StartSidecar = next(starter)
-    producer, first = start_proxy(
-        start,
-        "fetch-codecs",
-        "--no-training",
-        env={**allowed(topics.producer), "ZDICT_PROXY__OUTPUT_COMPRESSION": "producer"},
-    )
-    default, second = start_proxy(
-        start, "fetch-codecs-default", "--no-training", env=allowed(topics.default)
-    )
-    yield Proxies(producer, default)
-    stop_proxy(first)
-    stop_proxy(second)
-    next(starter, None)
+    with sidecars(env, tmp_path_factory.mktemp("fetch-codecs")) as start:
+        producer, first = start_proxy(
+            start,
+            "fetch-codecs",
+            "--no-training",
+            env={**allowed(topics.producer), "ZDICT_PROXY__OUTPUT_COMPRESSION": "producer"},
+        )
+        default, second = start_proxy(
+            start, "fetch-codecs-default", "--no-training", env=allowed(topics.default)
+        )
+        yield Proxies(producer, default)
+        stop_proxy(first)
+        stop_proxy(second)
 
 
 def _system_python(script: str, *args: str, stdin: bytes = b"") -> str:
