@@ -5,12 +5,15 @@ one with the defaults (admin APIs refused), one with `ZDICT_PROXY__ADMIN_APIS=fo
 The registry topic read by id with Fetch v17 (its id learned from the broker, as an attacker
 learns it from a ConsumerGroupHeartbeat assignment), subscribed to with ConsumerGroupHeartbeat,
 `__consumer_offsets` read by name with Fetch v12: refused with TOPIC_AUTHORIZATION_FAILED and no
-records. DeleteRecords, DeleteTopics and AlterConfigs: refused with CLUSTER_AUTHORIZATION_FAILED
-and left out of ApiVersions by default; forwarded when enabled, and still refused on the
-registry and `__consumer_offsets`, which keep their records and configs (read directly). A
-Metadata request past `ZDICT_PROXY__MAX_METADATA_TOPICS`: answered without brokers, not
-forwarded. A consumer reading by topic id reads on across a proxy restart (a restarted proxy
-knows no id its clients learned before)."""
+records. A ConsumerGroupHeartbeat whose regex matches the registry and another topic is assigned
+the other only; OffsetFetch of every topic of a group that committed on the registry lists it
+not; a classic JoinGroup subscribing to it is refused. DeleteRecords, DeleteTopics and
+AlterConfigs: refused with CLUSTER_AUTHORIZATION_FAILED and left out of ApiVersions by default;
+forwarded when enabled, and still refused on the registry and `__consumer_offsets`, which keep
+their records and configs (read directly). A Metadata request past
+`ZDICT_PROXY__MAX_METADATA_TOPICS`: answered without brokers, not forwarded. A consumer reading
+by topic id reads on across a proxy restart (a restarted proxy knows no id its clients learned
+before)."""
 
 from __future__ import annotations
 
