@@ -24,8 +24,10 @@ counted in `zdict_proxy_refused_requests_total{api, reason}`.
 
 Topic names, ids and resources are found in the request by its kio schema: a field of kio's
 `TopicName` type, a uuid field `topic_id`, a config resource (`resource_type` 2, a topic) or an
-ACL resource or filter of a topic or of any type (`ACL_APIS`). `UNCHECKED` lists the fields
-that name topics otherwise, and why they need no check.
+ACL resource or filter of a topic or of any type (`ACL_APIS`). JoinGroup's subscriptions and
+SyncGroup's assignments are read too (`group_protocol`): a classic group subscribing to or
+assigning a protected topic is refused; what responses show of protected topics is stripped
+(`hiding`). `UNCHECKED` lists the fields that name topics otherwise, and why they need no check.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from kio.serial.errors import SerialError
 
 from sidecar.errors import ProtocolError
 from sidecar.logs import get_logger
+from sidecar.proxy import group_protocol
 from sidecar.proxy.bounded import check
 from sidecar.proxy.frames import RequestHeader, unsigned_varint
 from sidecar.proxy.metrics import ForwardMetrics
@@ -80,6 +83,9 @@ READS: Final = frozenset(
 #: the ACLs themselves, not a topic, and is not checked.
 ACL_APIS: Final = frozenset({30, 31})
 DESCRIBE_ACLS: Final = 29
+#: The classic group APIs whose requests carry the consumer protocol (`group_protocol`).
+JOIN_GROUP: Final = 11
+SYNC_GROUP: Final = 14
 #: Config resource type and ACL resource types of a topic (`ANY` matches every type).
 _CONFIG_TOPIC: Final = 2
 _ACL_ANY: Final = 1
@@ -93,7 +99,8 @@ _SUBTOPOLOGIES: Final = "StreamsGroupHeartbeatRequest.topology.subtopologies"
 #: and why.
 UNCHECKED: Final[dict[str, str]] = {
     "ConsumerGroupHeartbeatRequest.subscribed_topic_regex": "the broker resolves it; what it "
-    "assigns is read by Fetch, which refuses protected and unknown ids",
+    "assigns is stripped from the response (`hiding`) and read by Fetch, which refuses "
+    "protected and unknown ids",
     "DescribeAclsRequest.resource_name_filter": "describes ACLs, reads no topic",
     f"{_SUBTOPOLOGIES}.source_topic_regex": "the broker resolves it; what it assigns is read by "
     "Fetch (see above)",
@@ -300,10 +307,27 @@ def topic_keys(api_key: int, request: Any) -> Iterator[Named]:
     """Every topic (name, id, config or ACL resource) the parsed `request` names, for entries
     answered per topic keyed as `refusals` keys them."""
     yield from _walk(request, acl=api_key in ACL_APIS)
+    if api_key == JOIN_GROUP:
+        for protocol in request.protocols:
+            yield from _group_topics("subscription", protocol.metadata, request.protocol_type)
+    elif api_key == SYNC_GROUP:
+        protocol_type = getattr(request, "protocol_type", None)
+        for assignment in request.assignments:
+            yield from _group_topics("assignment", assignment.assignment, protocol_type)
+
+
+def _group_topics(
+    kind: group_protocol.Kind, data: bytes, protocol_type: str | None
+) -> Iterator[Named]:
+    """The topics of a classic group's consumer protocol bytes (none: another protocol's)."""
+    message = group_protocol.read(kind, data, protocol_type)
+    if message is not None:
+        for name in group_protocol.topics(message):
+            yield Named(name=name)
 
 
 def _walk(entity: Any, *, acl: bool) -> Iterator[Named]:
-    plan = _plan(type(entity))
+    plan = topic_plan(type(entity))
     if plan.resource:
         yield from _resource(entity, acl=acl)
     name: str | None = None
@@ -312,14 +336,14 @@ def _walk(entity: Any, *, acl: bool) -> Iterator[Named]:
         value = getattr(entity, field_name)
         if value is None:
             continue
-        if kind == _NAME:
+        if kind == NAME:
             name = str(value)
-        elif kind == _NAMES:
+        elif kind == NAMES:
             for one in value:
                 yield Named(name=str(one))
-        elif kind == _ID:
+        elif kind == ID:
             topic_id = value
-        elif kind == _ENTITY:
+        elif kind == ENTITY:
             yield from _walk(value, acl=acl)
         else:
             for item in value:
@@ -347,15 +371,15 @@ def _first(entity: Any, *names: str) -> Any:
     raise AttributeError(names[0])
 
 
-_NAME: Final = "name"
-_NAMES: Final = "names"
-_ID: Final = "id"
-_ENTITY: Final = "entity"
-_ENTITIES: Final = "entities"
+NAME: Final = "name"
+NAMES: Final = "names"
+ID: Final = "id"
+ENTITY: Final = "entity"
+ENTITIES: Final = "entities"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class _Plan:
+class TopicPlan:
     """The fields of a kio class that name topics or lead to some that do."""
 
     fields: tuple[tuple[str, str], ...]
@@ -363,7 +387,7 @@ class _Plan:
     resource: bool
 
 
-def _plan(cls: type[Any]) -> _Plan:
+def topic_plan(cls: type[Any]) -> TopicPlan:
     """The plan of kio class `cls`, made once (kio's classes are a fixed set)."""
     plan = _PLANS.get(cls)
     if plan is None:
@@ -371,7 +395,7 @@ def _plan(cls: type[Any]) -> _Plan:
     return plan
 
 
-def _make_plan(cls: type[Any]) -> _Plan:
+def _make_plan(cls: type[Any]) -> TopicPlan:
     hints = typing.get_type_hints(cls)
     fields: list[tuple[str, str]] = []
     for field in dataclasses.fields(cls):
@@ -379,15 +403,15 @@ def _make_plan(cls: type[Any]) -> _Plan:
         array = typing.get_origin(hint) is tuple
         inner = strip_none(typing.get_args(hint)[0]) if array else hint
         if inner is TopicName:
-            fields.append((field.name, _NAMES if array else _NAME))
+            fields.append((field.name, NAMES if array else NAME))
         elif inner is uuid.UUID and field.name == "topic_id" and not array:
-            fields.append((field.name, _ID))
+            fields.append((field.name, ID))
         elif dataclasses.is_dataclass(inner) and _leads_to_topics(typing.cast(type[Any], inner)):
-            fields.append((field.name, _ENTITIES if array else _ENTITY))
-    return _Plan(tuple(fields), _is_resource(cls))
+            fields.append((field.name, ENTITIES if array else ENTITY))
+    return TopicPlan(tuple(fields), _is_resource(cls))
 
 
-_PLANS: dict[type[Any], _Plan] = {}
+_PLANS: dict[type[Any], TopicPlan] = {}
 
 
 def _is_resource(cls: type[Any]) -> bool:
@@ -398,7 +422,7 @@ def _is_resource(cls: type[Any]) -> bool:
 
 
 def _leads_to_topics(cls: type[Any]) -> bool:
-    plan = _plan(cls)
+    plan = topic_plan(cls)
     return bool(plan.fields) or plan.resource
 
 
@@ -407,6 +431,8 @@ def names_topics(api_key: int, version: int) -> bool:
     """Whether a request of `api_key` in `version` can name a topic (and is parsed)."""
     if api_key == DESCRIBE_ACLS:
         return False
+    if api_key in (JOIN_GROUP, SYNC_GROUP):
+        return True  # their consumer protocol bytes name topics
     return _leads_to_topics(load_request_schema(api_key, version))
 
 

@@ -2,12 +2,12 @@
 the proxy: a `connection.Connection` moves the bytes and keeps the order, this decides what
 they are.
 
-Read whole and rewritten: the answers that name brokers (their addresses replaced by the
-proxy's listeners, `addresses`; the topics hidden from clients left out of the listings,
-`topics`), ApiVersions (limited to what the proxy serves, `versions.filter_api_versions`) and,
-when the proxy decodes them, Fetch answers (`fetch.FetchDecoding`). A Produce answer is read
-whole too, and passed as it came unless a leader moved (`addresses.names_no_broker`). Every
-other answer is streamed back byte for byte.
+Read whole and rewritten: the answers that name brokers (their addresses replaced by the proxy's
+listeners, `addresses`; the topics hidden from clients left out of the listings, `topics`),
+ApiVersions (limited to what the proxy serves, `versions.filter_api_versions`), the answers that
+can name protected topics (left out, `hiding`) and, when the proxy decodes them, Fetch answers
+(`fetch.FetchDecoding`). A Produce answer is read whole too, and passed as it came unless a
+leader moved (`addresses.names_no_broker`). Every other answer is streamed back byte for byte.
 
 An answer that needs no listener located is made at once (`now`); the others wait for a
 listener to start or for records to be decoded (`later`). A request the proxy does not forward
@@ -35,6 +35,7 @@ from sidecar.proxy.addresses import (
 )
 from sidecar.proxy.fetch import FetchDecoding
 from sidecar.proxy.frames import PREFIX_BYTES, RequestHeader
+from sidecar.proxy.hiding import ResponseHiding, hides
 from sidecar.proxy.metrics import ForwardMetrics
 from sidecar.proxy.topics import LISTING, TopicView
 from sidecar.proxy.versions import API_VERSIONS, FETCH, api_name, filter_api_versions
@@ -67,6 +68,9 @@ class Answers:
         self.topics = topics
         self.access = access
         self._refused_apis = frozenset() if access is None else access.refused_apis
+        self._hiding = None
+        if topics is not None and not topics.show_internal:
+            self._hiding = ResponseHiding(topics)
 
     def refusal(self, frame: bytes, header: RequestHeader) -> bytes | None:
         """The proxy's own answer to the request `frame` (size prefix excluded; its header
@@ -80,7 +84,11 @@ class Answers:
     def read_whole(self, api_key: int, version: int) -> bool:
         """Whether an answer of `api_key` in `version` is read whole (and may be rewritten)
         rather than streamed."""
-        return (api_key == FETCH and self.fetch is not None) or is_parsed(api_key, version)
+        return (
+            (api_key == FETCH and self.fetch is not None)
+            or is_parsed(api_key, version)
+            or (self._hiding is not None and hides(api_key, version))
+        )
 
     def check_size(self, api_key: int, size: int, max_frame_bytes: int) -> None:
         """Refuse an answer of `size` bytes read whole above its bound.
@@ -111,6 +119,8 @@ class Answers:
             return None
         if names_no_broker(api_key, version, frame):
             return _INT32.pack(len(frame)) + frame
+        if self._hiding is not None and hides(api_key, version):
+            return self._hidden(api_key, version, frame, self._hiding)
         if api_key != API_VERSIONS:
             return None
         self.metrics.rewritten(api_key)
@@ -122,6 +132,15 @@ class Answers:
             correlation_id, filter_api_versions(body, unsupported, self._refused_apis)
         )
 
+    def _hidden(self, api_key: int, version: int, frame: bytes, hiding: ResponseHiding) -> bytes:
+        """The frame to send for upstream's answer `frame`, which may name protected topics."""
+        correlation_id, body = parse_response(api_key, version, frame)
+        hidden = hiding.hide(api_key, body)
+        if hidden is None:
+            return _INT32.pack(len(frame)) + frame
+        self.metrics.rewritten(api_key)
+        return encode_response(correlation_id, hidden)
+
     def later(
         self,
         api_key: int,
@@ -132,10 +151,12 @@ class Answers:
         client_id: str | None,
         free: Callable[[], int],
         hold: Callable[[int], None],
+        client: str = "",
     ) -> Awaitable[bytes]:
-        """The frame to send for an answer `now` did not make, for a client that reached the
-        proxy at `host`. A Fetch answer decoded takes its output from the connection's budget
-        as it grows: `free()` is what the budget has left, `hold(n)` takes `n` bytes of it."""
+        """The frame to send for an answer `now` did not make, for a client at address
+        `client` that reached the proxy at `host`. A Fetch answer decoded takes its output from
+        the connection's budget as it grows: `free()` is what the budget has left, `hold(n)`
+        takes `n` bytes of it."""
         if api_key == FETCH and self.fetch is not None:
             self.metrics.rewritten(FETCH)
             return self.fetch.rewrite(
@@ -145,6 +166,7 @@ class Answers:
                 free=free,
                 hold=hold,
                 locate=lambda nodes: self.locate(nodes, host),
+                client=client,
             )
         return self._rewritten(api_key, version, frame, host)
 

@@ -203,7 +203,10 @@ class Connection:
         self.metrics = metrics
         self.answers = answers
         self.produce = produce
-        self.peer = str(client.get_extra_info("peername"))
+        peername = client.get_extra_info("peername")
+        self.peer = str(peername)
+        #: The client's address, without its port: its share of the Fetch decoder.
+        self.client_host = str(peername[0]) if isinstance(peername, tuple) else self.peer
         # Clients are told to come back to the host they reached the proxy at.
         self.host = str(client.get_extra_info("sockname")[0])
         self.client_id: str | None = None
@@ -654,6 +657,7 @@ class Connection:
             client_id=self.client_id,
             free=self._room,
             hold=self._hold,
+            client=self.client_host,
         )
         self._rewrite_later(rewriting, expected)
 

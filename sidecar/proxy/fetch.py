@@ -10,6 +10,9 @@ budget as it arrives) and parsed with kio. Then, per partition:
 * the **records** are decoded (`fetched.PartitionDecoder`) unless the client reads them as
   stored (`proxy.fetch_decode`, `proxy.raw_fetch_client_ids`); everything else of the
   partition, its aborted transactions, offsets and tagged fields, is written back as it came.
+  A Fetch below v10 cannot carry zstd (KIP-110): its zstd batches, decoded or not, go out in
+  `proxy.fetch_compression`'s codec, or uncompressed when that is `input` or `zstd`, so a
+  consumer without zstd reads what the proxy stored with the default `output_compression`.
 
 The response stops growing when the next batch would take it past `proxy.max_fetch_bytes` or
 past the room the connection has (the budget's free bytes, within the connection's
@@ -23,9 +26,10 @@ else left for the next Fetch. Memory: a partition's decoding holds twice its bou
 budget while it runs (the batch inflated, then its records decoded), the output's bytes after;
 so a response decodes to at most half of `proxy.max_unread_bytes` (and of the response bound).
 
-Decoding runs on one thread of its own, a partition at a time, the connections taking turns in
-the order they asked: the event loop serves the other connections meanwhile, and a registry read
-the decoder waits for (a dictionary it has not seen) blocks no one else's I/O.
+Decoding runs on one thread of its own, a partition at a time, the clients taking turns round
+robin per client address (`turns`: many connections from one address share its turns): the event
+loop serves the other connections meanwhile, and a registry read the decoder waits for (a
+dictionary it has not seen) blocks no one else's I/O.
 
 A record the decoder refuses is sent as stored (see `fetched`), counted and logged at most once
 a minute per topic.
@@ -34,8 +38,8 @@ Work: each response may cost `proxy.fetch_decode_budget_bytes` of decoding (`fet
 bytes inflated, records failed or decoded, whatever their outcome); past it the partition stops
 at a batch boundary, and the rest of the response's first batch goes as stored (counted in
 `zdict_proxy_fetch_over_budget_responses_total`, logged at most once a minute per topic). So a
-decoding job on the thread is bounded, and the connections' jobs take turns there, a partition
-at a time. Dictionary ids the registry does not have are looked up at most once per
+decoding job on the thread is bounded, and the clients' jobs take turns there, a partition at
+a time. Dictionary ids the registry does not have are looked up at most once per
 `registry.follow_interval` for every client together (`lookups`).
 """
 
@@ -68,12 +72,15 @@ from sidecar.proxy.fetch_metrics import FetchMetrics
 from sidecar.proxy.fetched import DecodeWork, FetchCompression, PartitionDecoder, Rewritten
 from sidecar.proxy.frames import PREFIX_BYTES
 from sidecar.proxy.topics import TopicView
+from sidecar.proxy.turns import FairTurns
 from sidecar.proxy.versions import FETCH
 
 log = get_logger(__name__)
 
 #: `proxy.fetch_decode`: decode for every client (but `proxy.raw_fetch_client_ids`), or none.
 FetchDecode = Literal["all", "none"]
+#: Fetch versions that may carry zstd batches (KIP-110: a broker refuses them to older ones).
+ZSTD_FROM: Final = 10
 #: Fetch versions from which topics are named by id.
 TOPIC_IDS_FROM: Final = 13
 #: Fetch versions from which responses name brokers (NodeEndpoints, KIP-951).
@@ -166,9 +173,9 @@ class FetchDecoding:
         # One thread: decoding is CPU-bound Python (the GIL gives nothing to a second one), and
         # `PartitionDecoder` keeps a compressor that is not shared between threads.
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="zdict-fetch")
-        #: Connections take turns on the thread, a partition at a time, in the order they
-        #: asked; only the partition decoding holds its reservation.
-        self._turn = asyncio.Lock()
+        #: Clients take turns on the thread, a partition at a time, round robin per client
+        #: address; only the partition decoding holds its reservation.
+        self._turns = FairTurns()
 
     def decodes_for(self, client_id: str | None) -> bool:
         """Whether records fetched by `client_id` are decoded."""
@@ -183,8 +190,10 @@ class FetchDecoding:
         free: Callable[[], int],
         hold: Callable[[int], None],
         locate: LocateNodes,
+        client: str = "",
     ) -> bytes:
-        """The response frame to send for upstream's Fetch `frame` (no size prefix).
+        """The response frame to send for upstream's Fetch `frame` (no size prefix), for a
+        client at address `client` (its turns on the decoder are that address's).
 
         `free()` says how many bytes the connection may still take from the budget; `hold(n)`
         takes `n` bytes from it (gives `-n` back when negative; the rest is given back by the
@@ -199,7 +208,9 @@ class FetchDecoding:
         # What the connection could take at best, the response read from upstream held, with
         # twice the output held while decoding.
         best = min(self.max_bytes, self.max_unread_bytes) - PREFIX_BYTES - len(frame)
-        state = _Progress(limit=max(best // 2, 0), work=DecodeWork(self.decode_budget))
+        state = _Progress(
+            limit=max(best // 2, 0), work=DecodeWork(self.decode_budget), client=client
+        )
         topics = []
         for topic in body.responses:
             name = topic.topic if version < TOPIC_IDS_FROM else self.topics.name(topic.topic_id)
@@ -211,7 +222,11 @@ class FetchDecoding:
                 elif not decode or not partition.records:
                     partitions.append(partition)
                 else:
-                    partitions.append(await self._decoded(partition, name, state, free, hold))
+                    partitions.append(
+                        await self._decoded(
+                            partition, name, version >= ZSTD_FROM, state, free, hold
+                        )
+                    )
             topics.append(dataclasses.replace(topic, partitions=tuple(partitions)))
         body = dataclasses.replace(body, responses=tuple(topics))
         if state.decoded_partitions:
@@ -226,6 +241,7 @@ class FetchDecoding:
         self,
         partition: Any,
         topic: str | None,
+        zstd: bool,
         state: _Progress,
         free: Callable[[], int],
         hold: Callable[[int], None],
@@ -235,7 +251,7 @@ class FetchDecoding:
             self.metrics.held_back()
             return dataclasses.replace(partition, records=Records(b""))
         loop = asyncio.get_running_loop()
-        async with self._turn:
+        async with self._turns.turn(state.client):
             room = state.limit - state.size
             limit = min(room, free() // 2)
             # The first batch goes as stored only when it could never fit; when the room is
@@ -253,6 +269,7 @@ class FetchDecoding:
                     limit=limit,
                     first=first,
                     work=state.work,
+                    zstd=zstd,
                 ),
             )
             hold(len(result.data) - 2 * limit)
@@ -310,6 +327,8 @@ class _Progress:
     limit: int
     #: The decoding work the response may still cost.
     work: DecodeWork
+    #: The client's address, whose turns on the decoder these are.
+    client: str
     size: int = 0
     decoded_partitions: int = 0
     #: No more records in this response (the limit or the budget is reached).

@@ -10,12 +10,15 @@ registry, which is its business). Each v2 record batch (layout in `sidecar.recor
   base offset, partition leader epoch, last offset delta, both timestamps, producer id, epoch,
   base sequence, record count and every attribute bit but the codec's; the records are
   compressed again with the batch's own codec or the one asked for (`compression`: gzip,
-  snappy raw or xerial read, snappy written xerial, lz4, zstd) and the CRC-32C recomputed;
-* **passed as stored**, byte for byte, otherwise: no record carries the header (the test is a
-  search for the header's bytes in the records, so most such batches are never parsed), a
-  control batch, a magic other than 2, a CRC-32C that does not match (the client sees the
-  corruption itself, as it would without the proxy), an unknown codec or data that does not
-  decompress, and the truncated batch a broker may send at the end of a partition's data.
+  snappy raw or xerial read, snappy written xerial, lz4, zstd) and the CRC-32C recomputed, but
+  never zstd for a Fetch below v10 (`rewrite`'s `zstd`): uncompressed there;
+* **passed as stored**, byte for byte, otherwise (but a zstd batch to a Fetch below v10, its
+  records written again uncompressed or in the codec asked for): no record carries the header
+  (the test is a search for the header's bytes in the records, so most such batches are never
+  parsed), a control batch, a magic other than 2, a CRC-32C that does not match (the client
+  sees the corruption itself, as it would without the proxy), an unknown codec or data that
+  does not decompress, and the truncated batch a broker may send at the end of a partition's
+  data.
 
 A record that cannot be decoded (its dictionary unknown after the registry was read to its end,
 a corrupt frame, a value above `codec.max_output_size`) is **passed as stored, `zd` header and
@@ -52,7 +55,7 @@ from typing import Final, Literal
 
 from crc32c import crc32c
 
-from sidecar.batch_compression import CODEC_IDS, Compression
+from sidecar.batch_compression import CODEC_IDS, NONE, ZSTD, Compression
 from sidecar.codec import Decoder
 from sidecar.errors import (
     CodecError,
@@ -143,10 +146,13 @@ class PartitionDecoder:
         self._shadow = key + b"\x00"
         self._compression = Compression()
 
-    def rewrite(self, data: bytes, *, limit: int, first: bool, work: DecodeWork) -> Rewritten:
+    def rewrite(
+        self, data: bytes, *, limit: int, first: bool, work: DecodeWork, zstd: bool = True
+    ) -> Rewritten:
         """The partition's `data` (its `records` field) for the client; at most `limit` bytes
         out unless `first` and its first batch alone is larger (then sent as stored); its
-        decoding charged to `work`."""
+        decoding charged to `work`. `zstd`: the client's Fetch version may carry zstd batches
+        (v10 up, KIP-110); else each zstd batch goes out in another codec."""
         out: list[bytes] = []
         result = Rewritten(b"")
         size = pos = 0
@@ -165,7 +171,7 @@ class PartitionDecoder:
             must = first and not out
             try:
                 batch = self._batch(
-                    data, pos, end, (magic, crc, attributes), room, result, work, must
+                    data, pos, end, (magic, crc, attributes), room, result, work, must, zstd
                 )
             except FetchHeldBack as held:
                 if not must or isinstance(held, FetchDictionaryUnavailable):
@@ -196,9 +202,10 @@ class PartitionDecoder:
         result: Rewritten,
         work: DecodeWork,
         must: bool,
+        zstd: bool,
     ) -> bytes:
         """One whole batch as sent to the client (see module); `head`: its magic, CRC and
-        attributes; `must`: the response's first batch.
+        attributes; `must`: the response's first batch; `zstd`: see `rewrite`.
 
         Raises:
             FetchHeldBack: the batch outgrows `room` or `work`, or a dictionary could not be
@@ -238,6 +245,8 @@ class PartitionDecoder:
         shadowed = self._shadow in section
         if self._marker not in section and not shadowed:
             result.passed += max(count, 0)
+            if codec == ZSTD and not zstd:
+                return self._packed(stored, attributes, self._out_codec(codec, zstd), section)
             return stored
         try:
             records, decoded, failed, skipped = self._records(
@@ -249,13 +258,23 @@ class PartitionDecoder:
         result.passed += count - decoded - failed - skipped
         result.failed += failed
         result.over_budget += skipped
-        if not decoded:
+        if not decoded and (zstd or codec != ZSTD):
             return stored
         result.decoded += decoded
-        out_codec = codec if self.compression == "input" else CODEC_IDS[self.compression]
-        body = self._compression.compress(out_codec, records)
+        return self._packed(stored, attributes, self._out_codec(codec, zstd), records)
+
+    def _out_codec(self, codec: int, zstd: bool) -> int:
+        """The codec a rewritten batch stored in `codec` goes out in; `zstd`: the client's
+        Fetch version may carry zstd batches."""
+        out = codec if self.compression == "input" else CODEC_IDS[self.compression]
+        return NONE if out == ZSTD and not zstd else out
+
+    def _packed(self, stored: bytes, attributes: int, codec: int, records: bytes) -> bytes:
+        """Batch `stored` with `records` (uncompressed) in its place, compressed with `codec`,
+        its length, attributes and CRC-32C written again."""
+        body = self._compression.compress(codec, records)
         after_crc = (
-            struct.pack(">h", (attributes & ~_CODEC_MASK) | out_codec)
+            struct.pack(">h", (attributes & ~_CODEC_MASK) | codec)
             + stored[_CRC_FROM + 2 : BATCH_HEADER_BYTES]
             + body
         )

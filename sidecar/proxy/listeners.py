@@ -14,10 +14,11 @@ listeners bind the host of `proxy.listen` (loopback by default), at the port
 half of `proxy.read_timeout`) one sweep over the connections ends those whose frame in progress
 is late or that stayed idle (`Connection.sweep`).
 
-While a listener's upstream cannot be reached (a connection to it failed: the broker is down),
-the listener stops, so that clients see the broker down as they would without the proxy: their
-connections refused, not accepted and closed at once. It listens again at the same port once
-upstream accepts a TCP connection (checked every `RECHECK_INTERVAL` seconds).
+While a listener's upstream cannot be reached (a connection to it failed, or upstream closed one
+and then refused a TCP connection: the broker is down), the listener stops, so that clients see
+the broker down as they would without the proxy: their connections refused, not accepted and
+closed at once. It listens again at the same port once upstream accepts a TCP connection
+(checked every `RECHECK_INTERVAL` seconds).
 """
 
 from __future__ import annotations
@@ -56,6 +57,11 @@ SWEEP_INTERVAL: Final = 1.0
 REFUSAL_LOG_INTERVAL: Final = 10.0
 #: Seconds between two checks whether upstream is back, while a listener is paused.
 RECHECK_INTERVAL: Final = 1.0
+#: Checks whether upstream is down after it closed a connection, and the seconds between them.
+CLOSED_CHECKS: Final = 5
+CLOSED_CHECK_INTERVAL: Final = 0.1
+#: The reason a connection ends when upstream closed it (`Connection`).
+UPSTREAM_CLOSED: Final = "upstream_closed"
 
 
 class Listeners:
@@ -109,6 +115,8 @@ class Listeners:
         self._paused: dict[int | None, asyncio.Task[None]] = {}
         #: Seconds between two checks whether a paused listener's upstream is back.
         self.recheck_interval = RECHECK_INTERVAL
+        #: Listeners whose upstream closed a connection: the task checking whether it is down.
+        self._checking: dict[int | None, asyncio.Task[None]] = {}
         self._unavailable: set[int] = set()
         self._connections: set[asyncio.Task[None]] = set()
         self._sweeping: asyncio.Task[None] | None = None
@@ -146,7 +154,7 @@ class Listeners:
         """Stop listening; end every connection (at most `STOP_TIMEOUT` seconds)."""
         for server in self._servers.values():
             server.close()
-        for reopening in list(self._paused.values()):
+        for reopening in [*self._paused.values(), *self._checking.values()]:
             reopening.cancel()
         if self._sweeping is not None:
             self._sweeping.cancel()
@@ -223,17 +231,41 @@ class Listeners:
             reason="upstream cannot be reached: connections to this port are refused until it can",
         )
 
+    def _check_upstream(self, node_id: int | None) -> None:
+        """Upstream of `node_id`'s listener (None: bootstrap) closed a connection: a broker
+        stopping closes them all. Whether it still accepts connections is checked at once
+        (and `CLOSED_CHECKS` times in a row, a broker shutting down closing its port last), so
+        that the listener stops before the clients connect again (see module)."""
+        if node_id in self._paused or node_id in self._checking:
+            return
+        task = asyncio.get_running_loop().create_task(self._check(node_id))
+        self._checking[node_id] = task
+
+    async def _check(self, node_id: int | None) -> None:
+        try:
+            for _ in range(CLOSED_CHECKS):
+                if not await self._reachable(node_id):
+                    self._unreachable(node_id)
+                    return
+                await asyncio.sleep(CLOSED_CHECK_INTERVAL)
+        finally:
+            self._checking.pop(node_id, None)
+
+    async def _reachable(self, node_id: int | None) -> bool:
+        """Whether one of the upstream addresses of `node_id`'s listener accepts a connection."""
+        targets = self.bootstrap if node_id is None else (self.upstream[node_id],)
+        for target in targets:
+            if await reachable(target, self.recheck_interval):
+                return True
+        return False
+
     async def _reopen(self, node_id: int | None, port: int) -> None:
         """Listen again at `port` for `node_id` once its upstream accepts a connection (checked
         every `recheck_interval` seconds)."""
         try:
             while True:
                 await asyncio.sleep(self.recheck_interval)
-                targets = self.bootstrap if node_id is None else (self.upstream[node_id],)
-                for target in targets:
-                    if await reachable(target, self.recheck_interval):
-                        break
-                else:
+                if not await self._reachable(node_id):
                     continue
                 try:
                     self._servers[node_id] = await self._server(node_id, port)
@@ -343,6 +375,8 @@ class Listeners:
             )
             self.slots.serve(accepted, connection)
             reason = await connection.serve()
+            if reason == UPSTREAM_CLOSED:
+                self._check_upstream(node_id)
         except asyncio.CancelledError:
             reason = None  # the proxy is stopping: this task is the connection's own
         finally:

@@ -5,12 +5,15 @@ one with the defaults (admin APIs refused), one with `ZDICT_PROXY__ADMIN_APIS=fo
 The registry topic read by id with Fetch v17 (its id learned from the broker, as an attacker
 learns it from a ConsumerGroupHeartbeat assignment), subscribed to with ConsumerGroupHeartbeat,
 `__consumer_offsets` read by name with Fetch v12: refused with TOPIC_AUTHORIZATION_FAILED and no
-records. DeleteRecords, DeleteTopics and AlterConfigs: refused with CLUSTER_AUTHORIZATION_FAILED
-and left out of ApiVersions by default; forwarded when enabled, and still refused on the
-registry and `__consumer_offsets`, which keep their records and configs (read directly). A
-Metadata request past `ZDICT_PROXY__MAX_METADATA_TOPICS`: answered without brokers, not
-forwarded. A consumer reading by topic id reads on across a proxy restart (a restarted proxy
-knows no id its clients learned before)."""
+records. A ConsumerGroupHeartbeat whose regex matches the registry and another topic is assigned
+the other only; OffsetFetch of every topic of a group that committed on the registry lists it
+not; a classic JoinGroup subscribing to it is refused. DeleteRecords, DeleteTopics and
+AlterConfigs: refused with CLUSTER_AUTHORIZATION_FAILED and left out of ApiVersions by default;
+forwarded when enabled, and still refused on the registry and `__consumer_offsets`, which keep
+their records and configs (read directly). A Metadata request past
+`ZDICT_PROXY__MAX_METADATA_TOPICS`: answered without brokers, not forwarded. A consumer reading
+by topic id reads on across a proxy restart (a restarted proxy knows no id its clients learned
+before)."""
 
 from __future__ import annotations
 
@@ -26,22 +29,23 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import (  # type: ignore[attr-defined]  # public, but not in __all__
     AdminClient,
     ConfigResource,
-    NewTopic,
 )
 from kio.schema.errors import ErrorCode
 
-from tests.kafka_frames import nested, read_response, request_frame
+from tests.kafka_frames import nested, read_response, request_frame, subscription
 
 from .forward_proxies import allowed, start_forward_proxy, start_proxy, stop_proxy
-from .launch import SidecarEnv, StartSidecar, environment_for, start_sidecars
+from .launch import SidecarEnv, StartSidecar
 from .probe import KafkaProbe
 from .process import Sidecar, free_port
+from .proxy_fixtures import registry_env, sidecars
 from .raw_kafka import RawClient, metadata
 from .topics import create_topic
 
 PREFIX = "zdict-it-access"
 FETCH, METADATA, DELETE_TOPICS, DELETE_RECORDS, ALTER_CONFIGS = 1, 3, 20, 21, 33
 API_VERSIONS, CONSUMER_GROUP_HEARTBEAT = 18, 68
+OFFSET_FETCH, JOIN_GROUP = 9, 11
 MAX_METADATA_TOPICS = 50
 OFFSETS = "__consumer_offsets"
 #: Refusals the proxies log: expected here, so not troubles at their stop.
@@ -58,20 +62,15 @@ class Proxies:
 
 
 @pytest.fixture(scope="module")
-def env(kafka_bootstrap: str) -> SidecarEnv:
-    return environment_for(kafka_bootstrap, f"_zdict_dictionaries-{uuid.uuid4().hex}")
+def env(kafka_bootstrap: str, kafka_admin: AdminClient) -> SidecarEnv:
+    return registry_env(kafka_bootstrap, kafka_admin)
 
 
 @pytest.fixture(scope="module")
 def proxies(
-    env: SidecarEnv,
-    kafka_bootstrap: str,
-    kafka_admin: AdminClient,
-    tmp_path_factory: pytest.TempPathFactory,
+    env: SidecarEnv, kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Proxies]:
     registry = env()["ZDICT_REGISTRY__TOPIC"]
-    created = kafka_admin.create_topics([NewTopic(registry, 1, 1)], operation_timeout=30)
-    created[registry].result(timeout=35)
     producer = Producer({"bootstrap.servers": kafka_bootstrap})
     producer.produce(registry, b"dictionary bytes")
     assert producer.flush(30) == 0
@@ -79,17 +78,18 @@ def proxies(
     consumer = Consumer({"bootstrap.servers": kafka_bootstrap, "group.id": f"{PREFIX}-group"})
     consumer.commit(offsets=[TopicPartition(registry, 0, 0)], asynchronous=False)
     consumer.close()
-    starter = start_sidecars(env, tmp_path_factory.mktemp("proxy-access"))
-    start: StartSidecar = next(starter)
-    bound = {"ZDICT_PROXY__MAX_METADATA_TOPICS": str(MAX_METADATA_TOPICS)}
-    refusing, first = start_forward_proxy(start, "access-refusing", [f"{PREFIX}-*"], env=bound)
-    forwarding, second = start_forward_proxy(
-        start, "access-forwarding", [f"{PREFIX}-*"], env={"ZDICT_PROXY__ADMIN_APIS": "forward"}
-    )
-    yield Proxies(refusing, forwarding, registry, (first, second), start)
-    for process in (first, second):
-        stop_proxy(process, TROUBLES)
-    next(starter, None)
+    with sidecars(env, tmp_path_factory.mktemp("proxy-access")) as start:
+        bound = {"ZDICT_PROXY__MAX_METADATA_TOPICS": str(MAX_METADATA_TOPICS)}
+        refusing, first = start_forward_proxy(start, "access-refusing", [f"{PREFIX}-*"], env=bound)
+        forwarding, second = start_forward_proxy(
+            start,
+            "access-forwarding",
+            [f"{PREFIX}-*"],
+            env={"ZDICT_PROXY__ADMIN_APIS": "forward"},
+        )
+        yield Proxies(refusing, forwarding, registry, (first, second), start)
+        for process in (first, second):
+            stop_proxy(process, TROUBLES)
 
 
 def call(address: str, api_key: int, version: int, **body: Any) -> Any:
@@ -166,6 +166,70 @@ def test_subscribing_to_the_registry_with_consumer_group_heartbeat_is_refused(
     )
     assert answer.error_code == ErrorCode.topic_authorization_failed
     assert answer.assignment is None
+
+
+def test_a_heartbeat_regex_matching_the_registry_is_assigned_the_other_topics_only(
+    proxies: Proxies, kafka_bootstrap: str, kafka_admin: AdminClient
+) -> None:
+    ordinary = create_topic(kafka_admin, name_prefix=f"{PREFIX}-regex")
+    ordinary_id = topic_id(kafka_bootstrap, ordinary)
+    registry_id = topic_id(kafka_bootstrap, proxies.registry)
+    group, member = f"{PREFIX}-{uuid.uuid4().hex}", uuid.uuid4().hex[:22]
+    epoch, assigned = 0, set[uuid.UUID]()
+    deadline = time.monotonic() + 60
+    while ordinary_id not in assigned:
+        assert time.monotonic() < deadline, "the broker assigned the ordinary topic"
+        answer = call(
+            proxies.refusing,
+            CONSUMER_GROUP_HEARTBEAT,
+            1,
+            group_id=group,
+            member_id=member,
+            member_epoch=epoch,
+            rebalance_timeout=datetime.timedelta(seconds=30),
+            subscribed_topic_regex=f"({proxies.registry}|{ordinary})",
+            topic_partitions=(),
+        )
+        assert answer.error_code == ErrorCode.none
+        epoch = answer.member_epoch
+        if answer.assignment is not None:
+            assigned = {uuid.UUID(str(t.topic_id)) for t in answer.assignment.topic_partitions}
+            assert registry_id not in assigned
+        time.sleep(0.5)
+
+
+def test_offset_fetch_of_every_topic_leaves_out_the_registry(
+    proxies: Proxies, kafka_bootstrap: str
+) -> None:
+    group = nested(OFFSET_FETCH, 8, "OffsetFetchRequestGroup")(
+        group_id=f"{PREFIX}-group", topics=None
+    )
+
+    def topics(address: str) -> set[str]:
+        answer = call(address, OFFSET_FETCH, 8, groups=(group,), require_stable=False)
+        return {str(t.name) for g in answer.groups for t in g.topics}
+
+    assert proxies.registry in topics(kafka_bootstrap.split(",")[0]), "committed directly"
+    for address in (proxies.refusing, proxies.forwarding):
+        assert proxies.registry not in topics(address)
+
+
+def test_a_classic_group_subscribing_to_the_registry_is_refused(proxies: Proxies) -> None:
+    protocol = nested(JOIN_GROUP, 9, "JoinGroupRequestProtocol")(
+        name="range", metadata=subscription(proxies.registry)
+    )
+    answer = call(
+        proxies.refusing,
+        JOIN_GROUP,
+        9,
+        group_id=f"{PREFIX}-{uuid.uuid4().hex}",
+        session_timeout=datetime.timedelta(seconds=30),
+        rebalance_timeout=datetime.timedelta(seconds=30),
+        member_id="",
+        protocol_type="consumer",
+        protocols=(protocol,),
+    )
+    assert answer.error_code == ErrorCode.topic_authorization_failed
 
 
 def test_consumer_offsets_fetched_by_name_is_refused(

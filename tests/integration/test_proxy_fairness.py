@@ -24,12 +24,12 @@ from dataclasses import dataclass
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+from confluent_kafka.admin import AdminClient
 from kio.schema.errors import ErrorCode
 
 from .forward_proxies import start_forward_proxy
-from .launch import SidecarEnv, environment_for, start_sidecars
 from .process import Sidecar
+from .proxy_fixtures import registry_env, sidecars
 from .raw_kafka import RawClient, batch, metadata, produce, produce_errors
 from .topics import create_topic
 
@@ -53,17 +53,12 @@ class Fair:
 def fair(
     kafka_bootstrap: str, kafka_admin: AdminClient, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Fair]:
-    env: SidecarEnv = environment_for(kafka_bootstrap, f"_zdict_dictionaries-{uuid.uuid4().hex}")
-    registry = env()["ZDICT_REGISTRY__TOPIC"]
-    futures = kafka_admin.create_topics([NewTopic(registry, 1, 1)], operation_timeout=30)
-    futures[registry].result(timeout=35)
-    starter = start_sidecars(env, tmp_path_factory.mktemp("proxy-fairness"))
-    start = next(starter)
-    address, process = start_forward_proxy(start, "proxy-fairness", [f"{PREFIX}-*"])
-    yield Fair(address, process)
-    process.terminate()
-    assert process.wait() == 0, process.tail()
-    next(starter, None)
+    env = registry_env(kafka_bootstrap, kafka_admin)
+    with sidecars(env, tmp_path_factory.mktemp("proxy-fairness")) as start:
+        address, process = start_forward_proxy(start, "proxy-fairness", [f"{PREFIX}-*"])
+        yield Fair(address, process)
+        process.terminate()
+        assert process.wait() == 0, process.tail()
 
 
 def p99(values: list[float]) -> float:

@@ -9,8 +9,9 @@ different one), and frames declaring and holding 8 MiB each. Raw-socket clients 
 fetch them again and again, or fetch and never read their answers. During each attack the good
 clients' latency p99 (the producer's delivery, the consumer's end to end) stays within 1 s of
 their baseline and every record they produce is consumed, byte-exact; the proxy's resident
-memory stays within `proxy.max_buffered_bytes` + 64 MiB of what it was before the attack; and
-SIGTERM during an attack ends it within 5 s.
+memory stays within `proxy.max_buffered_bytes` + 64 MiB throughout each attack of stored
+records (its peak, the kernel's VmHWM in /proc, started over with the attack), and grows by at
+most that while clients never read their answers; SIGTERM during an attack ends it within 5 s.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ import socket
 import struct
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,13 +28,14 @@ from pathlib import Path
 import pytest
 import zstandard
 from confluent_kafka import Consumer, Producer
-from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+from confluent_kafka.admin import AdminClient
 
 from sidecar.codec.wire import tag_value
 
 from .forward_proxies import MIB, allowed, start_proxy
-from .launch import SidecarEnv, StartSidecar, environment_for, start_sidecars
+from .launch import SidecarEnv
 from .process import Sidecar
+from .proxy_fixtures import registry_env, sidecars
 from .raw_kafka import FETCH, RawClient, framed, header, rss_bytes
 from .topics import create_topic
 
@@ -175,8 +176,8 @@ def _store(bootstrap: str, topic: str, records: list[tuple[bytes, bytes]]) -> No
 
 
 @pytest.fixture(scope="module")
-def env(kafka_bootstrap: str) -> SidecarEnv:
-    return environment_for(kafka_bootstrap, f"_zdict_dictionaries-{uuid.uuid4().hex}")
+def env(kafka_bootstrap: str, kafka_admin: AdminClient) -> SidecarEnv:
+    return registry_env(kafka_bootstrap, kafka_admin)
 
 
 @pytest.fixture(scope="module")
@@ -186,9 +187,6 @@ def module(
     kafka_admin: AdminClient,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Module]:
-    registry = env()["ZDICT_REGISTRY__TOPIC"]
-    futures = kafka_admin.create_topics([NewTopic(registry, 1, 1)], operation_timeout=30)
-    futures[registry].result(timeout=35)
     bombs, unknown, large, good = (
         create_topic(kafka_admin, name_prefix=f"{PREFIX}-{kind}")
         for kind in ("bombs", "ids", "big", "good")
@@ -202,24 +200,22 @@ def module(
     )
     eight = zstandard.ZstdCompressor().compress(bytes(MAX_VALUE))
     _store(kafka_bootstrap, large, [(eight, b"0")] * 7)
-    starter = start_sidecars(env, tmp_path_factory.mktemp("fetch-bounds"))
-    start: StartSidecar = next(starter)
-    address, process = start_proxy(
-        start,
-        "fetch-bounds",
-        "--no-training",
-        env={**allowed(good), "ZDICT_PROXY__MAX_BUFFERED_BYTES": str(BUDGET)},
-    )
-    clients = GoodClients(address, good)
-    clients.run(3.0)  # the group joined, the connections up
-    baseline = clients.run(5.0)
-    print(f"\nbaseline: {baseline.summary()}")
-    try:
-        yield Module(address, process, clients, baseline, bombs, unknown, large)
-    finally:
-        clients.close()
-        process.kill()
-        next(starter, None)
+    with sidecars(env, tmp_path_factory.mktemp("fetch-bounds")) as start:
+        address, process = start_proxy(
+            start,
+            "fetch-bounds",
+            "--no-training",
+            env={**allowed(good), "ZDICT_PROXY__MAX_BUFFERED_BYTES": str(BUDGET)},
+        )
+        clients = GoodClients(address, good)
+        clients.run(3.0)  # the group joined, the connections up
+        baseline = clients.run(5.0)
+        print(f"\nbaseline: {baseline.summary()}")
+        try:
+            yield Module(address, process, clients, baseline, bombs, unknown, large)
+        finally:
+            clients.close()
+            process.kill()
 
 
 def fetch_request(topic: str, correlation_id: int, max_bytes: int = 1 << 20) -> bytes:
@@ -277,24 +273,37 @@ def test_stored_records_fetched_again_and_again_leave_other_clients_unharmed(
     module: Module, stored: str
 ) -> None:
     topic = module.bombs if "bombs" in stored else module.unknown
+    _reset_peak(module.process.pid)
     attackers = Attackers(module.address, topic, 8)
     try:
         latencies = module.good.run(ATTACK_S)
+        peak = _peak(module.process.pid)
     finally:
         attackers.stop()
-    print(f"\n8 clients fetching {stored}: {attackers.answers} answers; {latencies.summary()}")
+    print(
+        f"\n8 clients fetching {stored}: {attackers.answers} answers; peak RSS "
+        f"{peak / MIB:.0f} MiB (budget {BUDGET / MIB:.0f} MiB); {latencies.summary()}"
+    )
     assert attackers.answers > 0
+    assert peak <= BUDGET + RSS_ALLOWANCE
     _assert_unharmed(module, latencies)
 
 
+def _reset_peak(pid: int) -> None:
+    """Start `pid`'s peak resident memory (VmHWM) over from its RSS now."""
+    Path(f"/proc/{pid}/clear_refs").write_text("5")
+
+
 def _peak(pid: int) -> int:
+    """`pid`'s peak resident memory since `_reset_peak`, in bytes (the kernel's VmHWM: every
+    moment of it, not samples)."""
     status = Path(f"/proc/{pid}/status").read_text()
     return int(next(x for x in status.splitlines() if x.startswith("VmHWM:")).split()[1]) * 1024
 
 
 def test_clients_that_fetch_and_never_read_keep_memory_within_the_budget(module: Module) -> None:
     pid = module.process.pid
-    Path(f"/proc/{pid}/clear_refs").write_text("5")  # VmHWM from now on
+    _reset_peak(pid)
     before = rss_bytes(pid)
     sockets = []
     for n in range(16):
@@ -305,16 +314,18 @@ def test_clients_that_fetch_and_never_read_keep_memory_within_the_budget(module:
         sockets.append(sock)
     try:
         latencies = module.good.run(ATTACK_S)
-        grown = _peak(pid) - before
+        peak = _peak(pid)
     finally:
         for sock in sockets:
             sock.close()
     print(
         f"\n16 clients fetching 7 frames of 8 MiB, never reading: RSS {before / MIB:.0f} MiB "
-        f"before, peak +{grown / MIB:.0f} MiB (budget {BUDGET / MIB:.0f} MiB); "
+        f"before, peak {peak / MIB:.0f} MiB (budget {BUDGET / MIB:.0f} MiB); "
         f"{latencies.summary()}"
     )
-    assert grown <= BUDGET + RSS_ALLOWANCE
+    # Not yet the absolute bound the other attacks hold: the decoded answers are copied while
+    # they are framed and written (126 and 193 MiB measured, idle 95 MiB).
+    assert peak - before <= BUDGET + RSS_ALLOWANCE
     _assert_unharmed(module, latencies)
 
 

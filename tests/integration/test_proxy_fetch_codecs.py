@@ -1,13 +1,15 @@
 """Issue 37, item 8: a consumer without zstd reads what its producers write through
-`zdict-sidecar proxy` when `ZDICT_PROXY__OUTPUT_COMPRESSION=producer`.
+`zdict-sidecar proxy` when `ZDICT_PROXY__OUTPUT_COMPRESSION=producer`, and, with the defaults,
+when it fetches below v10 (KIP-110), as kafka-python does (v4).
 
 The consumer and one producer are kafka-python as Debian ships it (`python3-kafka`, run by the
 system's Python, without the optional `zstandard` package: gzip only), not our code; the other
 producer is confluent-kafka writing uncompressed batches. The proxy encodes their values with a
 dictionary published in the registry (the broker holds `zd` frames, read directly), keeps each
 batch's codec, and the kafka-python consumer gets every value back byte-exact, without a `zd`
-header. With the default (`zstd`) the same consumer stops at the first batch: "Libraries for
-zstd compression codec not found".
+header. With the default (`zstd`) the same consumer reads every record too, a batch written with
+zstd directly to the broker included: batches reach a Fetch below v10 uncompressed (it stopped
+at the first batch before: "Libraries for zstd compression codec not found").
 """
 
 from __future__ import annotations
@@ -16,15 +18,19 @@ import json
 import subprocess
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer
-from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+from confluent_kafka.admin import AdminClient
 
 from sidecar.bench.events import generate
 
 from .forward_proxies import allowed, start_proxy, stop_proxy
-from .launch import SidecarEnv, StartSidecar, environment_for, start_sidecars
+from .launch import SidecarEnv
+from .log_dirs import log_dirs
+from .proxy_fixtures import registry_env, sidecars
 from .topics import create_topic
 from .training import publish_dictionary
 from .upstream_records import headers_of
@@ -62,8 +68,8 @@ for message in consumer:
 
 
 @pytest.fixture(scope="module")
-def env(kafka_bootstrap: str) -> SidecarEnv:
-    return environment_for(kafka_bootstrap, f"_zdict_dictionaries-{uuid.uuid4().hex}")
+def env(kafka_bootstrap: str, kafka_admin: AdminClient) -> SidecarEnv:
+    return registry_env(kafka_bootstrap, kafka_admin)
 
 
 @pytest.fixture(scope="module")
@@ -71,32 +77,56 @@ def events() -> list[bytes]:
     return list(generate("product_viewed", 2000 + 2 * RECORDS, seed=37))
 
 
-@pytest.fixture(scope="module")
-def topic(
+def _topic_with_dictionary(
     env: SidecarEnv, kafka_bootstrap: str, kafka_admin: AdminClient, events: list[bytes]
 ) -> str:
     """A topic whose namespace has a dictionary published and active in the registry."""
-    registry_topic = env()["ZDICT_REGISTRY__TOPIC"]
-    futures = kafka_admin.create_topics([NewTopic(registry_topic, 1, 1)], operation_timeout=30)
-    futures[registry_topic].result(timeout=35)
     name = create_topic(kafka_admin, name_prefix="zdict-it-codecs")
-    publish_dictionary(kafka_bootstrap, registry_topic, name, events[:2000])
+    publish_dictionary(kafka_bootstrap, env()["ZDICT_REGISTRY__TOPIC"], name, events[:2000])
     return name
 
 
+@dataclass
+class Topics:
+    #: Written through the proxy keeping producers' codecs, and through one with the defaults.
+    producer: str
+    default: str
+
+
 @pytest.fixture(scope="module")
-def proxy(env: SidecarEnv, topic: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    starter = start_sidecars(env, tmp_path_factory.mktemp("fetch-codecs"))
-    start: StartSidecar = next(starter)
-    address, process = start_proxy(
-        start,
-        "fetch-codecs",
-        "--no-training",
-        env={**allowed(topic), "ZDICT_PROXY__OUTPUT_COMPRESSION": "producer"},
+def topics(
+    env: SidecarEnv, kafka_bootstrap: str, kafka_admin: AdminClient, events: list[bytes]
+) -> Topics:
+    return Topics(
+        _topic_with_dictionary(env, kafka_bootstrap, kafka_admin, events),
+        _topic_with_dictionary(env, kafka_bootstrap, kafka_admin, events),
     )
-    yield address
-    stop_proxy(process)
-    next(starter, None)
+
+
+@dataclass
+class Proxies:
+    #: `ZDICT_PROXY__OUTPUT_COMPRESSION=producer`, and the defaults (zstd).
+    producer: str
+    default: str
+
+
+@pytest.fixture(scope="module")
+def proxies(
+    env: SidecarEnv, topics: Topics, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Proxies]:
+    with sidecars(env, tmp_path_factory.mktemp("fetch-codecs")) as start:
+        producer, first = start_proxy(
+            start,
+            "fetch-codecs",
+            "--no-training",
+            env={**allowed(topics.producer), "ZDICT_PROXY__OUTPUT_COMPRESSION": "producer"},
+        )
+        default, second = start_proxy(
+            start, "fetch-codecs-default", "--no-training", env=allowed(topics.default)
+        )
+        yield Proxies(producer, default)
+        stop_proxy(first)
+        stop_proxy(second)
 
 
 def _system_python(script: str, *args: str, stdin: bytes = b"") -> str:
@@ -111,9 +141,9 @@ def _system_python(script: str, *args: str, stdin: bytes = b"") -> str:
     return done.stdout.decode()
 
 
-def test_a_consumer_without_zstd_reads_what_its_producers_write_through_the_proxy(
-    proxy: str, topic: str, kafka_bootstrap: str, events: list[bytes]
-) -> None:
+def _produce_through(proxy: str, topic: str, events: list[bytes]) -> list[bytes]:
+    """kafka-python (gzip) and confluent-kafka (uncompressed) produce to `topic` through
+    `proxy`, RECORDS each; the values written."""
     by_kafka_python = events[2000 : 2000 + RECORDS]
     by_librdkafka = events[2000 + RECORDS :]
     _system_python(PRODUCE, proxy, topic, str(RECORDS), stdin=b"\n".join(by_kafka_python) + b"\n")
@@ -121,23 +151,78 @@ def test_a_consumer_without_zstd_reads_what_its_producers_write_through_the_prox
     for value in by_librdkafka:
         producer.produce(topic, value)
     assert producer.flush(30) == 0
+    return by_kafka_python + by_librdkafka
 
+
+def _stored_as_frames(kafka_bootstrap: str, topic: str, count: int) -> int:
+    """How many of the first `count` records of `topic`, read directly, are zd frames."""
     stored = Consumer(
         {"bootstrap.servers": kafka_bootstrap, "group.id": uuid.uuid4().hex}
         | {"auto.offset.reset": "earliest", "enable.auto.commit": False}
     )
     stored.subscribe([topic])
     encoded = 0
-    for _ in range(2 * RECORDS):
+    for _ in range(count):
         message = stored.poll(10)
         assert message is not None and message.error() is None
         encoded += any(key == "zd" for key, _ in headers_of(message))
     stored.close()
+    return encoded
 
-    lines = _system_python(CONSUME, proxy, topic, str(2 * RECORDS)).splitlines()
-    read = [json.loads(line) for line in lines]
 
-    print(f"\n{encoded} of {2 * RECORDS} stored as zd frames; kafka-python read {len(read)}")
+def _read_without_zstd(proxy: str, topic: str, count: int) -> list[dict[str, Any]]:
+    """What kafka-python without zstd (Fetch v4) reads of `topic` through `proxy`."""
+    lines = _system_python(CONSUME, proxy, topic, str(count)).splitlines()
+    return [json.loads(line) for line in lines]
+
+
+def _stored_bytes(kafka_admin: AdminClient, topic: str) -> int:
+    """Bytes of `topic`'s log segments on the broker."""
+    return sum(
+        segment.stat().st_size
+        for directory in log_dirs(kafka_admin)
+        for segment in directory.glob(f"{topic}-*/*.log")
+    )
+
+
+def test_a_consumer_without_zstd_reads_what_its_producers_write_through_the_proxy(
+    proxies: Proxies, topics: Topics, kafka_bootstrap: str, events: list[bytes]
+) -> None:
+    written = _produce_through(proxies.producer, topics.producer, events)
+    encoded = _stored_as_frames(kafka_bootstrap, topics.producer, len(written))
+    read = _read_without_zstd(proxies.producer, topics.producer, len(written))
+
+    print(f"\n{encoded} of {len(written)} stored as zd frames; kafka-python read {len(read)}")
     assert encoded > 0, "the proxy encoded values: there was something to decode"
-    assert sorted(r["value"].encode() for r in read) == sorted(by_kafka_python + by_librdkafka)
+    assert sorted(r["value"].encode() for r in read) == sorted(written)
+    assert all("zd" not in r["headers"] for r in read)
+
+
+def test_with_the_defaults_a_fetch_below_v10_gets_no_zstd_batch(
+    proxies: Proxies,
+    topics: Topics,
+    kafka_bootstrap: str,
+    kafka_admin: AdminClient,
+    events: list[bytes],
+) -> None:
+    """kafka-python fetches with v4, which cannot carry zstd (KIP-110): the batches the proxy
+    stored with zstd, and one a producer wrote with zstd directly, reach it in another codec."""
+    written = _produce_through(proxies.default, topics.default, events)
+    # The same records as the other test's, stored with the producers' codecs there.
+    zstd, producer = (_stored_bytes(kafka_admin, t) for t in (topics.default, topics.producer))
+    direct = Producer({"bootstrap.servers": kafka_bootstrap, "compression.type": "zstd"})
+    extra = events[:RECORDS]
+    for value in extra:
+        direct.produce(topics.default, value)
+    assert direct.flush(30) == 0
+    encoded = _stored_as_frames(kafka_bootstrap, topics.default, len(written))
+    read = _read_without_zstd(proxies.default, topics.default, len(written) + len(extra))
+
+    print(
+        f"\n{encoded} of {len(written)} stored as zd frames; kafka-python read {len(read)}; "
+        f"the same records stored with zstd: {zstd} bytes, with the producers' codecs: "
+        f"{producer} bytes"
+    )
+    assert encoded > 0
+    assert sorted(r["value"].encode() for r in read) == sorted(written + extra)
     assert all("zd" not in r["headers"] for r in read)

@@ -38,7 +38,7 @@ from sidecar.proxy.versions import (
     request_header_version,
     served_versions,
 )
-from tests.kafka_frames import read_response, request_frame
+from tests.kafka_frames import assignment, read_response, request_frame, subscription
 from tests.unit.forward_messages import filled
 from tests.unit.test_forward_connection import _bootstrap, _read_frame, running
 
@@ -545,3 +545,30 @@ def test_mutated_requests_are_answered_forwarded_or_refused_as_malformed() -> No
             else:
                 outcomes["answered" if answer is not None else "forwarded"] += 1
     assert min(outcomes.values()) > 100, outcomes
+
+
+def test_classic_groups_subscribing_to_or_assigning_a_protected_topic_are_refused() -> None:
+    access, _ = _access()
+    join = _fields_of(11, 9)
+    (protocol,) = join["protocols"]
+    sync = _fields_of(14, 5)
+    (assigned,) = sync["assignments"]
+    for name, expected in ((REGISTRY, False), ("__consumer_offsets", False), ("orders", True)):
+        subscribed = dataclasses.replace(protocol, metadata=subscription(name))
+        frame = request_frame(
+            11, 9, 5, **join | {"protocol_type": "consumer"} | {"protocols": (subscribed,)}
+        )
+        answer = _check(access, frame)
+        assert (answer is None) == expected, name
+        if answer is not None:
+            _, body = read_response(11, 9, answer[4:])
+            assert body.error_code == ErrorCode.topic_authorization_failed
+        given = dataclasses.replace(assigned, assignment=assignment(name))
+        for protocol_type in ("consumer", None):
+            frame = request_frame(
+                14, 5, 6, **sync | {"protocol_type": protocol_type, "assignments": (given,)}
+            )
+            assert (_check(access, frame) is None) == expected, (name, protocol_type)
+    connect = dataclasses.replace(protocol, metadata=subscription(REGISTRY))
+    frame = request_frame(11, 9, 7, **join | {"protocol_type": "connect", "protocols": (connect,)})
+    assert _check(access, frame) is None, "another protocol's bytes are not read"

@@ -241,3 +241,36 @@ def test_a_listener_whose_upstream_is_down_refuses_connections_until_it_is_back(
             assert events == ["listener_paused", "listener_resumed"]
 
     asyncio.run(asyncio.wait_for(main(), 30))
+
+
+def test_a_listener_stops_as_soon_as_its_upstream_closes_connections_and_refuses_new_ones() -> None:
+    """A broker stopping closes its port and every connection: the proxy checks upstream as
+    its connections close, so the clients' next connections are refused, none accepted and
+    closed (issue 37: the first one after the broker stopped was)."""
+
+    async def main() -> None:
+        async with running(_list_groups_answer) as (listeners, upstream, _registry):
+            writers: list[asyncio.StreamWriter] = []
+
+            async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+                writers.append(writer)
+                await upstream.serve(reader, writer)
+
+            broker = await asyncio.start_server(serve, "127.0.0.1", 0)
+            listeners.bootstrap = (Address("127.0.0.1", broker.sockets[0].getsockname()[1]),)
+            address = _bootstrap(listeners)
+            with capture_logs() as logs:
+                reader, writer = await asyncio.open_connection(*address)
+                writer.write(_list_groups(1))
+                await writer.drain()
+                assert _correlation(b"\0\0\0\0" + await _read_frame(reader)) == 1
+                broker.close()  # the port first, then the connections, as a broker stops
+                for upstream_writer in writers:
+                    upstream_writer.close()
+                assert await _closed(reader)
+                writer.close()
+                while not any(e["event"] == "listener_paused" for e in logs):
+                    await asyncio.sleep(0.01)
+                assert await _refused(address), "no connection accepted to find upstream down"
+
+    asyncio.run(asyncio.wait_for(main(), 30))

@@ -171,6 +171,36 @@ def test_the_output_compression_can_be_set(
     assert _values([batch]) == events[:20]
 
 
+@pytest.mark.parametrize(
+    ("compression", "expected"), [("input", "none"), ("zstd", "none"), ("gzip", "gzip")]
+)
+def test_a_fetch_below_v10_never_gets_a_zstd_batch_decoded_or_not(
+    dictionary: Dictionary, events: list[bytes], compression: Any, expected: str
+) -> None:
+    ours = encode_batch(_encoded(dictionary, events[:20]), codec="zstd", producer_id=7)
+    theirs = _with_header_fields(
+        encode_batch([NewRecord(v, timestamp=5) for v in events[20:30]], codec="zstd"),
+        base_offset=20,
+    )
+    lz4 = _with_header_fields(
+        encode_batch([NewRecord(v, timestamp=5) for v in events[30:35]], codec="lz4"),
+        base_offset=30,
+    )
+    decoder = PartitionDecoder(_decoder(dictionary), compression)
+    old = decoder.rewrite(
+        ours + theirs + lz4, limit=LIMIT, first=True, work=DecodeWork(LIMIT), zstd=False
+    )
+    new = decoder.rewrite(theirs, limit=LIMIT, first=True, work=DecodeWork(LIMIT))
+
+    assert (old.decoded, old.passed, old.failed) == (20, 15, 0)
+    batches = decode_batches(old.data, LIMIT)  # CRC-32Cs checked
+    assert [b.codec for b in batches] == [expected, expected, "lz4"]
+    assert _values(batches) == events[:35]
+    assert batches[0].producer_id == 7
+    assert old.data.endswith(lz4), "a batch in a codec v4 reads passes byte for byte"
+    assert new.data == theirs, "v10 up: passed as stored"
+
+
 @pytest.mark.parametrize("framing", ["xerial", "raw"])
 def test_snappy_batches_are_decoded_and_written_again_in_xerial_framing(
     dictionary: Dictionary, events: list[bytes], framing: str

@@ -53,11 +53,9 @@ def _response(partitions: list[bytes]) -> bytes:
     return encode_response(3, filled(schema, responses=(topic,)))[4:]
 
 
-def _rewrite(
-    frame: bytes, free: int, max_unread_bytes: int = LIMIT
-) -> tuple[list[bytes], list[int]]:
-    """Each partition's records as the client gets them, and the bytes held and given back."""
-    fetch = FetchDecoding(
+def fetch_decoding(max_unread_bytes: int = LIMIT) -> FetchDecoding:
+    """A Fetch decoder without a registry, bounded by `max_unread_bytes` per connection."""
+    return FetchDecoding(
         Decoder(max_output_size=2 * MIB),
         topics=TopicView("_zdict_dictionaries"),
         metrics=FetchMetrics(CollectorRegistry()),
@@ -65,6 +63,13 @@ def _rewrite(
         max_unread_bytes=max_unread_bytes,
         decode_budget=LIMIT,
     )
+
+
+def _rewrite(
+    frame: bytes, free: int, max_unread_bytes: int = LIMIT
+) -> tuple[list[bytes], list[int]]:
+    """Each partition's records as the client gets them, and the bytes held and given back."""
+    fetch = fetch_decoding(max_unread_bytes)
     held: list[int] = []
     taken = [0]
 
