@@ -99,8 +99,13 @@ class Registry:
         self.actor = actor or default_actor("sidecar")
         self.metrics = metrics
         self.state = RegistryState()
+        #: Records and bytes (key, value and headers, as read) read from the topic so far.
+        self.records_read = 0
+        self.bytes_read = 0
         self._lock = threading.RLock()
         self._reader = reader
+        # Asks the broker for the topic's end (see `_the_ends`); a given `reader` does both.
+        self._ends = reader
         self._producer: Producer | None = None
 
     @classmethod
@@ -122,7 +127,7 @@ class Registry:
             registry=RegistrySettings(topic=topic, timeout=timeout, create=False),
         )
         registry = cls(settings, actor=default_actor("reader"))
-        registry.refresh()
+        registry.load()
         return registry
 
     @classmethod
@@ -135,7 +140,7 @@ class Registry:
         registry = cls(settings, actor=default_actor(role), metrics=metrics)
         try:
             registry.ensure_topic()
-            registry.refresh()
+            registry.load()
         except BaseException:
             registry.close()
             raise
@@ -185,12 +190,33 @@ class Registry:
 
     # -- reading -------------------------------------------------------------------------------
 
+    def load(self) -> None:
+        """The start's read of the topic to its end, logged with its cost (`registry_loaded`)."""
+        started = time.monotonic()
+        self.refresh()
+        log.info(
+            "registry_loaded",
+            topic=self.topic,
+            records=self.records_read,
+            bytes=self.bytes_read,
+            dictionaries=len(self.state.dictionaries),
+            seconds=round(time.monotonic() - started, 3),
+        )
+
     def _the_reader(self) -> Consumer:
         if self._reader is None:
             reader = make_reader(self.settings, "registry")
             reader.assign([TopicPartition(self.topic, 0, self.state.position)])
             self._reader = reader
         return self._reader
+
+    def _the_ends(self) -> Consumer:
+        """A consumer with nothing assigned, for the topic's end offset: on the reader's own
+        connection the query waits behind its long-polling Fetch (up to `fetch.wait.max.ms`,
+        half a second at every publication)."""
+        if self._ends is None:
+            self._ends = make_reader(self.settings, "registry-end")
+        return self._ends
 
     def refresh(self, timeout: float | None = None) -> list[Event]:
         """Read every record published since the last read; returns what changed.
@@ -204,7 +230,7 @@ class Registry:
         with self._lock:
             reader = self._the_reader()
             tp = TopicPartition(self.topic, 0)
-            high = self._end_offset(reader, tp, deadline)
+            high = self._end_offset(self._the_ends(), tp, deadline)
             while self.state.position < high:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
@@ -212,9 +238,11 @@ class Registry:
                         f"registry topic {self.topic}: read up to offset {self.state.position} "
                         f"of {high} within {timeout:.0f} s"
                     )
-                # consume() waits for all 500 or the timeout: a short timeout returns as soon
-                # as what exists has been fetched.
-                messages = reader.consume(500, min(0.05, remaining))
+                # consume() waits for all it asks for or the timeout: asking for no more than
+                # the records up to the end returns as soon as they are there (a publication
+                # reads its own record back at once), a short timeout when compaction left gaps.
+                wanted = min(500, high - self.state.position)
+                messages = reader.consume(wanted, min(0.05, remaining))
                 failure: str | None = None
                 for msg in messages:
                     err = msg.error()
@@ -257,7 +285,11 @@ class Registry:
         offset = msg.offset()
         assert offset is not None
         headers = cast(Headers, msg.headers() or [])
-        event = self.state.apply(offset, msg.key(), msg.value(), headers)
+        key, value = msg.key(), msg.value()
+        self.records_read += 1
+        self.bytes_read += len(key or b"") + len(value or b"")
+        self.bytes_read += sum(len(k) + len(v or b"") for k, v in headers)
+        event = self.state.apply(offset, key, value, headers)
         if isinstance(event, Ignored):
             log.warning(
                 "registry_record_ignored",
@@ -476,9 +508,9 @@ class Registry:
 
     def close(self) -> None:
         with self._lock:
-            if self._reader is not None:
-                self._reader.close()
-                self._reader = None
+            for consumer in {id(c): c for c in (self._reader, self._ends) if c}.values():
+                consumer.close()
+            self._reader = self._ends = None
         if self._producer is not None:
             self._producer.flush(5.0)
             self._producer = None
