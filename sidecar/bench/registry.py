@@ -52,6 +52,7 @@ from sidecar.dictionaries.registry import Registry
 from sidecar.dictionaries.registry_state import activation_record, dictionary_record
 from sidecar.dictionaries.store import DictionaryStore
 from sidecar.errors import InputError
+from sidecar.kafka import plain_admin
 
 #: The sizes the issue's table is read at, and the year of daily retraining it projects to.
 LEVELS: Final = (100, 1_000, 10_000)
@@ -319,7 +320,7 @@ def bench_registry(
         raise InputError("bench registry: --levels must be ascending and distinct")
     settings = {"levels": list(levels), "namespaces": namespaces, "size": size, "runs": runs}
     topic = f"_zdict_bench_registry_{os.getpid()}_{int(time.time())}"
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = plain_admin(bootstrap)
     node_ids = sorted(admin.list_topics(timeout=30).brokers)
     served = [namespace(i) for i in range(namespaces)]
     results = RegistryResults(settings, [], [])
