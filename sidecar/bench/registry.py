@@ -19,8 +19,8 @@ At each N, every run starts each reader as a fresh child process:
 * `zdict-sidecar dicts list --registry`: seconds from spawn to exit, peak RSS, bytes read.
 
 Bytes read and the registry's bytes are one measure: keys, values and headers of the records, as
-the topic holds them before the registry producer's compression. The 36,500 line projects each
-median linearly from the two largest N measured.
+the topic holds them before the registry producer's compression. The table projects each median
+to 36,500 (`sidecar.bench.registry_tables`).
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ import contextlib
 import json
 import logging
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -54,9 +53,8 @@ from sidecar.dictionaries.store import DictionaryStore
 from sidecar.errors import InputError
 from sidecar.kafka import plain_admin
 
-#: The sizes the issue's table is read at, and the year of daily retraining it projects to.
+#: The sizes the issue's table is read at.
 LEVELS: Final = (100, 1_000, 10_000)
-PROJECTED: Final = 36_500
 #: The event kinds whose trained dictionaries every published one reuses.
 KINDS: Final = ("product_viewed", "customer", "access_log", "order")
 #: Events each base dictionary is trained on.
@@ -102,27 +100,7 @@ def results_dict(results: RegistryResults) -> dict[str, Any]:
     return {
         "bases": results.bases,
         "levels": [asdict(level) for level in results.levels],
-        "projection": projection(results.levels),
     }
-
-
-def projection(levels: Sequence[Level]) -> dict[str, dict[str, float]]:
-    """Each reader's median seconds, MiB and bytes read at `PROJECTED`, linear from the two
-    largest N measured (empty with fewer than two)."""
-    if len(levels) < 2:
-        return {}
-    low, high = levels[-2], levels[-1]
-    scale = (PROJECTED - low.dictionaries) / (high.dictionaries - low.dictionaries)
-    projected: dict[str, dict[str, float]] = {}
-    for reader in READERS:
-        if not low.readings[reader] or not high.readings[reader]:
-            continue
-        projected[reader] = {}
-        for name in ("seconds", "rss_mib", "bytes_read"):
-            a = statistics.median(getattr(r, name) for r in low.readings[reader])
-            b = statistics.median(getattr(r, name) for r in high.readings[reader])
-            projected[reader][name] = a + (b - a) * scale
-    return projected
 
 
 def namespace(i: int) -> str:

@@ -30,13 +30,12 @@ first asked for (a namespace's active one, an id a record names): one record fet
 offset by a consumer of its own (`_fetch`; the topic is compacted, offsets never move), verified
 again, then kept in a cache bounded by `registry.cache_bytes`, least recently used out first.
 A dictionary published after the start is kept as it is read: it is about to be used. The end
-offset is asked for by a consumer with nothing assigned, so that the query does not queue
-behind the reader's long-polling Fetch.
+offset is asked for by a consumer that fetches nothing (paused), so that the query does not
+queue behind the reader's long-polling Fetch.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import socket
 import threading
@@ -52,6 +51,7 @@ from sidecar.dictionaries.model import Dictionary, DictionaryMeta, utc_now, with
 from sidecar.dictionaries.registry_state import (
     FORMAT,
     FORMAT_HEADER,
+    INDEX_SUFFIX,
     Action,
     Activation,
     Event,
@@ -101,8 +101,6 @@ FETCH_ONE: Final = {
     "max.partition.fetch.bytes": "1",
     "queued.max.messages.kbytes": "1",
 }
-#: The index topic beside a registry topic: its name is the registry's and this.
-INDEX_SUFFIX: Final = "-index"
 #: Attempts to claim a free id before giving up (each loses only to a concurrent claim).
 CLAIM_ATTEMPTS: Final = 5
 
@@ -308,6 +306,7 @@ class Registry:
         if topic is None or topic.error is not None or not topic.partitions:
             return
         self.index_exists = True
+        self._watch(ends, self.index_topic)
         deadline = time.monotonic() + self.timeout
         high = self._end_offset(ends, TopicPartition(self.index_topic, 0), deadline)
         if high == 0:
@@ -367,12 +366,21 @@ class Registry:
             self._indexed_through = through
 
     def _the_ends(self) -> Consumer:
-        """A consumer with nothing assigned, for the topic's end offset: on the reader's own
+        """A consumer that fetches nothing, for the topic's end offset: on the reader's own
         connection the query waits behind its long-polling Fetch (up to `fetch.wait.max.ms`,
         half a second at every publication)."""
         if self._ends is None:
             self._ends = make_reader(self.settings, "registry-end")
+            self._watch(self._ends, self.topic)
         return self._ends
+
+    @staticmethod
+    def _watch(ends: Consumer, topic: str) -> None:
+        """Have `ends` follow `topic`'s metadata without fetching: assigned (librdkafka asks
+        for the metadata of assigned topics only) and paused."""
+        tp = TopicPartition(topic, 0)
+        ends.incremental_assign([tp])
+        ends.pause([tp])
 
     def refresh(self, timeout: float | None = None) -> list[Event]:
         """Read every record published since the last read; returns what changed.
@@ -480,9 +488,6 @@ class Registry:
                     raise RegistryUnavailable(
                         f"registry topic {self.topic} cannot be read: {error.str()}"
                     ) from None
-            # A client with nothing assigned learns a topic only when it asks for it.
-            with contextlib.suppress(KafkaException):
-                reader.list_topics(tp.topic, timeout=max(0.1, min(remaining, 5.0)))
             time.sleep(0.2)
 
     def _counted(self, msg: Message) -> tuple[bytes | None, bytes | None, Headers]:

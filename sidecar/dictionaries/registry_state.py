@@ -88,6 +88,8 @@ _DICTIONARY: Final = b"dictionary/"
 _ACTIVE: Final = b"active/"
 _TRAINING: Final = b"training/"
 _THROUGH: Final = b"through"
+#: The index topic beside a registry topic: its name is the registry's and this.
+INDEX_SUFFIX: Final = "-index"
 #: How much of a record's key an `Ignored` shows (escaped).
 _SHOWN_KEY: Final = 120
 

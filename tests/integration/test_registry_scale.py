@@ -13,6 +13,7 @@ from typing import cast
 import structlog
 import zstandard
 from confluent_kafka import TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from sidecar.bench.events import generate
 from sidecar.codec import Decoder, Encoder
@@ -22,12 +23,9 @@ from sidecar.dictionaries.model import (
     TrainingSample,
     build_dictionary,
     utc_now,
-    with_new_id,
 )
-from sidecar.dictionaries.registry import Registry, RegistryResolver
+from sidecar.dictionaries.registry import TOPIC_CONFIG, Registry, RegistryResolver
 from sidecar.dictionaries.registry_state import (
-    FORMAT,
-    FORMAT_HEADER,
     Activation,
     Headers,
     RegistryState,
@@ -40,14 +38,14 @@ NAMESPACE = "scale"
 
 
 def _dictionaries(count: int) -> list[Dictionary]:
-    """`count` dictionaries of one trained content, ids set as they are published."""
+    """`count` dictionaries of one trained content, ids 32768 and up (so bytes differ)."""
     events = list(generate("order", 3_000, seed=5))
     trained = zstandard.train_dictionary(16_384, list(events)).as_bytes()
     return [
         build_dictionary(
             NAMESPACE,
             trained,
-            dict_id=32_768,
+            dict_id=32_767 + version,
             version=version,
             level=3,
             heldout_ratio=2.0,
@@ -62,17 +60,10 @@ def _dictionaries(count: int) -> list[Dictionary]:
 def test_a_reader_started_late_keeps_nothing_and_fetches_an_old_dictionary_on_first_use(
     kafka_bootstrap: str,
 ) -> None:
-    topic = f"_zdict_dictionaries-{uuid.uuid4().hex}"
-    settings = Settings(
-        kafka=KafkaSettings.model_validate({"bootstrap.servers": kafka_bootstrap}),
-        registry=RegistrySettings(topic=topic),
-    )
+    topic, settings = _registry(kafka_bootstrap)
     writer = Registry.open(settings, "test")
     try:
-        published = [
-            writer.publish_dictionary(d, avoid=range(32_768, 32_768 + i))
-            for i, d in enumerate(_dictionaries(6))
-        ]
+        published = [writer.publish_dictionary(d) for d in _dictionaries(6)]
         writer.publish_activation(NAMESPACE, published[-1].id, "promote")
         raw = next(iter(generate("order", 1, seed=9)))
         value, headers = Encoder(published[0], min_size=1).encode(raw)
@@ -95,6 +86,16 @@ def test_a_reader_started_late_keeps_nothing_and_fetches_an_old_dictionary_on_fi
             assert not [line for line in logs if line["event"] == "dictionary_fetched"]
     finally:
         writer.close()
+
+
+def _registry(bootstrap: str) -> tuple[str, Settings]:
+    """A registry topic of the test's own, and the settings of its clients."""
+    topic = f"_zdict_dictionaries-{uuid.uuid4().hex}"
+    settings = Settings(
+        kafka=KafkaSettings.model_validate({"bootstrap.servers": bootstrap}),
+        registry=RegistrySettings(topic=topic),
+    )
+    return topic, settings
 
 
 def _promotion(dict_id: int) -> Activation:
@@ -122,25 +123,17 @@ def _full_read(bootstrap: str, topic: str) -> RegistryState:
 
 
 def test_an_unindexed_registry_is_read_whole_then_indexed_by_the_first_new_writer(
-    kafka_bootstrap: str,
+    kafka_bootstrap: str, kafka_admin: AdminClient
 ) -> None:
-    topic = f"_zdict_dictionaries-{uuid.uuid4().hex}"
-    settings = Settings(
-        kafka=KafkaSettings.model_validate({"bootstrap.servers": kafka_bootstrap}),
-        registry=RegistrySettings(topic=topic),
-    )
+    topic, settings = _registry(kafka_bootstrap)
+    new = NewTopic(topic, num_partitions=1, config=dict(TOPIC_CONFIG))
+    kafka_admin.create_topics([new])[topic].result(30)
     # A registry as the version before the index wrote it: its records only, no index topic.
-    old = [with_new_id(d, 32_768 + i) for i, d in enumerate(_dictionaries(6))]
+    old = _dictionaries(6)
     producer = plain_producer(kafka_bootstrap)
-    for dictionary in old:
-        producer.produce(
-            topic, *dictionary_record(dictionary)[:2], headers=dictionary_record(dictionary)[2]
-        )
-    producer.produce(
-        topic,
-        *activation_record(_promotion(old[-1].id))[:2],
-        headers=[(FORMAT_HEADER, FORMAT)],
-    )
+    records = [dictionary_record(d) for d in old] + [activation_record(_promotion(old[-1].id))]
+    for key, value, headers in records:
+        producer.produce(topic, key=key, value=value, headers=headers)
     assert producer.flush(30) == 0
 
     first = Registry.connect(kafka_bootstrap, topic=topic)
@@ -153,7 +146,7 @@ def test_an_unindexed_registry_is_read_whole_then_indexed_by_the_first_new_write
 
     writer = Registry.open(settings, "test")  # creates the index; its first publication fills it
     try:
-        newer = writer.publish_dictionary(_dictionaries(7)[-1], avoid=[d.id for d in old])
+        newer = writer.publish_dictionary(_dictionaries(7)[-1])
         writer.publish_activation(NAMESPACE, newer.id, "promote")
     finally:
         writer.close()

@@ -24,6 +24,7 @@ from kio.static.constants import EntityType
 from prometheus_client import CollectorRegistry
 from structlog.testing import capture_logs
 
+from sidecar.dictionaries.registry_state import INDEX_SUFFIX
 from sidecar.errors import ProtocolError
 from sidecar.proxy.access import ACL_APIS, DESCRIBE_ACLS, UNCHECKED, RequestAccess, topic_keys
 from sidecar.proxy.frames import read_request_header
@@ -545,3 +546,10 @@ def test_mutated_requests_are_answered_forwarded_or_refused_as_malformed() -> No
             else:
                 outcomes["answered" if answer is not None else "forwarded"] += 1
     assert min(outcomes.values()) > 100, outcomes
+
+
+def test_the_registry_index_is_protected_as_the_registry_is() -> None:
+    view = TopicView(REGISTRY)
+    assert view.protected(REGISTRY + INDEX_SUFFIX) and view.refused(REGISTRY + INDEX_SUFFIX)
+    assert not view.protected("orders" + INDEX_SUFFIX)
+    assert not TopicView(REGISTRY, show_internal=True).refused(REGISTRY + INDEX_SUFFIX)
