@@ -183,10 +183,22 @@ Event = DictionaryAdded | Activated | TrainingRecorded | Ignored
 
 @dataclass(frozen=True, slots=True)
 class Entry:
-    """A verified dictionary's metadata and where its record is."""
+    """A verified dictionary's metadata and where its record is. The metadata is kept as JSON
+    and parsed when asked for: a reader holds an entry per dictionary of the registry, and the
+    parsed model costs several times its JSON."""
 
-    meta: DictionaryMeta
+    namespace: str
+    version: int
     offset: int
+    meta_json: bytes
+
+    @classmethod
+    def of(cls, meta: DictionaryMeta, offset: int) -> Entry:
+        return cls(meta.namespace, meta.version, offset, meta.model_dump_json().encode())
+
+    @property
+    def meta(self) -> DictionaryMeta:
+        return DictionaryMeta.model_validate_json(self.meta_json)
 
 
 #: How a reader reads one dictionary record again: (offset, metadata) -> the verified dictionary.
@@ -234,10 +246,10 @@ class Dictionaries:
 
     def index(self, meta: DictionaryMeta, offset: int) -> None:
         """A dictionary known from the index: its bytes are read when asked for."""
-        self.entries[meta.id] = Entry(meta, offset)
+        self.entries[meta.id] = Entry.of(meta, offset)
 
     def add(self, dictionary: Dictionary, offset: int) -> None:
-        self.entries[dictionary.id] = Entry(dictionary.meta, offset)
+        self.entries[dictionary.id] = Entry.of(dictionary.meta, offset)
         if self.cache_new:
             self._keep(dictionary)
 
@@ -335,8 +347,10 @@ def index_records(
         ] + [(_TRAINING + ns.encode(), t, t) for ns, t in state.trainings.items()]
         position, high = state.position, max([state.high_id, *state.claims])
     for entry in sorted(entries, key=lambda e: e.offset):
-        meta = entry.meta.model_dump(mode="json")
-        records.append(record(dictionary_key_of(entry.meta), entry.offset, meta=meta))
+        meta = entry.meta
+        records.append(
+            record(dictionary_key_of(meta), entry.offset, meta=meta.model_dump(mode="json"))
+        )
     for key, current, value in named:
         if mirrored.get(key) is not current:
             records.append(record(key, state.offsets.get(key, 0), value=value))
@@ -439,7 +453,7 @@ class RegistryState:
         activation = Activation.model_validate_json(value)
         if activation.namespace != namespace:
             raise _refused("invalid", f"activation for {activation.namespace} under key {key!r}")
-        target = self.dictionaries.meta(activation.dict_id)
+        target = self.dictionaries.entries.get(activation.dict_id)
         if target is None or target.namespace != namespace:
             raise _refused(
                 "invalid",
@@ -523,8 +537,11 @@ class RegistryState:
         """Metadata of the dictionaries of `namespace` (all if None), by namespace and version."""
         with self._lock:
             entries = list(self.dictionaries.entries.values())
-        found = [e.meta for e in entries if namespace in (None, e.meta.namespace)]
-        return sorted(found, key=lambda m: (m.namespace, m.version))
+        found = sorted(
+            (e for e in entries if namespace in (None, e.namespace)),
+            key=lambda e: (e.namespace, e.version),
+        )
+        return [e.meta for e in found]
 
     def next_id(self, avoid: Iterable[int] = ()) -> int:
         """The lowest id above every claimed one and every id in `avoid`."""
@@ -535,8 +552,9 @@ class RegistryState:
         return highest + 1
 
     def next_version(self, namespace: str, at_least: int = 1) -> int:
-        versions = [m.version + 1 for m in self.versions(namespace)]
-        return max([at_least, *versions])
+        with self._lock:
+            entries = list(self.dictionaries.entries.values())
+        return max([at_least, *(e.version + 1 for e in entries if e.namespace == namespace)])
 
 
 def _guarded(offset: int, key: bytes | None, apply: Callable[[], Event | None]) -> Event | None:
