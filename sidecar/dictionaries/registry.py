@@ -221,44 +221,39 @@ class Registry:
                 f"registry topic {self.topic} does not exist; create it with 1 partition and "
                 "cleanup.policy=compact, or set ZDICT_REGISTRY__CREATE=true"
             )
+        error = self._create(admin, self.topic)
+        if error is not None:
+            raise RegistryError(
+                f"cannot create registry topic {self.topic}: {error.str()}; create it with "
+                "1 partition and cleanup.policy=compact (or fix ZDICT_REGISTRY__TOPIC)"
+            )
+        log.info("registry_topic_created", topic=self.topic, config=TOPIC_CONFIG)
+        self._ensure_index(admin)
+
+    def _create(self, admin: AdminClient, topic: str) -> KafkaError | None:
+        """Create `topic` as a registry topic; the broker's refusal, unless it exists."""
         new = NewTopic(
-            self.topic,
+            topic,
             num_partitions=1,
             replication_factor=self.settings.registry.replication_factor,
             config=dict(TOPIC_CONFIG),
         )
-        future = admin.create_topics([new], operation_timeout=self.timeout)[self.topic]
+        future = admin.create_topics([new], operation_timeout=self.timeout)[topic]
         try:
             future.result(timeout=self.timeout + 5)
         except KafkaException as exc:
-            error = exc.args[0]
-            if not is_topic_already_exists(error):
-                raise RegistryError(
-                    f"cannot create registry topic {self.topic}: {error.str()}; create it with "
-                    "1 partition and cleanup.policy=compact (or fix ZDICT_REGISTRY__TOPIC)"
-                ) from None
-        log.info("registry_topic_created", topic=self.topic, config=TOPIC_CONFIG)
-        self._ensure_index(admin)
+            error: KafkaError = exc.args[0]
+            return None if is_topic_already_exists(error) else error
+        return None
 
     def _ensure_index(self, admin: AdminClient) -> None:
         """The index topic, created beside the registry when missing and allowed. Without it
         everything works: readers read the whole registry at start."""
         if not self.settings.registry.create:
             return
-        new = NewTopic(
-            self.index_topic,
-            num_partitions=1,
-            replication_factor=self.settings.registry.replication_factor,
-            config=dict(TOPIC_CONFIG),
-        )
-        future = admin.create_topics([new], operation_timeout=self.timeout)[self.index_topic]
-        try:
-            future.result(timeout=self.timeout + 5)
-        except KafkaException as exc:
-            if not is_topic_already_exists(exc.args[0]):
-                log.warning(
-                    "registry_index_not_created", topic=self.index_topic, error=exc.args[0].str()
-                )
+        error = self._create(admin, self.index_topic)
+        if error is not None:
+            log.warning("registry_index_not_created", topic=self.index_topic, error=error.str())
 
     # -- reading -------------------------------------------------------------------------------
 
