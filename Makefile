@@ -73,7 +73,10 @@ integration: $(STAMP) tools
 # checks them in a run of their own (paths on its command line replace pyproject's packages).
 SCRIPTS := deploy/kafka/kafka-local
 
+# The layers (tests/unit/test_architecture.py, LAYERS) and the absence of import cycles are part
+# of the lint: an import against them fails it (the module's other checks run with the tests).
 lint: $(STAMP)
+	$(BIN)/pytest -q -p no:cacheprovider tests/unit/test_architecture.py -k "layer or cycles"
 	$(BIN)/ruff check sidecar tests deploy $(SCRIPTS)
 	$(BIN)/ruff format --check sidecar tests deploy $(SCRIPTS)
 	$(BIN)/mypy
@@ -121,6 +124,12 @@ bench-registry: $(STAMP)
 figures: $(STAMP)
 	$(BIN)/python -m sidecar.bench.figures --out sidecar/bench/FIGURES.md \
 		--commit "$$(git describe --always --dirty 2>/dev/null || echo unknown)" $(wildcard $(OUT)/bench-*.json)
+
+## apidocs: the API reference of the library an application imports (sidecar.serde, sidecar.codec),
+## HTML from the docstrings and type hints, in out/apidocs (not committed)
+.PHONY: apidocs
+apidocs: $(STAMP)
+	$(BIN)/pdoc --output-directory $(OUT)/apidocs sidecar.serde sidecar.codec
 
 ## constraints: deploy/constraints.txt, the image's dependency pins with the sha256 of each wheel
 ## the image may install (from the index), written from this venv's versions: after changing one

@@ -24,7 +24,7 @@ from collections import deque
 from collections.abc import Sequence
 from typing import Final
 
-from sidecar.proxy.compression import CODEC_IDS, Compression
+from sidecar.batch_compression import CODEC_IDS, Compression
 from sidecar.record_batch import BATCH_HEADER_BYTES, Compress, Header, record_bytes
 
 __all__ = ["SAMPLE_EVERY", "SAMPLE_RECORDS", "SAMPLE_RUN", "ProducerBatches", "batch_compressor"]

@@ -35,8 +35,6 @@ MONTH_SECONDS = 30 * 86_400
 #: Bytes in a GB, the unit cloud storage and transfer are priced in (PromQL's spelling).
 GB = "1e9"
 
-IN = f"zdict_input_bytes_total{{{ENC}}}"
-OUT = f"zdict_output_bytes_total{{{ENC}}}"
 RECORDS = f"zdict_records_total{{{ENC}}}"
 
 #: The recorded series' filter: per topic, the instance summed away by the rule.

@@ -23,10 +23,11 @@ import zstandard
 
 from sidecar.bench.corpora import Corpus
 from sidecar.codec import DEFAULT_HEADER_KEY, Encoder, header_cost
-from sidecar.dictionaries.lifecycle import dictionary_from_report
 from sidecar.dictionaries.model import MIN_DICT_ID
-from sidecar.training.choice import Decision, TrainingParams, train
-from sidecar.training.split import DEFAULT_HELDOUT_FRACTION, split_newest, usable
+from sidecar.training.choice import train
+from sidecar.training.params import DEFAULT_HELDOUT_FRACTION, Decision, TrainingParams
+from sidecar.training.promotion import dictionary_from_report
+from sidecar.training.split import split_newest, usable
 
 #: The naive baseline's grid: python-zstandard defaults at these sizes and levels.
 NAIVE_SIZES: Final = (16 * 1024, 64 * 1024, 112 * 1024)

@@ -38,7 +38,8 @@ from sidecar.record_batch import (
 from sidecar.runtime import tune_gc
 from sidecar.serde.metrics import ProducerMetrics
 from sidecar.serde.serializer import ValueEncoding
-from sidecar.training.choice import TrainingParams, candidate_dictionary, train
+from sidecar.training.choice import candidate_dictionary, train
+from sidecar.training.params import TrainingParams
 from sidecar.training.split import split_ordered
 
 # zstd -b prints e.g. "3#10000 files : 1132741 -> 569876 (x1.988), 94.1 MB/s, 367.4 MB/s"

@@ -28,7 +28,8 @@ from typing import Final
 
 from sidecar.bench.corpora import Corpus, collect_all
 from sidecar.tools.tables import render
-from sidecar.training.choice import TrainingParams, candidate_dictionary, measure, train_dictionary
+from sidecar.training.choice import candidate_dictionary, measure, train_dictionary
+from sidecar.training.params import TrainingParams
 from sidecar.training.split import usable
 
 #: Messages the dictionary is trained on, the first of each corpus.

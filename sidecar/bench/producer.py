@@ -40,7 +40,6 @@ from prometheus_client import CollectorRegistry
 from sidecar.bench.events import generate
 from sidecar.codec import Encoder
 from sidecar.config import KafkaSettings, RegistrySettings, Settings
-from sidecar.dictionaries.lifecycle import promote
 from sidecar.dictionaries.registry import Registry
 from sidecar.dictionaries.store import DictionaryStore
 from sidecar.errors import RegistryUnavailable, TrainingError
@@ -50,7 +49,9 @@ from sidecar.serde import ZdictProducer
 from sidecar.serde.following import FollowingEncoder
 from sidecar.serde.metrics import ProducerMetrics
 from sidecar.tools.tables import render
-from sidecar.training.choice import TrainingParams, train
+from sidecar.training.choice import train
+from sidecar.training.params import TrainingParams
+from sidecar.training.promotion import promote
 from sidecar.training.split import split_ordered
 
 #: The record sizes measured: (label, event kind).

@@ -325,9 +325,10 @@ class KindResults:
 def _dictionary_store(kind: str, namespaces: Sequence[str]) -> Path:
     """A store whose active dictionary for each namespace is trained on other events of `kind`."""
     from sidecar.bench.events import generate
-    from sidecar.dictionaries.lifecycle import promote
     from sidecar.dictionaries.store import DictionaryStore
-    from sidecar.training.choice import TrainingParams, train
+    from sidecar.training.choice import train
+    from sidecar.training.params import TrainingParams
+    from sidecar.training.promotion import promote
     from sidecar.training.split import split_ordered
 
     store_dir = Path(tempfile.mkdtemp(prefix="zdict-bench-relay-"))

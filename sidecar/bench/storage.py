@@ -310,9 +310,10 @@ def bench_storage(
     """Measure every variant (see the module); the raw and re-produced sidecar records are
     produced from this process, the sidecar runs as `zdict-sidecar run`."""
     from sidecar.bench.events import generate
-    from sidecar.dictionaries.lifecycle import promote
     from sidecar.dictionaries.store import DictionaryStore
-    from sidecar.training.choice import TrainingParams, train
+    from sidecar.training.choice import train
+    from sidecar.training.params import TrainingParams
+    from sidecar.training.promotion import promote
     from sidecar.training.split import split_ordered
 
     storage = Storage(bootstrap, data_dir, pid, partitions)

@@ -40,7 +40,6 @@ from sidecar.kafka import plain_admin, plain_consumer, plain_producer
 
 #: Seconds over which the timeline's ratio is smoothed (traffic of one second is noisy).
 SMOOTHING: Final = 5
-INFO_SAMPLE: Final = "zdict_dictionary_info"
 
 
 def free_port() -> int:

@@ -1,6 +1,6 @@
 """`train`, `evaluate` and `dicts list|show|activate|rollback|export|import`: making dictionaries
 and choosing the active one, in the local store or the registry, with their reports; a backup of
-the registry topic and its restore."""
+the registry topic and its restore. `dicts status|pin|unpin`: `sidecar.cli.dicts_status`."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from sidecar.cli import dicts_status
 from sidecar.cli.common import (
     PROG,
     InputLines,
@@ -22,26 +23,25 @@ from sidecar.cli.common import (
     read_lines,
     setting_number,
 )
-from sidecar.cli.report import http_url
 from sidecar.codec import Decoder
 from sidecar.config import Settings, TrainingSettings
 from sidecar.dictionaries.backup import export_records, import_records, read_backup, write_backup
-from sidecar.dictionaries.lifecycle import promote, sync_store
+from sidecar.dictionaries.lifecycle import sync_store
 from sidecar.dictionaries.model import (
     MAX_DICT_ID,
     MIN_DICT_ID,
     Dictionary,
     DictionaryMeta,
-    utc_now,
     validate_namespace,
 )
 from sidecar.dictionaries.registry import Registry, RegistryResolver, pinned_error
 from sidecar.dictionaries.store import DictionaryStore
 from sidecar.errors import ConfigError, DictionaryNotFound, StoreError, UnknownDictionary
-from sidecar.tools import status
 from sidecar.tools.evaluation import Evaluation, evaluate
 from sidecar.tools.tables import render
-from sidecar.training.choice import Decision, Measurement, TrainingReport, train
+from sidecar.training.choice import Measurement, TrainingReport, train
+from sidecar.training.params import Decision
+from sidecar.training.promotion import promote
 from sidecar.training.schedule import SKIPPED
 from sidecar.training.split import Unit, split_newest, usable
 
@@ -390,7 +390,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         champion = store.active(namespace)
         unit: Unit = "offset"
         if args.topic:
-            from sidecar.dictionaries.topic_sample import read_sample
+            from sidecar.training.topic_sample import read_sample
 
             # Producers that compress in-process leave no raw record on the topic: its
             # records are decoded first (decode, then train), with the dictionaries they name.
@@ -491,9 +491,9 @@ def cmd_dicts(args: argparse.Namespace) -> int:
     if args.action in ("export", "import"):
         return _backup(args, settings)
     if args.action == "status":
-        return _status(args, settings)
+        return dicts_status.cmd_status(args, settings)
     if args.action in ("pin", "unpin"):
-        return _pin(args, settings)
+        return dicts_status.cmd_pin(args, settings)
     store = DictionaryStore(settings.dictionaries)
     if args.registry:
         registry = open_registry(settings, "operator")
@@ -522,59 +522,6 @@ def cmd_dicts(args: argparse.Namespace) -> int:
             "add --registry to switch every sidecar",
             file=sys.stderr,
         )
-    return 0
-
-
-def _status(args: argparse.Namespace, settings: Settings) -> int:
-    """`dicts status`: per namespace, from the registry (the local store when it is disabled),
-    with a sidecar's live figures when `--metrics` is given."""
-    namespace = validate_namespace(args.namespace) if args.namespace else None
-    # Read first: an unreadable endpoint fails before the registry is waited for.
-    text = status.read_metrics(args.metrics) if args.metrics else None
-    if settings.registry.enabled:
-        registry = open_registry(settings, "operator")
-        try:
-            rows = status.from_registry(registry.state, namespace)
-        finally:
-            registry.close()
-        where = f"registry topic {settings.registry.topic}"
-    else:
-        rows = status.from_store(DictionaryStore(settings.dictionaries), namespace)
-        where = f"{settings.dictionaries} (the registry is disabled: pins are unknown)"
-    if text is not None:
-        # The relay labels output modes with its output topics: back to their input topics.
-        inputs = {settings.relay.output_for(r.namespace): r.namespace for r in rows}
-        rows = status.add_metrics(rows, text, args.metrics, lambda topic: inputs.get(topic, topic))
-        if namespace is not None:
-            rows = [r for r in rows if r.namespace == namespace]
-    now = utc_now()
-    if args.json:
-        print(status.format_json(rows, now))
-    else:
-        print(status.format_status(rows, now, where))
-    return 1 if any(r.problem for r in rows) else 0
-
-
-def _pin(args: argparse.Namespace, settings: Settings) -> int:
-    """`dicts pin` / `dicts unpin`: published to the registry, for every sidecar."""
-    namespace = validate_namespace(args.namespace)
-    registry = open_registry(settings, "operator")
-    try:
-        if args.action == "pin":
-            activation = registry.pin(namespace)
-            print(
-                f"namespace {namespace}: dictionary {activation.dict_id} is pinned in registry "
-                f"topic {registry.topic}: no training replaces it (dicts activate and rollback "
-                f"still do; dicts unpin --namespace {namespace} undoes it)"
-            )
-        else:
-            activation = registry.unpin(namespace)
-            print(
-                f"namespace {namespace}: not pinned in registry topic {registry.topic}: "
-                f"training may replace dictionary {activation.dict_id} again"
-            )
-    finally:
-        registry.close()
     return 0
 
 
@@ -756,29 +703,7 @@ def add_dicts(commands: Commands) -> None:
     a = actions.add_parser("rollback", help="re-activate the previously active dictionary")
     a.add_argument("--namespace", required=True)
     _add_dicts_flags(a)
-    a = actions.add_parser(
-        "status",
-        help="per namespace: the active dictionary, its age and held-out ratio, pinned or not, "
-        "the last training decision; with --metrics, the live ratio and output modes",
-    )
-    a.add_argument("--namespace")
-    a.add_argument("--json", action="store_true")
-    a.add_argument(
-        "--metrics",
-        type=http_url,
-        metavar="URL",
-        help="a sidecar's /metrics (e.g. http://127.0.0.1:9400/metrics): live ratio and output "
-        "mode per partition",
-    )
-    add_config_flags(a)
-    a = actions.add_parser(
-        "pin", help="keep the active dictionary: no training replaces it (the registry's)"
-    )
-    a.add_argument("--namespace", required=True)
-    add_config_flags(a)
-    a = actions.add_parser("unpin", help="let training replace the active dictionary again")
-    a.add_argument("--namespace", required=True)
-    add_config_flags(a)
+    dicts_status.add_actions(actions)
     a = actions.add_parser(
         "export", help="every record of the registry topic, in order, to FILE (a backup)"
     )

@@ -23,7 +23,6 @@ class Outcome:
     PRECOMPRESSED: Final = "precompressed"
     NO_GAIN: Final = "no_gain"
     ALL: Final = (COMPRESSED, TOMBSTONE, ALREADY_ENCODED, BELOW_THRESHOLD, PRECOMPRESSED, NO_GAIN)
-    SKIPS: Final = (TOMBSTONE, ALREADY_ENCODED, BELOW_THRESHOLD, PRECOMPRESSED, NO_GAIN)
     # Not the encoder's: the output mode wrote the value as it came, for the producer's batch
     # compression (`codec.output_mode`); counted at its size in and out, no saving of ours.
     RAW: Final = "raw"

@@ -24,16 +24,16 @@ from sidecar.codec import (
     WireFormat,
 )
 from sidecar.errors import ConfigError
-from sidecar.training.choice import (
+from sidecar.training.params import (
     DEFAULT_BUDGET_MB_PER_S,
     DEFAULT_BUDGET_US_PER_MESSAGE,
     DEFAULT_DICT_SIZES,
+    DEFAULT_HELDOUT_FRACTION,
     DEFAULT_LEVELS,
     DEFAULT_MIN_HELDOUT,
     DEFAULT_MIN_SAMPLES,
     TrainingParams,
 )
-from sidecar.training.split import DEFAULT_HELDOUT_FRACTION
 
 ENV_PREFIX = "ZDICT_"
 #: Output topic of `run --mode decode` unless one is given.

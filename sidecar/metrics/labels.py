@@ -11,9 +11,7 @@ from typing import Final
 
 from prometheus_client import Counter, Gauge
 
-from sidecar.relay.dead_letters import STAGES
-from sidecar.training.choice import Decision
-from sidecar.training.schedule import Trigger
+from sidecar.training.params import Decision, Trigger
 
 __all__ = [
     "COMMIT_FAILED",
@@ -40,8 +38,9 @@ TRAINING_RESULTS: Final = tuple(d.value for d in Decision)
 TRAINING_TRIGGERS: Final = tuple(t.value for t in Trigger)
 #: The trigger `zdict-sidecar train` records for its runs (the retraining CronJob's).
 MANUAL_TRIGGER: Final = "manual"
-#: Values of the `stage` label of `zdict_dead_letters_total`.
-DEAD_LETTER_STAGES: Final = STAGES
+#: Values of the `stage` label of `zdict_dead_letters_total` (the relay's `zdict.error.stage`
+#: header: `sidecar.relay.dead_letters`).
+DEAD_LETTER_STAGES: Final = ("encode", "decode", "produce")
 #: The label value of whatever falls outside a bounded set (an unknown reason, trigger, result).
 OTHER_REASON: Final = "other"
 

@@ -10,7 +10,6 @@ from typing import Final
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from sidecar.metrics.labels import remove_series
 from sidecar.metrics.stored import StoredBytes
 
 __all__ = ["CODEC_BATCH_BUCKETS", "RELAY_LATENCY_BUCKETS", "RecordMetrics"]
@@ -130,8 +129,3 @@ class RecordMetrics:
         """Output `topic`'s `partition` is written in `mode` (one of `modes`)."""
         for each in modes:
             self.output_mode.labels(topic, str(partition), each).set(1 if each == mode else 0)
-
-    def remove_output_mode(self, topic: str, partition: int, modes: Sequence[str]) -> None:
-        """Forget the mode series of an output partition no longer written."""
-        for each in modes:
-            remove_series(self.output_mode, topic, str(partition), each)

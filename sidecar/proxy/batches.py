@@ -32,10 +32,10 @@ from typing import Final, TypeVar
 
 from crc32c import crc32c
 
+from sidecar.batch_compression import CODEC_IDS, Compression
 from sidecar.codec import Transformed
 from sidecar.codec.results import Outcome
 from sidecar.errors import CodecError, MalformedBatch, ProduceRefused
-from sidecar.proxy.compression import CODEC_IDS, Compression
 from sidecar.record_batch import (
     BATCH_HEADER_BYTES,
     CONTROL_BIT,

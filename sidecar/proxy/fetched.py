@@ -52,6 +52,7 @@ from typing import Final, Literal
 
 from crc32c import crc32c
 
+from sidecar.batch_compression import CODEC_IDS, Compression
 from sidecar.codec import Decoder
 from sidecar.errors import (
     CodecError,
@@ -63,7 +64,6 @@ from sidecar.errors import (
     OutputTooLarge,
     ZdictError,
 )
-from sidecar.proxy.compression import CODEC_IDS, Compression
 from sidecar.record_batch import (
     BATCH_HEADER_BYTES,
     CODECS,

@@ -25,7 +25,6 @@ from __future__ import annotations
 from typing import Final
 
 PREFIX: Final = "zdict.error."
-STAGES: Final = ("encode", "decode", "produce")
 #: Characters of the error message kept in the header.
 MESSAGE_LIMIT: Final = 1000
 #: Bytes a Kafka v2 record and its share of the batch may add to key + value + headers; a record

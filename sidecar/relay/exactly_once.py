@@ -113,11 +113,6 @@ class Transactions:
     def pending(self) -> int:
         return self._txn_records
 
-    @property
-    def in_transaction(self) -> bool:
-        """Whether a transaction is open."""
-        return self._in_txn
-
     def error(self, reason: str) -> RelayFailed:
         return TransactionHung(reason) if self._hung else RelayFailed(reason)
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from sidecar.batch_compression import CODEC_IDS
 from sidecar.metrics.stored import PRODUCER, StoredBytes
-from sidecar.proxy.compression import CODEC_IDS
 from sidecar.record_batch import Header
 from sidecar.stored_estimate import SAMPLE_EVERY, SAMPLE_RUN, ProducerBatches, batch_compressor
 

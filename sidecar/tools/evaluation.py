@@ -23,13 +23,8 @@ import zstandard
 from sidecar.codec import Decoder, Encoder, StaticResolver, Transformed, WireFormat
 from sidecar.record_batch import Record, crossover, producer_codecs, stored_bytes
 from sidecar.runtime import tune_gc
-from sidecar.training.choice import (
-    TrainingParams,
-    TrainingReport,
-    candidate_dictionary,
-    measure,
-    train,
-)
+from sidecar.training.choice import TrainingReport, candidate_dictionary, measure, train
+from sidecar.training.params import TrainingParams
 from sidecar.training.split import TrainingSet
 
 #: Records per producer batch compared (1: a low-latency producer; 512: a saturated one).

@@ -8,18 +8,9 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Final
 
-
-class Trigger(StrEnum):
-    """Why a training run started; the metrics label `trigger`."""
-
-    FIRST = "first"  # no dictionary yet and the sample is large enough
-    GROWTH = "growth"  # the sample grew well past what the last run trained on
-    SCHEDULED = "scheduled"  # `retrain_interval` since the last run (or activation)
-    DRIFT = "drift"  # the live ratio fell below the champion's held-out ratio
-
+from sidecar.training.params import Trigger
 
 #: The decision of a training entry for a run that was due and not started (the namespace is
 #: pinned: `Schedule.skipped`).

@@ -16,9 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from sidecar.codec import looks_compressed
+from sidecar.training.params import DEFAULT_HELDOUT_FRACTION
 
-#: Share of a sample held out of training to measure the candidates on (its newest slice).
-DEFAULT_HELDOUT_FRACTION: Final = 0.2
 #: A smaller sample holds out a larger share, so that at least this many values (at most half
 #: the sample) judge the candidates: the promoted dictionary is refit on the older half of the
 #: held-out values too (the newest measure its crossover), so a larger share costs it little.

@@ -50,19 +50,21 @@ from typing import Any, Final, Protocol
 
 from sidecar.codec import CodecStats
 from sidecar.config import Settings
-from sidecar.dictionaries.lifecycle import promote, sync_store
+from sidecar.dictionaries.lifecycle import sync_store
 from sidecar.dictionaries.model import Dictionary
 from sidecar.dictionaries.registry import Registry, pinned_error
 from sidecar.dictionaries.registry_state import Activation, Pin
 from sidecar.dictionaries.store import DictionaryStore
-from sidecar.dictionaries.topic_sample import read_sample
 from sidecar.errors import ZdictError
 from sidecar.logs import get_logger
 from sidecar.metrics import Metrics, NamespaceMetrics
-from sidecar.training.choice import Decision, TrainingParams, TrainingReport, train
+from sidecar.training.choice import TrainingReport, train
+from sidecar.training.params import Decision, TrainingParams, Trigger
+from sidecar.training.promotion import promote
 from sidecar.training.sampling import Entry, Reservoir
-from sidecar.training.schedule import SKIPPED, LiveRatio, Policy, Schedule, Trigger
+from sidecar.training.schedule import SKIPPED, LiveRatio, Policy, Schedule
 from sidecar.training.split import split_newest
+from sidecar.training.topic_sample import read_sample
 
 log = get_logger(__name__)
 

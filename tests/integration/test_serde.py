@@ -38,7 +38,6 @@ from prometheus_client import CollectorRegistry
 from sidecar.bench.events import generate
 from sidecar.codec import NO_DICTIONARY, Decoder, header_tag, tag_value
 from sidecar.config import KafkaSettings, RegistrySettings, Settings
-from sidecar.dictionaries.lifecycle import promote
 from sidecar.dictionaries.model import Dictionary
 from sidecar.dictionaries.registry import Registry, RegistryResolver
 from sidecar.dictionaries.store import DictionaryStore
@@ -51,7 +50,9 @@ from sidecar.serde import (
     ZdictSerializer,
 )
 from sidecar.serde.following import FollowingEncoder
-from sidecar.training.choice import TrainingParams, train
+from sidecar.training.choice import train
+from sidecar.training.params import TrainingParams
+from sidecar.training.promotion import promote
 from sidecar.training.split import split_ordered
 
 from .launch import RunCli

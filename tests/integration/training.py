@@ -56,10 +56,11 @@ def publish_dictionary(
     """A dictionary of `namespace` trained on `events` (8 KiB, level 3), published in
     `registry_topic` and active there, as a trainer promotes one."""
     from sidecar.config import KafkaSettings, RegistrySettings, Settings
-    from sidecar.dictionaries.lifecycle import promote
     from sidecar.dictionaries.registry import Registry
     from sidecar.dictionaries.store import DictionaryStore
-    from sidecar.training.choice import TrainingParams, train
+    from sidecar.training.choice import train
+    from sidecar.training.params import TrainingParams
+    from sidecar.training.promotion import promote
     from sidecar.training.split import split_ordered
 
     settings = Settings(

@@ -1,4 +1,4 @@
-"""The package's shape, checked: no import cycles, and the pure logic stays free of Kafka.
+"""The package's shape, checked: its layers, no import cycles, and the pure logic free of Kafka.
 
 The module graph is read from the source (AST), so every import statement counts: module level,
 inside functions (lazy imports) and under `if TYPE_CHECKING:`. An import of `a.b.c` is an edge to
@@ -16,8 +16,9 @@ import inspect
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Final
 
 import pytest
 
@@ -27,6 +28,59 @@ from sidecar import errors
 Graph = dict[str, set[str]]
 
 PACKAGE_DIR = Path(sidecar.__file__).parent
+
+#: The layers, highest first (`make lint` checks them): a module imports modules of its own layer
+#: and of the layers below it, never of one above. The entry points (cli) over the benchmarks and
+#: the demo, which no product code imports; the deployment modes and the offline tools, which
+#: import none of each other (`INDEPENDENT`); their shared per-topic core; training over the
+#: metrics over the dictionaries' store and registry; Kafka's clients over the settings; the codec
+#: with the values it reads (the dictionary model, a training run's parameters); and below all,
+#: errors, logs, the runtime and Kafka's record-batch format.
+#: A module is in the layer of the longest entry naming it or a package above it; an entry
+#: "=name" names a package's own `__init__` only (one that re-exports a lower layer's values).
+LAYERS: Final = (
+    ("cli", ("sidecar.cli", "sidecar.__main__")),
+    ("bench", ("sidecar.bench",)),
+    ("modes", ("sidecar.relay", "sidecar.proxy", "sidecar.serde", "sidecar.tools")),
+    (
+        "core",
+        (
+            "sidecar.namespaces",
+            "sidecar.observability",
+            "sidecar.health",
+            "sidecar.stored_estimate",
+            "sidecar.output_mode_log",
+        ),
+    ),
+    ("training", ("sidecar.training",)),
+    ("metrics", ("sidecar.metrics", "sidecar.cgroup_memory")),
+    ("dictionaries", ("sidecar.dictionaries",)),
+    ("kafka", ("sidecar.kafka",)),
+    ("config", ("sidecar.config",)),
+    (
+        "codec",
+        (
+            "sidecar.codec",
+            "sidecar.dictionaries.model",
+            "=sidecar.dictionaries",
+            "sidecar.training.params",
+        ),
+    ),
+    (
+        "base",
+        (
+            "=sidecar",
+            "=sidecar.training",
+            "sidecar.errors",
+            "sidecar.logs",
+            "sidecar.runtime",
+            "sidecar.record_batch",
+            "sidecar.batch_compression",
+        ),
+    ),
+)
+#: Entries of one layer that import nothing of each other.
+INDEPENDENT: Final = ("sidecar.relay", "sidecar.proxy", "sidecar.serde", "sidecar.tools")
 
 #: The pure logic: the codec and its wire format, training and its decision, the dictionary model
 #: (and the package that re-exports it), the registry's state, the schedule, the sampling reservoir.
@@ -46,6 +100,7 @@ PURE = (
     "sidecar.training.crossover",
     "sidecar.training.split",
     "sidecar.training.schedule",
+    "sidecar.training.params",
     "sidecar.training.sampling",
 )
 #: What the pure logic must not reach, directly or through other modules of the package.
@@ -218,7 +273,49 @@ def _in(module: str, area: str) -> bool:
     return module == area or module.startswith(area + ".")
 
 
+def placement(module: str, layers: Sequence[tuple[str, Sequence[str]]]) -> tuple[int, str] | None:
+    """The index of `module`'s layer and the entry that places it; None if none names it."""
+    best: tuple[tuple[int, bool], int, str] | None = None  # ((length, exact), layer, entry)
+    for rank, (_, entries) in enumerate(layers):
+        for entry in entries:
+            exact = entry.startswith("=")
+            area = entry.removeprefix("=")
+            if module == area or (not exact and _in(module, area)):
+                key = (len(area), exact)  # the longer entry wins, then "=name" over "name"
+                if best is None or key > best[0]:
+                    best = (key, rank, area)
+    return None if best is None else (best[1], best[2])
+
+
+def layer_violations(
+    graph: Graph, layers: Sequence[tuple[str, Sequence[str]]], independent: Sequence[str]
+) -> list[str]:
+    """Every import from a lower layer up, or between independent entries; every unplaced module."""
+    found: list[str] = []
+    for module in sorted(graph):
+        here = placement(module, layers)
+        if here is None:
+            found.append(f"{module}: in no layer")
+            continue
+        for target in sorted(graph[module]):
+            there = placement(target, layers)
+            if there is None:
+                continue  # reported as the target's own line
+            if there[0] < here[0]:
+                found.append(
+                    f"{module} ({layers[here[0]][0]}) imports {target} ({layers[there[0]][0]})"
+                )
+            elif here[1] != there[1] and here[1] in independent and there[1] in independent:
+                found.append(f"{module} imports {target}: {here[1]} and {there[1]} are independent")
+    return found
+
+
 # -- the package ---------------------------------------------------------------------------------
+
+
+def test_every_module_imports_only_its_own_layer_and_those_below() -> None:
+    found = layer_violations(import_graph(PACKAGE_DIR), LAYERS, INDEPENDENT)
+    assert not found, "imports against the layers (LAYERS):\n" + "\n".join(found)
 
 
 def test_no_import_cycles_inside_the_package_lazy_imports_included() -> None:
@@ -388,3 +485,37 @@ def test_the_checker_counts_parent_packages_but_not_the_importers_own(tmp_path: 
     assert cycles(graph) == []
     (package / "sub" / "model.py").write_text("import pkg.x\n")
     assert cycles(import_graph(package)) == [["pkg.sub", "pkg.sub.model", "pkg.x", "pkg.sub"]]
+
+
+def test_the_layer_checker_reports_an_upward_import_a_sibling_and_an_unplaced_module(
+    tmp_path: Path,
+) -> None:
+    package = _package(
+        tmp_path,
+        {
+            "__init__.py": "from pkg.low.values import V\n",
+            "top.py": "import pkg.mid.a\n",
+            "mid/__init__.py": "",
+            "mid/a.py": "import pkg.mid.b\nimport pkg.top\n",
+            "mid/b.py": "from pkg.low import values\n",
+            "low/__init__.py": "",
+            "low/values.py": "V = 1\n",
+            "low/stray.py": "",
+            "loose.py": "",
+        },
+    )
+    layers = (
+        ("top", ("pkg.top",)),
+        ("mid", ("pkg.mid.a", "pkg.mid.b", "=pkg.mid")),
+        ("low", ("pkg.low.values", "=pkg.low", "=pkg")),
+    )
+    graph = import_graph(package)
+    assert layer_violations(graph, layers, ()) == [
+        "pkg.loose: in no layer",
+        "pkg.low.stray: in no layer",
+        "pkg.mid.a (mid) imports pkg.top (top)",
+    ]
+    assert (
+        "pkg.mid.a imports pkg.mid.b: pkg.mid.a and pkg.mid.b are independent"
+        in layer_violations(graph, layers, ("pkg.mid.a", "pkg.mid.b"))
+    )

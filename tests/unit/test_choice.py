@@ -12,7 +12,7 @@ import pytest
 
 from sidecar.bench.choice import NAIVE_LEVELS, compare
 from sidecar.bench.corpora import Corpus, collect_all
-from sidecar.training.choice import TrainingParams
+from sidecar.training.params import TrainingParams
 
 #: Sources every Debian machine with this project's venv has: a package log, package status
 #: snapshots as JSON, and Python package manifests (CSV lines).

@@ -13,14 +13,9 @@ from sidecar.bench.corpora import Corpus, collect_all
 from sidecar.bench.events import generate
 from sidecar.codec import Encoder
 from sidecar.record_batch import Record, producer_codecs, stored_bytes
-from sidecar.training.choice import (
-    Decision,
-    TrainingParams,
-    TrainingReport,
-    candidate_dictionary,
-    train,
-)
+from sidecar.training.choice import TrainingReport, candidate_dictionary, train
 from sidecar.training.crossover import raw_crossovers
+from sidecar.training.params import Decision, TrainingParams
 from sidecar.training.split import split_newest
 
 #: Log lines and CSV lines long enough for a 2,000-value sample (the relay's first training)

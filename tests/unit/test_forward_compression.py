@@ -11,13 +11,13 @@ import lz4.frame
 import pytest
 import zstandard
 
-from sidecar.errors import MalformedBatch
-from sidecar.proxy.compression import (
+from sidecar.batch_compression import (
     CODEC_IDS,
     XERIAL_HEADER,
     XERIAL_MAGIC,
     Compression,
 )
+from sidecar.errors import MalformedBatch
 from sidecar.record_batch import CODECS
 
 #: lz4 frame header: the FLG byte's block-independence bit.

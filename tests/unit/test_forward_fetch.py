@@ -26,6 +26,7 @@ from kio.serial import entity_writer
 from kio.static.primitive import Records, i16, i32
 from prometheus_client import CollectorRegistry
 
+from sidecar.batch_compression import CODEC_IDS, XERIAL_HEADER, Compression
 from sidecar.codec import Decoder, Encoder, StaticResolver
 from sidecar.config import ProxySettings, RegistrySettings, Settings
 from sidecar.dictionaries import Dictionary, TrainingSample
@@ -33,7 +34,6 @@ from sidecar.dictionaries.model import build_dictionary
 from sidecar.dictionaries.store import DictionaryStore
 from sidecar.errors import RegistryUnavailable, UnknownDictionary
 from sidecar.proxy.addresses import Address, encode_response, parse_response
-from sidecar.proxy.compression import CODEC_IDS, XERIAL_HEADER, Compression
 from sidecar.proxy.fetch import FetchDecoding, RecentMisses
 from sidecar.proxy.fetch_metrics import FetchMetrics
 from sidecar.proxy.fetched import DecodeWork, PartitionDecoder

@@ -21,6 +21,7 @@ from kio.serial import entity_reader
 from prometheus_client import CollectorRegistry
 from structlog.testing import capture_logs
 
+from sidecar.batch_compression import CODEC_IDS, Compression
 from sidecar.codec import Decoder, Encoder
 from sidecar.config import ProxySettings, RegistrySettings, Settings, TrainingSettings
 from sidecar.dictionaries.store import DictionaryStore
@@ -30,7 +31,6 @@ from sidecar.namespaces import Namespace
 from sidecar.proxy.addresses import Address
 from sidecar.proxy.allowlist import TopicAllowList
 from sidecar.proxy.batches import Allowance, BatchLimits, BatchRewriter
-from sidecar.proxy.compression import CODEC_IDS, Compression
 from sidecar.proxy.frames import read_request_header
 from sidecar.proxy.listeners import Listeners
 from sidecar.proxy.metrics import ForwardMetrics

@@ -32,7 +32,7 @@ from sidecar.metrics import (
     build_info,
 )
 from sidecar.metrics.stored import PROXY, RELAY
-from sidecar.training.choice import Decision
+from sidecar.training.params import Decision
 from tests.unit.dictionaries import AddDictionary
 from tests.unit.relay_fakes import Clock, make_relay
 

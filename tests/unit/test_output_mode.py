@@ -21,8 +21,9 @@ from sidecar.kafka.batch_fill import BatchFills, batch_codec, share_batches
 from sidecar.metrics import Metrics
 from sidecar.record_batch import producer_codecs
 from sidecar.relay.output_modes import RelayOutputModes
-from sidecar.training.choice import Decision, TrainingParams, train
+from sidecar.training.choice import train
 from sidecar.training.crossover import CROSSOVER_VALUES, crossover_split, raw_crossovers
+from sidecar.training.params import Decision, TrainingParams
 from sidecar.training.split import split_ordered
 from tests.unit.dictionaries import add_to_store
 from tests.unit.relay_fakes import Clock, make_relay, record

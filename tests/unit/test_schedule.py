@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from sidecar.training.schedule import LiveRatio, Policy, Schedule, Trigger
+from sidecar.training.params import Trigger
+from sidecar.training.schedule import LiveRatio, Policy, Schedule
 
 POLICY = Policy(retrain_interval=3600, min_interval=60, drift_tolerance=0.1, min_messages=1000)
 

@@ -16,14 +16,11 @@ import pytest
 from sidecar.bench.events import generate
 from sidecar.codec import Encoder
 from sidecar.dictionaries import Dictionary
-from sidecar.dictionaries.lifecycle import dictionary_from_report, promote
 from sidecar.dictionaries.model import MIN_DICT_ID
 from sidecar.dictionaries.store import DictionaryStore
 from sidecar.training.choice import (
     BREAK_EVEN_BYTE_LOSS,
-    Decision,
     Measurement,
-    TrainingParams,
     TrainingReport,
     affordable_levels,
     break_even_size,
@@ -35,6 +32,8 @@ from sidecar.training.choice import (
 )
 from sidecar.training.cost import encode_cost_ns
 from sidecar.training.crossover import crossover_split
+from sidecar.training.params import Decision, TrainingParams
+from sidecar.training.promotion import dictionary_from_report, promote
 from sidecar.training.split import TrainingSet, split_newest, split_ordered
 
 # Small grid and no speed budget: these tests are about decisions, not about this machine's speed.

@@ -1,5 +1,6 @@
-"""Kafka's record-batch compression codecs for the forwarding proxy: a batch's records section
-decompressed within a bound, and compressed as a producer of the codec writes it.
+"""Kafka's record-batch compression codecs: a batch's records section decompressed within a
+bound, and compressed as a producer of the codec writes it. The proxy rewrites batches with it;
+the stored-bytes estimates of the relay and the in-process producer compress with it too.
 
 Pure: bytes in, bytes out, no Kafka client and no I/O. Codecs by the value of bits 0-2 of a
 batch's attributes (`sidecar.record_batch.CODECS`): none, gzip, snappy, lz4, zstd. Read: gzip,
