@@ -48,7 +48,11 @@ from sidecar.codec import Encoder
 from sidecar.config import KafkaSettings, RegistrySettings, Settings
 from sidecar.dictionaries.model import Dictionary, with_new_id
 from sidecar.dictionaries.registry import Registry
-from sidecar.dictionaries.registry_state import activation_record, dictionary_record
+from sidecar.dictionaries.registry_state import (
+    INDEX_SUFFIX,
+    activation_record,
+    dictionary_record,
+)
 from sidecar.dictionaries.store import DictionaryStore
 from sidecar.errors import InputError
 from sidecar.kafka import plain_admin
@@ -275,11 +279,12 @@ def measure_dicts_list(bootstrap: str, topic: str) -> Reading:
 
 @contextlib.contextmanager
 def _topic(admin: AdminClient, topic: str) -> Iterator[None]:
-    """The bench's registry topic, deleted at the end (best effort)."""
+    """The bench's registry topic and its index, deleted at the end (best effort)."""
     try:
         yield
     finally:
-        for future in admin.delete_topics([topic], operation_timeout=30).values():
+        topics = [topic, topic + INDEX_SUFFIX]
+        for future in admin.delete_topics(topics, operation_timeout=30).values():
             with contextlib.suppress(Exception):
                 future.result(60)
 
