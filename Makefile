@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed-stamp
 OUT    := out
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo evaluate test lint unit integration soak bench bench-relay-large bench-clients bench-lifecycle tools dashboard image clean
+.PHONY: demo evaluate test lint unit integration soak bench bench-relay-large bench-clients bench-lifecycle bench-registry tools dashboard image clean
 
 # The modules deploy/build_backend.py compiles with mypyc: the editable install builds them in
 # place, so an edit to one of them installs again (the tests refuse a stale build).
@@ -126,6 +126,11 @@ bench-clients: $(STAMP)
 ## bench-lifecycle: drift → retrain → recovery, and the relay's speed while training (JSON + PNG)
 bench-lifecycle: $(STAMP)
 	deploy/kafka/kafka-local exec -- $(BIN)/zdict-sidecar bench lifecycle
+
+## bench-registry: a registry reader's start (proxy, consumer, dicts list) at 100, 1,000 and
+## 10,000 dictionaries of 64 KiB across 100 namespaces (about 8 minutes)
+bench-registry: $(STAMP)
+	deploy/kafka/kafka-local exec -- $(BIN)/zdict-sidecar bench registry
 
 ## figures: sidecar/bench/FIGURES.md, every measured figure, from the benchmarks' JSON in out/: run
 ## it after the benchmarks in the checkout that ran them (the page names the commit it was rendered at)

@@ -20,6 +20,9 @@ from dataclasses import dataclass
 
 #: The registry topic when ZDICT_REGISTRY__TOPIC is not set.
 DEFAULT_REGISTRY = "_zdict_dictionaries"
+#: The suffix of the registry's index topic, which takes the registry's grants
+#: (sidecar.dictionaries.registry_state.INDEX_SUFFIX).
+INDEX_SUFFIX = "-index"
 #: What the throwaway groups of the assign-only readers start with (sidecar.kafka.make_reader).
 READER_GROUP_PREFIX = "zdict-"
 #: AclCommand's option for each resource type.
@@ -197,8 +200,9 @@ def _names(grant: Grant, role: Role, values: Mapping[str, Sequence[str]]) -> lis
     key = grant.key
     if key is None:
         return [grant.name]
-    if key == "registry" and not values.get(key):
-        return [DEFAULT_REGISTRY]
+    if key == "registry":
+        registries = list(values.get(key, ())) or [DEFAULT_REGISTRY]
+        return [name + suffix for name in registries for suffix in ("", INDEX_SUFFIX)]
     names = list(values.get(key, ()))
     if not names:
         raise ValueError(f"--set {key}=NAME is needed: {role.keys[key]}")
@@ -249,6 +253,8 @@ def markdown() -> str:
         for grant in role.grants:
             key = grant.key
             name = f"`{grant.name}`" if key is None else f"{role.keys[key]}"
+            if key == "registry":
+                name += f" and its `{INDEX_SUFFIX}` topic"
             if grant.prefixed:
                 name = f"prefix {name}"
             when = f"`--with {grant.when}`" if grant.when else "always"

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import gzip
 import selectors
 import socket
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -29,8 +30,9 @@ class Health:
     """Liveness (a heartbeat the process loop touches) and readiness, shared with the server.
 
     Alive while the last `beat()` is at most `staleness_seconds` old (the constructor counts as
-    a beat, so a process that is starting up is alive). Ready when alive, not stopping and an
-    encoder is ready. Thread-safe.
+    a beat), or while the process is `starting()`: a start reading a large registry is not a
+    hung loop, and its own deadlines (`registry.timeout`) bound it. Ready when alive, not
+    stopping and an encoder is ready. Thread-safe.
 
     Readiness does not depend on the consumer group's assignment: a relay that holds no
     partition (more members than partitions, a surge pod during a rollout) is healthy and waits
@@ -50,12 +52,26 @@ class Health:
         self._last_beat = clock()
         self._encoder_ready = False
         self._stopping = False
+        self._starting = 0
 
     def beat(self) -> None:
         """The process loop is alive; call once per poll iteration."""
         now = self._clock()
         with self._lock:
             self._last_beat = now
+
+    @contextlib.contextmanager
+    def starting(self) -> Iterator[None]:
+        """The process is starting (reading the registry, loading dictionaries): alive
+        meanwhile; the end of the start counts as a beat."""
+        with self._lock:
+            self._starting += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._starting -= 1
+            self.beat()
 
     def set_encoder_ready(self, ready: bool = True) -> None:
         """An encoder (with the active dictionary, or the no-dictionary path) is ready."""
@@ -71,7 +87,9 @@ class Health:
         """(alive, one-line reason)."""
         now = self._clock()
         with self._lock:
-            age = now - self._last_beat
+            age, starting = now - self._last_beat, self._starting > 0
+        if starting:
+            return True, "starting"
         if age > self.staleness_seconds:
             return False, (
                 f"process loop heartbeat is {age:.1f}s old (limit {self.staleness_seconds:g}s)"

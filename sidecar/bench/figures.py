@@ -29,6 +29,7 @@ from typing import Final
 from sidecar.bench import figure_tables as tables
 from sidecar.bench.figure_tables import Document
 from sidecar.bench.proxy_tables import proxy_flags, proxy_markdown
+from sidecar.bench.registry_tables import registry_flags, registry_tables
 from sidecar.errors import InputError, ZdictError
 
 TITLE: Final = "# Figures: what zdict-sidecar was measured to save and cost"
@@ -78,6 +79,7 @@ BENCHES: Final[Mapping[str, Bench]] = {
     "producer": Bench(tables.producer_flags, tables.producer_tables),
     "proxy": Bench(proxy_flags, proxy_markdown),
     "lifecycle": Bench(tables.lifecycle_flags, tables.lifecycle_tables),
+    "registry": Bench(registry_flags, registry_tables),
 }
 
 

@@ -50,7 +50,9 @@ class ProxyChild:
         output_mode: str,
         node_ids: Sequence[int],
         variant: dict[str, str] | None = None,
+        registry_topic: str | None = None,
     ) -> None:
+        """`registry_topic`: the registry it reads (None: `--no-registry`, the store only)."""
         self.address = f"127.0.0.1:{free_port()}"
         self.log_path = log_path
         self._metrics_url: str | None = None
@@ -66,11 +68,14 @@ class ProxyChild:
                 **(variant or {}),
             }
         )
+        if registry_topic is not None:
+            env["ZDICT_REGISTRY__TOPIC"] = registry_topic
         served = [arg for topic in topics for arg in ("--topic", topic)]
+        registry = [] if registry_topic is not None else ["--no-registry"]
         with open(log_path, "wb") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "sidecar", "proxy", "--listen", self.address,
-                 "--no-registry", "--no-training", "--dictionaries", str(store), *served,
+                 *registry, "--no-training", "--dictionaries", str(store), *served,
                  "--metrics-port", "0"],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
             )  # fmt: skip

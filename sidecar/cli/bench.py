@@ -21,6 +21,7 @@ from sidecar.bench.perf_test import KAFKA_LOCAL
 from sidecar.cli.bench_common import MAX_INT32, fills, rounds
 from sidecar.cli.bench_lifecycle import add_bench_lifecycle
 from sidecar.cli.bench_offline import add_bench_offline
+from sidecar.cli.bench_registry import add_bench_registry
 from sidecar.cli.bench_savings import add_bench_savings
 from sidecar.cli.common import (
     bench_bootstrap,
@@ -568,6 +569,7 @@ def add_bench(commands: Commands) -> None:
     _add_bench_proxy(benches)
     add_bench_offline(benches)
     add_bench_savings(benches)
+    add_bench_registry(benches)
 
 
 def _add_bench_codec(benches: Commands) -> None:

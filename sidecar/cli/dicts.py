@@ -560,22 +560,22 @@ def _dicts_in_registry(args: argparse.Namespace, registry: Registry, store: Dict
         # The registry holds only dictionaries that passed every check (`RegistryState`).
         listed: list[Listed] = [
             (
-                d.meta,
-                state.activations.get(d.namespace) is not None
-                and state.activations[d.namespace].dict_id == d.id,
+                meta,
+                state.activations.get(meta.namespace) is not None
+                and state.activations[meta.namespace].dict_id == meta.id,
                 None,
             )
-            for d in state.versions(namespace)
+            for meta in state.versions(namespace)
         ]
         _print_dicts(listed, args.json, f"registry topic {registry.topic}")
         return 0
     if args.action == "show":
-        dictionary = state.dictionaries.get(args.id)
-        if dictionary is None:
+        meta = state.dictionaries.meta(args.id)
+        if meta is None:
             raise DictionaryNotFound(
                 f"dictionary {args.id} is not in registry topic {registry.topic}"
             )
-        print(dictionary.meta.model_dump_json(indent=2))
+        print(meta.model_dump_json(indent=2))
         return 0
     namespace = validate_namespace(args.namespace)
     if args.action == "activate":
@@ -583,9 +583,9 @@ def _dicts_in_registry(args: argparse.Namespace, registry: Registry, store: Dict
     else:
         activation = registry.rollback(namespace)
     sync_store(registry, store, [namespace])
-    dictionary = state.dictionaries[activation.dict_id]
+    version = next(m.version for m in state.versions(namespace) if m.id == activation.dict_id)
     print(
-        f"namespace {namespace}: dictionary {dictionary.id} (version {dictionary.meta.version}) "
+        f"namespace {namespace}: dictionary {activation.dict_id} (version {version}) "
         f"is active, published to registry topic {registry.topic} for every sidecar"
     )
     return 0

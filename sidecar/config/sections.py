@@ -287,6 +287,13 @@ class RegistrySettings(BaseModel):
     follow_interval: float = Field(
         default=5.0, gt=0.0, le=300.0, description="seconds between reads of new entries"
     )
+    cache_bytes: int = Field(
+        default=32 * 1024 * 1024,
+        ge=0,
+        le=2**40,
+        description="bytes of dictionaries a reader keeps beyond the one in use; any other is "
+        "read again from the registry by its offset when a record names it",
+    )
 
 
 # Parts of librdkafka property names whose values are secrets: kept as SecretStr, never logged

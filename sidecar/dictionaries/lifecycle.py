@@ -21,26 +21,29 @@ log = get_logger(__name__)
 
 
 def sync_store(registry: Registry, store: DictionaryStore, namespaces: Iterable[str]) -> list[str]:
-    """Make the local store mirror the registry for `namespaces`; returns those that changed.
+    """Make the local store's active dictionary of `namespaces` the registry's; returns those
+    that changed.
 
-    Every registry dictionary of those namespaces is cached (so the store can decode old
-    records too), and the store's active id follows the registry's latest activation. A
-    namespace without an activation in the registry keeps its local state.
+    Only a namespace whose activation moved is touched: its active dictionary is read (from the
+    registry's cache, or its record by offset) and stored; other versions stay in the registry,
+    read from it when a record names them. A namespace without an activation in the registry
+    keeps its local state.
     """
     changed: list[str] = []
     for namespace in namespaces:
-        for dictionary in registry.state.versions(namespace):
-            try:
-                store.put(dictionary)
-            except ZdictError as exc:
-                log.error(
-                    "registry_cache_failed",
-                    namespace=namespace,
-                    dict_id=dictionary.id,
-                    error=str(exc),
-                )
         activation = registry.state.activations.get(namespace)
         if activation is None or _local_active_id(store, namespace) == activation.dict_id:
+            continue
+        try:
+            dictionary = registry.state.dictionaries[activation.dict_id]
+            store.put(dictionary)
+        except (ZdictError, KeyError) as exc:
+            log.error(
+                "registry_cache_failed",
+                namespace=namespace,
+                dict_id=activation.dict_id,
+                error=str(exc),
+            )
             continue
         try:
             store.activate(

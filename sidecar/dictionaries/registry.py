@@ -4,6 +4,34 @@
 What the records are, and how every reader applies them, is `sidecar.dictionaries.registry_state`
 (pure). A dictionary is published (acknowledged with acks=all) before anything that references
 it: its activation, then the local store, then the encoder.
+
+The index. Beside the registry topic T, a compacted topic `T-index` (created with it) holds
+what a start needs without the dictionaries' bytes: per dictionary its metadata and the offset
+of its record (`dictionary/<id>/<sha256>`), each namespace's activation and training entry with
+the offset of the registry record it copies, and `through`: the registry offset below which
+every record is in the index, with the highest id ever claimed. Every publication brings the
+index up to what the publisher has read (`_write_index`, after the registry record is
+acknowledged; best effort). A start (`load`) reads the index, then the registry from `through`
+to its end, applying those records as always: a record the index lacks (a writer that crashed
+in between, or one of a version before the index) is read there. The rules that make every
+reader agree: the last `through` read counts (compaction keeps only the latest, which may be a
+slower writer's lower one: reading more of the registry is harmless); an activation or a
+training entry replaces one only if its registry offset is higher; a dictionary entry is the
+first claim of its id (only winners are indexed); the highest claimed id survives compaction
+and tombstones in `through`, so ids are never reused. Migration needs no flag day: the registry
+topic's records are unchanged, so a reader of an earlier version reads it as before; a reader
+of this version on a registry without an index reads it whole, and the first publication of a
+writer of this version indexes everything it read.
+
+What a reader holds. Its start verifies every dictionary record it reads but keeps only each
+dictionary's metadata and the offset of its record: a reader's memory does not grow with the
+registry's history. The bytes of a dictionary are read again when it is
+first asked for (a namespace's active one, an id a record names): one record fetched by its
+offset by a consumer of its own (`_fetch`; the topic is compacted, offsets never move), verified
+again, then kept in a cache bounded by `registry.cache_bytes`, least recently used out first.
+A dictionary published after the start is kept as it is read: it is about to be used. The end
+offset is asked for by a consumer that fetches nothing (paused), so that the query does not
+queue behind the reader's long-polling Fetch.
 """
 
 from __future__ import annotations
@@ -16,13 +44,14 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Final, Protocol, cast
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
-from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]  # public, not in __all__
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]  # public, not in __all__
 
 from sidecar.config import KafkaSettings, RegistrySettings, Settings
-from sidecar.dictionaries.model import Dictionary, utc_now, with_new_id
+from sidecar.dictionaries.model import Dictionary, DictionaryMeta, utc_now, with_new_id
 from sidecar.dictionaries.registry_state import (
     FORMAT,
     FORMAT_HEADER,
+    INDEX_SUFFIX,
     Action,
     Activation,
     Event,
@@ -31,10 +60,13 @@ from sidecar.dictionaries.registry_state import (
     Pin,
     RegistryState,
     activation_record,
+    dictionary_key_of,
     dictionary_record,
+    index_records,
     training_record,
 )
 from sidecar.errors import (
+    DictionaryIntegrityError,
     DictionaryNotFound,
     KafkaUnavailable,
     NamespacePinned,
@@ -61,6 +93,14 @@ DEFAULT_TOPIC: Final = "_zdict_dictionaries"
 TOPIC_CONFIG: Final = {"cleanup.policy": "compact", "max.message.bytes": str(2 * 1024 * 1024)}
 #: Earlier active ids kept in an activation (how far `rollback` can go back).
 STACK_DEPTH: Final = 32
+#: The consumer that reads one dictionary record again: librdkafka fetches at least one batch
+#: whatever the limits (a registry batch holds one record), and queues nothing more.
+FETCH_ONE: Final = {
+    "fetch.max.bytes": "1000",  # librdkafka's least: no less than message.max.bytes
+    "message.max.bytes": "1000",
+    "max.partition.fetch.bytes": "1",
+    "queued.max.messages.kbytes": "1",
+}
 #: Attempts to claim a free id before giving up (each loses only to a concurrent claim).
 CLAIM_ATTEMPTS: Final = 5
 
@@ -95,13 +135,28 @@ class Registry:
         `reader` reads the topic (None: one is made on the first read)."""
         self.settings = settings
         self.topic: str = settings.registry.topic
+        self.index_topic = self.topic + INDEX_SUFFIX
+        #: Whether the index topic is there to write to (never produced to otherwise: a broker
+        #: would create it with its defaults).
+        self.index_exists = False
+        #: The registry offset up to which this process wrote the index, and what it wrote of
+        #: each activation and training entry.
+        self._indexed_through = 0
+        self._indexed: dict[bytes, object] = {}
         self.timeout: float = settings.registry.timeout
         self.actor = actor or default_actor("sidecar")
         self.metrics = metrics
-        self.state = RegistryState()
+        self.state = RegistryState(self._fetch, settings.registry.cache_bytes)
+        #: Records and bytes (key, value and headers, as read) read from the topic so far.
+        self.records_read = 0
+        self.bytes_read = 0
         self._lock = threading.RLock()
         self._reader = reader
+        # Asks the broker for the topic's end (see `_the_ends`); a given `reader` does both.
+        self._ends = reader
         self._producer: Producer | None = None
+        self._fetcher: Consumer | None = None
+        self._fetch_lock = threading.Lock()
 
     @classmethod
     def connect(
@@ -122,7 +177,7 @@ class Registry:
             registry=RegistrySettings(topic=topic, timeout=timeout, create=False),
         )
         registry = cls(settings, actor=default_actor("reader"))
-        registry.refresh()
+        registry.load()
         return registry
 
     @classmethod
@@ -135,7 +190,7 @@ class Registry:
         registry = cls(settings, actor=default_actor(role), metrics=metrics)
         try:
             registry.ensure_topic()
-            registry.refresh()
+            registry.load()
         except BaseException:
             registry.close()
             raise
@@ -159,31 +214,73 @@ class Registry:
                     f"registry topic {self.topic} has {counts[self.topic]} partitions; it needs "
                     "exactly one (the order of its records decides which claim of an id wins)"
                 )
+            self._ensure_index(admin)
             return
         if not self.settings.registry.create:
             raise RegistryError(
                 f"registry topic {self.topic} does not exist; create it with 1 partition and "
                 "cleanup.policy=compact, or set ZDICT_REGISTRY__CREATE=true"
             )
+        error = self._create(admin, self.topic)
+        if error is not None:
+            raise RegistryError(
+                f"cannot create registry topic {self.topic}: {error.str()}; create it with "
+                "1 partition and cleanup.policy=compact (or fix ZDICT_REGISTRY__TOPIC)"
+            )
+        log.info("registry_topic_created", topic=self.topic, config=TOPIC_CONFIG)
+        self._ensure_index(admin)
+
+    def _create(self, admin: AdminClient, topic: str) -> KafkaError | None:
+        """Create `topic` as a registry topic; the broker's refusal, unless it exists."""
         new = NewTopic(
-            self.topic,
+            topic,
             num_partitions=1,
             replication_factor=self.settings.registry.replication_factor,
             config=dict(TOPIC_CONFIG),
         )
-        future = admin.create_topics([new], operation_timeout=self.timeout)[self.topic]
+        future = admin.create_topics([new], operation_timeout=self.timeout)[topic]
         try:
             future.result(timeout=self.timeout + 5)
         except KafkaException as exc:
-            error = exc.args[0]
-            if not is_topic_already_exists(error):
-                raise RegistryError(
-                    f"cannot create registry topic {self.topic}: {error.str()}; create it with "
-                    "1 partition and cleanup.policy=compact (or fix ZDICT_REGISTRY__TOPIC)"
-                ) from None
-        log.info("registry_topic_created", topic=self.topic, config=TOPIC_CONFIG)
+            error: KafkaError = exc.args[0]
+            return None if is_topic_already_exists(error) else error
+        return None
+
+    def _ensure_index(self, admin: AdminClient) -> None:
+        """The index topic, created beside the registry when missing and allowed. Without it
+        everything works: readers read the whole registry at start."""
+        if not self.settings.registry.create:
+            return
+        error = self._create(admin, self.index_topic)
+        if error is not None:
+            log.warning("registry_index_not_created", topic=self.index_topic, error=error.str())
 
     # -- reading -------------------------------------------------------------------------------
+
+    def load(self) -> None:
+        """The start's read of the topic to its end, logged with its cost (`registry_loaded`)."""
+        started = time.monotonic()
+        # What the start reads is not kept: a reader asks for what it uses (read again by
+        # offset). From then on a dictionary just published is kept: it is about to be used.
+        self.state.dictionaries.cache_new = False
+        try:
+            with self._lock:
+                self._load_index()
+                if self._reader is None:  # the registry is read from where the index ends
+                    self.state.position = max(self.state.position, self.state.index_through)
+                    self._indexed_through = self.state.index_through
+            self.refresh()
+        finally:
+            self.state.dictionaries.cache_new = True
+        log.info(
+            "registry_loaded",
+            topic=self.topic,
+            records=self.records_read,
+            bytes=self.bytes_read,
+            dictionaries=len(self.state.dictionaries),
+            index_through=self.state.index_through,
+            seconds=round(time.monotonic() - started, 3),
+        )
 
     def _the_reader(self) -> Consumer:
         if self._reader is None:
@@ -191,6 +288,94 @@ class Registry:
             reader.assign([TopicPartition(self.topic, 0, self.state.position)])
             self._reader = reader
         return self._reader
+
+    def _load_index(self) -> None:
+        """Apply the index topic, if there is one, to the state (see module)."""
+        ends = self._the_ends()
+        try:
+            topic = ends.list_topics(self.index_topic, timeout=self.timeout).topics.get(
+                self.index_topic
+            )
+        except KafkaException:
+            return
+        if topic is None or topic.error is not None or not topic.partitions:
+            return
+        self.index_exists = True
+        self._watch(ends, self.index_topic)
+        deadline = time.monotonic() + self.timeout
+        high = self._end_offset(ends, TopicPartition(self.index_topic, 0), deadline)
+        if high == 0:
+            return
+        reader = make_reader(self.settings, "registry-index")
+        try:
+            reader.assign([TopicPartition(self.index_topic, 0, 0)])
+            position = 0
+            while position < high:
+                if time.monotonic() > deadline:
+                    raise RegistryUnavailable(
+                        f"registry index topic {self.index_topic}: read up to offset "
+                        f"{position} of {high} within {self.timeout:.0f} s"
+                    )
+                messages = reader.consume(min(500, high - position), 0.05)
+                for msg in messages:
+                    err = msg.error()
+                    if err is not None:
+                        if not is_partition_eof(err):
+                            raise RegistryUnavailable(
+                                f"registry index topic {self.index_topic}: {err.str()}"
+                            )
+                        continue
+                    key, value, _ = self._counted(msg)
+                    offset = cast(int, msg.offset())
+                    position = offset + 1
+                    event = self.state.apply_index(offset, key, value)
+                    if isinstance(event, Ignored):
+                        log.warning(
+                            "registry_index_record_ignored",
+                            topic=self.index_topic,
+                            offset=offset,
+                            key=event.key,
+                            reason=event.reason,
+                        )
+                if not messages:
+                    at = reader.position([TopicPartition(self.index_topic, 0)])[0].offset
+                    position = max(position, at)
+        finally:
+            reader.close()
+
+    def _write_index(self) -> None:
+        """Bring the index topic up to what this process has read of the registry. Best
+        effort: an index that lags costs a reader's start only a longer read of the registry."""
+        if not self.index_exists:
+            return
+        records, through = index_records(self.state, self._indexed_through, self._indexed)
+        producer = self._the_producer()
+        try:
+            for key, value, headers in records:
+                producer.produce(self.index_topic, key=key, value=value, headers=headers)
+            left = producer.flush(self.timeout)
+        except (KafkaException, BufferError) as exc:
+            log.warning("registry_index_not_written", topic=self.index_topic, error=str(exc))
+            return
+        if left == 0:
+            self._indexed_through = through
+
+    def _the_ends(self) -> Consumer:
+        """A consumer that fetches nothing, for the topic's end offset: on the reader's own
+        connection the query waits behind its long-polling Fetch (up to `fetch.wait.max.ms`,
+        half a second at every publication)."""
+        if self._ends is None:
+            self._ends = make_reader(self.settings, "registry-end")
+            self._watch(self._ends, self.topic)
+        return self._ends
+
+    @staticmethod
+    def _watch(ends: Consumer, topic: str) -> None:
+        """Have `ends` follow `topic`'s metadata without fetching: assigned (librdkafka asks
+        for the metadata of assigned topics only) and paused."""
+        tp = TopicPartition(topic, 0)
+        ends.incremental_assign([tp])
+        ends.pause([tp])
 
     def refresh(self, timeout: float | None = None) -> list[Event]:
         """Read every record published since the last read; returns what changed.
@@ -204,7 +389,7 @@ class Registry:
         with self._lock:
             reader = self._the_reader()
             tp = TopicPartition(self.topic, 0)
-            high = self._end_offset(reader, tp, deadline)
+            high = self._end_offset(self._the_ends(), tp, deadline)
             while self.state.position < high:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
@@ -212,9 +397,11 @@ class Registry:
                         f"registry topic {self.topic}: read up to offset {self.state.position} "
                         f"of {high} within {timeout:.0f} s"
                     )
-                # consume() waits for all 500 or the timeout: a short timeout returns as soon
-                # as what exists has been fetched.
-                messages = reader.consume(500, min(0.05, remaining))
+                # consume() waits for all it asks for or the timeout: asking for no more than
+                # the records up to the end returns as soon as they are there (a publication
+                # reads its own record back at once), a short timeout when compaction left gaps.
+                wanted = min(500, high - self.state.position)
+                messages = reader.consume(wanted, min(0.05, remaining))
                 failure: str | None = None
                 for msg in messages:
                     err = msg.error()
@@ -234,6 +421,52 @@ class Registry:
                         self.state.position = max(self.state.position, position)
         return events
 
+    def _fetch(self, offset: int, meta: DictionaryMeta) -> Dictionary:
+        """The dictionary of the record at `offset` (`meta` as first read), read again and
+        verified: one record fetched by a consumer of its own.
+
+        Raises:
+            RegistryUnavailable: not read within `timeout`.
+            UnknownDictionary: the record is gone or is no longer that dictionary.
+        """
+        with self._fetch_lock:
+            if self._fetcher is None:
+                # One batch per fetch (ours hold one record), nothing read ahead.
+                self._fetcher = make_reader(self.settings, "registry-fetch", FETCH_ONE)
+            fetcher = self._fetcher
+            fetcher.assign([TopicPartition(self.topic, 0, offset)])
+            try:
+                msg = self._one_record(fetcher, offset)
+            finally:
+                fetcher.unassign()
+            key, value, _ = self._counted(msg)
+        if msg.offset() != offset or value is None or key != dictionary_key_of(meta):
+            raise UnknownDictionary(
+                f"dictionary {meta.id}: its record at offset {offset} of registry topic "
+                f"{self.topic} is gone (deleted)"
+            )
+        try:
+            dictionary = Dictionary.verified(meta, value, f"registry offset {offset}")
+        except DictionaryIntegrityError as exc:  # the topic was rewritten under us
+            raise UnknownDictionary(str(exc)) from None
+        log.info("dictionary_fetched", topic=self.topic, dict_id=meta.id, offset=offset)
+        return dictionary
+
+    def _one_record(self, fetcher: Consumer, offset: int) -> Message:
+        """The first record at or after `offset`."""
+        deadline = time.monotonic() + self.timeout
+        while (remaining := deadline - time.monotonic()) > 0:
+            for msg in fetcher.consume(1, min(remaining, 1.0)):
+                err = msg.error()
+                if err is None:
+                    return msg
+                if not is_partition_eof(err):
+                    raise RegistryUnavailable(f"registry topic {self.topic}: {err.str()}")
+        raise RegistryUnavailable(
+            f"registry topic {self.topic}: the record at offset {offset} was not read within "
+            f"{self.timeout:.0f} s"
+        )
+
     def _end_offset(self, reader: Consumer, tp: TopicPartition, deadline: float) -> int:
         """The topic's end offset, waiting out a topic another instance has just created."""
         while True:
@@ -252,12 +485,21 @@ class Registry:
                     ) from None
             time.sleep(0.2)
 
+    def _counted(self, msg: Message) -> tuple[bytes | None, bytes | None, Headers]:
+        """A record's key, value and headers, counted in `records_read` and `bytes_read`."""
+        key, value = msg.key(), msg.value()
+        headers = cast(Headers, msg.headers() or [])
+        self.records_read += 1
+        self.bytes_read += len(key or b"") + len(value or b"")
+        self.bytes_read += sum(len(k) + len(v or b"") for k, v in headers)
+        return key, value, headers
+
     def _apply(self, msg: Message) -> Event | None:
         """Apply one record read without error; an ignored one is logged and counted here."""
         offset = msg.offset()
         assert offset is not None
-        headers = cast(Headers, msg.headers() or [])
-        event = self.state.apply(offset, msg.key(), msg.value(), headers)
+        key, value, headers = self._counted(msg)
+        event = self.state.apply(offset, key, value, headers)
         if isinstance(event, Ignored):
             log.warning(
                 "registry_record_ignored",
@@ -326,7 +568,9 @@ class Registry:
             self.refresh()
             claim = self.state.claims.get(dictionary.id)
             if claim is not None and claim.sha256 == dictionary.meta.sha256:
-                return self.state.dictionaries.get(dictionary.id, dictionary)
+                # The same bytes (the sha256 says so), as the registry describes them.
+                meta = self.state.dictionaries.meta(dictionary.id)
+                return dictionary if meta is None else Dictionary(meta=meta, data=dictionary.data)
             if claim is not None or dictionary.id in avoid:
                 if keep_id:
                     raise RegistryError(
@@ -348,6 +592,7 @@ class Registry:
                     version=dictionary.meta.version,
                     offset=offset,
                 )
+                self._write_index()
                 return dictionary
             log.warning("dictionary_id_lost", dict_id=dictionary.id, offset=offset)
             self._produce(key, None, [(FORMAT_HEADER, FORMAT)])  # withdraw the losing claim
@@ -433,6 +678,7 @@ class Registry:
         `event`."""
         self._produce(*activation_record(activation))
         self.refresh()
+        self._write_index()
         log.info(
             event,
             topic=self.topic,
@@ -461,6 +707,7 @@ class Registry:
         )
         self._produce(*activation_record(activation))
         self.refresh()
+        self._write_index()
         log.info(
             "dictionary_activation_published",
             topic=self.topic,
@@ -473,12 +720,18 @@ class Registry:
     def publish_training(self, namespace: str, entry: dict[str, Any]) -> None:
         """Record one training run's numbers and decision (the latest per namespace is kept)."""
         self._produce(*training_record(namespace, entry))
+        self.refresh()
+        self._write_index()
 
     def close(self) -> None:
         with self._lock:
-            if self._reader is not None:
-                self._reader.close()
-                self._reader = None
+            for consumer in {id(c): c for c in (self._reader, self._ends) if c}.values():
+                consumer.close()
+            self._reader = self._ends = None
+        with self._fetch_lock:
+            if self._fetcher is not None:
+                self._fetcher.close()
+                self._fetcher = None
         if self._producer is not None:
             self._producer.flush(5.0)
             self._producer = None

@@ -31,6 +31,14 @@ Rules every reader applies (`RegistryState.apply`), so all hosts agree:
 * Dictionary records are never deleted: records that reference an id may be read for as long
   as they exist.
 
+What a reader keeps of a dictionary is `Dictionaries`' business: its metadata and offset always,
+its bytes while cached (or always, with no way to read them again).
+
+The index topic (`index_records`, `RegistryState.apply_index`; the design is in
+`sidecar.dictionaries.registry`) holds JSON values, each with the registry `offset` it copies:
+``dictionary/<id>/<sha256>`` with ``meta``; ``active/<namespace>`` and ``training/<namespace>``
+with ``value``; ``through`` with ``high_id``.
+
 Pure: no Kafka, no files. `sidecar.dictionaries.registry` reads and publishes these records
 through Kafka clients.
 """
@@ -39,7 +47,8 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterable, Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final, Literal, cast, get_args
@@ -78,6 +87,9 @@ MAX_DICTIONARY_VALUE: Final = MAX_DICT_SIZE
 _DICTIONARY: Final = b"dictionary/"
 _ACTIVE: Final = b"active/"
 _TRAINING: Final = b"training/"
+_THROUGH: Final = b"through"
+#: The index topic beside a registry topic: its name is the registry's and this.
+INDEX_SUFFIX: Final = "-index"
 #: How much of a record's key an `Ignored` shows (escaped).
 _SHOWN_KEY: Final = 120
 
@@ -170,6 +182,112 @@ Event = DictionaryAdded | Activated | TrainingRecorded | Ignored
 
 
 @dataclass(frozen=True, slots=True)
+class Entry:
+    """A verified dictionary's metadata and where its record is. The metadata is kept as JSON
+    and parsed when asked for: a reader holds an entry per dictionary of the registry, and the
+    parsed model costs several times its JSON."""
+
+    namespace: str
+    version: int
+    offset: int
+    meta_json: bytes
+
+    @classmethod
+    def of(cls, meta: DictionaryMeta, offset: int) -> Entry:
+        return cls(meta.namespace, meta.version, offset, meta.model_dump_json().encode())
+
+    @property
+    def meta(self) -> DictionaryMeta:
+        return DictionaryMeta.model_validate_json(self.meta_json)
+
+
+#: How a reader reads one dictionary record again: (offset, metadata) -> the verified dictionary.
+Fetch = Callable[[int, DictionaryMeta], Dictionary]
+
+
+class Dictionaries:
+    """Every verified dictionary of the registry by id: its metadata and record offset always,
+    its bytes while in a cache bounded in bytes (least recently used out first), read again by
+    offset (`fetch`) when asked for after that. Thread-safe; a fetch runs outside the lock.
+
+    Without `fetch` every dictionary's bytes are kept (a reader with no topic to read them
+    from again). With it, a dictionary applied while `cache_new` is false (a reader's start:
+    `Registry.load`) is not kept: what a reader uses it asks for, and only that is read again.
+    """
+
+    def __init__(self, fetch: Fetch | None = None, max_bytes: int = 0) -> None:
+        self.entries: dict[int, Entry] = {}
+        self.fetch = fetch
+        self.max_bytes = max_bytes
+        self.cache_new = True
+        self.cached_bytes = 0
+        self._cache: OrderedDict[int, Dictionary] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def __iter__(self) -> Iterator[int]:
+        """The ids (reading no bytes)."""
+        return iter(list(self.entries))
+
+    def __contains__(self, dict_id: object) -> bool:
+        return dict_id in self.entries
+
+    def __getitem__(self, dict_id: int) -> Dictionary:
+        dictionary = self.get(dict_id)
+        if dictionary is None:
+            raise KeyError(dict_id)
+        return dictionary
+
+    def meta(self, dict_id: int) -> DictionaryMeta | None:
+        entry = self.entries.get(dict_id)
+        return None if entry is None else entry.meta
+
+    def index(self, meta: DictionaryMeta, offset: int) -> None:
+        """A dictionary known from the index: its bytes are read when asked for."""
+        self.entries[meta.id] = Entry.of(meta, offset)
+
+    def add(self, dictionary: Dictionary, offset: int) -> None:
+        self.entries[dictionary.id] = Entry.of(dictionary.meta, offset)
+        if self.cache_new:
+            self._keep(dictionary)
+
+    def get(self, dict_id: int) -> Dictionary | None:
+        """The dictionary `dict_id` (None: not in the registry), read again if not cached.
+
+        Raises:
+            UnknownDictionary: its record is gone; `RegistryUnavailable`: it was not read again
+                in time (try later).
+        """
+        entry = self.entries.get(dict_id)
+        if entry is None:
+            return None
+        with self._lock:
+            dictionary = self._cache.get(dict_id)
+            if dictionary is not None:
+                self._cache.move_to_end(dict_id)
+                return dictionary
+        assert self.fetch is not None  # without fetch, every dictionary is cached
+        dictionary = self.fetch(entry.offset, entry.meta)
+        self._keep(dictionary)
+        return dictionary
+
+    def _keep(self, dictionary: Dictionary) -> None:
+        with self._lock:
+            if dictionary.id in self._cache:
+                return
+            self._cache[dictionary.id] = dictionary
+            self.cached_bytes += len(dictionary.data)
+            if self.fetch is None:
+                return
+            # The newest stays even when it alone is larger than the bound: it is in use.
+            while self.cached_bytes > self.max_bytes and len(self._cache) > 1:
+                _, old = self._cache.popitem(last=False)
+                self.cached_bytes -= len(old.data)
+
+
+@dataclass(frozen=True, slots=True)
 class Claim:
     """The first record in the log that claimed an id: the only one that counts."""
 
@@ -181,7 +299,11 @@ class Claim:
 
 
 def dictionary_key(dictionary: Dictionary) -> bytes:
-    return b"%s%d/%s" % (_DICTIONARY, dictionary.id, dictionary.meta.sha256.encode())
+    return dictionary_key_of(dictionary.meta)
+
+
+def dictionary_key_of(meta: DictionaryMeta) -> bytes:
+    return b"%s%d/%s" % (_DICTIONARY, meta.id, meta.sha256.encode())
 
 
 def dictionary_record(dictionary: Dictionary) -> Outgoing:
@@ -204,14 +326,56 @@ def training_record(namespace: str, entry: dict[str, Any]) -> Outgoing:
     return _TRAINING + namespace.encode(), value, [(FORMAT_HEADER, FORMAT)]
 
 
+def index_records(
+    state: RegistryState, since: int, mirrored: dict[bytes, object]
+) -> tuple[list[Outgoing], int]:
+    """The index records that bring the index topic up to what `state` has read, and the
+    registry offset they cover up to: an entry per dictionary whose record is at or after
+    `since`, each activation and training entry not in `mirrored` (key -> the object last
+    written, updated here), then `through`."""
+    records: list[Outgoing] = []
+
+    def record(key: bytes, offset: int, **fields: object) -> Outgoing:
+        value = json.dumps({"offset": offset, **fields}, default=str, separators=(",", ":"))
+        return key, value.encode(), [(FORMAT_HEADER, FORMAT)]
+
+    with state._lock:
+        entries = [e for e in state.dictionaries.entries.values() if e.offset >= since]
+        named = [
+            (_ACTIVE + ns.encode(), a, a.model_dump(mode="json"))
+            for ns, a in state.activations.items()
+        ] + [(_TRAINING + ns.encode(), t, t) for ns, t in state.trainings.items()]
+        position, high = state.position, max([state.high_id, *state.claims])
+    for entry in sorted(entries, key=lambda e: e.offset):
+        meta = entry.meta
+        records.append(
+            record(dictionary_key_of(meta), entry.offset, meta=meta.model_dump(mode="json"))
+        )
+    for key, current, value in named:
+        if mirrored.get(key) is not current:
+            records.append(record(key, state.offsets.get(key, 0), value=value))
+            mirrored[key] = current
+    records.append(record(_THROUGH, position, high_id=high))
+    return records, position
+
+
 class RegistryState:
     """What the registry says, built by applying its records in log order. Pure; thread-safe."""
 
-    def __init__(self) -> None:
+    def __init__(self, fetch: Fetch | None = None, cache_bytes: int = 0) -> None:
+        """`fetch` reads a dictionary's record again (None: keep every dictionary's bytes);
+        `cache_bytes` bounds the bytes kept with it (`Dictionaries`)."""
         self.claims: dict[int, Claim] = {}
-        self.dictionaries: dict[int, Dictionary] = {}
+        self.dictionaries = Dictionaries(fetch, cache_bytes)
         self.activations: dict[str, Activation] = {}
         self.trainings: dict[str, dict[str, Any]] = {}
+        #: The registry offset of each namespace's activation and training entry applied: one
+        #: learnt from the index is replaced only by a later one.
+        self.offsets: dict[bytes, int] = {}
+        #: The highest id ever claimed, as the index says (claims may have been compacted away).
+        self.high_id = MIN_DICT_ID - 1
+        #: The offset below which the index says every registry record is in it (0: none).
+        self.index_through = 0
         self.position = 0  # the next offset to read
         self._lock = threading.Lock()
 
@@ -225,23 +389,13 @@ class RegistryState:
         """
         with self._lock:
             self.position = max(self.position, offset + 1)
-            shown = _shown_key(key)
-            try:
-                return self._apply(offset, key, value, headers or ())
-            except RecordIgnored as exc:
-                return Ignored(offset, shown, cast(IgnoredReason, exc.kind), str(exc))
-            except DictionaryIntegrityError as exc:
-                return Ignored(offset, shown, "integrity", _one_line(exc))
-            except ValidationError as exc:
-                return Ignored(offset, shown, _validation_kind(exc), describe_invalid(exc))
-            except ZdictError as exc:
-                return Ignored(offset, shown, "invalid", _one_line(exc))
-            except (ValueError, RecursionError) as exc:  # bad UTF-8 or JSON, nesting too deep
-                return Ignored(offset, shown, "malformed", _one_line(exc))
-            except Exception as exc:  # one record must never stop every reader of the registry
-                return Ignored(
-                    offset, shown, "malformed", f"{type(exc).__name__}: {_one_line(exc)}"
-                )
+            return _guarded(offset, key, lambda: self._apply(offset, key, value, headers or ()))
+
+    def apply_index(self, offset: int, key: bytes | None, value: bytes | None) -> Event | None:
+        """Apply one record of the index topic (see `index_records`); `offset` is the index
+        record's. Never raises: one that cannot be applied is returned as `Ignored`."""
+        with self._lock:
+            return _guarded(offset, key, lambda: self._apply_index(key, value))
 
     def _apply(
         self, offset: int, key: bytes | None, value: bytes | None, headers: Headers
@@ -288,7 +442,7 @@ class RegistryState:
                 "invalid", f"key names {dict_id}/{sha[:12]}…, metadata {meta.id}/{meta.sha256}"
             )
         dictionary = Dictionary.verified(meta, value, f"registry offset {offset}")
-        self.dictionaries[dict_id] = dictionary
+        self.dictionaries.add(dictionary, offset)
         return DictionaryAdded(dictionary, offset)
 
     def _apply_activation(self, offset: int, key: bytes, value: bytes | None) -> Event | None:
@@ -299,12 +453,14 @@ class RegistryState:
         activation = Activation.model_validate_json(value)
         if activation.namespace != namespace:
             raise _refused("invalid", f"activation for {activation.namespace} under key {key!r}")
-        target = self.dictionaries.get(activation.dict_id)
+        target = self.dictionaries.entries.get(activation.dict_id)
         if target is None or target.namespace != namespace:
             raise _refused(
                 "invalid",
                 f"activates {activation.dict_id}, which is not a dictionary of {namespace}",
             )
+        if not self._newest(key, offset):
+            return None
         self.activations[namespace] = activation
         return Activated(activation, offset)
 
@@ -321,32 +477,103 @@ class RegistryState:
         finished_at = entry.get("finished_at")
         if finished_at is not None and not _is_time(finished_at):
             raise _refused("invalid", f"finished_at {finished_at!r:.40} is not a Unix time")
+        if not self._newest(key, offset):
+            return None
         self.trainings[namespace] = entry
         return TrainingRecorded(namespace, entry, offset)
+
+    def _newest(self, key: bytes, offset: int) -> bool:
+        """Whether the record of `key` at `offset` is the newest read yet (then noted)."""
+        if self.offsets.get(key, -1) > offset:
+            return False
+        self.offsets[key] = offset
+        return True
+
+    def _apply_index(self, key: bytes | None, value: bytes | None) -> Event | None:
+        if key is None or value is None:
+            return None  # a tombstone of the index forgets nothing
+        _within("too_large", len(value), MAX_JSON_VALUE, "index record")
+        record = json.loads(value)
+        if not isinstance(record, dict) or not _is_offset(record.get("offset")):
+            raise _refused("malformed", "an index record is a JSON object with an offset")
+        offset: int = record["offset"]
+        if key == _THROUGH:
+            self.index_through = offset
+            high = record.get("high_id")
+            if isinstance(high, int) and MIN_DICT_ID <= high <= MAX_DICT_ID:
+                self.high_id = max(self.high_id, high)
+            return None
+        if key.startswith(_DICTIONARY):
+            dict_id, sha = _dictionary_key(key)
+            meta = DictionaryMeta.model_validate(record.get("meta"))
+            if meta.id != dict_id or meta.sha256 != sha:
+                raise _refused("invalid", f"index entry of {dict_id} names {meta.id}")
+            claim = self.claims.get(dict_id)
+            if claim is not None:
+                return None  # known: the first claim stays
+            self.claims[dict_id] = Claim(offset, sha)
+            self.dictionaries.index(meta, offset)
+            return None
+        inner = json.dumps(record.get("value")).encode()
+        if key.startswith(_ACTIVE):
+            namespace = validate_namespace(key[len(_ACTIVE) :].decode("ascii"))
+            activation = Activation.model_validate_json(inner)
+            if activation.namespace != namespace or not self._newest(key, offset):
+                return None
+            self.activations[namespace] = activation
+            return Activated(activation, offset)
+        if key.startswith(_TRAINING):
+            return self._apply_training(offset, key, inner)
+        raise _refused("unknown_key", "unknown index key")
 
     # -- questions -----------------------------------------------------------------------------
 
     def active(self, namespace: str) -> Dictionary | None:
+        """`namespace`'s active dictionary (read again if not cached: see `Dictionaries`)."""
         activation = self.activations.get(namespace)
         return None if activation is None else self.dictionaries.get(activation.dict_id)
 
-    def versions(self, namespace: str | None = None) -> list[Dictionary]:
-        """Dictionaries of `namespace` (all if None), by namespace and version."""
+    def versions(self, namespace: str | None = None) -> list[DictionaryMeta]:
+        """Metadata of the dictionaries of `namespace` (all if None), by namespace and version."""
         with self._lock:
-            found = [d for d in self.dictionaries.values() if namespace in (None, d.namespace)]
-        return sorted(found, key=lambda d: (d.namespace, d.meta.version))
+            entries = list(self.dictionaries.entries.values())
+        found = sorted(
+            (e for e in entries if namespace in (None, e.namespace)),
+            key=lambda e: (e.namespace, e.version),
+        )
+        return [e.meta for e in found]
 
     def next_id(self, avoid: Iterable[int] = ()) -> int:
         """The lowest id above every claimed one and every id in `avoid`."""
         with self._lock:
-            highest = max([MIN_DICT_ID - 1, *self.claims, *avoid])
+            highest = max([self.high_id, *self.claims, *avoid])
         if highest >= MAX_DICT_ID:
             raise RegistryError(f"dictionary ids {MIN_DICT_ID}..{MAX_DICT_ID} are used up")
         return highest + 1
 
     def next_version(self, namespace: str, at_least: int = 1) -> int:
-        versions = [d.meta.version + 1 for d in self.versions(namespace)]
-        return max([at_least, *versions])
+        with self._lock:
+            entries = list(self.dictionaries.entries.values())
+        return max([at_least, *(e.version + 1 for e in entries if e.namespace == namespace)])
+
+
+def _guarded(offset: int, key: bytes | None, apply: Callable[[], Event | None]) -> Event | None:
+    """`apply()`, or the `Ignored` saying why it could not apply a record."""
+    shown = _shown_key(key)
+    try:
+        return apply()
+    except RecordIgnored as exc:
+        return Ignored(offset, shown, cast(IgnoredReason, exc.kind), str(exc))
+    except DictionaryIntegrityError as exc:
+        return Ignored(offset, shown, "integrity", _one_line(exc))
+    except ValidationError as exc:
+        return Ignored(offset, shown, _validation_kind(exc), describe_invalid(exc))
+    except ZdictError as exc:
+        return Ignored(offset, shown, "invalid", _one_line(exc))
+    except (ValueError, RecursionError) as exc:  # bad UTF-8 or JSON, nesting too deep
+        return Ignored(offset, shown, "malformed", _one_line(exc))
+    except Exception as exc:  # one record must never stop every reader of the registry
+        return Ignored(offset, shown, "malformed", f"{type(exc).__name__}: {_one_line(exc)}")
 
 
 def _refused(kind: IgnoredReason, reason: str) -> RecordIgnored:
@@ -373,6 +600,10 @@ def _dictionary_key(key: bytes) -> tuple[int, str]:
     if not slash or len(sha) != 64 or sha.strip("0123456789abcdef"):
         raise _refused("malformed", "the key does not end with /<sha256> (64 hex digits)")
     return dict_id, sha
+
+
+def _is_offset(value: object) -> bool:
+    return type(value) is int and 0 <= value < 2**63
 
 
 def _is_time(value: object) -> bool:

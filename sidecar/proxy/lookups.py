@@ -3,9 +3,10 @@ registry read at most once per interval, whatever the clients fetch.
 
 `RegistryResolver` reads the registry to its end at every id it does not know (and waits up to
 `registry.timeout` when it does not answer). Records naming made-up ids, each a different one,
-would each cost such a read, on the one thread that decodes for every client. Here an id the
-registry's state does not hold is looked up (the registry read) only when no lookup was made
-within `interval` seconds, across all ids and clients; in between it is:
+would each cost such a read, on the one thread that decodes for every client. (An id the
+registry knows costs at most one record read by its offset, the first time: not throttled.)
+Here an id the registry's state does not hold is looked up (the registry read) only when no
+lookup was made within `interval` seconds, across all ids and clients; in between it is:
 
 * **unknown** (`UnknownDictionary`: the record is sent as stored) if it was first asked for
   before the last read began: that read would have found it, as a record is produced only

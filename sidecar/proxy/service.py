@@ -221,22 +221,24 @@ def run_proxy(settings: Settings, ready: Callable[[str, int], None] | None = Non
             asyncio.run(check_upstream(bootstrap, security, settings.proxy.start_timeout))
             metrics = ForwardMetrics(observed.prometheus, observed.metrics.stored)
             with ExitStack() as stack:
-                registry: Registry | None = None
-                if settings.registry.enabled:
-                    registry = Registry.open(settings, "proxy", observed.metrics)
-                    stack.callback(registry.close)
-                # One registry reader for the trainer (Produce) and the decoder (Fetch, on its
-                # own thread), as the relay shares one: `Registry` reads under a lock, and
-                # both read its state rather than the entries a read returns, so neither
-                # misses what the other's read applied. Closed in reverse: the trainer
-                # stops before the decoder closes the registry (closing it again is a no-op).
-                fetch = _fetch_decoding(settings, observed.prometheus, registry)
-                stack.callback(fetch.close)
-                store = DictionaryStore(settings.dictionaries)
-                routes = ProxyRoutes(settings, store, registry, observed.metrics)
-                stack.callback(routes.close)
-                routes.set_up(settings.proxy.topics)
-                routes.elect()
+                # A start reading a large registry is alive (/healthz), not a hung loop.
+                with observed.health.starting():
+                    registry: Registry | None = None
+                    if settings.registry.enabled:
+                        registry = Registry.open(settings, "proxy", observed.metrics)
+                        stack.callback(registry.close)
+                    # One registry reader for the trainer (Produce) and the decoder (Fetch, on its
+                    # own thread), as the relay shares one: `Registry` reads under a lock, and
+                    # both read its state rather than the entries a read returns, so neither
+                    # misses what the other's read applied. Closed in reverse: the trainer
+                    # stops before the decoder closes the registry (closing it again is a no-op).
+                    fetch = _fetch_decoding(settings, observed.prometheus, registry)
+                    stack.callback(fetch.close)
+                    store = DictionaryStore(settings.dictionaries)
+                    routes = ProxyRoutes(settings, store, registry, observed.metrics)
+                    stack.callback(routes.close)
+                    routes.set_up(settings.proxy.topics)
+                    routes.elect()
                 # What start made (kio's message classes, dictionaries, lookup tables) lives
                 # as long as the process: kept out of the collector's generations, a full
                 # collection no longer walks it.

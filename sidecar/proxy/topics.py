@@ -28,6 +28,7 @@ import uuid
 from collections.abc import Iterable
 from typing import Any, Final
 
+from sidecar.dictionaries.registry_state import INDEX_SUFFIX
 from sidecar.proxy.versions import METADATA
 
 DESCRIBE_LOG_DIRS: Final = 35
@@ -50,12 +51,13 @@ class TopicView:
         self._protected_ids: dict[uuid.UUID, str] = {}
 
     def protected(self, name: str | None, internal: bool = False) -> bool:
-        """Whether topic `name` (flagged `internal` by the broker) is an internal topic or the
-        registry topic: never changed through the proxy, and read only when shown."""
+        """Whether topic `name` (flagged `internal` by the broker) is an internal topic, the
+        registry topic or its index: never changed through the proxy, and read only when shown."""
+        registry = self.registry_topic
         return (
             internal
             or (name or "").startswith(INTERNAL_PREFIX)
-            or (name is not None and name == self.registry_topic)
+            or (registry is not None and name in (registry, registry + INDEX_SUFFIX))
         )
 
     def protected_id(self, topic_id: uuid.UUID) -> bool:

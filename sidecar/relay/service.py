@@ -385,7 +385,10 @@ def _run(settings: Settings, observed: Observability, stack: ExitStack) -> int:
     store = _checked_store(settings, decode)
     clients = _connect(settings, ClientEvents(state, ledger.answered))
     commits = _commits(settings, clients, state, ledger)
-    registry = _open_registry(settings, store, list(relay_settings.input_topics), decode, metrics)
+    with observed.health.starting():  # a long registry read is a start, not a hung loop
+        registry = _open_registry(
+            settings, store, list(relay_settings.input_topics), decode, metrics
+        )
     if registry is not None:
         stack.callback(registry.close)
     trainer: Trainer | None = None

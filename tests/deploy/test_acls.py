@@ -46,7 +46,8 @@ def test_the_relays_commands_grant_exactly_what_it_needs_by_default() -> None:
     values = {"input": ["orders", "clicks"], "output": ["orders.zd", "clicks.zd"], "group": ["g"]}
     add = "--add --allow-principal User:relay"
     assert [" ".join(c) for c in acl_arguments("relay", "User:relay", values)] == [
-        f"{add} --operation Read --operation Describe --operation Write --topic {DEFAULT_REGISTRY}",
+        f"{add} --operation Read --operation Describe --operation Write --topic {DEFAULT_REGISTRY} "
+        f"--topic {DEFAULT_REGISTRY}-index",
         f"{add} --operation Read --operation Describe --topic orders --topic clicks",
         f"{add} --operation Write --operation Describe --operation DescribeConfigs "
         "--topic orders.zd --topic clicks.zd",

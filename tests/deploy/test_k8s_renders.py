@@ -17,6 +17,7 @@ import yaml
 
 from sidecar.config import RegistrySettings
 from sidecar.dictionaries.registry import TOPIC_CONFIG
+from sidecar.dictionaries.registry_state import INDEX_SUFFIX
 from tests.deploy.kustomize import (
     DEPLOY,
     KUSTOMIZATIONS,
@@ -214,15 +215,15 @@ def test_the_registry_topic_component_declares_the_topic_the_sidecars_use_replic
     """was: the registry topic, the only source of truth for dictionaries, was left to the first
     sidecar to create with the broker's default replication and no min.insync.replicas."""
     resources = render(DEPLOY / "components" / "strimzi-registry-topic")
-    ((kind, _),) = resources
-    assert kind == "KafkaTopic"
-    (topic,) = resources.values()
-    spec = topic["spec"]
-    assert spec["topicName"] == RegistrySettings().topic
-    assert spec["partitions"] == 1 and spec["replicas"] == 3
-    assert int(spec["config"]["min.insync.replicas"]) == 2 < spec["replicas"]
-    # What the sidecar would create, and more: nothing of TOPIC_CONFIG is left out.
-    assert TOPIC_CONFIG.items() <= spec["config"].items()
+    assert {kind for kind, _ in resources} == {"KafkaTopic"}
+    registry = RegistrySettings().topic
+    specs = {topic["spec"]["topicName"]: topic["spec"] for topic in resources.values()}
+    assert set(specs) == {registry, registry + INDEX_SUFFIX}
+    for spec in specs.values():
+        assert spec["partitions"] == 1 and spec["replicas"] == 3
+        assert int(spec["config"]["min.insync.replicas"]) == 2 < spec["replicas"]
+        # What the sidecar would create, and more: nothing of TOPIC_CONFIG is left out.
+        assert TOPIC_CONFIG.items() <= spec["config"].items()
 
 
 def test_the_dashboard_ships_as_a_configmap_grafana_loads_with_the_committed_json(

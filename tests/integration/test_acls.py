@@ -27,7 +27,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Message, Producer
 from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]  # public, not in __all__
 
-from deploy.acls import DEFAULT_REGISTRY, acl_arguments
+from deploy.acls import DEFAULT_REGISTRY, INDEX_SUFFIX, acl_arguments
 from sidecar.codec import Decoder
 from sidecar.dictionaries.registry import RegistryResolver
 
@@ -120,8 +120,11 @@ def authorizing(private_broker: StartPrivateBroker) -> Iterator[Authorizing]:
     )
     admin = broker.admin()  # referenced until its futures are done: a dropped client aborts them
     # Created beforehand, as deploy/README.md says: no role needs Create.
-    registry = NewTopic(DEFAULT_REGISTRY, 1, 1, config={"cleanup.policy": "compact"})
-    for future in admin.create_topics([registry]).values():
+    registry = [
+        NewTopic(name, 1, 1, config={"cleanup.policy": "compact"})
+        for name in (DEFAULT_REGISTRY, DEFAULT_REGISTRY + INDEX_SUFFIX)
+    ]
+    for future in admin.create_topics(registry).values():
         future.result(timeout=60)
     found = Authorizing(broker)
     found.topic(SECRET, 1)

@@ -29,6 +29,8 @@ from sidecar.bench.lifecycle import COST_SCHEDULE, CostRound, LifecycleResults, 
 from sidecar.bench.producer import ProducerResults, SizeResult
 from sidecar.bench.proxy import CLIENT, PARTS, RATE, WARMUP, Part, ProxyResults, Stored
 from sidecar.bench.proxy_tables import VARIANT_PREFIX
+from sidecar.bench.registry import Level, Reading, RegistryResults
+from sidecar.bench.registry import results_dict as registry_results
 from sidecar.bench.relay import C_RELAY, PASS_THROUGH, KindResults, LatencyRun
 from sidecar.bench.savings import PATHS, CorpusSavings, Fill
 from sidecar.bench.storage import StorageResults, Variant
@@ -228,6 +230,23 @@ def proxy() -> Written:
     return "proxy", results.settings, results.to_dict()
 
 
+def registry() -> Written:
+    levels = []
+    for n, seconds, rss in ((100, 0.8, 80.0), (1_000, 1.8, 160.0)):
+        level = Level(n, n * 66_000, n / 100)
+        for run in range(3):
+            read = n * 66_000 + run
+            proxy = Reading(seconds + run / 10, rss, read, store_bytes=n * 660, store_files=n // 50)
+            level.readings["proxy_1"].append(proxy)
+            level.readings["proxy_all"].append(proxy)
+            level.readings["consumer"].append(Reading(seconds, rss, read, older_s=0.002))
+            level.readings["dicts_list"].append(Reading(seconds, rss, read))
+        levels.append(level)
+    settings = {"levels": [100, 1_000], "namespaces": 100, "size": 65_536, "runs": 3}
+    bases = [{"namespace": "order", "size": 65_536}]
+    return "registry", settings, registry_results(RegistryResults(settings, bases, levels))
+
+
 def lifecycle() -> Written:
     drift = DriftRun(5000, 90.0, 45.0, first_dictionary=10.0, detected=52.2, switched=60.3)
     drift.recovered, drift.heldout_ratio, drift.pre_ratio = 63.0, 1.88, 1.8
@@ -373,6 +392,18 @@ CASES: dict[str, tuple[Callable[[], Written], list[str]]] = {
             "15.6 [15.6–15.6] | 1.000 [1.000–1.000] |",
         ],
     ),
+    "registry": (
+        registry,
+        [
+            "| dictionaries in the registry | 100 | 1,000 | 36,500 (projected) | "
+            "issue 38 at 10,000 |",
+            "| proxy, 1 topic: start, s | 0.90 [0.80–1.00] | 1.90 [1.80–2.00] | ~41.34 | ≤ 3 |",
+            "| proxy, 1 topic: read / registry | 100.0% [100.0%–100.0%] | "
+            "100.0% [100.0%–100.0%] |  | ≤ 5 % |",
+            "| `dicts list --registry`: peak RSS, MiB | 80 [80–80] | 160 [160–160] | ~3,316 | "
+            "≤ 200 |",
+        ],
+    ),
     "lifecycle": (
         lifecycle,
         [
@@ -487,6 +518,10 @@ def test_the_provenance_says_when_the_json_records_no_commit(tmp_path: Path) -> 
             "--cost-rounds 3 --cost-messages 2000000",
         ),
         ("choice", "zdict-sidecar bench choice --limit 20000"),
+        (
+            "registry",
+            "zdict-sidecar bench registry --levels 100,1000 --namespaces 100 --size 65536 --runs 3",
+        ),
         (
             "savings",
             "zdict-sidecar bench savings --corpus go-api --limit 20000 --fills 1,512,4096 "

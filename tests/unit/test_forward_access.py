@@ -24,6 +24,7 @@ from kio.static.constants import EntityType
 from prometheus_client import CollectorRegistry
 from structlog.testing import capture_logs
 
+from sidecar.dictionaries.registry_state import INDEX_SUFFIX
 from sidecar.errors import ProtocolError
 from sidecar.proxy.access import ACL_APIS, DESCRIBE_ACLS, UNCHECKED, RequestAccess, topic_keys
 from sidecar.proxy.frames import read_request_header
@@ -572,3 +573,10 @@ def test_classic_groups_subscribing_to_or_assigning_a_protected_topic_are_refuse
     connect = dataclasses.replace(protocol, metadata=subscription(REGISTRY))
     frame = request_frame(11, 9, 7, **join | {"protocol_type": "connect", "protocols": (connect,)})
     assert _check(access, frame) is None, "another protocol's bytes are not read"
+
+
+def test_the_registry_index_is_protected_as_the_registry_is() -> None:
+    view = TopicView(REGISTRY)
+    assert view.protected(REGISTRY + INDEX_SUFFIX) and view.refused(REGISTRY + INDEX_SUFFIX)
+    assert not view.protected("orders" + INDEX_SUFFIX)
+    assert not TopicView(REGISTRY, show_internal=True).refused(REGISTRY + INDEX_SUFFIX)

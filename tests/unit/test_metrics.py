@@ -708,6 +708,18 @@ def test_health_is_ready_with_an_encoder_while_alive_and_not_stopping_whatever_i
     assert health.readiness() == (False, "shutting down")
 
 
+def test_a_start_longer_than_the_staleness_is_alive_and_its_end_counts_as_a_beat() -> None:
+    clock = FakeClock()
+    health = Health(staleness_seconds=10, clock=clock)
+    with health.starting():
+        clock.now += 60  # a registry read at start, longer than the staleness
+        assert health.liveness() == (True, "starting")
+        assert health.readiness() == (False, "no encoder ready yet")
+    assert health.liveness() == (True, "ok")
+    clock.now += 11
+    assert not health.alive
+
+
 def test_health_refuses_a_non_positive_staleness() -> None:
     with pytest.raises(ValueError, match="staleness_seconds"):
         Health(staleness_seconds=0)

@@ -502,7 +502,8 @@ def test_arbitrary_records_never_raise_never_apply_anything_invalid_and_followin
 
 
 def _assert_only_valid_state(state: RegistryState, champion: Dictionary) -> None:
-    for dict_id, dictionary in state.dictionaries.items():
+    for dict_id in state.dictionaries:
+        dictionary = state.dictionaries[dict_id]
         assert dict_id == dictionary.id and MIN_DICT_ID <= dict_id <= MAX_DICT_ID
         Dictionary.verified(dictionary.meta, dictionary.data, "state")
     for namespace, active in state.activations.items():

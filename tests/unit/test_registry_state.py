@@ -8,18 +8,20 @@ import pytest
 
 from sidecar.codec import Decoder, Encoder
 from sidecar.dictionaries import Dictionary
-from sidecar.dictionaries.model import MIN_DICT_ID, with_new_id
+from sidecar.dictionaries.model import MIN_DICT_ID, DictionaryMeta, with_new_id
 from sidecar.dictionaries.registry import Registry, RegistryResolver
 from sidecar.dictionaries.registry_state import (
     FORMAT_HEADER,
     Activated,
     DictionaryAdded,
     Ignored,
+    Outgoing,
     RegistryState,
     TrainingRecorded,
     activation_record,
     dictionary_key,
     dictionary_record,
+    index_records,
     training_record,
 )
 from sidecar.errors import RegistryError, UnknownDictionary
@@ -165,3 +167,127 @@ def test_a_decoder_on_a_connected_registry_resolver_decodes_and_closes_the_regis
         assert not registry.closed
     assert connected == [("kafka:9092", "_reg", {"security_protocol": "SASL_SSL"})]
     assert registry.closed
+
+
+def _reader_at_start(
+    dictionaries: list[Dictionary], cache_bytes: int
+) -> tuple[RegistryState, list[int]]:
+    """A state that reads `dictionaries` again by offset from a list, as a `Registry` does from
+    its topic, having applied them at start (`cache_new` off); and the offsets it fetched."""
+    fetched: list[int] = []
+
+    def fetch(offset: int, meta: DictionaryMeta) -> Dictionary:
+        fetched.append(offset)
+        return Dictionary.verified(meta, dictionaries[offset].data, f"offset {offset}")
+
+    state = RegistryState(fetch, cache_bytes)
+    state.dictionaries.cache_new = False
+    for offset, dictionary in enumerate(dictionaries):
+        state.apply(offset, *consumed(dictionary_record(dictionary)))
+    state.dictionaries.cache_new = True
+    return state, fetched
+
+
+def test_a_dictionary_read_at_start_is_kept_only_once_asked_for_read_again_by_its_offset(
+    trained_bytes: bytes,
+) -> None:
+    dictionaries = [with_new_id(make(trained_bytes), MIN_DICT_ID + i) for i in range(3)]
+    state, fetched = _reader_at_start(dictionaries, cache_bytes=10 * len(trained_bytes))
+    assert state.dictionaries.cached_bytes == 0 and len(state.dictionaries) == 3
+    assert [m.id for m in state.versions()] == [d.id for d in dictionaries]
+    assert state.dictionaries[dictionaries[1].id] == dictionaries[1]
+    assert state.dictionaries.get(dictionaries[1].id) == dictionaries[1]
+    assert fetched == [1]  # once: then from the cache
+    assert state.dictionaries.get(MIN_DICT_ID + 99) is None and fetched == [1]
+
+
+def test_the_cache_holds_at_most_its_bytes_the_least_recently_used_out_first(
+    trained_bytes: bytes,
+) -> None:
+    dictionaries = [with_new_id(make(trained_bytes), MIN_DICT_ID + i) for i in range(4)]
+    size = len(dictionaries[0].data)
+    state, fetched = _reader_at_start(dictionaries, cache_bytes=2 * size)
+    for offset in (0, 1, 0, 2, 0, 1):
+        state.dictionaries.get(dictionaries[offset].id)
+    # 0 stays (used last but one each time); 1 went out for 2, and 2 for 1.
+    assert fetched == [0, 1, 2, 1]
+    assert state.dictionaries.cached_bytes == 2 * size
+
+
+def test_a_dictionary_published_after_the_start_is_kept_as_it_is_read(trained_bytes: bytes) -> None:
+    first, later = (with_new_id(make(trained_bytes), MIN_DICT_ID + i) for i in range(2))
+    state, fetched = _reader_at_start([first], cache_bytes=10 * len(trained_bytes))
+    state.apply(1, *consumed(dictionary_record(later)))
+    assert state.dictionaries[later.id] == later and fetched == []
+
+
+def _published(trained_bytes: bytes) -> tuple[list[Dictionary], list[Outgoing]]:
+    """Three dictionaries of `orders` and the registry log that publishes and activates them in
+    turn."""
+    dictionaries = [make(trained_bytes, dict_id=MIN_DICT_ID + i) for i in range(3)]
+    log: list[Outgoing] = []
+    for dictionary in dictionaries:
+        log += [
+            dictionary_record(dictionary),
+            activation_record(activation("orders", dictionary.id)),
+        ]
+    return dictionaries, log
+
+
+def _from_index(
+    index: list[Outgoing], log: list[Outgoing], dictionaries: list[Dictionary]
+) -> RegistryState:
+    """A reader's start: the index, then the registry from where the index ends."""
+    by_offset = {2 * i: d for i, d in enumerate(dictionaries)}
+    state = RegistryState(
+        lambda offset, meta: Dictionary.verified(meta, by_offset[offset].data, "log"), 1 << 20
+    )
+    for i, (key, value, _) in enumerate(index):
+        assert not isinstance(state.apply_index(i, key, value), Ignored)
+    state.position = state.index_through
+    for offset in range(state.position, len(log)):
+        state.apply(offset, *consumed(log[offset]))
+    return state
+
+
+def test_a_reader_of_the_index_then_the_rest_of_the_registry_agrees_with_one_that_read_it_all(
+    trained_bytes: bytes,
+) -> None:
+    dictionaries, log = _published(trained_bytes)
+    writer = RegistryState()
+    for offset, record in enumerate(log[:4]):  # two published when the index was written
+        writer.apply(offset, *consumed(record))
+    index, through = index_records(writer, 0, {})
+    assert through == 4
+    for offset in range(4, len(log)):
+        writer.apply(offset, *consumed(log[offset]))
+
+    reader = _from_index(index, log, dictionaries)
+    assert reader.activations == writer.activations
+    assert reader.versions() == writer.versions()
+    assert reader.claims == writer.claims and reader.next_id() == writer.next_id()
+    assert reader.dictionaries[dictionaries[0].id] == dictionaries[0]  # read by its offset
+
+
+def test_a_stale_activation_written_to_the_index_late_does_not_win(trained_bytes: bytes) -> None:
+    dictionaries, log = _published(trained_bytes)
+    behind, ahead = RegistryState(), RegistryState()
+    for offset, record in enumerate(log):
+        ahead.apply(offset, *consumed(record))
+        if offset < 4:
+            behind.apply(offset, *consumed(record))
+    index = index_records(ahead, 0, {})[0] + index_records(behind, 0, {})[0]
+    reader = _from_index(index, log, dictionaries)
+    assert reader.activations["orders"].dict_id == dictionaries[2].id
+
+
+def test_ids_are_never_reused_once_the_index_saw_them_claimed(trained_bytes: bytes) -> None:
+    dictionaries, log = _published(trained_bytes)
+    writer = RegistryState()
+    for offset, record in enumerate(log):
+        writer.apply(offset, *consumed(record))
+    # Only the high-water mark is left (the dictionaries' records and entries compacted away).
+    through = [r for r in index_records(writer, 0, {})[0] if r[0] == b"through"]
+    reader = RegistryState()
+    reader.apply_index(0, through[0][0], through[0][1])
+    assert reader.next_id() == dictionaries[-1].id + 1
