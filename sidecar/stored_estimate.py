@@ -74,6 +74,8 @@ class ProducerBatches:
         self.run = run
         self.cycle = run * every
         self._sample: deque[Sampled] = deque(maxlen=keep)
+        #: Records added so far: tells a reader of the sample whether it changed.
+        self.added = 0
         #: The position of the next record written in the cycle (a run, then the records left).
         self._at = 0
 
@@ -96,11 +98,16 @@ class ProducerBatches:
     def add(self, key: bytes | None, value: bytes | None, headers: Sequence[Header]) -> None:
         """One sampled record, as the producer would have written it."""
         self._sample.append((key, value, headers))
+        self.added += 1
+
+    def records(self) -> list[Sampled]:
+        """The sampled records kept, oldest first."""
+        return list(self._sample)
 
     def estimate(self, batches: int, records: int) -> int | None:
         """Bytes that `batches` batches of the producer, holding `records` records, store (None:
         nothing sampled yet)."""
-        sample = list(self._sample)
+        sample = self.records()
         if not sample or batches <= 0 or records <= 0:
             return None
         fill = max(1, round(records / batches))

@@ -10,7 +10,8 @@ crossover x `FRAMES_BELOW`, and frames whenever the crossover is unknown. Raw va
 header of ours: every decoder passes such records through unchanged.
 
 Pure: no Kafka, no I/O. The relay (`relay.output_modes`) and the in-process producer
-(`serde.output_modes`) feed it their producer's statistics.
+(`serde.output_modes`) feed it their producer's statistics, and the crossover measured on their
+newest records (`live_crossover`).
 """
 
 from __future__ import annotations

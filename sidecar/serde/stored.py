@@ -23,12 +23,14 @@ from sidecar.stored_estimate import SAMPLE_EVERY, SAMPLE_RUN, ProducerBatches, b
 class ProducerStored:
     """The stored bytes of one producer's topics and their estimate without zdict."""
 
-    def __init__(self, metrics: StoredBytes, codec: str) -> None:
-        """`codec`: the producer's batch codec (`kafka.batch_fill.batch_codec`); one librdkafka
-        does not name as Kafka does (it refuses it at start) is not counted."""
+    def __init__(self, metrics: StoredBytes | None, codec: str) -> None:
+        """`metrics`: where the bytes are counted (None: nowhere, the sample only measures the
+        live crossover, `live_crossover`); `codec`: the producer's batch codec
+        (`kafka.batch_fill.batch_codec`); one librdkafka does not name as Kafka does (it
+        refuses it at start) is not counted."""
         self._metrics = metrics
         self._compress = batch_compressor(codec) if codec in CODEC_IDS else None
-        self.counted = codec in CODEC_IDS
+        self.counted = metrics is not None and codec in CODEC_IDS
         self._samples: dict[str, ProducerBatches] = {}
         #: The position of the next record in the sample's cycle (a run taken, then the rest
         #: left), over every topic; counted here, not by a call per record.
@@ -47,9 +49,13 @@ class ProducerStored:
             sample = self._samples[topic] = ProducerBatches(self._compress)
         sample.add(key.encode() if isinstance(key, str) else key, value, _headers(headers))
 
+    def sample(self, topic: str) -> ProducerBatches | None:
+        """The sample of `topic`'s records (None: none produced yet)."""
+        return self._samples.get(topic)
+
     def on_stats(self, topics: Mapping[str, Any]) -> None:
         """One statistics window (its `topics` object)."""
-        if not self.counted:
+        if self._metrics is None or not self.counted:
             return
         for topic, data in topics.items():
             size, count = data.get("batchsize", {}), data.get("batchcnt", {})

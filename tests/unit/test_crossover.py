@@ -1,7 +1,8 @@
 """The output crossover on real data nobody here wrote: measured at training on values the stored
 dictionary did not see, it predicts where the stream's next values cross, the mode it picks
 stores about what the better of frames and raw values would at every fill, and it is the same
-on every run."""
+on every run. Measured again on the stream's newest records (`live_crossover`), the mode the
+output rule picks with it, hysteresis included, stores within 2 % of the better at every fill."""
 
 from __future__ import annotations
 
@@ -12,7 +13,10 @@ import pytest
 from sidecar.bench.corpora import Corpus, collect_all
 from sidecar.bench.events import generate
 from sidecar.codec import Encoder
+from sidecar.codec.output_mode import FRAMES_BELOW, RAW_ABOVE
+from sidecar.live_crossover import MIN_RECORDS, LiveCrossover
 from sidecar.record_batch import Record, producer_codecs, stored_bytes
+from sidecar.stored_estimate import ProducerBatches
 from sidecar.training.choice import (
     Decision,
     TrainingParams,
@@ -52,13 +56,22 @@ def _trained(stream: Corpus) -> TrainingReport:
 
 def _next_records(stream: Corpus, report: TrainingReport) -> tuple[list[Record], list[Record]]:
     """The values after the sample, raw and as the stored dictionary encodes them."""
+    values = stream.messages[SAMPLE:]
+    encoded = _encoder(report).encode_batch([(v, None) for v in values])
+    return [(v, ()) for v in values], [(e.value, e.headers or ()) for e in encoded]
+
+
+def _encoder(report: TrainingReport) -> Encoder:
+    """The encoder of the stored dictionary, as the relay builds it."""
     assert report.chosen is not None and report.dictionary is not None
     level = report.chosen.level
     dictionary = candidate_dictionary(report.dictionary, level, "x")
-    encoder = Encoder(dictionary, level=level, min_size=report.break_even_size)
-    values = stream.messages[SAMPLE:]
-    encoded = encoder.encode_batch([(v, None) for v in values])
-    return [(v, ()) for v in values], [(e.value, e.headers or ()) for e in encoded]
+    return Encoder(dictionary, level=level, min_size=report.break_even_size)
+
+
+def _live(sample: ProducerBatches, encoder: Encoder, trained: float | None) -> LiveCrossover:
+    """The live crossover of `sample` encoded by `encoder`; `trained` before it measures."""
+    return LiveCrossover(lambda: sample, lambda: encoder, lambda _: trained)
 
 
 def _measured(stream: Corpus) -> tuple[float | None, list[Record], list[Record]]:
@@ -95,3 +108,46 @@ def test_the_mode_the_crossover_picks_stores_at_most_8_percent_over_the_better_a
 def test_the_crossover_is_the_same_on_every_run(streams: list[Corpus]) -> None:
     for stream in streams[:1] + streams[-1:]:
         assert _trained(stream).raw_crossover == _trained(stream).raw_crossover
+
+
+def test_the_live_crossover_picks_a_mode_within_2_percent_of_the_better_at_any_fill(
+    streams: list[Corpus],
+) -> None:
+    """The relay's sample of the first half of the values after the training sample measures
+    the crossover; the second half is stored as the rule picks, either mode inside the band of
+    its hysteresis."""
+    zstd = producer_codecs()["zstd"]
+    half = NEXT // 2
+    for stream in streams:
+        report = _trained(stream)
+        sample = ProducerBatches(None, every=1, keep=half, run=half)
+        for value in stream.messages[SAMPLE : SAMPLE + half]:
+            sample.add(None, value, ())
+        at = _live(sample, _encoder(report), None)("zstd")
+        raw, frames = _next_records(stream, report)
+        for fill in FILLS:
+            as_raw = stored_bytes(raw[half:], fill, zstd)
+            as_frames = stored_bytes(frames[half:], fill, zstd)
+            if at is None or fill < at * FRAMES_BELOW:
+                picked = as_frames
+            elif fill > at * RAW_ABOVE:
+                picked = as_raw
+            else:
+                picked = max(as_raw, as_frames)
+            assert picked <= 1.02 * min(as_raw, as_frames), (stream.name, fill, at)
+
+
+def test_the_trained_crossover_stands_until_the_sample_holds_enough_records(
+    streams: list[Corpus],
+) -> None:
+    stream = streams[-1]
+    encoder = _encoder(_trained(stream))
+    sample = ProducerBatches(None, every=1, keep=NEXT, run=NEXT)
+    live = _live(sample, encoder, 99.0)
+    for value in stream.messages[SAMPLE : SAMPLE + MIN_RECORDS - 1]:
+        sample.add(None, value, ())
+    assert live("zstd") == 99.0
+    sample.add(None, stream.messages[SAMPLE + MIN_RECORDS], ())
+    measured = live("zstd")
+    assert measured is not None and measured < 99.0
+    assert live("none") == 99.0
