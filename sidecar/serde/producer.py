@@ -109,7 +109,7 @@ class _CompressingProducer:
         if output_mode == "auto":
             modes = self._modes = ProducerOutputModes(batch_codec(config), self._crossover, metrics)
             readers.append(modes.on_stats)
-        if self._stored is not None and metrics is not None:
+        if self._stored is not None:
             readers.append(self._stored.on_stats)
         if readers:
             config.setdefault("statistics.interval.ms", PRODUCER_STATISTICS_INTERVAL_MS)
