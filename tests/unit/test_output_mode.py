@@ -310,3 +310,12 @@ def test_before_the_statistics_a_fill_is_at_most_the_producers_batch_num_message
     value = b'{"event":"x","n":1}' * 8
     relay.relay_batch(cast("list[Message]", [record(i, value, 0) for i in range(100)]))
     assert all(c.args[7][0][0] == "zd" for c in producer.produce.call_args_list)
+
+
+def test_a_partitions_first_fill_goes_raw_from_the_crossover_itself_then_hysteresis_holds() -> None:
+    table: ModeTable[str] = ModeTable()
+    table.observe("a", 8.0, 8.0)
+    table.observe("b", 7.9, 8.0)
+    assert (table.mode("a"), table.mode("b")) == (RAW, FRAMES)
+    table.observe("b", 8.5, 8.0)  # smoothed 8.2: inside the band, frames held
+    assert table.mode("b") == FRAMES
