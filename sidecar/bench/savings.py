@@ -13,6 +13,12 @@ values from it). Bytes are the record batches the broker wrote in its log segmen
 (`data_dir`), batch headers, record framing, our headers and the batch codec included; they do
 not vary between runs, so one run is measured. The product's figure is its bytes over the fewer
 of the other two (target: at most `TARGET`).
+
+Then the same values of each fill through a relay (`measure_relay`): produced first to an input
+topic of their own (the corpus's dictionary copied to it), then relayed by one relay per fill
+for every corpus at once, its producer batching that fill (`batch.num.messages`, linger 1 s,
+producer zstd, statistics every 0.5 s), in output mode auto: its output topic's bytes against
+the same two.
 """
 
 from __future__ import annotations
@@ -174,10 +180,11 @@ def measure(
 
 
 def _copy_dictionary(store: DictionaryStore, source: str, target: str) -> None:
-    """The active dictionary of namespace `source`, stored and active under `target` too."""
+    """The active dictionary of namespace `source`, stored and active under `target` too (none
+    when training promoted none: both compress without one)."""
     active = store.active(source)
     if active is None:
-        raise InputError(f"bench savings: no dictionary was trained for {source}")
+        return
     meta = active.meta
     copied = store.add(
         target,
