@@ -153,3 +153,13 @@ def test_the_trained_crossover_stands_until_the_sample_holds_enough_records(
     measured = live("zstd")
     assert measured is not None and measured < 99.0
     assert live("none") == 99.0
+
+
+def test_without_a_dictionary_the_live_crossover_is_measured_too(streams: list[Corpus]) -> None:
+    """Values compressed on their own (`zd: 0`) lose to the batch codec as frames do."""
+    stream = streams[-1]
+    sample = ProducerBatches(None, every=1, keep=NEXT, run=NEXT)
+    for value in stream.messages[SAMPLE : SAMPLE + NEXT]:
+        sample.add(None, value, ())
+    measured = _live(sample, Encoder(None), None)("zstd")
+    assert measured is not None and measured <= 4
