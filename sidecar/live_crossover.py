@@ -13,8 +13,8 @@ active dictionary as the encoder uses it (level, minimum size, wire format; a sc
 no metric moves) and compared with its raw values at every fill (`training.crossover.
 raw_crossovers`). It is measured again only when the sample or the dictionary changed, at most
 once per statistics window: about 1,024 values encoded and twenty batches compressed, a few
-milliseconds every 5 s. Until the sample holds `MIN_RECORDS` records, the trained crossover
-stands.
+milliseconds every 5 s. Until the sample holds `MIN_RECORDS` records (or `MIN_BYTES` of
+values), the trained crossover stands.
 
 Pure: no Kafka, no I/O.
 """
@@ -29,11 +29,16 @@ from sidecar.proxy.compression import CODEC_IDS
 from sidecar.stored_estimate import ProducerBatches, batch_compressor
 from sidecar.training.crossover import raw_crossovers
 
-__all__ = ["MIN_RECORDS", "LiveCrossover"]
+__all__ = ["MIN_BYTES", "MIN_RECORDS", "LiveCrossover"]
 
 #: Sampled records from which the live measurement replaces the trained crossover: two runs of
-#: consecutive records (`stored_estimate.SAMPLE_RUN`), batches up to 128 measured twice.
+#: consecutive records (`stored_estimate.SAMPLE_RUN`), batches up to 128 measured twice ...
 MIN_RECORDS: Final = 256
+#: ... or fewer records of this many value bytes (kilobyte documents: a few dozen tell frames
+#: from raw values at every fill they reach) ...
+MIN_BYTES: Final = 64 * 1024
+#: ... but never fewer records than this.
+MIN_FEW: Final = 8
 
 
 class LiveCrossover:
@@ -71,7 +76,10 @@ class LiveCrossover:
         # Values only, on both sides: the producer's own headers are the same in either mode.
         values = [v for _, v, _ in sample.records() if v is not None]
         compress = batch_compressor(codec)
-        if len(values) < MIN_RECORDS or compress is None:
+        enough = len(values) >= MIN_RECORDS or (
+            len(values) >= MIN_FEW and sum(map(len, values)) >= MIN_BYTES
+        )
+        if not enough or compress is None:
             return self._trained(codec)
         frames = self._scratch_of(encoder).encode_batch([(v, None) for v in values])
         measured = raw_crossovers(

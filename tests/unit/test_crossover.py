@@ -163,3 +163,11 @@ def test_without_a_dictionary_the_live_crossover_is_measured_too(streams: list[C
         sample.add(None, value, ())
     measured = _live(sample, Encoder(None), None)("zstd")
     assert measured is not None and measured <= 4
+
+
+def test_a_few_kilobyte_values_are_enough_for_the_live_crossover(streams: list[Corpus]) -> None:
+    stream = streams[-1]
+    sample = ProducerBatches(None, every=1)
+    for i in range(10):  # ten documents of 80 events each, ~9 KB
+        sample.add(None, b"\n".join(stream.messages[SAMPLE + 80 * i : SAMPLE + 80 * (i + 1)]), ())
+    assert _live(sample, _encoder(_trained(stream)), 99.0)("zstd") != 99.0
