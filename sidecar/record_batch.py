@@ -161,10 +161,21 @@ PRODUCER_ZSTD_LEVEL: Final = 3
 
 def producer_codecs() -> dict[str, Compress]:
     """Batch codecs as librdkafka applies them: zstd at its default level; lz4 frames."""
-    return {
-        "zstd": zstandard.ZstdCompressor(level=PRODUCER_ZSTD_LEVEL).compress,
-        "lz4": lz4.frame.compress,
-    }
+    return {"zstd": producer_zstd(), "lz4": lz4.frame.compress}
+
+
+def producer_zstd() -> Compress:
+    """librdkafka's zstd, byte for byte: a stream whose size is not pledged (no content size in
+    the frame header, parameters not fitted to the size), as the broker's log segments show
+    it. The one-shot `compress` writes frames about 2 bytes a batch larger (1,908 B over 1,024
+    batches of 4 events). Not thread-safe: one per thread."""
+    compressor = zstandard.ZstdCompressor(level=PRODUCER_ZSTD_LEVEL)
+
+    def compress(data: bytes) -> bytes:
+        stream = compressor.compressobj()
+        return stream.compress(data) + stream.flush()
+
+    return compress
 
 
 def crossover(fills: Sequence[int], ours: Sequence[float], theirs: Sequence[float]) -> float | None:

@@ -48,6 +48,9 @@ from deploy.monitoring.widgets import (
     timeseries,
 )
 
+#: The labels a per-partition series is summed by.
+_TP = "topic, partition"
+
 
 def panels() -> list[Json]:
     """Every panel of the dashboard, laid out and numbered."""
@@ -230,12 +233,22 @@ def _stored_per_topic(layout: Layout) -> None:
             "Where a partition (-1: a topic written by key, or left to the partitioner) is "
             "written raw: its batches fill past the dictionary's crossover, so values go as "
             "they came and the producer's codec compresses them (output_mode_changed in the "
-            "logs says why). Blank: frames. Relay output topics and in-process producers.",
+            "logs says why). Blank: frames. Relay output topics and in-process producers; "
+            "the proxy decides per batch: raw while most of a partition's batches went raw "
+            "(zdict_proxy_output_batches_total).",
             [
                 (
                     f'max by (topic, partition) (zdict_output_mode{{{ON}, mode="raw"}}'
                     f' or zdict_producer_output_mode{{{ON}, mode="raw"}})',
                     "{{topic}}[{{partition}}]",
+                ),
+                (
+                    "round("
+                    + sum_rate(f'zdict_proxy_output_batches_total{{{ON}, mode="raw"}}', by=_TP)
+                    + " / "
+                    + sum_rate(f"zdict_proxy_output_batches_total{{{ON}}}", by=_TP)
+                    + ")",
+                    "{{topic}}[{{partition}}] proxy",
                 ),
             ],
             state="raw",

@@ -634,14 +634,15 @@ def savings_flags(doc: Document) -> list[str]:
 
 
 def savings_tables(doc: Document) -> list[str]:
-    """Per corpus and fill, the product's stored bytes through the proxy over the fewer of
-    frames' and producer zstd's, and over producer zstd's alone; the worst against the target."""
+    """Per corpus and fill, the product's stored bytes through the proxy and through the relay
+    over the fewer of frames' and producer zstd's, and over producer zstd's alone; the worst
+    against the target."""
     settings, rows = doc["settings"], doc["results"]
     fills: list[int] = settings["fills"]
     target: float = settings["target"]
 
     def cell(corpus: Document, fill: int, key: str) -> str:
-        found = [f for f in corpus["fills"] if f["fill"] == fill]
+        found = [f for f in corpus["fills"] if f["fill"] == fill and key in f]
         return f"{found[0][key]:.3f}" if found else "–"
 
     def body(key: str) -> list[list[object]]:
@@ -651,23 +652,37 @@ def savings_tables(doc: Document) -> list[str]:
         ]
 
     headers = ["corpus", "mean B", "trained on", *(f"fill {f}" for f in fills)]
-    better = [f["versus_better"] for r in rows for f in r["fills"]]
-    worst = max(better, default=0.0)
-    met = sum(b <= target for b in better)
-    return [
-        "Through the proxy (output mode auto), bytes in the broker's log segments over the fewer "
-        "of the same records as per-record frames (a frames proxy) and as the producer's zstd "
-        f"alone, at each fill (records per batch, {settings['batches']} batches a fill and "
-        f"{settings.get('min_records', 0):,} records at least, one partition; the dictionary "
-        f"trained on the corpus's first {settings['sample']:,} values at most, measured on the "
-        "values after them; –: too few values):",
-        "",
-        *table(headers, body("versus_better")),
-        "",
-        f"At most {target:.2f}× the better at {met} of {len(better)} fills; the worst "
-        f"{worst:.3f}×.",
-        "",
-        "The same bytes over producer zstd's alone (below 1: saved):",
-        "",
-        *table(headers, body("versus_producer")),
+    out = [
+        "Bytes in the broker's log segments over the fewer of the same records as per-record "
+        "frames (a frames proxy) and as the producer's zstd alone, at each fill (records per "
+        f"batch, {settings['batches']} batches a fill and {settings.get('min_records', 0):,} "
+        "records at least, one partition; the dictionary trained on the corpus's first "
+        f"{settings['sample']:,} values at most, measured on the values after them; –: too few "
+        "values), through each path in output mode auto:",
     ]
+    for name, prefix in (
+        ("the proxy", ""),
+        ("the relay (its producer batching the fill)", "relay_"),
+    ):
+        better = [
+            f[f"{prefix}versus_better"]
+            for r in rows
+            for f in r["fills"]
+            if f"{prefix}versus_better" in f
+        ]
+        if not better:
+            continue
+        worst = max(better)
+        met = sum(b <= target for b in better)
+        out += [
+            "",
+            f"Through {name}:",
+            "",
+            *table(headers, body(f"{prefix}versus_better")),
+            "",
+            f"At most {target:.2f}× the better at {met} of {len(better)} fills; the worst "
+            f"{worst:.3f}×. The same bytes over producer zstd's alone (below 1: saved):",
+            "",
+            *table(headers, body(f"{prefix}versus_producer")),
+        ]
+    return out

@@ -13,12 +13,22 @@ values from it). Bytes are the record batches the broker wrote in its log segmen
 (`data_dir`), batch headers, record framing, our headers and the batch codec included; they do
 not vary between runs, so one run is measured. The product's figure is its bytes over the fewer
 of the other two (target: at most `TARGET`).
+
+Then the same values of each fill through a relay (`measure_relay`): produced first to an input
+topic of their own (the corpus's dictionary copied to it), then relayed by one relay per fill
+for every corpus at once, its producer batching that fill (`batch.num.messages`, linger 1 s,
+producer zstd, statistics every 0.5 s), in output mode auto: its output topic's bytes against
+the same two.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
+import subprocess
+import sys
 import tempfile
+import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
@@ -29,7 +39,8 @@ from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
 from sidecar.bench.corpora import Corpus
 from sidecar.bench.proxy_children import ProxyChild, train
-from sidecar.bench.storage import produce
+from sidecar.bench.storage import LINGER_MS, produce
+from sidecar.dictionaries.store import DictionaryStore
 from sidecar.errors import InputError
 from sidecar.kafka import plain_admin
 from sidecar.record_batch import segment_batches
@@ -46,8 +57,16 @@ BATCHES: Final = 2
 MIN_RECORDS: Final = 512
 #: The product's bytes over the better of frames and producer zstd: at most this.
 TARGET: Final = 1.02
-#: What the broker stores: producer zstd alone, frames always, the product (output mode auto).
+#: What the broker stores: producer zstd alone, frames always, the product (output mode auto)
+#: through the proxy ...
 PATHS: Final = ("direct", "frames", "proxy")
+#: ... and through the relay: the same values produced to an input topic of their own, relayed
+#: by a relay whose producer batches `fill` records (output mode auto).
+RELAY: Final = "relay"
+#: The relay's producer reports its batches this often (ms): windows within a short run.
+RELAY_STATISTICS_MS: Final = "500"
+#: Seconds a relay may take to relay a fill's values of every corpus.
+RELAY_TIMEOUT: Final = 120.0
 
 
 @dataclass(slots=True)
@@ -59,17 +78,15 @@ class Fill:
     stored_bytes: dict[str, int] = field(default_factory=dict)
     batches: dict[str, int] = field(default_factory=dict)
 
-    @property
-    def versus_better(self) -> float:
-        """The product's bytes over the fewer of frames' and producer zstd's."""
-        return self.stored_bytes["proxy"] / min(
+    def versus_better(self, product: str = "proxy") -> float:
+        """`product`'s bytes over the fewer of frames' and producer zstd's."""
+        return self.stored_bytes[product] / min(
             self.stored_bytes["direct"], self.stored_bytes["frames"]
         )
 
-    @property
-    def versus_producer(self) -> float:
-        """The product's bytes over producer zstd's alone (below 1: saved)."""
-        return self.stored_bytes["proxy"] / self.stored_bytes["direct"]
+    def versus_producer(self, product: str = "proxy") -> float:
+        """`product`'s bytes over producer zstd's alone (below 1: saved)."""
+        return self.stored_bytes[product] / self.stored_bytes["direct"]
 
 
 @dataclass(slots=True)
@@ -88,9 +105,17 @@ class CorpusSavings:
             "fills": [
                 asdict(f)
                 | {
-                    "versus_better": round(f.versus_better, 4),
-                    "versus_producer": round(f.versus_producer, 4),
+                    "versus_better": round(f.versus_better(), 4),
+                    "versus_producer": round(f.versus_producer(), 4),
                 }
+                | (
+                    {
+                        "relay_versus_better": round(f.versus_better("relay"), 4),
+                        "relay_versus_producer": round(f.versus_producer("relay"), 4),
+                    }
+                    if "relay" in f.stored_bytes
+                    else {}
+                )
                 for f in self.fills
             ]
         }
@@ -154,6 +179,106 @@ def measure(
     return out
 
 
+def _copy_dictionary(store: DictionaryStore, source: str, target: str) -> None:
+    """The active dictionary of namespace `source`, stored and active under `target` too (none
+    when training promoted none: both compress without one)."""
+    active = store.active(source)
+    if active is None:
+        return
+    meta = active.meta
+    copied = store.add(
+        target,
+        active.data,
+        level=meta.level,
+        heldout_ratio=meta.heldout_ratio,
+        nodict_ratio=meta.nodict_ratio,
+        break_even_size=meta.break_even_size,
+        training=meta.training,
+        raw_crossover=meta.raw_crossover,
+    )
+    store.activate(target, copied.id)
+
+
+def _relay_child(bootstrap: str, store: Path, inputs: Sequence[str], fill: int, log: Path) -> Any:
+    """`zdict-sidecar run` on `inputs` (outputs `<input>.zd`), its producer batching `fill`
+    records, as a child process."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ZDICT_")}
+    env.update(
+        {
+            "KAFKA_BOOTSTRAP_SERVERS": bootstrap,
+            "ZDICT_LOG_FORMAT": "json",
+            "ZDICT_CODEC__OUTPUT_MODE": "auto",
+            "ZDICT_REGISTRY__ENABLED": "false",
+            "ZDICT_METRICS__ENABLED": "false",
+            "ZDICT_RELAY__INPUT_COMPRESSION": "zstd",
+            "ZDICT_PRODUCER__COMPRESSION_TYPE": "zstd",
+            "ZDICT_PRODUCER__BATCH_NUM_MESSAGES": str(fill),
+            "ZDICT_PRODUCER__LINGER_MS": str(LINGER_MS),
+            "ZDICT_PRODUCER__STATISTICS_INTERVAL_MS": RELAY_STATISTICS_MS,
+        }
+    )
+    args = [arg for topic in inputs for arg in ("--input-topic", topic)]
+    with open(log, "wb") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "sidecar", "run", *args, "--create-topics", "--no-training",
+             "--group-id", f"bench-savings-{uuid.uuid4().hex[:8]}",
+             "--dictionaries", str(store)],
+            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+        )  # fmt: skip
+
+
+def measure_relay(
+    bootstrap: str,
+    data_dir: Path,
+    plans: Sequence[Plan],
+    results: Sequence[CorpusSavings],
+    store: Path,
+    tmp: Path,
+    admin: Any,
+) -> list[str]:
+    """Each fill of every corpus through a relay (`RELAY`): the fill's values produced first
+    to an input topic of their own (its dictionary the corpus's), then relayed by a relay whose
+    producer batches that fill; the output's bytes into `results`. The topics made, to
+    delete."""
+    made: list[str] = []
+    dictionaries = DictionaryStore(store)
+    fills = sorted({f.fill for r in results for f in r.fills})
+    for fill in fills:
+        inputs: dict[str, tuple[Fill, list[bytes]]] = {}
+        for p, result in zip(plans, results, strict=True):
+            entry = next((f for f in result.fills if f.fill == fill), None)
+            if entry is not None:
+                topic = f"{p.topics['proxy']}-relay{fill}"
+                inputs[topic] = (entry, p.future[: entry.records])
+                _copy_dictionary(dictionaries, p.topics["proxy"], topic)
+        futures = admin.create_topics([NewTopic(t, num_partitions=1) for t in inputs])
+        for future in futures.values():
+            future.result(30)
+        made += [t for topic in inputs for t in (topic, f"{topic}.zd")]
+        for topic, (_, values) in inputs.items():
+            produce(bootstrap, topic, [(v, ()) for v in values], 1, "zstd", fill)
+        child = _relay_child(bootstrap, store, list(inputs), fill, tmp / f"relay{fill}.log")
+        try:
+            deadline = time.monotonic() + RELAY_TIMEOUT
+            for topic, (entry, values) in inputs.items():
+                while True:
+                    output = data_dir / f"{topic}.zd-0"
+                    stored = _stored(data_dir, f"{topic}.zd") if output.is_dir() else (0, 0, 0)
+                    if stored[1] >= len(values):
+                        break
+                    if child.poll() is not None or time.monotonic() > deadline:
+                        raise InputError(
+                            f"bench savings: the relay wrote {stored[1]} of {len(values)} "
+                            f"records to {topic}.zd; see {tmp / f'relay{fill}.log'}"
+                        )
+                    time.sleep(0.2)
+                entry.stored_bytes[RELAY], _, entry.batches[RELAY] = stored
+        finally:
+            child.terminate()
+            child.wait(60)
+    return made
+
+
 @contextlib.contextmanager
 def _proxies(
     bootstrap: str, store: Path, plans: Sequence[Plan], tmp: Path, node_ids: Sequence[int]
@@ -209,7 +334,9 @@ def bench_savings(
                 for p in plans:
                     log(f"{p.corpus.name}: fills {', '.join(map(str, fills))}, three ways")
                     results.append(measure(p, addresses, data_dir, fills))
-                return results
+            log(f"through a relay: fills {', '.join(map(str, fills))}, every corpus at once")
+            topics += measure_relay(bootstrap, data_dir, plans, results, store, tmp, admin)
+            return results
     finally:
         for future in admin.delete_topics(topics, operation_timeout=30).values():
             with contextlib.suppress(Exception):  # best effort: the bench's own topics

@@ -6,11 +6,13 @@ the dictionary's output crossover (`DictionaryMeta.raw_crossover`, measured at t
 that crossover and the partition's observed fill (records per batch, smoothed over statistics
 windows), `next_mode` decides, with hysteresis so that a fill hovering near the crossover does
 not make the output flap: raw above the crossover x `RAW_ABOVE`, frames again below the
-crossover x `FRAMES_BELOW`, and frames whenever the crossover is unknown. Raw values carry no
+crossover x `FRAMES_BELOW`, and frames whenever the crossover is unknown. A partition's first
+fill has no mode to hold: raw from the crossover itself. Raw values carry no
 header of ours: every decoder passes such records through unchanged.
 
 Pure: no Kafka, no I/O. The relay (`relay.output_modes`) and the in-process producer
-(`serde.output_modes`) feed it their producer's statistics.
+(`serde.output_modes`) feed it their producer's statistics, and the crossover measured on their
+newest records (`live_crossover`).
 """
 
 from __future__ import annotations
@@ -104,10 +106,17 @@ class ModeTable(Generic[K]):
         smoothed fill stays) and the current crossover. Returns the switch, if the mode
         changed."""
         state = self._states.setdefault(key, _State())
+        first = state.fill is None
         if fill is not None:
             state.fill = smoothed(state.fill, fill)
         previous = state.mode
-        state.mode = FRAMES if state.fill is None else next_mode(previous, crossover, state.fill)
+        if state.fill is None:
+            state.mode = FRAMES
+        elif first:
+            # No mode to hold yet: the better one at this fill, without hysteresis.
+            state.mode = RAW if crossover is not None and state.fill >= crossover else FRAMES
+        else:
+            state.mode = next_mode(previous, crossover, state.fill)
         if state.mode == previous:
             return None
         if state.mode == RAW:

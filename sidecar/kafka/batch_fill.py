@@ -24,6 +24,8 @@ from typing import Any, Final
 _CODEC_PROPERTIES: Final = ("compression.type", "compression.codec")
 #: Its codec when none is configured.
 DEFAULT_CODEC: Final = "none"
+#: librdkafka's `batch.num.messages` when none is configured.
+DEFAULT_BATCH_RECORDS: Final = 10_000
 
 
 def batch_codec(config: Mapping[str, Any]) -> str:
@@ -35,6 +37,12 @@ def batch_codec(config: Mapping[str, Any]) -> str:
         if key in _CODEC_PROPERTIES:
             codec = str(value).strip().lower()
     return codec
+
+
+def batch_records(config: Mapping[str, Any]) -> int:
+    """The most records a producer configured with `config` puts in one batch
+    (`batch.num.messages`, librdkafka's default when unset)."""
+    return int(config.get("batch.num.messages", DEFAULT_BATCH_RECORDS))
 
 
 def share_batches(records: Mapping[int, int], batches: float) -> dict[int, float]:

@@ -171,6 +171,9 @@ class ReadPartition:
     inputs: Inputs
     #: Bytes of the values of `inputs` (a null value: none).
     value_bytes: int
+    #: Its batches written with frames of ours (`BatchRewriter.write`; the rest went as their
+    #: values came): what the proxy's output mode metric counts.
+    framed: int
 
     # init=False: made per request, so its __init__ is written here and compiled (see
     # deploy/build_backend.py); the one dataclasses generates would run interpreted.
@@ -178,6 +181,7 @@ class ReadPartition:
         self.batches = batches
         self.inputs = inputs
         self.value_bytes = value_bytes
+        self.framed = 0
 
     def all_raw(self, crossover: float) -> bool:
         """Whether every batch holding records holds at least `crossover` (all written raw)."""
@@ -385,6 +389,8 @@ class BatchRewriter:
                         comparisons.found(batch.count, fewer)
                     if fewer:
                         framed = as_read
+                        partition.framed -= 1
+                partition.framed += 1
                 out.append(framed)
         return b"".join(out)
 

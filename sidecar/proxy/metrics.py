@@ -51,6 +51,8 @@ PRODUCE_REFUSALS: Final = (
 )
 
 
+#: The `mode` label of `zdict_proxy_output_batches_total`.
+OUTPUT_MODES: Final = ("frames", "raw")
 #: Why a request other than Produce was answered by the proxy rather than forwarded (`access`).
 REQUEST_REFUSALS: Final = ("admin_api", "protected_topic", "unknown_topic_id", "too_many_topics")
 
@@ -103,6 +105,46 @@ class FrameTally(Collector):
         yield sizes
 
 
+class OutputModeTally(Collector):
+    """`zdict_proxy_output_batches_total` by topic, partition and mode: the batches the proxy
+    wrote upstream with frames of ours and those it wrote as their values came (it decides per
+    batch: raw values from the crossover, or where they are fewer bytes than the frames). The
+    share written as frames per partition over time is the proxy's output mode; plain ints, as
+    `FrameTally`."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        #: [frames, raw] batches per (topic, partition).
+        self._counts: dict[tuple[str, int], list[int]] = {}
+        registry.register(self)
+
+    def count(self, topic: str, partition: int, framed: int, raw: int) -> None:
+        counts = self._counts.get((topic, partition))
+        if counts is None:
+            counts = self._counts[(topic, partition)] = [0, 0]
+        counts[0] += framed
+        counts[1] += raw
+
+    def describe(self) -> Iterator[Metric]:
+        yield self._family()
+
+    def collect(self) -> Iterator[Metric]:
+        family = self._family()
+        for (topic, partition), counts in sorted(self._counts.items()):
+            for mode, count in zip(OUTPUT_MODES, counts, strict=True):
+                family.add_metric((topic, str(partition), mode), count)
+        yield family
+
+    @staticmethod
+    def _family() -> CounterMetricFamily:
+        return CounterMetricFamily(
+            "zdict_proxy_output_batches",
+            "Record batches the proxy wrote upstream, by topic, partition and mode: `frames` "
+            "(values compressed with the dictionary, our header) or `raw` (values as they came, "
+            "the batch codec only).",
+            labels=("topic", "partition", "mode"),
+        )
+
+
 class ForwardMetrics:
     """Requests, responses and bytes per API and direction; connections; what the Produce
     requests forwarded store, against the clients' batches as received."""
@@ -111,6 +153,7 @@ class ForwardMetrics:
         """`stored`: the process's `StoredBytes` (`Metrics.stored`), if it has one on
         `registry` already; else one is registered."""
         self._frames = FrameTally(registry)
+        self._modes = OutputModeTally(registry)
         self._stored = stored if stored is not None else StoredBytes(registry)
         self._rewritten = Counter(
             "zdict_proxy_rewritten_responses",
@@ -188,6 +231,11 @@ class ForwardMetrics:
         `records` records, `sent` bytes of them upstream, `received` bytes as the client sent
         them (what the broker would have stored without the proxy)."""
         self._stored.add(topic, PROXY, batches, records, sent, received)
+
+    def output_batches(self, topic: str, partition: int, framed: int, raw: int) -> None:
+        """One partition of a Produce request forwarded: `framed` batches written with frames,
+        `raw` as their values came."""
+        self._modes.count(topic, partition, framed, raw)
 
     def refused(self) -> None:
         self._refused.inc()

@@ -150,8 +150,9 @@ class SampledValues(Sequence[Sampled]):
         return Sampled(self._partition, self._first + position, self._values[position])
 
 
-#: One partition forwarded: topic, batches, records, bytes sent upstream, bytes as received.
-Stored = tuple[str, int, int, int, int]
+#: One partition forwarded: topic, partition, batches, batches written with frames, records,
+#: bytes sent upstream, bytes as received.
+Stored = tuple[str, int, int, int, int, int, int]
 
 
 class Rewriting:
@@ -288,8 +289,9 @@ class ProduceRewriter:
                 where = topic.name
         if first is None:
             self._offer(offered)
-            for name, batches, count, sent, received in stored:
+            for name, partition, batches, framed, count, sent, received in stored:
                 self.metrics.stored(name, batches, count, sent, received)
+                self.metrics.output_batches(name, partition, framed, batches - framed)
             yield Outcome(request.acks, frame=encode_produce(frame, request, records))
             return
         self.refused += 1
@@ -374,7 +376,17 @@ class ProduceRewriter:
                 )
             records[(t, p)] = out
             received = topic.partitions[p].records
-            stored.append((topic.name, len(batches.batches), count, len(out), len(received or b"")))
+            stored.append(
+                (
+                    topic.name,
+                    index,
+                    len(batches.batches),
+                    batches.framed,
+                    count,
+                    len(out),
+                    len(received or b""),
+                )
+            )
             at += count
             offered.append((namespace, index, [value for value, _ in batches.inputs]))
             yield None

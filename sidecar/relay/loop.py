@@ -27,6 +27,7 @@ from confluent_kafka import Consumer, Message, Producer, TopicPartition
 from sidecar.codec import Decoder, Outcome, Transformed
 from sidecar.errors import ClientHung, CodecError
 from sidecar.kafka import bounded, is_max_poll_exceeded, is_partition_eof
+from sidecar.live_crossover import LiveCrossover
 from sidecar.logs import get_logger
 from sidecar.namespaces import Namespace, Namespaces, Records
 from sidecar.relay.commits import CommitStrategy
@@ -120,7 +121,7 @@ class Relay:
                         topic,
                         output,
                         per_partition=partitions.get(topic) == partitions.get(output),
-                        crossover=namespace.output_crossover,
+                        crossover=self._crossover(topic, namespace),
                     )
             else:
                 assert decoder is not None
@@ -329,6 +330,15 @@ class Relay:
             self._on_assignment(set(assignment.held))
 
     # -- backlog hold --------------------------------------------------------------------------
+
+    def _crossover(self, topic: str, namespace: Namespace) -> Callable[[str], float | None]:
+        """The crossover input `topic`'s output mode reads: measured on its sampled records
+        (`live_crossover`) when the relay samples them, else its dictionary's as trained."""
+        stored = self.state.stored
+        if stored is None:
+            return namespace.output_crossover
+        sample = stored.sample(topic)
+        return LiveCrossover(lambda: sample, lambda: namespace.encoder, namespace.output_crossover)
 
     def _active_id(self, topic: str) -> int | None:
         """The id of `topic`'s active dictionary (None: none, or decoding)."""

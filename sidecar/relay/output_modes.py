@@ -8,11 +8,13 @@ or raw per partition. An output topic with the input's partition count is decide
 partition; one written by key (librdkafka's partitioner chooses) as a whole, under partition
 -1. Each switch is logged (`output_mode_changed`) and shown in `zdict_output_mode`.
 
-Until the producer's first statistics window, a partition's fill is taken from what the relay
-hands the producer at once: the records of its first consumed batch for that partition, produced
-within the producer's linger.ms, which its batches then hold (a backlog read at full speed goes
-raw from its first batch, a trickle stays in frames). The statistics take over from the first
-window on.
+Until the producer's first statistics window that reports batches of an output, a partition's
+fill is taken from what the relay hands the producer at once: the records of its first consumed
+batch for that partition, produced within the producer's linger.ms, which its batches then hold
+up to its `batch.num.messages` (a backlog read at full speed goes raw from its first batch when
+its batches may hold more records than the crossover, a trickle stays in frames). Windows before
+the first records (the relay started ahead of its traffic) leave that start alone: the
+statistics take over from the first window with batches on.
 
 `split` then tells the loop which records of a consumed batch go raw: they skip the encoder and
 are produced as they came (no header of ours; every decoder passes them through).
@@ -31,7 +33,7 @@ from typing import Any, Final, cast
 from confluent_kafka import Message
 
 from sidecar.codec.output_mode import MODES, ModeTable
-from sidecar.kafka.batch_fill import BatchFills
+from sidecar.kafka.batch_fill import DEFAULT_BATCH_RECORDS, BatchFills
 from sidecar.logs import get_logger
 from sidecar.metrics import Metrics
 from sidecar.output_mode_log import log_switch
@@ -57,18 +59,27 @@ class _Output:
 class RelayOutputModes:
     """The output mode of every output partition of one relay (see the module)."""
 
-    def __init__(self, metrics: Metrics, *, enabled: bool, codec: str) -> None:
+    def __init__(
+        self,
+        metrics: Metrics,
+        *,
+        enabled: bool,
+        codec: str,
+        batch_records: int = DEFAULT_BATCH_RECORDS,
+    ) -> None:
         """`enabled`: false writes frames always (`codec.output_mode: frames`); `codec`: the
-        producer's batch codec (`kafka.batch_fill.batch_codec`), whose crossover applies."""
+        producer's batch codec (`kafka.batch_fill.batch_codec`), whose crossover applies;
+        `batch_records`: the most records its batches hold (`kafka.batch_fill.batch_records`)."""
         self.enabled = enabled
         self.codec = codec
+        self.batch_records = batch_records
         self._metrics = metrics
         self._fills = BatchFills()
         self._table: ModeTable[Key] = ModeTable()
         self._outputs: dict[str, _Output] = {}
         #: Per input topic, its output partitions written raw now (WHOLE_TOPIC: all of them).
         self._raw: dict[str, frozenset[int]] = {}
-        #: Per input topic, its output, until the producer's first statistics window.
+        #: Per input topic, its output, until a statistics window reports the output's batches.
         self._first: dict[str, str] = {}
 
     def add(
@@ -110,17 +121,19 @@ class RelayOutputModes:
         crossover = route.crossover()
         for partition, records in counts.items():
             if self._table.fill((output, partition)) is None:
-                self._observe(output, partition, float(records), crossover)
+                fill = float(min(records, self.batch_records))
+                self._observe(output, partition, fill, crossover)
         self._raw[topic] = frozenset(p for (t, p) in self._table.raw if t == output)
 
     def on_producer_stats(self, topics: Mapping[str, Any]) -> None:
         """One statistics window of the relay's producer (its `topics` object)."""
         if not self.enabled:
             return
-        self._first.clear()
         fills = self._fills.window(topics)
         for output, route in self._outputs.items():
             fill = fills.get(output)
+            if fill is not None:
+                self._first.pop(route.topic, None)
             crossover = route.crossover()
             if route.per_partition:
                 partitions = fill.partitions if fill is not None else {}

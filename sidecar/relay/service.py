@@ -43,7 +43,7 @@ from sidecar.kafka import (
     producer_config,
     reads_from_start,
 )
-from sidecar.kafka.batch_fill import batch_codec
+from sidecar.kafka.batch_fill import batch_codec, batch_records
 from sidecar.logs import get_logger
 from sidecar.metrics import Metrics
 from sidecar.namespaces import Namespaces, encoder_factory
@@ -362,10 +362,12 @@ def _run(settings: Settings, observed: Observability, stack: ExitStack) -> int:
     """The relay's start and loop (see `run_relay`); what must be closed goes on `stack`."""
     relay_settings = settings.relay
     metrics = observed.metrics
+    producing = producer_config(settings)
     modes = RelayOutputModes(
         metrics,
         enabled=settings.codec.output_mode == "auto",
-        codec=batch_codec(producer_config(settings)),
+        codec=batch_codec(producing),
+        batch_records=batch_records(producing),
     )
     decode = relay_settings.mode == "decode"
     state = RelayState(

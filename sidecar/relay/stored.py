@@ -37,6 +37,10 @@ class RelayStored:
         for topic, output in outputs.items():
             self._owners.setdefault(output, []).append(topic)
 
+    def sample(self, topic: str) -> ProducerBatches:
+        """The sample of input `topic`'s records (`live_crossover` measures on it too)."""
+        return self._samples[topic]
+
     def offer(self, topic: str, batch: Sequence[Message]) -> None:
         """The records of input `topic` about to be relayed: the sample takes its share."""
         sample = self._samples[topic]

@@ -30,6 +30,7 @@ from sidecar.dictionaries.registry import DEFAULT_TOPIC
 from sidecar.errors import CodecError
 from sidecar.kafka import PRODUCER_STATISTICS_INTERVAL_MS, application_producer
 from sidecar.kafka.batch_fill import batch_codec
+from sidecar.live_crossover import LiveCrossover
 from sidecar.serde.conf import registry_properties, take_serdes
 from sidecar.serde.following import (
     DEFAULT_READY_TIMEOUT,
@@ -99,15 +100,16 @@ class _CompressingProducer:
         self._modes: ProducerOutputModes | None = None
         self._stored: ProducerStored | None = None
         readers: list[TopicsReader] = []
-        if output_mode == "auto":
-            modes = self._modes = ProducerOutputModes(
-                batch_codec(config),
-                lambda topic, codec: self._encoding.crossover(topic, codec),
-                metrics,
+        if metrics is not None or output_mode == "auto":
+            self._stored = ProducerStored(
+                metrics.stored if metrics is not None else None, batch_codec(config)
             )
+        #: Per topic, the crossover its output mode reads (`live_crossover`).
+        self._live: dict[str, LiveCrossover] = {}
+        if output_mode == "auto":
+            modes = self._modes = ProducerOutputModes(batch_codec(config), self._crossover, metrics)
             readers.append(modes.on_stats)
-        if metrics is not None:
-            self._stored = ProducerStored(metrics.stored, batch_codec(config))
+        if self._stored is not None:
             readers.append(self._stored.on_stats)
         if readers:
             config.setdefault("statistics.interval.ms", PRODUCER_STATISTICS_INTERVAL_MS)
@@ -130,6 +132,19 @@ class _CompressingProducer:
         self._encoding = ValueEncoding(encoder, namespace, metrics)
         self._header_key = self._encoding.header_key
         self._closed = False
+
+    def _crossover(self, topic: str, codec: str) -> float | None:
+        """`topic`'s crossover for batch codec `codec`, measured on its sampled records."""
+        live = self._live.get(topic)
+        if live is None:
+            stored = self._stored
+            assert stored is not None  # sampled whenever the output mode is auto
+            live = self._live[topic] = LiveCrossover(
+                lambda: stored.sample(topic),
+                lambda: self._encoding.encoder(topic),
+                lambda codec: self._encoding.crossover(topic, codec),
+            )
+        return live(codec)
 
     def _produce(
         self,

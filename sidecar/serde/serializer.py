@@ -102,11 +102,15 @@ class ValueEncoding:
             return self._fixed
         return topic if self._rule is None else self._rule(topic)
 
+    def encoder(self, topic: str) -> Encoder:
+        """The encoder that compresses `topic`'s records now."""
+        namespace = self.namespace(topic)
+        return self._current(namespace) or self._encoder_for(namespace)
+
     def crossover(self, topic: str, codec: str) -> float | None:
         """The output crossover of the dictionary that compresses `topic` now, for batch codec
         `codec` (None: no dictionary, or unknown)."""
-        namespace = self.namespace(topic)
-        dictionary = (self._current(namespace) or self._encoder_for(namespace)).dictionary
+        dictionary = self.encoder(topic).dictionary
         return None if dictionary is None else dictionary.meta.output_crossover(codec)
 
     def encode(

@@ -17,28 +17,34 @@ from typing import Any
 from sidecar.batch_compression import CODEC_IDS
 from sidecar.metrics.stored import PRODUCER, StoredBytes
 from sidecar.record_batch import Header
-from sidecar.stored_estimate import SAMPLE_EVERY, SAMPLE_RUN, ProducerBatches, batch_compressor
+from sidecar.stored_estimate import SAMPLE_RUN, ProducerBatches, batch_compressor, stride
 
 
 class ProducerStored:
     """The stored bytes of one producer's topics and their estimate without zdict."""
 
-    def __init__(self, metrics: StoredBytes, codec: str) -> None:
-        """`codec`: the producer's batch codec (`kafka.batch_fill.batch_codec`); one librdkafka
-        does not name as Kafka does (it refuses it at start) is not counted."""
+    def __init__(self, metrics: StoredBytes | None, codec: str) -> None:
+        """`metrics`: where the bytes are counted (None: nowhere, the sample only measures the
+        live crossover, `live_crossover`); `codec`: the producer's batch codec
+        (`kafka.batch_fill.batch_codec`); one librdkafka does not name as Kafka does (it
+        refuses it at start) is not counted."""
         self._metrics = metrics
         self._compress = batch_compressor(codec) if codec in CODEC_IDS else None
-        self.counted = codec in CODEC_IDS
+        self.counted = metrics is not None and codec in CODEC_IDS
         self._samples: dict[str, ProducerBatches] = {}
         #: The position of the next record in the sample's cycle (a run taken, then the rest
-        #: left), over every topic; counted here, not by a call per record.
+        #: left), over every topic; counted here, not by a call per record. Every record until
+        #: the first window, then one run in as many as the traffic calls for (`stride`).
         self._at = 0
-        self._cycle = SAMPLE_RUN * SAMPLE_EVERY
+        self._cycle = SAMPLE_RUN
+        #: Records offered since the last statistics window.
+        self._offered = 0
 
     def offer(self, topic: str, key: Any, value: bytes | None, headers: Any) -> None:
         """One record produced, as the application gave it (value serialized, before
         compression): the sample takes its runs (`stored_estimate.SAMPLE_RUN`)."""
         at = self._at
+        self._offered += 1
         self._at = at + 1 if at + 1 < self._cycle else 0
         if at >= SAMPLE_RUN:
             return
@@ -47,10 +53,23 @@ class ProducerStored:
             sample = self._samples[topic] = ProducerBatches(self._compress)
         sample.add(key.encode() if isinstance(key, str) else key, value, _headers(headers))
 
+    def sample(self, topic: str) -> ProducerBatches | None:
+        """The sample of `topic`'s records (None: none produced yet)."""
+        return self._samples.get(topic)
+
     def on_stats(self, topics: Mapping[str, Any]) -> None:
         """One statistics window (its `topics` object)."""
-        if not self.counted:
-            return
+        every = stride(self._offered)
+        self._cycle, self._offered = SAMPLE_RUN * every, 0
+        if self._metrics is not None and self.counted:
+            self._count(self._metrics, topics)
+        # The next window's sampled records stand for as many records each (a copy: producing
+        # threads may add a topic meanwhile).
+        for sample in list(self._samples.values()):
+            sample.every = every
+
+    def _count(self, metrics: StoredBytes, topics: Mapping[str, Any]) -> None:
+        """The window's batches of each topic, and their estimate without zdict."""
         for topic, data in topics.items():
             size, count = data.get("batchsize", {}), data.get("batchcnt", {})
             batches, records = int(size.get("cnt", 0)), int(count.get("sum", 0))
@@ -59,7 +78,7 @@ class ProducerStored:
                 continue
             stored = int(size.get("sum", 0))
             without = sample.estimate(batches, records)
-            self._metrics.add(
+            metrics.add(
                 topic, PRODUCER, batches, records, stored, stored if without is None else without
             )
 

@@ -49,6 +49,7 @@ LAYERS: Final = (
             "sidecar.observability",
             "sidecar.health",
             "sidecar.stored_estimate",
+            "sidecar.live_crossover",
             "sidecar.output_mode_log",
         ),
     ),

@@ -739,6 +739,18 @@ def _outcomes(setup: Setup) -> dict[str, float]:
     }
 
 
+def _output_batches(setup: Setup) -> dict[tuple[str, str], float | None]:
+    """`zdict_proxy_output_batches_total` of topic orders, by (partition, mode)."""
+    return {
+        (partition, mode): setup.registry.get_sample_value(
+            "zdict_proxy_output_batches_total",
+            {"topic": "orders", "partition": partition, "mode": mode},
+        )
+        for partition in ("0", "1")
+        for mode in ("frames", "raw")
+    }
+
+
 @pytest.mark.parametrize("codec_in", ["none", "zstd"])
 def test_a_batch_holding_the_crossover_goes_raw_and_a_smaller_one_as_frames(
     codec_in: str, crossover_encoder: Encoder, decoder: Decoder, events: list[bytes]
@@ -762,6 +774,12 @@ def test_a_batch_holding_the_crossover_goes_raw_and_a_smaller_one_as_frames(
     ]
     counts = _outcomes(setup)
     assert counts["raw"] == len(full) and counts["compressed"] >= 1
+    assert _output_batches(setup) == {
+        ("0", "frames"): 0,
+        ("0", "raw"): 1,
+        ("1", "frames"): 1,
+        ("1", "raw"): 0,
+    }
 
 
 def test_output_mode_frames_writes_frames_whatever_the_fill(
@@ -796,6 +814,12 @@ def test_a_batch_near_the_crossover_is_written_as_it_came_when_that_is_fewer_byt
     assert any(HEADER_KEY.encode() in [k for k, _ in r.headers] for r in framed.records)
     assert _decoded(decoder, after[0].records) == _expected(copies)
     assert _decoded(decoder, after[1].records) == _expected(below)
+    assert _output_batches(setup) == {
+        ("0", "frames"): 0,
+        ("0", "raw"): 1,
+        ("1", "frames"): 1,
+        ("1", "raw"): 0,
+    }
 
 
 def _blob_batch(events: list[bytes]) -> list[NewRecord]:

@@ -213,14 +213,14 @@ def _producer_stats(topic: str, batches: int, records: int, sent: dict[int, int]
 
 
 def _relay_with_dictionary(
-    tmp_path: Path, trained_bytes: bytes, *, enabled: bool = True
+    tmp_path: Path, trained_bytes: bytes, *, enabled: bool = True, batch_records: int = 10_000
 ) -> tuple[Any, Any, Any, CollectorRegistry]:
     store = DictionaryStore(tmp_path)
     stored = add_to_store(store, "in", trained_bytes, raw_crossover={"zstd": 8.0})
     store.activate("in", stored.id)
     registry = CollectorRegistry()
     metrics = Metrics(registry)
-    modes = RelayOutputModes(metrics, enabled=enabled, codec="zstd")
+    modes = RelayOutputModes(metrics, enabled=enabled, codec="zstd", batch_records=batch_records)
     relay, _, producer, events = make_relay(
         tmp_path,
         Clock(),
@@ -289,3 +289,34 @@ def test_before_the_first_statistics_a_partitions_fill_is_its_first_consumed_bat
     events.on_stats(_producer_stats("in.zd", 1, 100, {0: 100}))
     relay.relay_batch(cast("list[Message]", [record(i, value, 1) for i in range(1, 101)]))
     assert all(c.args[7][0][0] == "zd" for c in producer.produce.call_args_list[101:])
+
+
+def test_statistics_windows_before_the_first_records_leave_the_first_batch_to_decide(
+    tmp_path: Path, trained_bytes: bytes
+) -> None:
+    """A relay started ahead of its traffic gets windows without batches first: a backlog that
+    then arrives goes raw from its first record, not in frames until a window reports it."""
+    relay, producer, events, _ = _relay_with_dictionary(tmp_path, trained_bytes)
+    for _ in range(3):
+        events.on_stats(json.dumps({"type": "producer", "topics": {}}))
+    value = b'{"event":"x","n":1}' * 8
+    relay.relay_batch(cast("list[Message]", [record(i, value, 0) for i in range(128)]))
+    assert all(c.args[7] is None for c in producer.produce.call_args_list)
+
+
+def test_before_the_statistics_a_fill_is_at_most_the_producers_batch_num_messages(
+    tmp_path: Path, trained_bytes: bytes
+) -> None:
+    relay, producer, _, _ = _relay_with_dictionary(tmp_path, trained_bytes, batch_records=4)
+    value = b'{"event":"x","n":1}' * 8
+    relay.relay_batch(cast("list[Message]", [record(i, value, 0) for i in range(100)]))
+    assert all(c.args[7][0][0] == "zd" for c in producer.produce.call_args_list)
+
+
+def test_a_partitions_first_fill_goes_raw_from_the_crossover_itself_then_hysteresis_holds() -> None:
+    table: ModeTable[str] = ModeTable()
+    table.observe("a", 8.0, 8.0)
+    table.observe("b", 7.9, 8.0)
+    assert (table.mode("a"), table.mode("b")) == (RAW, FRAMES)
+    table.observe("b", 8.5, 8.0)  # smoothed 8.2: inside the band, frames held
+    assert table.mode("b") == FRAMES

@@ -16,7 +16,7 @@ from sidecar.record_batch import producer_codecs, stored_bytes
 from sidecar.relay.stored import RelayStored
 from sidecar.serde.statistics import stats_cb
 from sidecar.serde.stored import ProducerStored
-from sidecar.stored_estimate import SAMPLE_EVERY, SAMPLE_RUN, ProducerBatches, batch_compressor
+from sidecar.stored_estimate import SAMPLE_RUN, ProducerBatches, batch_compressor, stride
 
 
 def _window(topic: str, batches: int, records: int, size: int) -> dict[str, Any]:
@@ -53,6 +53,17 @@ def test_the_sample_takes_runs_of_consecutive_records_across_calls_and_keeps_the
     assert sample.estimate(1, 3) == 61 + 3 * 8
 
 
+def test_a_window_samples_about_window_records_of_the_traffic_the_last_one_saw() -> None:
+    sample = ProducerBatches(None, keep=4, run=2, window=4)
+    assert sample.picks(12) == list(range(12))  # every record until the first window
+    for n in range(12):
+        sample.add(None, bytes([n]), ())
+    # The 12 records in batches of 2: 6 headers, 12 records of 8 B.
+    assert sample.estimate(6, 12) == 6 * 61 + 12 * 8
+    assert stride(12, 4) == 3
+    assert sample.picks(12) == [0, 1, 6, 7]  # one run of 2 in 3
+
+
 def test_nothing_sampled_estimates_nothing_and_an_unknown_codec_is_refused() -> None:
     assert ProducerBatches(None).estimate(1, 10) is None
     with pytest.raises(ValueError, match="unknown batch codec 'brotli'"):
@@ -72,9 +83,9 @@ def test_the_relay_counts_its_batches_under_the_input_against_the_sampled_input(
     stored.on_producer_stats(_window("orders.zd", 50, 800, 40_000) | _window("other", 1, 1, 9))
     assert _value(registry, "zdict_stored_bytes_total", "orders", RELAY) == 40_000
     assert _value(registry, "zdict_stored_batches_total", "orders", RELAY) == 50
-    # The first run of consecutive records, with their keys, in batches of the window's fill.
+    # Every record of the first window, with their keys, in batches of the window's fill.
     reference = ProducerBatches(batch_compressor("zstd"), every=1)
-    for msg in batch[:SAMPLE_RUN]:
+    for msg in batch:
         reference.add(msg.key(), msg.value(), ())
     expected = reference.estimate(50, 800)
     assert _value(registry, "zdict_stored_without_sidecar_bytes_total", "orders", RELAY) == expected
@@ -84,10 +95,13 @@ def test_the_relay_counts_its_batches_under_the_input_against_the_sampled_input(
 def test_the_in_process_producer_samples_runs_of_records_across_topics() -> None:
     registry = CollectorRegistry()
     stored = ProducerStored(StoredBytes(registry), "none")
-    for i in range(SAMPLE_RUN * SAMPLE_EVERY + 1):
+    for i in range(8 * SAMPLE_RUN):  # before the first window: every record
+        stored.offer("x", None, b"%d" % i, None)
+    stored.on_stats({})  # the window's 1,024 records call for no stride: every record again
+    stored.on_stats(_window("x", 1, 1, 70))
+    for i in range(SAMPLE_RUN * 2):
         stored.offer("a" if i % 2 else "b", None, b"%d" % i, None)
     stored.on_stats(_window("a", 1, 1, 70) | _window("b", 1, 1, 70))
-    # Half of the first run went to each topic, then the next run's first record to "b".
     per_record = {"a": 9, "b": 9}  # length, attributes, 2 deltas, key, value 1+3, header count
     for topic, size in per_record.items():
         without = _value(registry, "zdict_stored_without_sidecar_bytes_total", topic, PRODUCER)
