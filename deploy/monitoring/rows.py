@@ -239,16 +239,12 @@ def _stored_per_topic(layout: Layout) -> None:
             [
                 (
                     f'max by (topic, partition) (zdict_output_mode{{{ON}, mode="raw"}}'
-                    f' or zdict_producer_output_mode{{{ON}, mode="raw"}})',
-                    "{{topic}}[{{partition}}]",
-                ),
-                (
-                    "round("
+                    f' or zdict_producer_output_mode{{{ON}, mode="raw"}} or round('
                     + sum_rate(f'zdict_proxy_output_batches_total{{{ON}, mode="raw"}}', by=_TP)
                     + " / "
                     + sum_rate(f"zdict_proxy_output_batches_total{{{ON}}}", by=_TP)
-                    + ")",
-                    "{{topic}}[{{partition}}] proxy",
+                    + "))",
+                    "{{topic}}[{{partition}}]",
                 ),
             ],
             state="raw",

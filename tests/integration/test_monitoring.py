@@ -60,6 +60,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from deploy.monitoring.dashboard import COST_VARIABLES
 from sidecar.bench.events import generate
+from sidecar.proxy.metrics import ForwardMetrics
 from sidecar.serde.metrics import ProducerMetrics
 from sidecar.tools.report import POINTS
 from tests.deploy.promql import (
@@ -561,10 +562,13 @@ def test_every_metric_the_dashboard_and_rules_query_is_in_the_sidecars_expositio
     assert status == 200
     known = exported_names(body.decode()) | recorded_names(_rule_groups()) | {"up"}
     known |= CLUSTER_METRICS
-    # The output mode panel reads the in-process producer's gauge too, which no relay exports:
-    # its families as an application's registry declares them.
+    # The output mode panel reads the in-process producer's gauge and the proxy's batch counts
+    # too, which no relay exports: their families as those processes' registries declare them.
     application = CollectorRegistry()
     ProducerMetrics(application)
+    proxy = CollectorRegistry()
+    ForwardMetrics(proxy)
+    known |= exported_names(generate_latest(proxy).decode())
     known |= exported_names(generate_latest(application).decode())
     queries = dashboard_queries(_dashboard()) + rule_expressions(_rule_groups())
     assert unknown_metrics(queries, known) == {}
