@@ -273,17 +273,19 @@ class PartitionDecoder:
         """Batch `stored` with `records` (uncompressed) in its place, compressed with `codec`,
         its length, attributes and CRC-32C written again."""
         body = self._compression.compress(codec, records)
-        after_crc = (
-            struct.pack(">h", (attributes & ~_CODEC_MASK) | codec)
-            + stored[_CRC_FROM + 2 : BATCH_HEADER_BYTES]
-            + body
-        )
-        return (
-            stored[:8]
-            + _INT32.pack(len(after_crc) + _CRC_FROM - LOG_OVERHEAD)
-            + stored[12:_CRC_AT]
-            + struct.pack(">I", crc32c(after_crc))
-            + after_crc
+        head = struct.pack(">h", (attributes & ~_CODEC_MASK) | codec)
+        rest = stored[_CRC_FROM + 2 : BATCH_HEADER_BYTES]
+        # Joined once: the batch's bytes are copied one time, not once per field added.
+        return b"".join(
+            (
+                stored[:8],
+                _INT32.pack(len(head) + len(rest) + len(body) + _CRC_FROM - LOG_OVERHEAD),
+                stored[12:_CRC_AT],
+                struct.pack(">I", crc32c(body, crc32c(rest, crc32c(head)))),
+                head,
+                rest,
+                body,
+            )
         )
 
     def _records(
@@ -448,20 +450,17 @@ class PartitionDecoder:
                 ) from None
             assert value is not None
             work.spent += len(value)
-            record = b"".join(
-                (
-                    section[body_start:value_at],
-                    _small(len(value)),
-                    value,
-                    _small(header_count - 1),
-                    section[headers_at:ours_at],
-                    section[ours_end:stop],
-                )
-            )
-            prefix = _small(len(record))
-            append(prefix)
-            append(record)
-            size += len(prefix) + len(record)
+            # The record's parts, the value among them, go into `out` as they are: the
+            # batch's join is the one copy of a decoded value.
+            before, value_size = section[body_start:value_at], _small(len(value))
+            count_size = _small(header_count - 1)
+            others, after = section[headers_at:ours_at], section[ours_end:stop]
+            length = (
+                len(before) + len(value_size) + len(value) + len(count_size) + len(others)
+            ) + len(after)
+            prefix = _small(length)
+            out += (prefix, before, value_size, value, count_size, others, after)
+            size += len(prefix) + length
             decoded += 1
             if size > room:
                 raise FetchHeldBack(f"its records decode to more than {room} bytes")
