@@ -90,6 +90,9 @@ _CODEC_MASK: Final = 0x07
 #: per record decoded.
 _SMALL: Final = 1 << 14
 _VARINTS: Final = tuple(varint(n) for n in range(_SMALL))
+#: Decoded values below this size are joined into their record (a list of parts per record costs
+#: more than their copy); larger ones are copied only into their batch.
+_JOINED_BELOW: Final = 64 * 1024
 #: Work charged per record with our header besides its bytes (its parse, the dictionary's
 #: lookup), in bytes: about what zstd inflates in the time a record's handling takes.
 RECORD_COST: Final = 512
@@ -450,16 +453,26 @@ class PartitionDecoder:
                 ) from None
             assert value is not None
             work.spent += len(value)
-            # The record's parts, the value among them, go into `out` as they are: the
-            # batch's join is the one copy of a decoded value.
-            before, value_size = section[body_start:value_at], _small(len(value))
-            count_size = _small(header_count - 1)
-            others, after = section[headers_at:ours_at], section[ours_end:stop]
-            length = (
-                len(before) + len(value_size) + len(value) + len(count_size) + len(others)
-            ) + len(after)
-            prefix = _small(length)
-            out += (prefix, before, value_size, value, count_size, others, after)
+            parts = (
+                section[body_start:value_at],
+                _small(len(value)),
+                value,
+                _small(header_count - 1),
+                section[headers_at:ours_at],
+                section[ours_end:stop],
+            )
+            if len(value) < _JOINED_BELOW:
+                record = b"".join(parts)
+                length = len(record)
+                prefix = _small(length)
+                append(prefix)
+                append(record)
+            else:
+                # A large value goes into `out` as it is: the batch's join is its one copy.
+                length = sum(map(len, parts))
+                prefix = _small(length)
+                append(prefix)
+                out += parts
             size += len(prefix) + length
             decoded += 1
             if size > room:
