@@ -20,7 +20,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.metrics import MetricWrapperBase
 from prometheus_client.registry import Collector
 
-from sidecar.config import environment_variables
+from sidecar.config import ENV_DELIMITER, ENV_PREFIX, environment_variables
 from sidecar.metrics import Metrics
 from sidecar.proxy.fetch_metrics import FetchMetrics
 from sidecar.proxy.metrics import ForwardMetrics
@@ -120,10 +120,20 @@ def metric_tables() -> list[str]:
     return lines
 
 
-def settings_table() -> list[str]:
-    """Every environment variable the settings tree reads, with its meaning and default."""
-    rows = [(f"`{name}`", text) for name, text in environment_variables()]
-    return _table(("variable", "meaning (choices, default)"), rows)
+def settings_tables() -> list[str]:
+    """Every environment variable the settings tree reads, with its meaning and default: one
+    table per section (`ZDICT_<SECTION>__*`), the top-level ones first."""
+    sections: dict[str, list[tuple[str, str]]] = {}
+    for name, text in environment_variables():
+        section, _, rest = name.removeprefix(ENV_PREFIX).rpartition(ENV_DELIMITER)
+        if not name.startswith(ENV_PREFIX) or not section:
+            section, rest = "", name
+        sections.setdefault(section, []).append((f"`{rest}`", text))
+    lines: list[str] = []
+    for section, rows in sections.items():
+        title = f"`{ENV_PREFIX}{section}{ENV_DELIMITER}…`" if section else "Top level"
+        lines += ["", f"### {title}", "", *_table(("setting", "meaning (choices, default)"), rows)]
+    return lines
 
 
 def page() -> str:
@@ -137,8 +147,7 @@ def page() -> str:
                 "",
                 "Each as its environment variable; in a TOML file the same names lower-cased, "
                 "`__` a table (`ZDICT_CODEC__LEVEL` is `level` under `[codec]`).",
-                "",
-                *settings_table(),
+                *settings_tables(),
                 "",
                 "## Metrics",
                 "",

@@ -17,7 +17,7 @@ def test_the_committed_reference_is_what_the_code_generates() -> None:
 def test_every_setting_and_every_defined_metric_family_has_a_row() -> None:
     text = page()
     for name, _ in environment_variables():
-        assert f"| `{name}` |" in text
+        assert f"| `{name.rpartition('__')[2]}` |" in text
     for family in (
         "zdict_records_total",
         "zdict_stored_without_sidecar_bytes_total",
@@ -37,6 +37,15 @@ def test_a_metrics_labels_and_type_are_in_its_row() -> None:
 
 def test_a_choice_setting_keeps_its_bar_inside_the_cell() -> None:
     assert "(auto\\|frames, default auto) |" in page()
+
+
+def test_settings_are_grouped_by_section_the_top_level_ones_first() -> None:
+    text = page()
+    assert text.index("### Top level") < text.index("### `ZDICT_CODEC__…`")
+    assert "| `DICTIONARIES` |" not in text and "| `ZDICT_DICTIONARIES` |" in text
+    assert "| `KAFKA_BOOTSTRAP_SERVERS` |" in text
+    kafka = text.index("### `ZDICT_KAFKA__…`")
+    assert text.index("| `<PROPERTY>` |", kafka) < text.index("### `ZDICT_CONSUMER__…`")
 
 
 def test_main_writes_the_page(tmp_path: Path) -> None:
