@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Final
 
 from prometheus_client import CollectorRegistry
-from prometheus_client.metrics import MetricWrapperBase
 from prometheus_client.registry import Collector
 
 from sidecar.config import ENV_DELIMITER, ENV_PREFIX, environment_variables
@@ -72,11 +71,7 @@ def _families(collector: Collector) -> Iterator[Family]:
     for metric in collector.collect():
         names = [*declared, *getattr(metric, "_labelnames", ())]
         names += [k for s in metric.samples for k in s.labels if k not in _SAMPLE_LABELS]
-        suffix = _EXPOSED_SUFFIX.get(metric.type, "")
-        if isinstance(collector, MetricWrapperBase) or metric.type in _EXPOSED_SUFFIX:
-            name = metric.name + suffix
-        else:
-            name = metric.name
+        name = metric.name + _EXPOSED_SUFFIX.get(metric.type, "")
         yield Family(name, metric.type, tuple(dict.fromkeys(names)), metric.documentation)
 
 
@@ -151,8 +146,9 @@ def page() -> str:
                 "",
                 "## Metrics",
                 "",
-                "Counters and histograms also expose `*_created`; `process_*` (CPU, memory, file "
-                "descriptors, start time) come from prometheus_client.",
+                "Counters and histograms also expose `*_created`; an `info` carries the values it "
+                "reports as labels too (a dictionary's `dict_id` and `version`); `process_*` (CPU, "
+                "memory, file descriptors, start time) come from prometheus_client.",
                 *metric_tables(),
             ]
         )
