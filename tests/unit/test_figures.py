@@ -677,7 +677,7 @@ def test_bench_proxy_prints_the_tables_figures_md_renders_with_their_targets() -
 
 
 def test_savings_through_both_paths_share_a_cell_where_they_differ() -> None:
-    from sidecar.bench.figure_tables import savings_tables
+    from sidecar.bench.savings_tables import savings_tables
 
     corpus = CorpusSavings("go-api", "API listing lines, ~80 B", 52.2, 2000)
     stored = {"direct": 240, "frames": 230, "proxy": 230, "relay": 253}
