@@ -26,9 +26,9 @@ else left for the next Fetch. Memory: a partition's decoding holds twice its bou
 budget while it runs (the batch inflated, then its records decoded), the output's bytes after,
 and twice the output while the response is framed; so a response decodes to at most half of
 `proxy.max_unread_bytes` (and of the response bound). What is held is what is allocated: a
-decoded value is copied once, into its batch (`fetched`), the batches once, into the frame
-(`responses.encode_response` hands over its buffer), and the frame is what the client's
-transport keeps until written.
+large decoded value is copied once, into its batch (`fetched`; a small one into its record
+first), the batches once, into the frame (`responses.encode_response` hands over its buffer),
+and the frame is what the client's transport keeps until written.
 
 Decoding runs on one thread of its own, a partition at a time, the clients taking turns round
 robin per client address (`turns`: many connections from one address share its turns): the event
