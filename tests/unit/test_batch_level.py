@@ -9,6 +9,7 @@ import pytest
 from sidecar.bench.events import generate
 from sidecar.codec import Encoder
 from sidecar.dictionaries.model import MIN_DICT_ID
+from sidecar.kafka.batch_fill import batch_level, configured_level, with_batch_level
 from sidecar.record_batch import producer_codecs, producer_zstd, stored_bytes
 from sidecar.training.batch_level import (
     BATCH_LEVELS,
@@ -132,3 +133,19 @@ def test_a_promoted_dictionary_carries_its_batch_level_and_the_crossover_at_it()
     at_level = raw_crossovers(values, frames, producer_codecs(report.batch_level.level))
     assert report.raw_crossover == at_level
 
+
+def test_the_producer_gets_the_chosen_level_only_where_zstd_and_the_user_left_it_unset() -> None:
+    zstd = {"compression.type": "zstd"}
+    assert with_batch_level(zstd, 9) == {**zstd, "compression.level": "9"}
+    assert with_batch_level(zstd, None) == zstd
+    assert with_batch_level({"compression.type": "lz4"}, 9) == {"compression.type": "lz4"}
+    mine = {**zstd, "compression.level": "1"}
+    assert with_batch_level(mine, 9) == mine
+    assert configured_level(with_batch_level(zstd, 9)) == 9
+    assert configured_level(zstd) == configured_level({**zstd, "compression.level": -1}) == 3
+    assert configured_level({}) is None
+
+
+def test_one_producer_for_several_topics_takes_the_lowest_level_chosen() -> None:
+    assert batch_level([9, None, 6]) == 6
+    assert batch_level([None]) is None
