@@ -393,14 +393,17 @@ def _run(settings: Settings, observed: Observability, stack: ExitStack) -> int:
     """The relay's start and loop (see `run_relay`); what must be closed goes on `stack`."""
     relay_settings = settings.relay
     metrics = observed.metrics
-    producing = producer_config(settings)
+    decode = relay_settings.mode == "decode"
+    store = _checked_store(settings, decode)
+    level = None if decode else _batch_level(settings, store)
+    producing = with_batch_level(producer_config(settings), level)
     modes = RelayOutputModes(
         metrics,
         enabled=settings.codec.output_mode == "auto",
         codec=batch_codec(producing),
         batch_records=batch_records(producing),
+        level=configured_level(producing),
     )
-    decode = relay_settings.mode == "decode"
     state = RelayState(
         metrics,
         observed.health,
@@ -415,8 +418,6 @@ def _run(settings: Settings, observed: Observability, stack: ExitStack) -> int:
         ),
     )
     ledger = CommitLedger(state)
-    store = _checked_store(settings, decode)
-    level = None if decode else _batch_level(settings, store)
     clients = _connect(settings, ClientEvents(state, ledger.answered), level)
     commits = _commits(settings, clients, state, ledger)
     with observed.health.starting():  # a long registry read is a start, not a hung loop

@@ -30,7 +30,7 @@ from sidecar.dictionaries.model import Dictionary
 from sidecar.dictionaries.registry import DEFAULT_TOPIC
 from sidecar.errors import CodecError
 from sidecar.kafka import PRODUCER_STATISTICS_INTERVAL_MS, application_producer
-from sidecar.kafka.batch_fill import batch_codec, batch_level, with_batch_level
+from sidecar.kafka.batch_fill import batch_codec, batch_level, configured_level, with_batch_level
 from sidecar.live_crossover import LiveCrossover
 from sidecar.serde.conf import registry_properties, take_serdes
 from sidecar.serde.following import (
@@ -137,11 +137,14 @@ class _CompressingProducer:
         # unset: known once the first read of the registry is done, fixed with the producer.
         level = batch_level(d.meta.batch_level for d in _dictionaries(encoder, prepared) if d)
         try:
-            self._producer: Producer = application_producer(with_batch_level(config, level))
+            config = with_batch_level(config, level)
+            self._producer: Producer = application_producer(config)
         except BaseException:
             if self._owned is not None:
                 self._owned.close()
             raise
+        #: The zstd level the producer compresses its batches at (None: not zstd).
+        self._level = configured_level(config)
         self.encoder = encoder
         self._encoding = ValueEncoding(encoder, namespace, metrics)
         self._header_key = self._encoding.header_key
@@ -157,6 +160,7 @@ class _CompressingProducer:
                 lambda: stored.sample(topic),
                 lambda: self._encoding.encoder(topic),
                 lambda codec: self._encoding.crossover(topic, codec),
+                self._level,
             )
         return live(codec)
 

@@ -10,7 +10,9 @@ from sidecar.bench.events import generate
 from sidecar.codec import Encoder
 from sidecar.dictionaries.model import MIN_DICT_ID
 from sidecar.kafka.batch_fill import batch_level, configured_level, with_batch_level
+from sidecar.live_crossover import LiveCrossover
 from sidecar.record_batch import producer_codecs, producer_zstd, stored_bytes
+from sidecar.stored_estimate import ProducerBatches
 from sidecar.training.batch_level import (
     BATCH_LEVELS,
     MIN_GAIN,
@@ -149,3 +151,24 @@ def test_the_producer_gets_the_chosen_level_only_where_zstd_and_the_user_left_it
 def test_one_producer_for_several_topics_takes_the_lowest_level_chosen() -> None:
     assert batch_level([9, None, 6]) == 6
     assert batch_level([None]) is None
+
+
+def test_the_live_crossover_compresses_both_modes_at_the_producers_level(
+    events: list[bytes],
+) -> None:
+    params = TrainingParams(dict_sizes=(4096,), levels=(3,), timing_runs=1)
+    report = train(split_ordered(events, 0.5), params, namespace="x")
+    assert report.dictionary is not None and report.chosen is not None
+    encoder = Encoder(candidate_dictionary(report.dictionary, 3, "x"), level=3)
+    sample = ProducerBatches(producer_zstd())
+    for value in events[-1024:]:
+        sample.add(None, value, ())
+    values = events[-1024:]
+    frames = [(e.value, e.headers or ()) for e in encoder.encode_batch([(v, None) for v in values])]
+    seen = set()
+    for level in (3, 12):
+        live = LiveCrossover(lambda: sample, lambda: encoder, lambda _: None, level)
+        expected = raw_crossovers(values, frames, {"zstd": producer_zstd(level)})["zstd"]
+        assert live("zstd") == expected
+        seen.add(expected)
+    assert len(seen) == 2  # the level moves the crossover: the test tells them apart
