@@ -404,6 +404,9 @@ def _run(settings: Settings, observed: Observability, stack: ExitStack) -> int:
         batch_records=batch_records(producing),
         level=configured_level(producing),
     )
+    if not decode:
+        for topic in relay_settings.input_topics:
+            metrics.set_batch_level(topic, configured_level(producing))
     state = RelayState(
         metrics,
         observed.health,
