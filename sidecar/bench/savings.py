@@ -19,6 +19,13 @@ topic of their own (the corpus's dictionary copied to it), then relayed by one r
 for every corpus at once, its producer batching that fill (`batch.num.messages`, linger 1 s,
 producer zstd, statistics every 0.5 s), in output mode auto: its output topic's bytes against
 the same two.
+
+Beside them, in the same run, the batch codec's levels (`level_rows`): each fill's values from
+16 records a batch, batched and compressed offline as librdkafka does at every level of
+`LEVELS` (`training.batch_level`): stored bytes and CPU per record (measured, the fastest of
+`TIMING_RUNS`), against level 3. The relay's producer compresses at the level its topic's
+dictionary chose (`batch_level` per corpus), so its row over producer zstd shows what the level
+saves where batches fill.
 """
 
 from __future__ import annotations
@@ -44,6 +51,7 @@ from sidecar.dictionaries.store import DictionaryStore
 from sidecar.errors import InputError
 from sidecar.kafka import plain_admin
 from sidecar.record_batch import segment_batches
+from sidecar.training.batch_level import BATCH_LEVELS, level_figures
 
 #: Records per batch measured: a low-latency producer's to a saturated one's.
 FILLS: Final = (1, 4, 16, 32, 64, 128, 512)
@@ -67,6 +75,12 @@ RELAY: Final = "relay"
 RELAY_STATISTICS_MS: Final = "500"
 #: Seconds a relay may take to relay a fill's values of every corpus.
 RELAY_TIMEOUT: Final = 120.0
+#: Batch levels measured offline at each fill from `LEVEL_MIN_FILL`: the levels training picks
+#: among, and 19, which librdkafka does not accept (for the figure of what it would store).
+LEVELS: Final = (*BATCH_LEVELS, 19)
+LEVEL_MIN_FILL: Final = 16
+#: Timing runs of each level's CPU (after a warm-up; the fastest counts).
+TIMING_RUNS: Final = 3
 
 
 @dataclass(slots=True)
@@ -77,6 +91,8 @@ class Fill:
     records: int
     stored_bytes: dict[str, int] = field(default_factory=dict)
     batches: dict[str, int] = field(default_factory=dict)
+    #: Per batch level (offline, from `LEVEL_MIN_FILL`): stored bytes and CPU ns per record.
+    levels: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def versus_better(self, product: str = "proxy") -> float:
         """`product`'s bytes over the fewer of frames' and producer zstd's."""
@@ -99,6 +115,8 @@ class CorpusSavings:
     sample: int
     fills: list[Fill] = field(default_factory=list)
     skipped_fills: list[int] = field(default_factory=list)
+    #: The zstd batch level its dictionary chose (None: none promoted, the producer's default).
+    batch_level: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self) | {
@@ -175,8 +193,23 @@ def measure(
                 )
             entry.stored_bytes[path] = after[0] - before[0]
             entry.batches[path] = after[2] - before[2]
+        if fill >= LEVEL_MIN_FILL:
+            entry.levels = level_rows(values, fill)
         out.fills.append(entry)
     return out
+
+
+def level_rows(values: Sequence[bytes], fill: int) -> dict[str, dict[str, float]]:
+    """Per level of `LEVELS`: `values` in batches of `fill`, the bytes they store and the CPU
+    ns per record librdkafka's zstd takes at that level (measured)."""
+    return {
+        str(f.level): {
+            "stored_bytes": f.stored_bytes,
+            "cpu_ns_per_record": round(f.cpu_ns),
+            "cost_ns_per_record": round(f.cost_ns),
+        }
+        for f in level_figures(values, LEVELS, (fill,), timing_runs=TIMING_RUNS)
+    }
 
 
 def _copy_dictionary(store: DictionaryStore, source: str, target: str) -> None:
@@ -195,6 +228,7 @@ def _copy_dictionary(store: DictionaryStore, source: str, target: str) -> None:
         break_even_size=meta.break_even_size,
         training=meta.training,
         raw_crossover=meta.raw_crossover,
+        batch_level=meta.batch_level,
     )
     store.activate(target, copied.id)
 
@@ -333,7 +367,10 @@ def bench_savings(
                 results = []
                 for p in plans:
                     log(f"{p.corpus.name}: fills {', '.join(map(str, fills))}, three ways")
-                    results.append(measure(p, addresses, data_dir, fills))
+                    result = measure(p, addresses, data_dir, fills)
+                    active = DictionaryStore(store).active(p.topics["proxy"])
+                    result.batch_level = active.meta.batch_level if active else None
+                    results.append(result)
             log(f"through a relay: fills {', '.join(map(str, fills))}, every corpus at once")
             topics += measure_relay(bootstrap, data_dir, plans, results, store, tmp, admin)
             return results
