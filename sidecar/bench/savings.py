@@ -42,6 +42,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+import zstandard
 from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
 from sidecar.bench.corpora import Corpus
@@ -50,7 +51,7 @@ from sidecar.bench.storage import LINGER_MS, produce
 from sidecar.dictionaries.store import DictionaryStore
 from sidecar.errors import InputError
 from sidecar.kafka import plain_admin
-from sidecar.record_batch import segment_batches
+from sidecar.record_batch import producer_zstd, records_section, segment_batches
 from sidecar.training.batch_level import BATCH_LEVELS, level_figures
 
 #: Records per batch measured: a low-latency producer's to a saturated one's.
@@ -200,16 +201,37 @@ def measure(
 
 
 def level_rows(values: Sequence[bytes], fill: int) -> dict[str, dict[str, float]]:
-    """Per level of `LEVELS`: `values` in batches of `fill`, the bytes they store and the CPU
-    ns per record librdkafka's zstd takes at that level (measured)."""
+    """Per level of `LEVELS`: `values` in batches of `fill`, the bytes they store, the CPU ns
+    per record librdkafka's zstd takes at that level, and the CPU ns per record of a proxy
+    recompressing a client's level-3 batch at that level (decompress, compress; measured)."""
+    whole = len(values) - len(values) % fill
+    sections = [
+        records_section([(v, ()) for v in values[i : i + fill]]) for i in range(0, whole, fill)
+    ]
+    clients = [producer_zstd()(s) for s in sections]
     return {
         str(f.level): {
             "stored_bytes": f.stored_bytes,
             "cpu_ns_per_record": round(f.cpu_ns),
             "cost_ns_per_record": round(f.cost_ns),
+            "recompress_ns_per_record": round(_recompress_ns(clients, f.level) / max(1, whole)),
         }
         for f in level_figures(values, LEVELS, (fill,), timing_runs=TIMING_RUNS)
     }
+
+
+def _recompress_ns(batches: Sequence[bytes], level: int) -> float:
+    """CPU ns to decompress `batches` (zstd frames) and compress them again at `level`, as the
+    proxy would rewrite a client's batch: the fastest of `TIMING_RUNS` after a warm-up."""
+    compress, decompressor = producer_zstd(level), zstandard.ZstdDecompressor()
+    best = float("inf")
+    for run in range(TIMING_RUNS + 1):
+        started = time.thread_time_ns()
+        for batch in batches:
+            compress(decompressor.decompressobj().decompress(batch))
+        if run:
+            best = min(best, time.thread_time_ns() - started)
+    return best
 
 
 def _copy_dictionary(store: DictionaryStore, source: str, target: str) -> None:
