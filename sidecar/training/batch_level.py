@@ -3,14 +3,15 @@ writes, chosen at training by measurement, like the dictionary's level (`trainin
 
 Where batches fill, the sidecar writes raw values and the batch codec does the work: at
 librdkafka's default level (3) that stores what producer zstd stores. A higher level stores
-less, at a CPU price: on the real corpora of this machine level 9 stores 2-20 % fewer bytes
-than level 3 at 512 records a batch, for 1 µs (70 B records) to 10 µs (850 B) more per record
-(`bench savings`, its level table). So the held-out values are grouped into batches of `fills`
-records as Kafka frames them (`record_batch`), compressed at every level of `levels` as
-librdkafka writes zstd (`record_batch.producer_zstd`), and the level that stores the fewest
-bytes at the largest fill is chosen among those whose extra CPU per record over level 3 fits
-the budget (`training.batch_level_budget_us`); a costlier level must store `MIN_GAIN` fewer
-bytes than the pick so far to replace it. The largest fill: the level matters where raw values
+less, at a CPU price: on the real corpora of this machine level 9 stores 3-10 % fewer bytes
+than level 3 at 512 records a batch (up to 22 % on kilobyte documents at 128), for 0.5 µs
+(50-100 B records) to 8 µs (850 B) more CPU per record (`bench savings`, its level table).
+So the held-out values are grouped into batches of `fills` records as Kafka frames them
+(`record_batch`), compressed at every level of `levels` as librdkafka writes zstd
+(`record_batch.producer_zstd`), and the level that stores the fewest bytes at the largest fill
+is chosen among those whose extra CPU per record over level 3 fits the budget
+(`training.batch_level_budget_us`); a costlier level must store `MIN_GAIN` fewer bytes than the
+pick so far to replace it. The largest fill: the level matters where raw values
 are written, which is where batches fill (`codec.output_mode`).
 
 CPU is judged on a cost model (`batch_cost_ns`), not on timings, for the reason `training.cost`
