@@ -26,6 +26,7 @@ from pydantic import SecretStr
 
 from sidecar.config import Settings
 from sidecar.errors import ConfigError, KafkaUnavailable, TopicMissing
+from sidecar.kafka.batch_fill import with_batch_level
 
 # Properties the at-least-once guarantee rests on: user settings cannot change them.
 _CONSUMER_FIXED: Final = {
@@ -314,13 +315,16 @@ def make_producer(
     batch_bytes: int | None = None,
     stats_cb: StatsCallback | None = None,
     gapless: bool = False,
+    batch_level: int | None = None,
 ) -> Producer:
     """A producer; `batch_bytes` caps its record batches (bytes) below the smallest
     `max.message.bytes` of the topics it writes to. With `stats_cb`, librdkafka's statistics
     (every 5 s unless the user's ZDICT_PRODUCER__STATISTICS_INTERVAL_MS says otherwise).
     `gapless` (the at-least-once relay's, not for a transactional producer) sets
-    enable.gapless.guarantee: one delivery report may then stand for the records before it."""
-    config = producer_config(settings, error_cb, transactional_id)
+    enable.gapless.guarantee: one delivery report may then stand for the records before it.
+    `batch_level`: the zstd level chosen at training for its batches (`with_batch_level`: a
+    ZDICT_PRODUCER__COMPRESSION_LEVEL of the user's wins)."""
+    config = with_batch_level(producer_config(settings, error_cb, transactional_id), batch_level)
     if gapless and transactional_id is None:
         _checked("producer", settings.kafka.client_config(settings.producer), _RELAY_PRODUCER_FIXED)
         config.update(_RELAY_PRODUCER_FIXED)
