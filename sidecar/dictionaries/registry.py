@@ -144,6 +144,8 @@ class Registry:
         self._indexed_through = 0
         self._indexed: dict[bytes, object] = {}
         self.timeout: float = settings.registry.timeout
+        #: Whether a start's read (`load`) succeeded.
+        self.loaded = False
         self.actor = actor or default_actor("sidecar")
         self.metrics = metrics
         self.state = RegistryState(self._fetch, settings.registry.cache_bytes)
@@ -257,21 +259,24 @@ class Registry:
 
     # -- reading -------------------------------------------------------------------------------
 
-    def load(self) -> None:
-        """The start's read of the topic to its end, logged with its cost (`registry_loaded`)."""
+    def load(self, timeout: float | None = None) -> None:
+        """The start's read, the index then the topic to its end, within `timeout` seconds
+        (default `registry.timeout`), logged with its cost (`registry_loaded`)."""
         started = time.monotonic()
+        deadline = started + (self.timeout if timeout is None else timeout)
         # What the start reads is not kept: a reader asks for what it uses (read again by
         # offset). From then on a dictionary just published is kept: it is about to be used.
         self.state.dictionaries.cache_new = False
         try:
             with self._lock:
-                self._load_index()
+                self._load_index(deadline)
                 if self._reader is None:  # the registry is read from where the index ends
                     self.state.position = max(self.state.position, self.state.index_through)
                     self._indexed_through = self.state.index_through
-            self.refresh()
+            self.refresh(max(0.0, deadline - time.monotonic()))
         finally:
             self.state.dictionaries.cache_new = True
+        self.loaded = True
         log.info(
             "registry_loaded",
             topic=self.topic,
@@ -282,6 +287,15 @@ class Registry:
             seconds=round(time.monotonic() - started, 3),
         )
 
+    def catch_up(self, timeout: float | None = None) -> None:
+        """Read what is new: the start's read (`load`, through the index) until one succeeded,
+        then `refresh`. For readers made without reading (the in-process clients), whose first
+        read must cost what they use, not the registry's history."""
+        if self.loaded:
+            self.refresh(timeout)
+        else:
+            self.load(timeout)
+
     def _the_reader(self) -> Consumer:
         if self._reader is None:
             reader = make_reader(self.settings, "registry")
@@ -289,20 +303,19 @@ class Registry:
             self._reader = reader
         return self._reader
 
-    def _load_index(self) -> None:
+    def _load_index(self, deadline: float) -> None:
         """Apply the index topic, if there is one, to the state (see module)."""
         ends = self._the_ends()
         try:
-            topic = ends.list_topics(self.index_topic, timeout=self.timeout).topics.get(
-                self.index_topic
-            )
+            topic = ends.list_topics(
+                self.index_topic, timeout=max(0.1, deadline - time.monotonic())
+            ).topics.get(self.index_topic)
         except KafkaException:
             return
         if topic is None or topic.error is not None or not topic.partitions:
             return
         self.index_exists = True
         self._watch(ends, self.index_topic)
-        deadline = time.monotonic() + self.timeout
         high = self._end_offset(ends, TopicPartition(self.index_topic, 0), deadline)
         if high == 0:
             return
@@ -314,7 +327,7 @@ class Registry:
                 if time.monotonic() > deadline:
                     raise RegistryUnavailable(
                         f"registry index topic {self.index_topic}: read up to offset "
-                        f"{position} of {high} within {self.timeout:.0f} s"
+                        f"{position} of {high} in time (ZDICT_REGISTRY__TIMEOUT)"
                     )
                 messages = reader.consume(min(500, high - position), 0.05)
                 for msg in messages:
@@ -752,7 +765,10 @@ class RegistryResolver:
 
     An id it does not know triggers a read of the registry to its end before `UnknownDictionary`
     is raised: a record is only produced after its dictionary was acknowledged by the registry,
-    so one read is enough. With `follow_interval`, a daemon thread also reads new entries.
+    so one read is enough. A registry not read yet (the in-process consumer's) is read then,
+    through its index (`Registry.catch_up`): the first record waits for the index, the registry
+    after it and its own dictionary's record, not for every dictionary. With `follow_interval`,
+    a daemon thread also reads new entries.
 
     For library users, `connect` builds one with a registry of its own::
 
@@ -805,7 +821,7 @@ class RegistryResolver:
     def _follow(self, interval: float) -> None:
         while not self._stop.wait(interval):
             try:
-                self.registry.refresh()
+                self.registry.catch_up()
             except ZdictError as exc:
                 log.warning("registry_read_failed", topic=self.registry.topic, error=str(exc))
             except Exception:  # a bug must not stop following: logged with its traceback
@@ -814,7 +830,7 @@ class RegistryResolver:
     def get(self, dict_id: int) -> Dictionary:
         dictionary = self.registry.state.dictionaries.get(dict_id)
         if dictionary is None:
-            self.registry.refresh()
+            self.registry.catch_up()
             dictionary = self.registry.state.dictionaries.get(dict_id)
         if dictionary is None:
             raise UnknownDictionary(

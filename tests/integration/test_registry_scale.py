@@ -33,6 +33,10 @@ from sidecar.dictionaries.registry_state import (
     dictionary_record,
 )
 from sidecar.kafka import plain_consumer, plain_producer
+from sidecar.serde import ZdictConsumer, ZdictProducer
+from sidecar.serde.following import FollowingEncoder
+
+from .topics import MakeTopic
 
 NAMESPACE = "scale"
 
@@ -86,6 +90,60 @@ def test_a_reader_started_late_keeps_nothing_and_fetches_an_old_dictionary_on_fi
             assert not [line for line in logs if line["event"] == "dictionary_fetched"]
     finally:
         writer.close()
+
+
+def test_the_in_process_clients_read_the_index_and_wait_for_the_dictionaries_they_use(
+    kafka_bootstrap: str, make_topic: MakeTopic
+) -> None:
+    topic, settings = _registry(kafka_bootstrap)
+    writer = Registry.open(settings, "test")
+    try:
+        published = [writer.publish_dictionary(d) for d in _dictionaries(6)]
+        writer.publish_activation(NAMESPACE, published[-1].id, "promote")
+    finally:
+        writer.close()
+    whole = sum(len(d.data) for d in published)
+    data_topic = make_topic(partitions=1)
+    raw = next(iter(generate("order", 1, seed=9)))
+    producer = ZdictProducer(
+        {"bootstrap.servers": kafka_bootstrap}, registry_topic=topic, namespace=NAMESPACE
+    )
+    try:
+        encoders = producer.encoder
+        assert isinstance(encoders, FollowingEncoder)
+        # The constructor returned with the namespace's dictionary, read through the index.
+        assert encoders.encoders[NAMESPACE].dictionary == published[-1]
+        registry = cast(Registry, encoders.registry)
+        assert registry.state.index_through > 0 and registry.bytes_read < whole / 2
+        producer.produce(data_topic, raw)
+        # A record of an old dictionary, not the active one: its record is fetched on first sight.
+        old, headers = Encoder(published[0], min_size=1).encode(raw)
+        producer.produce(data_topic, old, headers=list(headers))
+        assert producer.flush(30) == 0
+    finally:
+        producer.close()
+    consumer = ZdictConsumer(
+        {
+            "bootstrap.servers": kafka_bootstrap,
+            "group.id": uuid.uuid4().hex,
+            "auto.offset.reset": "earliest",
+        },
+        registry_topic=topic,
+    )
+    try:
+        consumer.subscribe([data_topic])
+        got: list[bytes | None] = []
+        for _ in range(120):
+            for msg in consumer.consume(2 - len(got), 0.5):
+                assert msg.error() is None, msg.error()
+                got.append(msg.value())
+            if len(got) == 2:
+                break
+        assert got == [raw, raw]
+        reader = cast(RegistryResolver, consumer.decoder.resolver).registry
+        assert reader.loaded and reader.bytes_read < whole / 2
+    finally:
+        consumer.close()
 
 
 def _registry(bootstrap: str) -> tuple[str, Settings]:
