@@ -49,6 +49,7 @@ from sidecar.kafka.clients import (
     plain_producer,
     producer_config,
     reads_from_start,
+    topic_id,
 )
 
 __all__ = [
@@ -95,4 +96,5 @@ __all__ = [
     "plain_producer",
     "producer_config",
     "reads_from_start",
+    "topic_id",
 ]

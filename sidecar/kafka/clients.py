@@ -16,7 +16,14 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicCollection,
+    TopicPartition,
+)
 from confluent_kafka.admin import (  # type: ignore[attr-defined]  # public, but not in __all__
     AdminClient,
     ConfigResource,
@@ -392,6 +399,16 @@ def make_admin(settings: Settings) -> AdminClient:
         return Admin(config)
     except KafkaException as exc:
         raise _refused(settings, "admin", exc) from None
+
+
+def topic_id(admin: AdminClient, topic: str, timeout: float) -> str | None:
+    """The id the cluster gave `topic` (a new one whenever it is created again); None when it
+    cannot be described."""
+    futures = admin.describe_topics(TopicCollection([topic]), request_timeout=timeout)
+    try:
+        return str(futures[topic].result(timeout=timeout + 5).topic_id)
+    except KafkaException:
+        return None
 
 
 def plain_producer(bootstrap: str, properties: Mapping[str, Any] | None = None) -> Producer:

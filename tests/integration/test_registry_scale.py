@@ -3,6 +3,8 @@ dictionaries were published keeps none of their bytes, decodes a record of any o
 reading that one record again (by its offset), and keeps a just-published one as it reads it. A
 registry written before the index is read whole; the first new writer indexes it, and readers
 then read the index and the records after it, agreeing with a reader that reads every record.
+The in-process producer and consumer read through the index too: the producer's constructor
+returns with its namespace's dictionary, the consumer fetches an old one on first sight.
 """
 
 from __future__ import annotations
@@ -11,20 +13,14 @@ import uuid
 from typing import cast
 
 import structlog
-import zstandard
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from sidecar.bench.events import generate
 from sidecar.codec import Decoder, Encoder
 from sidecar.config import KafkaSettings, RegistrySettings, Settings
-from sidecar.dictionaries.model import (
-    Dictionary,
-    TrainingSample,
-    build_dictionary,
-    utc_now,
-)
-from sidecar.dictionaries.registry import TOPIC_CONFIG, Registry, RegistryResolver
+from sidecar.dictionaries.model import utc_now
+from sidecar.dictionaries.registry import Registry, RegistryResolver
 from sidecar.dictionaries.registry_state import (
     Activation,
     Headers,
@@ -32,33 +28,13 @@ from sidecar.dictionaries.registry_state import (
     activation_record,
     dictionary_record,
 )
+from sidecar.dictionaries.registry_topics import TOPIC_CONFIG
 from sidecar.kafka import plain_consumer, plain_producer
 from sidecar.serde import ZdictConsumer, ZdictProducer
 from sidecar.serde.following import FollowingEncoder
 
+from .registry_dictionaries import NAMESPACE, dictionaries
 from .topics import MakeTopic
-
-NAMESPACE = "scale"
-
-
-def _dictionaries(count: int) -> list[Dictionary]:
-    """`count` dictionaries of one trained content, ids 32768 and up (so bytes differ)."""
-    events = list(generate("order", 3_000, seed=5))
-    trained = zstandard.train_dictionary(16_384, list(events)).as_bytes()
-    return [
-        build_dictionary(
-            NAMESPACE,
-            trained,
-            dict_id=32_767 + version,
-            version=version,
-            level=3,
-            heldout_ratio=2.0,
-            nodict_ratio=1.0,
-            break_even_size=0,
-            training=TrainingSample(count=1, bytes=1, heldout_count=1, heldout_bytes=1),
-        )
-        for version in range(1, count + 1)
-    ]
 
 
 def test_a_reader_started_late_keeps_nothing_and_fetches_an_old_dictionary_on_first_use(
@@ -67,7 +43,7 @@ def test_a_reader_started_late_keeps_nothing_and_fetches_an_old_dictionary_on_fi
     topic, settings = _registry(kafka_bootstrap)
     writer = Registry.open(settings, "test")
     try:
-        published = [writer.publish_dictionary(d) for d in _dictionaries(6)]
+        published = [writer.publish_dictionary(d) for d in dictionaries(6)]
         writer.publish_activation(NAMESPACE, published[-1].id, "promote")
         raw = next(iter(generate("order", 1, seed=9)))
         value, headers = Encoder(published[0], min_size=1).encode(raw)
@@ -83,7 +59,7 @@ def test_a_reader_started_late_keeps_nothing_and_fetches_an_old_dictionary_on_fi
             assert state.dictionaries.cached_bytes == len(published[0].data)
 
             # Published after the reader's start: kept as it is read, no fetch.
-            newer = writer.publish_dictionary(_dictionaries(7)[-1], avoid=[d.id for d in published])
+            newer = writer.publish_dictionary(dictionaries(7)[-1], avoid=[d.id for d in published])
             resolver.registry.refresh()
             with structlog.testing.capture_logs() as logs:
                 assert resolver.get(newer.id) == newer
@@ -98,7 +74,7 @@ def test_the_in_process_clients_read_the_index_and_wait_for_the_dictionaries_the
     topic, settings = _registry(kafka_bootstrap)
     writer = Registry.open(settings, "test")
     try:
-        published = [writer.publish_dictionary(d) for d in _dictionaries(6)]
+        published = [writer.publish_dictionary(d) for d in dictionaries(6)]
         writer.publish_activation(NAMESPACE, published[-1].id, "promote")
     finally:
         writer.close()
@@ -187,7 +163,7 @@ def test_an_unindexed_registry_is_read_whole_then_indexed_by_the_first_new_write
     new = NewTopic(topic, num_partitions=1, config=dict(TOPIC_CONFIG))
     kafka_admin.create_topics([new])[topic].result(30)
     # A registry as the version before the index wrote it: its records only, no index topic.
-    old = _dictionaries(6)
+    old = dictionaries(6)
     producer = plain_producer(kafka_bootstrap)
     records = [dictionary_record(d) for d in old] + [activation_record(_promotion(old[-1].id))]
     for key, value, headers in records:
@@ -196,7 +172,7 @@ def test_an_unindexed_registry_is_read_whole_then_indexed_by_the_first_new_write
 
     first = Registry.connect(kafka_bootstrap, topic=topic)
     try:
-        assert first.state.index_through == 0 and not first.index_exists
+        assert first.state.index_through == 0 and not first.index.exists
         assert first.state.active(NAMESPACE) == old[-1]
         whole = first.bytes_read
     finally:
@@ -204,7 +180,7 @@ def test_an_unindexed_registry_is_read_whole_then_indexed_by_the_first_new_write
 
     writer = Registry.open(settings, "test")  # creates the index; its first publication fills it
     try:
-        newer = writer.publish_dictionary(_dictionaries(7)[-1])
+        newer = writer.publish_dictionary(dictionaries(7)[-1])
         writer.publish_activation(NAMESPACE, newer.id, "promote")
     finally:
         writer.close()

@@ -54,7 +54,7 @@ class LogRegistry(Registry):
                 events.append(event)
         return events
 
-    def load(self, timeout: float | None = None) -> None:
+    def load(self, timeout: float | None = None, *, whole: bool = False) -> None:
         self.refresh(timeout)  # no index: the log read whole
         self.loaded = True
 

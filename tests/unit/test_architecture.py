@@ -111,6 +111,9 @@ KAFKA_SIDE = (
     "sidecar.relay",
     "sidecar.relay.service",
     "sidecar.dictionaries.registry",
+    "sidecar.dictionaries.registry_fetch",
+    "sidecar.dictionaries.registry_index",
+    "sidecar.dictionaries.registry_topics",
     "sidecar.training.trainer",
 )
 #: The modules that read and write files, which the pure logic must not reach either.

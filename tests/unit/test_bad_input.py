@@ -106,6 +106,7 @@ CASES: Final = [
             "dicts unpin --namespace orders",
             "dicts export out.backup",
             "dicts import {junk}",
+            "dicts reindex",
         )
     ),
     # -- generate
@@ -451,6 +452,7 @@ CASES: Final = [
         env={"KAFKA_BOOTSTRAP_SERVERS": None},
     ),
     case("dicts-export-unreachable", "dicts export out.backup", FAILURE, UNREACHABLE),
+    case("dicts-reindex-unreachable", "dicts reindex", FAILURE, UNREACHABLE),
     case(
         "dicts-status-unreachable", "dicts status", FAILURE, UNREACHABLE, "ZDICT_REGISTRY__TIMEOUT"
     ),
