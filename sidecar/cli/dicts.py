@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from sidecar.cli import dicts_status
+from sidecar.cli import dicts_retire, dicts_status
 from sidecar.cli.common import (
     PROG,
     InputLines,
@@ -494,6 +494,8 @@ def cmd_dicts(args: argparse.Namespace) -> int:
         return dicts_status.cmd_status(args, settings)
     if args.action in ("pin", "unpin"):
         return dicts_status.cmd_pin(args, settings)
+    if args.action == "retire":
+        return dicts_retire.cmd_retire(args, settings)
     store = DictionaryStore(settings.dictionaries)
     if args.registry:
         registry = open_registry(settings, "operator")
@@ -716,6 +718,7 @@ def add_dicts(commands: Commands) -> None:
     a.add_argument("--namespace", required=True)
     _add_dicts_flags(a)
     dicts_status.add_actions(actions)
+    dicts_retire.add_action(actions)
     a = actions.add_parser(
         "export", help="every record of the registry topic, in order, to FILE (a backup)"
     )

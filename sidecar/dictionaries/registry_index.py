@@ -106,8 +106,14 @@ class IndexTopic:
         if topic is None or topic.error is not None or not topic.partitions:
             return
         self.registry_id = topic_id(make_admin(self.settings), self.registry_topic, remaining)
-        if self.registry_id is None:
-            return  # which registry topic the index is of cannot be told: it is not read
+        if self.registry_id is None:  # which registry topic the index is of cannot be told
+            log.warning(
+                "registry_index_not_read",
+                topic=self.topic,
+                registry_topic=self.registry_topic,
+                reason="the registry topic's id could not be described (Describe ACL?)",
+            )
+            return
         self.exists = True
         ends.incremental_assign([TopicPartition(self.topic, 0)])
         ends.pause([TopicPartition(self.topic, 0)])

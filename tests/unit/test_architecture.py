@@ -97,6 +97,7 @@ PURE = (
     "sidecar.dictionaries",
     "sidecar.dictionaries.model",
     "sidecar.dictionaries.registry_state",
+    "sidecar.dictionaries.retirement",
     "sidecar.training.choice",
     "sidecar.training.cost",
     "sidecar.training.crossover",

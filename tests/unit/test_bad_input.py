@@ -107,6 +107,7 @@ CASES: Final = [
             "dicts export out.backup",
             "dicts import {junk}",
             "dicts reindex",
+            "dicts retire",
         )
     ),
     # -- generate
@@ -453,6 +454,13 @@ CASES: Final = [
     ),
     case("dicts-export-unreachable", "dicts export out.backup", FAILURE, UNREACHABLE),
     case("dicts-reindex-unreachable", "dicts reindex", FAILURE, UNREACHABLE),
+    case("dicts-retire-bad-topic", "dicts retire --topic orders=", USAGE, "--topic orders="),
+    case(
+        "dicts-retire-negative-days",
+        "dicts retire --older-than-days -1",
+        USAGE,
+        "--older-than-days",
+    ),
     case(
         "dicts-status-unreachable", "dicts status", FAILURE, UNREACHABLE, "ZDICT_REGISTRY__TIMEOUT"
     ),
