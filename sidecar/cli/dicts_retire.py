@@ -75,7 +75,7 @@ def cmd_retire(args: argparse.Namespace, settings: Settings) -> int:
         return 0
     table = [
         [
-            v.meta.id,
+            str(v.meta.id),  # an id, not a quantity: no thousands separator
             v.meta.namespace,
             v.meta.version,
             f"{v.meta.created_at:%Y-%m-%d}",
