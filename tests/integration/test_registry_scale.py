@@ -19,7 +19,7 @@ from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-def
 from sidecar.bench.events import generate
 from sidecar.codec import Decoder, Encoder
 from sidecar.config import KafkaSettings, RegistrySettings, Settings
-from sidecar.dictionaries.model import utc_now
+from sidecar.dictionaries.model import Dictionary, utc_now
 from sidecar.dictionaries.registry import Registry, RegistryResolver
 from sidecar.dictionaries.registry_state import (
     Activation,
@@ -40,11 +40,8 @@ from .topics import MakeTopic
 def test_a_reader_started_late_keeps_nothing_and_fetches_an_old_dictionary_on_first_use(
     kafka_bootstrap: str,
 ) -> None:
-    topic, settings = _registry(kafka_bootstrap)
-    writer = Registry.open(settings, "test")
+    topic, writer, published = _published(kafka_bootstrap, 6)
     try:
-        published = [writer.publish_dictionary(d) for d in dictionaries(6)]
-        writer.publish_activation(NAMESPACE, published[-1].id, "promote")
         raw = next(iter(generate("order", 1, seed=9)))
         value, headers = Encoder(published[0], min_size=1).encode(raw)
 
@@ -71,13 +68,8 @@ def test_a_reader_started_late_keeps_nothing_and_fetches_an_old_dictionary_on_fi
 def test_the_in_process_clients_read_the_index_and_wait_for_the_dictionaries_they_use(
     kafka_bootstrap: str, make_topic: MakeTopic
 ) -> None:
-    topic, settings = _registry(kafka_bootstrap)
-    writer = Registry.open(settings, "test")
-    try:
-        published = [writer.publish_dictionary(d) for d in dictionaries(6)]
-        writer.publish_activation(NAMESPACE, published[-1].id, "promote")
-    finally:
-        writer.close()
+    topic, writer, published = _published(kafka_bootstrap, 6)
+    writer.close()
     whole = sum(len(d.data) for d in published)
     data_topic = make_topic(partitions=1)
     raw = next(iter(generate("order", 1, seed=9)))
@@ -120,6 +112,16 @@ def test_the_in_process_clients_read_the_index_and_wait_for_the_dictionaries_the
         assert reader.loaded and reader.bytes_read < whole / 2
     finally:
         consumer.close()
+
+
+def _published(bootstrap: str, count: int) -> tuple[str, Registry, list[Dictionary]]:
+    """A registry topic of the test's own holding `count` dictionaries, the last one active,
+    and its writer (to close)."""
+    topic, settings = _registry(bootstrap)
+    writer = Registry.open(settings, "test")
+    published = [writer.publish_dictionary(d) for d in dictionaries(count)]
+    writer.publish_activation(NAMESPACE, published[-1].id, "promote")
+    return topic, writer, published
 
 
 def _registry(bootstrap: str) -> tuple[str, Settings]:
