@@ -10,7 +10,8 @@ dict. Every other method (poll, flush, transactions...) is the wrapped producer'
 
 The registry is followed on a thread of the producer's own (`FollowingEncoder`), reached with
 the connection properties of the producer's configuration (bootstrap.servers, security.*,
-sasl.*, ssl.*); `produce()` never waits for it.
+sasl.*, ssl.*): the constructor waits for the prepared namespaces' dictionaries (at most
+`ready_timeout`), `produce()` never waits for a read of it.
 """
 
 from __future__ import annotations
@@ -93,7 +94,8 @@ class _CompressingProducer:
             (default: the topics a `str` namespace or the first records name).
         metrics: the producer's metrics, on the application's `CollectorRegistry`.
         registry_topic: the registry topic to follow (with the default `encoder`).
-        ready_timeout: seconds the constructor waits for the first read of the registry.
+        ready_timeout: seconds the constructor waits at most for the first read of the
+            registry (its index) and the prepared namespaces' dictionaries.
         output_mode: `auto`: a partition (or, for records left to the partitioner, a topic)
             whose batches hold more records than the dictionary's crossover for the producer's
             `compression.type` gets raw values, no header (`codec.output_mode`): read from
