@@ -634,9 +634,9 @@ def savings_flags(doc: Document) -> list[str]:
 
 
 def savings_tables(doc: Document) -> list[str]:
-    """Per corpus and fill, the product's stored bytes through the proxy and through the relay
-    over the fewer of frames' and producer zstd's, and over producer zstd's alone; the worst
-    against the target."""
+    """Per corpus and fill, the product's stored bytes through the proxy, the relay and the
+    in-process producer over the fewer of frames' and producer zstd's, and over producer
+    zstd's alone; the worst against the target."""
     settings, rows = doc["settings"], doc["results"]
     fills: list[int] = settings["fills"]
     target: float = settings["target"]
@@ -663,6 +663,11 @@ def savings_tables(doc: Document) -> list[str]:
     for name, prefix in (
         ("the proxy", ""),
         ("the relay (its producer batching the fill)", "relay_"),
+        (
+            "the in-process producer (`ZdictProducer` batching the fill, after 256 of the "
+            "stream's other values)",
+            "producer_",
+        ),
     ):
         better = [
             f[f"{prefix}versus_better"]

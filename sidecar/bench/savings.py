@@ -1,5 +1,6 @@
-"""`zdict-sidecar bench savings`: through the proxy, on every real corpus of this machine, the
-bytes the broker stores against the better of per-record frames and the producer's zstd alone.
+"""`zdict-sidecar bench savings`: through the proxy, the relay and the in-process producer, on
+every real corpus of this machine, the bytes the broker stores against the better of per-record
+frames and the producer's zstd alone.
 
 Per corpus (`bench.corpora`: log lines, JSON events, kilobyte snapshots), the first `SAMPLE`
 values (at most half of them) are the stream's past: `zdict-sidecar train` trains the topics'
@@ -19,6 +20,13 @@ topic of their own (the corpus's dictionary copied to it), then relayed by one r
 for every corpus at once, its producer batching that fill (`batch.num.messages`, linger 1 s,
 producer zstd, statistics every 0.5 s), in output mode auto: its output topic's bytes against
 the same two.
+
+Then through the in-process producer (`measure_producer`): per corpus and fill, a
+`ZdictProducer` with the corpus's dictionary (batching that fill, linger 1 s, producer zstd,
+statistics every 0.1 s, output mode auto), as a long-running application would be: it first
+sends `WARM_UP` of the stream's other values (those after the fill's, then from the start of
+the future: its output mode and live crossover set on them, as on the stream's past), then the
+fill's values, whose bytes are measured against the same two.
 """
 
 from __future__ import annotations
@@ -40,10 +48,12 @@ from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 from sidecar.bench.corpora import Corpus
 from sidecar.bench.proxy_children import ProxyChild, train
 from sidecar.bench.storage import LINGER_MS, produce
+from sidecar.codec import Encoder
 from sidecar.dictionaries.store import DictionaryStore
 from sidecar.errors import InputError
 from sidecar.kafka import plain_admin
 from sidecar.record_batch import segment_batches
+from sidecar.serde import ZdictProducer
 
 #: Records per batch measured: a low-latency producer's to a saturated one's.
 FILLS: Final = (1, 4, 16, 32, 64, 128, 512)
@@ -67,6 +77,15 @@ RELAY: Final = "relay"
 RELAY_STATISTICS_MS: Final = "500"
 #: Seconds a relay may take to relay a fill's values of every corpus.
 RELAY_TIMEOUT: Final = 120.0
+#: ... and through the in-process producer (`ZdictProducer`), batching `fill` records.
+PRODUCER: Final = "producer"
+#: Its statistics (ms): a window, its output mode set, between the warm-up and the fill.
+PRODUCER_STATISTICS_MS: Final = 100
+#: Values it sends before each fill's (at least 4 batches of the fill): its output mode and
+#: live crossover set as a running application's are.
+WARM_UP: Final = 256
+#: Seconds a producer may take to deliver a fill's values.
+PRODUCER_TIMEOUT: Final = 60.0
 
 
 @dataclass(slots=True)
@@ -108,14 +127,16 @@ class CorpusSavings:
                     "versus_better": round(f.versus_better(), 4),
                     "versus_producer": round(f.versus_producer(), 4),
                 }
-                | (
-                    {
-                        "relay_versus_better": round(f.versus_better("relay"), 4),
-                        "relay_versus_producer": round(f.versus_producer("relay"), 4),
-                    }
-                    if "relay" in f.stored_bytes
-                    else {}
-                )
+                | {
+                    f"{arm}_versus_better": round(f.versus_better(arm), 4)
+                    for arm in (RELAY, PRODUCER)
+                    if arm in f.stored_bytes
+                }
+                | {
+                    f"{arm}_versus_producer": round(f.versus_producer(arm), 4)
+                    for arm in (RELAY, PRODUCER)
+                    if arm in f.stored_bytes
+                }
                 for f in self.fills
             ]
         }
@@ -279,6 +300,68 @@ def measure_relay(
     return made
 
 
+def _delivered(producer: ZdictProducer, topic: str, values: Sequence[bytes]) -> None:
+    """`values` produced to `topic`'s one partition, every one delivered."""
+    failures: list[str] = []
+
+    def delivered(err: Any, _msg: Any) -> None:
+        if err is not None:
+            failures.append(str(err))
+
+    for value in values:
+        producer.produce(topic, value, partition=0, on_delivery=delivered)
+        producer.poll(0)
+    left = producer.flush(PRODUCER_TIMEOUT)
+    if left or failures:
+        raise InputError(
+            f"bench savings: {left} records undelivered to {topic}, failures: {failures[:3]}"
+        )
+
+
+def measure_producer(
+    bootstrap: str,
+    data_dir: Path,
+    plans: Sequence[Plan],
+    results: Sequence[CorpusSavings],
+    store: Path,
+    admin: Any,
+) -> list[str]:
+    """Each fill of every corpus through the in-process producer (`PRODUCER`, see module):
+    the fill's values' bytes into `results`. The topics made, to delete."""
+    dictionaries = DictionaryStore(store)
+    made = [f"{p.topics['proxy']}-{PRODUCER}" for p in plans]
+    for future in admin.create_topics([NewTopic(t, num_partitions=1) for t in made]).values():
+        future.result(30)
+    for p, result, topic in zip(plans, results, made, strict=True):
+        encoder = Encoder.from_store(dictionaries, p.topics["proxy"])
+        for entry in result.fills:
+            others = p.future[entry.records :] + p.future[: entry.records]
+            warm_up = others[: max(WARM_UP, 4 * entry.fill)]
+            producer = ZdictProducer(
+                {
+                    "bootstrap.servers": bootstrap,
+                    "compression.type": "zstd",
+                    "batch.num.messages": entry.fill,
+                    "linger.ms": LINGER_MS,
+                    "queue.buffering.max.messages": 100_000,
+                    "statistics.interval.ms": PRODUCER_STATISTICS_MS,
+                },
+                encoder=encoder,
+            )
+            _delivered(producer, topic, warm_up)
+            producer.poll(3 * PRODUCER_STATISTICS_MS / 1000)  # a window with its batches
+            before = _stored(data_dir, topic)
+            _delivered(producer, topic, p.future[: entry.records])
+            after = _stored(data_dir, topic)
+            if after[1] - before[1] != entry.records:
+                raise InputError(
+                    f"bench savings: {topic} got {after[1] - before[1]} records of {entry.records}"
+                )
+            entry.stored_bytes[PRODUCER] = after[0] - before[0]
+            entry.batches[PRODUCER] = after[2] - before[2]
+    return made
+
+
 @contextlib.contextmanager
 def _proxies(
     bootstrap: str, store: Path, plans: Sequence[Plan], tmp: Path, node_ids: Sequence[int]
@@ -336,6 +419,8 @@ def bench_savings(
                     results.append(measure(p, addresses, data_dir, fills))
             log(f"through a relay: fills {', '.join(map(str, fills))}, every corpus at once")
             topics += measure_relay(bootstrap, data_dir, plans, results, store, tmp, admin)
+            log(f"through the in-process producer: fills {', '.join(map(str, fills))}")
+            topics += measure_producer(bootstrap, data_dir, plans, results, store, admin)
             return results
     finally:
         for future in admin.delete_topics(topics, operation_timeout=30).values():
