@@ -47,7 +47,7 @@ from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
 from sidecar.bench.corpora import Corpus
 from sidecar.bench.proxy_children import ProxyChild, train
-from sidecar.bench.storage import LINGER_MS, produce
+from sidecar.bench.storage import LINGER_MS, TIMESTAMP_MS, produce
 from sidecar.codec import Encoder
 from sidecar.dictionaries.store import DictionaryStore
 from sidecar.errors import InputError
@@ -301,7 +301,8 @@ def measure_relay(
 
 
 def _delivered(producer: ZdictProducer, topic: str, values: Sequence[bytes]) -> None:
-    """`values` produced to `topic`'s one partition, every one delivered."""
+    """`values` produced to `topic`'s one partition, every one delivered; one timestamp, as
+    the other paths' (their timestamp deltas take no bytes)."""
     failures: list[str] = []
 
     def delivered(err: Any, _msg: Any) -> None:
@@ -309,7 +310,7 @@ def _delivered(producer: ZdictProducer, topic: str, values: Sequence[bytes]) -> 
             failures.append(str(err))
 
     for value in values:
-        producer.produce(topic, value, partition=0, on_delivery=delivered)
+        producer.produce(topic, value, partition=0, on_delivery=delivered, timestamp=TIMESTAMP_MS)
         producer.poll(0)
     left = producer.flush(PRODUCER_TIMEOUT)
     if left or failures:
@@ -349,7 +350,7 @@ def measure_producer(
                 encoder=encoder,
             )
             _delivered(producer, topic, warm_up)
-            producer.poll(3 * PRODUCER_STATISTICS_MS / 1000)  # a window with its batches
+            producer.poll(5 * PRODUCER_STATISTICS_MS / 1000)  # windows with its batches
             before = _stored(data_dir, topic)
             _delivered(producer, topic, p.future[: entry.records])
             after = _stored(data_dir, topic)
