@@ -1,5 +1,6 @@
-"""`zdict-sidecar bench savings`: through the proxy, on every real corpus of this machine, the
-bytes the broker stores against the better of per-record frames and the producer's zstd alone.
+"""`zdict-sidecar bench savings`: through the proxy, the relay and the in-process producer, on
+every real corpus of this machine, the bytes the broker stores against the better of per-record
+frames and the producer's zstd alone.
 
 Per corpus (`bench.corpora`: log lines, JSON events, kilobyte snapshots), the first `SAMPLE`
 values (at most half of them) are the stream's past: `zdict-sidecar train` trains the topics'
@@ -19,6 +20,13 @@ topic of their own (the corpus's dictionary copied to it), then relayed by one r
 for every corpus at once, its producer batching that fill (`batch.num.messages`, linger 1 s,
 producer zstd, statistics every 0.5 s), in output mode auto: its output topic's bytes against
 the same two.
+
+Then through the in-process producer (`measure_producer`): per corpus and fill, a
+`ZdictProducer` with the corpus's dictionary (batching that fill, linger 1 s, producer zstd,
+statistics every 0.1 s, output mode auto), as a long-running application would be: it first
+sends `WARM_UP` of the stream's other values (those after the fill's, then from the start of
+the future: its output mode and live crossover set on them, as on the stream's past), then the
+fill's values, whose bytes are measured against the same two.
 
 Beside them, in the same run, the batch codec's levels (`level_rows`): each fill's values from
 16 records a batch, batched and compressed offline as librdkafka does at every level of
@@ -47,11 +55,13 @@ from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
 from sidecar.bench.corpora import Corpus
 from sidecar.bench.proxy_children import ProxyChild, train
-from sidecar.bench.storage import LINGER_MS, produce
+from sidecar.bench.storage import LINGER_MS, TIMESTAMP_MS, produce
+from sidecar.codec import Encoder
 from sidecar.dictionaries.store import DictionaryStore
 from sidecar.errors import InputError
 from sidecar.kafka import plain_admin
 from sidecar.record_batch import producer_zstd, records_section, segment_batches
+from sidecar.serde import ZdictProducer
 from sidecar.training.batch_level import BATCH_LEVELS, level_figures
 
 #: Records per batch measured: a low-latency producer's to a saturated one's.
@@ -82,6 +92,15 @@ LEVELS: Final = (*BATCH_LEVELS, 19)
 LEVEL_MIN_FILL: Final = 16
 #: Timing runs of each level's CPU (after a warm-up; the fastest counts).
 TIMING_RUNS: Final = 3
+#: ... and through the in-process producer (`ZdictProducer`), batching `fill` records.
+PRODUCER: Final = "producer"
+#: Its statistics (ms): a window, its output mode set, between the warm-up and the fill.
+PRODUCER_STATISTICS_MS: Final = 100
+#: Values it sends before each fill's (at least 4 batches of the fill): its output mode and
+#: live crossover set as a running application's are.
+WARM_UP: Final = 256
+#: Seconds a producer may take to deliver a fill's values.
+PRODUCER_TIMEOUT: Final = 60.0
 
 
 @dataclass(slots=True)
@@ -127,14 +146,16 @@ class CorpusSavings:
                     "versus_better": round(f.versus_better(), 4),
                     "versus_producer": round(f.versus_producer(), 4),
                 }
-                | (
-                    {
-                        "relay_versus_better": round(f.versus_better("relay"), 4),
-                        "relay_versus_producer": round(f.versus_producer("relay"), 4),
-                    }
-                    if "relay" in f.stored_bytes
-                    else {}
-                )
+                | {
+                    f"{arm}_versus_better": round(f.versus_better(arm), 4)
+                    for arm in (RELAY, PRODUCER)
+                    if arm in f.stored_bytes
+                }
+                | {
+                    f"{arm}_versus_producer": round(f.versus_producer(arm), 4)
+                    for arm in (RELAY, PRODUCER)
+                    if arm in f.stored_bytes
+                }
                 for f in self.fills
             ]
         }
@@ -335,6 +356,69 @@ def measure_relay(
     return made
 
 
+def _delivered(producer: ZdictProducer, topic: str, values: Sequence[bytes]) -> None:
+    """`values` produced to `topic`'s one partition, every one delivered; one timestamp, as
+    the other paths' (their timestamp deltas take no bytes)."""
+    failures: list[str] = []
+
+    def delivered(err: Any, _msg: Any) -> None:
+        if err is not None:
+            failures.append(str(err))
+
+    for value in values:
+        producer.produce(topic, value, partition=0, on_delivery=delivered, timestamp=TIMESTAMP_MS)
+        producer.poll(0)
+    left = producer.flush(PRODUCER_TIMEOUT)
+    if left or failures:
+        raise InputError(
+            f"bench savings: {left} records undelivered to {topic}, failures: {failures[:3]}"
+        )
+
+
+def measure_producer(
+    bootstrap: str,
+    data_dir: Path,
+    plans: Sequence[Plan],
+    results: Sequence[CorpusSavings],
+    store: Path,
+    admin: Any,
+) -> list[str]:
+    """Each fill of every corpus through the in-process producer (`PRODUCER`, see module):
+    the fill's values' bytes into `results`. The topics made, to delete."""
+    dictionaries = DictionaryStore(store)
+    made = [f"{p.topics['proxy']}-{PRODUCER}" for p in plans]
+    for future in admin.create_topics([NewTopic(t, num_partitions=1) for t in made]).values():
+        future.result(30)
+    for p, result, topic in zip(plans, results, made, strict=True):
+        encoder = Encoder.from_store(dictionaries, p.topics["proxy"])
+        for entry in result.fills:
+            others = p.future[entry.records :] + p.future[: entry.records]
+            warm_up = others[: max(WARM_UP, 4 * entry.fill)]
+            producer = ZdictProducer(
+                {
+                    "bootstrap.servers": bootstrap,
+                    "compression.type": "zstd",
+                    "batch.num.messages": entry.fill,
+                    "linger.ms": LINGER_MS,
+                    "queue.buffering.max.messages": 100_000,
+                    "statistics.interval.ms": PRODUCER_STATISTICS_MS,
+                },
+                encoder=encoder,
+            )
+            _delivered(producer, topic, warm_up)
+            producer.poll(5 * PRODUCER_STATISTICS_MS / 1000)  # windows with its batches
+            before = _stored(data_dir, topic)
+            _delivered(producer, topic, p.future[: entry.records])
+            after = _stored(data_dir, topic)
+            if after[1] - before[1] != entry.records:
+                raise InputError(
+                    f"bench savings: {topic} got {after[1] - before[1]} records of {entry.records}"
+                )
+            entry.stored_bytes[PRODUCER] = after[0] - before[0]
+            entry.batches[PRODUCER] = after[2] - before[2]
+    return made
+
+
 @contextlib.contextmanager
 def _proxies(
     bootstrap: str, store: Path, plans: Sequence[Plan], tmp: Path, node_ids: Sequence[int]
@@ -395,6 +479,8 @@ def bench_savings(
                     results.append(result)
             log(f"through a relay: fills {', '.join(map(str, fills))}, every corpus at once")
             topics += measure_relay(bootstrap, data_dir, plans, results, store, tmp, admin)
+            log(f"through the in-process producer: fills {', '.join(map(str, fills))}")
+            topics += measure_producer(bootstrap, data_dir, plans, results, store, admin)
             return results
     finally:
         for future in admin.delete_topics(topics, operation_timeout=30).values():

@@ -1,13 +1,20 @@
 """`bench savings`' tables from its JSON: printed by the bench and rendered on FIGURES.md
-(`sidecar.bench.figures`). Per corpus and fill, the bytes stored through the proxy and through
-the relay (one cell, `proxy · relay`) over the fewer of frames' and producer zstd's, then over
-producer zstd's alone; the worst against the target."""
+(`sidecar.bench.figures`). Per corpus and fill, the bytes stored through the proxy, the relay
+and the in-process producer (one cell, `proxy · relay · producer`) over the fewer of frames'
+and producer zstd's, then over producer zstd's alone; the worst against the target."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 from sidecar.bench.figure_tables import Document, flag, repeated, table
+
+#: How each path's figures were made, where the name does not say it.
+_THROUGH = {
+    "relay_": "the relay, its producer batching the fill",
+    "producer_": "the in-process producer (a `ZdictProducer` batching the fill, after 256 of "
+    "the stream's other values)",
+}
 
 
 def savings_flags(doc: Document) -> list[str]:
@@ -21,15 +28,19 @@ def savings_flags(doc: Document) -> list[str]:
 
 
 def savings_tables(doc: Document) -> list[str]:
-    """Per corpus and fill, the product's stored bytes through the proxy and through the relay
-    (one cell, `proxy · relay`) over the fewer of frames' and producer zstd's, then over
-    producer zstd's alone; the worst against the target."""
+    """Per corpus and fill, the product's stored bytes through the proxy, the relay and the
+    in-process producer (one cell, `proxy · relay · producer`) over the fewer of frames' and
+    producer zstd's, then over producer zstd's alone; the worst against the target."""
     settings, rows = doc["settings"], doc["results"]
     fills: list[int] = settings["fills"]
     target: float = settings["target"]
     paths = [
         (name, prefix)
-        for name, prefix in (("the proxy", ""), ("the relay", "relay_"))
+        for name, prefix in (
+            ("the proxy", ""),
+            ("the relay", "relay_"),
+            ("the in-process producer", "producer_"),
+        )
         if any(f"{prefix}versus_better" in f for r in rows for f in r["fills"])
     ]
 
@@ -52,9 +63,7 @@ def savings_tables(doc: Document) -> list[str]:
         ]
 
     headers = ["corpus (mean B, trained on)", *(f"fill {f}" for f in fills)]
-    through = " · ".join(
-        "the relay, its producer batching the fill" if prefix else name for name, prefix in paths
-    )
+    through = " · ".join(_THROUGH.get(prefix, name) for name, prefix in paths)
     if len(paths) > 1:
         through += " (one figure where they are the same)"
     out = [

@@ -1,5 +1,6 @@
-"""`bench savings`: through the proxy and the relay, on every real corpus, the broker's stored
-bytes against the better of frames and producer zstd (`sidecar/bench/savings.py`)."""
+"""`bench savings`: through the proxy, the relay and the in-process producer, on every real
+corpus, the broker's stored bytes against the better of frames and producer zstd
+(`sidecar/bench/savings.py`)."""
 
 from __future__ import annotations
 
@@ -48,8 +49,8 @@ def cmd_bench_savings(args: argparse.Namespace) -> int:
 def add_bench_savings(benches: Commands) -> None:
     b = benches.add_parser(
         "savings",
-        help="through the proxy and the relay on real corpora: stored bytes vs frames and "
-        "producer zstd",
+        help="through the proxy, the relay and the in-process producer on real corpora: stored "
+        "bytes vs frames and producer zstd",
     )
     b.add_argument("--corpus", action="append", metavar="NAME", help="repeatable; default all")
     b.add_argument("--limit", type=number(int, ge=1), default=20_000, help="messages per corpus")

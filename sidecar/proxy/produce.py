@@ -20,12 +20,15 @@ closed, as a broker closes it when an acks=0 request fails, so the client sees i
 A batch full enough that the output codec stores its values in fewer bytes raw than as frames
 is written with its values as they came, no `zd` header, and left to the batch compression
 (`codec.output_mode=auto`, the default; `frames` turns it off): the proxy stores no more than
-the better of the two. The namespace's crossover (in records, measured when its dictionary was
-trained) is an estimate: a batch of at least `RAW_FROM` times it goes raw unencoded (counted as
-outcome `raw`); a smaller one of at least `COMPARE_FROM` records and `COMPARE_ABOVE` times the
-crossover is written both ways and the fewer bytes kept (its records counted as encoded either
-way), but for a batch size compared lately, written the way that won (`batches.Comparisons`);
-below that, frames.
+the better of the two. The crossover (in records) is the relay's: measured on the topic's
+latest values forwarded, with the dictionary that encodes them now (`live_crossover`, at most
+once per `LIVE_INTERVAL` seconds; the one its dictionary was trained with until the topic
+sent a few values). It is an estimate: a batch of at least `RAW_FROM` times it goes raw
+unencoded (counted as outcome `raw`); a smaller one of at least `COMPARE_FROM` records and
+`COMPARE_ABOVE` times the crossover is written both ways and the fewer bytes kept (its records
+counted as encoded either way; a batch that came in another codec than the output's, for a
+batch size compared lately, written the way that won: `batches.Comparisons`); below that,
+frames.
 
 Per partition rewritten, the raw values are offered to the namespace's training sample (at a
 position counted by the proxy: the upstream offset is not known before upstream answers).
@@ -53,6 +56,7 @@ from kio.schema.errors import ErrorCode
 from sidecar.codec import Transformed
 from sidecar.dictionaries.model import is_valid_namespace
 from sidecar.errors import ProduceRefused, ProtocolError
+from sidecar.live_crossover import LiveCrossover, RecentValues
 from sidecar.logs import get_logger
 from sidecar.namespaces import Namespace
 from sidecar.proxy.allowlist import TopicAllowList
@@ -103,6 +107,9 @@ COMPARE_FROM: Final = 4
 #: win (`bench savings`), and the second compression of every batch a client sends small
 #: would cost CPU for no byte saved.
 COMPARE_ABOVE: Final = 0.5
+#: Seconds a topic's crossover measured on its latest values stands (`live_crossover`: a few
+#: milliseconds on the event loop per measurement).
+LIVE_INTERVAL: Final = 5.0
 
 
 class Sampled:
@@ -234,6 +241,8 @@ class ProduceRewriter:
         self._crossovers: dict[str, float | None] = {}
         #: Per topic, how its batches near the crossover were last written both ways.
         self._comparisons: dict[str, Comparisons] = {}
+        #: Per topic served, its namespace, latest values and crossover measured on them.
+        self._live: dict[str, tuple[Namespace, RecentValues, LiveCrossover]] = {}
         self.requests = 0
         self.refused = 0
 
@@ -331,7 +340,8 @@ class ProduceRewriter:
             namespace = self.namespace(topic.name)
         except ProduceRefused as exc:  # a topic past the proxy's bound (proxy.max_topics)
             return (t, read[0][0]), exc
-        crossover = self._crossovers[topic.name] = self._crossover(namespace)
+        latest = [[value for value, _ in batches.inputs] for _, _, batches in read]
+        crossover = self._crossovers[topic.name] = self._crossover(topic.name, namespace, latest)
         if values_from is not None and crossover != values_from:
             # The first read took every bound: this one is not counted against the request.
             again = Allowance(self.max_records, self.max_decompressed_bytes)
@@ -365,7 +375,7 @@ class ProduceRewriter:
                     return (t, read[0][0]), exc
                 yield None
         at = 0
-        for p, index, batches in read:
+        for (p, index, batches), values in zip(read, latest, strict=True):
             count = len(batches.inputs)
             # Batches written again take the level chosen at training; those passed as they came
             # keep the client's: recompressing them takes 10-125 µs a record on JSON and
@@ -373,9 +383,12 @@ class ProduceRewriter:
             if encoded is None:
                 out = self.batches.write_as_read(batches, namespace.batch_level)
             else:
-                values = encoded[at : at + count]
                 out = yield from self.batches.write_steps(
-                    batches, values, compare_from, comparisons, namespace.batch_level
+                    batches,
+                    encoded[at : at + count],
+                    compare_from,
+                    comparisons,
+                    namespace.batch_level,
                 )
             records[(t, p)] = out
             received = topic.partitions[p].records
@@ -391,7 +404,7 @@ class ProduceRewriter:
                 )
             )
             at += count
-            offered.append((namespace, index, [value for value, _ in batches.inputs]))
+            offered.append((namespace, index, values))
             yield None
         return None
 
@@ -426,12 +439,33 @@ class ProduceRewriter:
             read.append((p, partition.index, batches))
         return read
 
-    def _crossover(self, namespace: Namespace) -> float | None:
-        """The namespace's crossover for the output codec: batches of at least this many
-        records are written raw (None: none is, or `raw_batches` is off)."""
+    def _crossover(
+        self, topic: str, namespace: Namespace, values: list[list[bytes | None]]
+    ) -> float | None:
+        """`topic`'s crossover for the output codec: batches of at least this many records
+        are written raw (None: none is, or `raw_batches` is off). The request's `values` (per
+        partition) are added to its sample after."""
         if not self.raw_batches:
             return None
-        return namespace.output_crossover(self.batches.limits.output_codec)
+        live = self._live.get(topic)
+        if live is None or live[0] is not namespace:
+            recent = RecentValues()
+            live = self._live[topic] = (
+                namespace,
+                recent,
+                LiveCrossover(
+                    lambda: recent,
+                    lambda: namespace.encoder,
+                    namespace.output_crossover,
+                    interval=LIVE_INTERVAL,
+                    clock=self.clock,
+                ),
+            )
+        # Measured on the values before these: what the request's batches are compared with.
+        crossover = live[2](self.batches.limits.output_codec)
+        for partition in values:
+            live[1].extend(partition)
+        return crossover
 
     def _offer(self, offered: list[tuple[Namespace, int, list[bytes | None]]]) -> None:
         for namespace, partition, values in offered:

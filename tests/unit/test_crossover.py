@@ -14,7 +14,7 @@ from sidecar.bench.corpora import Corpus, collect_all
 from sidecar.bench.events import generate
 from sidecar.codec import Encoder
 from sidecar.codec.output_mode import FRAMES_BELOW, RAW_ABOVE
-from sidecar.live_crossover import MIN_RECORDS, LiveCrossover
+from sidecar.live_crossover import MIN_BATCHES, MIN_FEW, MIN_RECORDS, LiveCrossover
 from sidecar.record_batch import Record, producer_codecs, stored_bytes
 from sidecar.stored_estimate import ProducerBatches
 from sidecar.training.choice import TrainingReport, candidate_dictionary, train
@@ -134,20 +134,76 @@ def test_the_live_crossover_picks_a_mode_within_2_percent_of_the_better_at_any_f
             assert picked <= 1.02 * min(as_raw, as_frames), (stream.name, fill, at)
 
 
-def test_the_trained_crossover_stands_until_the_sample_holds_enough_records(
+def test_the_trained_crossover_stands_until_the_sample_holds_a_few_records(
     streams: list[Corpus],
 ) -> None:
     stream = streams[-1]
     encoder = _encoder(_trained(stream))
     sample = ProducerBatches(None, every=1, keep=NEXT, run=NEXT)
     live = _live(sample, encoder, 99.0)
-    for value in stream.messages[SAMPLE : SAMPLE + MIN_RECORDS - 1]:
+    for value in stream.messages[SAMPLE : SAMPLE + MIN_FEW - 1]:
         sample.add(None, value, ())
     assert live("zstd") == 99.0
-    sample.add(None, stream.messages[SAMPLE + MIN_RECORDS], ())
+    for value in stream.messages[SAMPLE + MIN_FEW - 1 : SAMPLE + MIN_RECORDS]:
+        sample.add(None, value, ())
     measured = live("zstd")
     assert measured is not None and measured < 99.0
     assert live("none") == 99.0
+
+
+def test_a_small_samples_crossing_stands_and_frames_winning_there_only_bound_the_trained_one(
+    streams: list[Corpus],
+) -> None:
+    """32 lines of dpkg's log cross near 3.7 at the fills they hold 4 batches of (1-8): that
+    stands whatever training said. 20 generated events, which cross near 10, show frames
+    winning up to fill 4 only: the trained crossover stands, but not below 4."""
+    dpkg = next(s for s in streams if s.name == "dpkg-log")
+    few = ProducerBatches(None, every=1)
+    for value in dpkg.messages[SAMPLE : SAMPLE + 32]:
+        few.add(None, value, ())
+    encoder = _encoder(_trained(dpkg))
+    for trained in (None, 99.0):
+        crossing = _live(few, encoder, trained)("zstd")
+        assert crossing is not None and crossing * MIN_BATCHES <= 32, (trained, crossing)
+    events = streams[-1]
+    fewer = ProducerBatches(None, every=1)
+    for value in events.messages[SAMPLE : SAMPLE + 20]:
+        fewer.add(None, value, ())
+    encoder = _encoder(_trained(events))
+    assert _live(fewer, encoder, 2.0)("zstd") == 4.0
+    assert _live(fewer, encoder, 6.0)("zstd") == 6.0
+    assert _live(fewer, encoder, None)("zstd") is None
+
+
+def test_a_measurement_stands_for_its_interval_but_a_small_sample_that_doubled(
+    streams: list[Corpus],
+) -> None:
+    """The proxy's reading, once per Produce request: measured again once the interval is
+    over, or sooner while the sample is small and doubled since."""
+    stream = streams[-1]
+    sample = ProducerBatches(None, every=1, keep=NEXT, run=NEXT)
+    now = [0.0]
+    encoder = _encoder(_trained(stream))
+    # Trained at 1: frames winning at the fills a small sample holds raise it to the largest.
+    live = LiveCrossover(lambda: sample, lambda: encoder, lambda _: 1.0, 5.0, lambda: now[0])
+    values = iter(stream.messages[SAMPLE:])
+    for _ in range(MIN_FEW - 1):
+        sample.add(None, next(values), ())
+    assert live("zstd") == 1.0
+    sample.add(None, next(values), ())
+    assert live("zstd") == 1.0, "not doubled yet, within the interval"
+    for _ in range(MIN_FEW):
+        sample.add(None, next(values), ())
+    assert live("zstd") == 4.0, "doubled: measured at fills 1-4"
+    for _ in range(MIN_RECORDS):
+        sample.add(None, next(values), ())
+    full = live("zstd")
+    sample.add(None, next(values), ())
+    assert live("zstd") == full, "a full sample's measurement stands within the interval"
+    now[0] = 5.0
+    for _ in range(MIN_RECORDS):
+        sample.add(None, next(values), ())
+    assert live("zstd") != full, "measured again on the newer values"
 
 
 def test_without_a_dictionary_the_live_crossover_is_measured_too(streams: list[Corpus]) -> None:

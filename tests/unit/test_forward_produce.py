@@ -844,24 +844,47 @@ def test_a_batch_below_half_the_crossover_or_with_the_comparison_off_is_written_
     assert any(HEADER_KEY.encode() in [k for k, _ in r.headers] for r in written.records)
 
 
+def _framed_by(
+    rewriter: BatchRewriter,
+    encoder: Encoder,
+    comparisons: Comparisons,
+    records: list[NewRecord],
+    codec: str = "none",
+) -> bool:
+    """Whether the batch of `records` (compressed with `codec`) is written with frames, every
+    batch of at least 4 records compared (or as `comparisons` found lately)."""
+    partition = rewriter.read(encode_batch(records, codec=codec), Allowance(100_000, 64 << 20))
+    out = rewriter.write(partition, encoder.encode_batch(partition.inputs), 4, comparisons)
+    (written,) = decode_batches(out, 1 << 26)
+    return any(HEADER_KEY.encode() in [k for k, _ in r.headers] for r in written.records)
+
+
 def test_a_batch_size_compared_lately_is_written_the_way_that_won_until_compared_again(
     crossover_encoder: Encoder, events: list[bytes]
 ) -> None:
     # The blob batch of 6 goes as it came (fewer bytes); the 6 plain events after it would be
     # fewer bytes as frames, but their size was compared lately: as they came too, until the
-    # size is compared again, `COMPARE_EVERY` batches later.
-    setup = Setup(crossover_encoder)
-    blob = _produce(11, {"orders": [(0, encode_batch(_blob_batch(events)))]})
-    plain = _produce(11, {"orders": [(0, encode_batch(_records(events[100:106])))]})
+    # size is compared again, `COMPARE_EVERY` batches later. Uncompressed batches: as they came
+    # costs a compression in the output codec (zstd).
+    rewriter = BatchRewriter(BatchLimits(1 << 20, 1 << 20, HEADER_KEY, "zstd"))
+    comparisons = Comparisons()
+    plain = _records(events[100:106])
+    assert not _framed_by(rewriter, crossover_encoder, comparisons, _blob_batch(events))
+    assert [
+        _framed_by(rewriter, crossover_encoder, comparisons, plain) for _ in range(COMPARE_EVERY)
+    ] == [False] * (COMPARE_EVERY - 1) + [True]
+    assert _framed_by(rewriter, crossover_encoder, comparisons, plain), "frames won, and stay"
 
-    def framed(frame: bytes) -> bool:
-        after = _read_request(setup.rewrite(frame).frame).topic_data[0].partition_data
-        (written,) = decode_batches(after[0].records, 1 << 26)
-        return any(HEADER_KEY.encode() in [k for k, _ in r.headers] for r in written.records)
 
-    assert not framed(blob)
-    assert [framed(plain) for _ in range(COMPARE_EVERY)] == [False] * (COMPARE_EVERY - 1) + [True]
-    assert framed(plain), "compared: frames won, and stay"
+def test_a_batch_in_the_output_codec_is_compared_every_time(
+    crossover_encoder: Encoder, events: list[bytes]
+) -> None:
+    # As it came is the batch's own bytes: no size is followed the way it won lately.
+    rewriter = BatchRewriter(BatchLimits(1 << 20, 1 << 20, HEADER_KEY, "zstd"))
+    comparisons = Comparisons()
+    assert not _framed_by(rewriter, crossover_encoder, comparisons, _blob_batch(events), "zstd")
+    plain = _records(events[100:106])
+    assert _framed_by(rewriter, crossover_encoder, comparisons, plain, "zstd")
 
 
 def test_comparisons_remember_a_bounded_number_of_sizes() -> None:
@@ -971,3 +994,32 @@ def test_a_namespace_writes_batches_again_at_its_dictionarys_batch_level(
     chosen = Encoder(add_dictionary("clicks", batch_level=9), header_key=HEADER_KEY)
     assert _namespace("clicks", chosen, metrics).batch_level == 9
     assert _namespace("none", Encoder(None), metrics).batch_level == 3
+
+
+def test_the_crossover_is_measured_on_the_topics_latest_values(
+    store: DictionaryStore, add_dictionary: AddDictionary, events: list[bytes]
+) -> None:
+    # Trained at 64; the topic's values share a blob the dictionary does not know, which raw
+    # values under the batch codec store once: measured on the first request's values, the
+    # second request's batch of 32 goes raw unencoded.
+    added = add_dictionary("orders", raw_crossover={"zstd": 64.0, "lz4": None})
+    store.activate("orders", added.id)
+    setup = Setup(Encoder.from_store(store, "orders", min_size=16, header_key=HEADER_KEY))
+    blob = random.Random(2).randbytes(150).hex().encode()
+    frame = _produce(
+        11,
+        {
+            "orders": [
+                (
+                    0,
+                    encode_batch(
+                        _records([e[:-1] + b',"b":"' + blob + b'"}' for e in events[:32]])
+                    ),
+                )
+            ]
+        },
+    )
+    setup.rewrite(frame)
+    assert _outcomes(setup)["raw"] == 0, "the trained crossover: compared, encoded"
+    setup.rewrite(frame)
+    assert _outcomes(setup)["raw"] == 32
