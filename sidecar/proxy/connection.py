@@ -7,7 +7,7 @@ timer per request. From the client, complete frames (at most `proxy.max_request_
 byte read is counted in the shared budget until forwarded, a frame in progress holding its next
 chunk ahead) are given to the chain at once, and its action done (`filter.Action`): forwarded
 upstream (the frame or one in its place), the answer it awaits noted; answered by the proxy
-(`_answer`) in request order, right after the answer awaited before it; refused (nothing more
+(`correlation`) in request order, right after the answer awaited before it; refused (nothing more
 is read, the connection ends once the answers due before it are written, as a broker ends it);
 or rewritten a slice at a time, the client not read meanwhile. From upstream, answers come in
 request order: each is matched to the oldest request noted (correlation ids checked), and
@@ -72,7 +72,7 @@ _INT32: Final = struct.Struct(">i")
 _IN_FLIGHT: Final = "in_flight"
 _PEER_FULL: Final = "peer_full"
 _UNREAD: Final = "answers_unread"
-_PRODUCING: Final = "producing"
+_LATER: Final = "rewriting_request"
 _REFUSED: Final = "refused"
 
 Streams = tuple[asyncio.StreamReader, asyncio.StreamWriter]
@@ -153,7 +153,7 @@ class Connection:
         self._drain_reason: str | None = None
         #: The request being rewritten a slice at a time: its rewriting and frame (size prefix
         #: included, held in the budget meanwhile); the client is not read.
-        self._producing: tuple[Steps, bytes] | None = None
+        self._later: tuple[Steps, bytes] | None = None
         self._last_read = self._opened = self._loop.time()
         #: The client has sent nothing yet.
         self._silent = True
@@ -232,7 +232,7 @@ class Connection:
             or self.client.data
             or self.answers.streaming is not None
             or self.answers.rewriting is not None
-            or self._producing is not None
+            or self._later is not None
         ):
             return None
         return self._last_read
@@ -253,9 +253,9 @@ class Connection:
             side.held = side.writing = 0
             side.data.clear()
             side.transport.close()  # what was written still goes out
-        if self._producing is not None:
-            self.budget.give(len(self._producing[1]))
-            self._producing = None
+        if self._later is not None:
+            self.budget.give(len(self._later[1]))
+            self._later = None
 
     # -- client -> upstream --------------------------------------------------------------------
 
@@ -330,9 +330,9 @@ class Connection:
         action = self.chain.request(whole[PREFIX_BYTES:], self)
         if isinstance(action, Later):
             # Rewritten on in slices (`_request_on`); its bytes stay held meanwhile.
-            self._producing = (action.steps, whole)
+            self._later = (action.steps, whole)
             self.budget.force(len(whole))
-            self.client.stop(_PRODUCING)
+            self.client.stop(_LATER)
             self._loop.call_soon(self._request_on)
             return
         self._act(action, whole)
@@ -361,24 +361,24 @@ class Connection:
     def _request_on(self) -> None:
         """Rewrite the next slice of the request under way; once done, act on it and go on
         with the client's frames. Other connections are served between two slices."""
-        producing = self._producing
-        if producing is None or self._done.done():
+        later = self._later
+        if later is None or self._done.done():
             return
-        steps, whole = producing
+        steps, whole = later
         try:
             action = steps.run()
         except ProtocolError as exc:
-            self._producing = None
+            self._later = None
             self.budget.give(len(whole))
             self._refuse_request(str(exc))
             return
         if action is None:
             self._loop.call_soon(self._request_on)
             return
-        self._producing = None
+        self._later = None
         self.budget.give(len(whole))
         self._act(action, whole)
-        self.client.go(_PRODUCING)
+        self.client.go(_LATER)
         self._resume_requests()
 
     def client_eof(self) -> None:
