@@ -50,6 +50,12 @@ tools:
 			-ldflags "-s -w -X github.com/docker/compose/v5/internal.Version=$(COMPOSE_VERSION)" \
 			github.com/docker/compose/v5/cmd; }
 
+## reference: sidecar/REFERENCE.md, every setting and every metric, generated from their code (a
+## test fails while the committed page differs)
+.PHONY: reference
+reference: $(STAMP)
+	$(BIN)/python -m deploy.reference --out sidecar/REFERENCE.md
+
 ## dashboard: regenerate the Grafana dashboard and the Kubernetes PrometheusRule from their code
 dashboard: $(STAMP)
 	$(BIN)/python -m deploy.monitoring

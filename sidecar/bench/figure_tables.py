@@ -4,7 +4,9 @@ One pair of functions per benchmark, `NAME_flags(doc)` and `NAME_tables(doc)`, o
 document `zdict-sidecar bench NAME --json-out FILE` writes (`{"benchmark", "environment",
 "settings", "results"}`; the shapes are the benchmarks' own `to_dict`s). Figures are formatted as
 the benchmarks print them: medians with [min–max] of the measured rounds, the same decimals.
-`sidecar.bench.figures` puts them on the page.
+`sidecar.bench.figures` puts them on the page. The proxy's, the registry's and the savings'
+tables, which their benchmarks print too, are modules of their own (`proxy_tables`,
+`registry_tables`, `savings_tables`) built on the helpers here.
 """
 
 from __future__ import annotations
@@ -618,71 +620,3 @@ def wire_tables(doc: Document) -> list[str]:
             [[k, f"{v:,}", f"{v / max(1, wrong['pairs']):.2%}"] for k, v in outcomes],
         ),
     ]
-
-
-# -- bench savings -------------------------------------------------------------------------------
-
-
-def savings_flags(doc: Document) -> list[str]:
-    settings = doc["settings"]
-    return [
-        *repeated("--corpus", settings["corpora"]),
-        *flag("--limit", settings["limit"]),
-        *flag("--fills", settings["fills"]),
-        *flag("--data-dir", settings["data_dir"]),
-    ]
-
-
-def savings_tables(doc: Document) -> list[str]:
-    """Per corpus and fill, the product's stored bytes through the proxy and through the relay
-    over the fewer of frames' and producer zstd's, and over producer zstd's alone; the worst
-    against the target."""
-    settings, rows = doc["settings"], doc["results"]
-    fills: list[int] = settings["fills"]
-    target: float = settings["target"]
-
-    def cell(corpus: Document, fill: int, key: str) -> str:
-        found = [f for f in corpus["fills"] if f["fill"] == fill and key in f]
-        return f"{found[0][key]:.3f}" if found else "–"
-
-    def body(key: str) -> list[list[object]]:
-        return [
-            [r["corpus"], r["mean_bytes"], r["sample"], *(cell(r, f, key) for f in fills)]
-            for r in rows
-        ]
-
-    headers = ["corpus", "mean B", "trained on", *(f"fill {f}" for f in fills)]
-    out = [
-        "Bytes in the broker's log segments over the fewer of the same records as per-record "
-        "frames (a frames proxy) and as the producer's zstd alone, at each fill (records per "
-        f"batch, {settings['batches']} batches a fill and {settings.get('min_records', 0):,} "
-        "records at least, one partition; the dictionary trained on the corpus's first "
-        f"{settings['sample']:,} values at most, measured on the values after them; –: too few "
-        "values), through each path in output mode auto:",
-    ]
-    for name, prefix in (
-        ("the proxy", ""),
-        ("the relay (its producer batching the fill)", "relay_"),
-    ):
-        better = [
-            f[f"{prefix}versus_better"]
-            for r in rows
-            for f in r["fills"]
-            if f"{prefix}versus_better" in f
-        ]
-        if not better:
-            continue
-        worst = max(better)
-        met = sum(b <= target for b in better)
-        out += [
-            "",
-            f"Through {name}:",
-            "",
-            *table(headers, body(f"{prefix}versus_better")),
-            "",
-            f"At most {target:.2f}× the better at {met} of {len(better)} fills; the worst "
-            f"{worst:.3f}×. The same bytes over producer zstd's alone (below 1: saved):",
-            "",
-            *table(headers, body(f"{prefix}versus_producer")),
-        ]
-    return out

@@ -30,6 +30,7 @@ from sidecar.bench import figure_tables as tables
 from sidecar.bench.figure_tables import Document
 from sidecar.bench.proxy_tables import proxy_flags, proxy_markdown
 from sidecar.bench.registry_tables import registry_flags, registry_tables
+from sidecar.bench.savings_tables import savings_flags, savings_tables
 from sidecar.errors import InputError, ZdictError
 
 TITLE: Final = "# Figures: what zdict-sidecar was measured to save and cost"
@@ -74,7 +75,7 @@ BENCHES: Final[Mapping[str, Bench]] = {
     "wire": Bench(tables.wire_flags, tables.wire_tables),
     "choice": Bench(tables.choice_flags, tables.choice_tables),
     "storage": Bench(tables.storage_flags, tables.storage_tables),
-    "savings": Bench(tables.savings_flags, tables.savings_tables),
+    "savings": Bench(savings_flags, savings_tables),
     "relay": Bench(tables.relay_flags, tables.relay_tables),
     "producer": Bench(tables.producer_flags, tables.producer_tables),
     "proxy": Bench(proxy_flags, proxy_markdown),

@@ -47,9 +47,11 @@ medians and [min-max] are reported.
 
 **Variants** (`variants`, `--variant NAME=VALUE`; by default `ZDICT_PURE_PYTHON=1`, the compiled
 modules off, `sidecar.compiled`): one more proxy each, on the same topic and dictionary, its
-environment variable set; each runs the Java part right after the measured proxy in the same
-rounds, so that its CPU per record sits next to the proxy's measured at the same time rather
-than in a second run on another day (what compiling gains; a setting's cost).
+environment variable set; each runs the Java part beside the measured proxy in the same rounds,
+so that its CPU per record sits next to the proxy's measured at the same time rather than in a
+second run on another day (what compiling gains; a setting's cost). The Java part's order
+(direct, proxy, each variant) turns by one every round (`rotated`): no arm always runs first,
+on a cold machine, or last, after the others warmed it.
 """
 
 from __future__ import annotations
@@ -63,7 +65,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
@@ -165,6 +167,16 @@ class ProxyResults:
             "stored": [asdict(s) for s in self.stored],
             "dictionary": self.dictionary,
         }
+
+
+_T = TypeVar("_T")
+
+
+def rotated(runs: Sequence[_T], turn: int) -> list[_T]:
+    """`runs` in the order of round `turn`: turned left by `turn`, so that over as many rounds
+    as there are runs each runs once in every place."""
+    shift = turn % len(runs) if runs else 0
+    return [*runs[shift:], *runs[:shift]]
 
 
 def variant_part(variant: str) -> str:
@@ -305,6 +317,8 @@ class _Run:
         ]
         self.timestamp = int(time.time() * 1000)
         self.measured = False
+        #: Java parts run so far: how far their order turns (`rotated`).
+        self.java_rounds = 0
 
     def values(self, n: int) -> list[bytes]:
         return [next(self.stream) for _ in range(n)]
@@ -414,19 +428,22 @@ class _Run:
         assert self.payloads is not None
         java = self.settings["java"]
         records, warmup = java["records"], java["warmup_records"]
+        runs = rotated(
+            [
+                ("java, direct", proxy, self.bootstrap),
+                ("java, proxy", proxy, proxy.address),
+                *(
+                    (variant_part(v), p, p.address)
+                    for v, p in zip(self.variants, variants, strict=True)
+                ),
+            ],
+            self.java_rounds,
+        )
+        self.java_rounds += 1
         self.log(
             f"{label}: Java producer-perf-test, {records:,} records at {RATE:,} records/s "
-            f"({warmup:,} of them a warm-up), direct, then through the proxy"
-            + "".join(f", then with {v}" for v in self.variants)
+            f"({warmup:,} of them a warm-up): " + ", then ".join(name for name, _, _ in runs)
         )
-        runs = [
-            ("java, direct", proxy, self.bootstrap),
-            ("java, proxy", proxy, proxy.address),
-            *(
-                (variant_part(v), p, p.address)
-                for v, p in zip(self.variants, variants, strict=True)
-            ),
-        ]
         for name, measured, address in runs:
             # Every record sent, warm-up included (`perf_test.parse_summary` checks that all
             # were): the proxy handled them all.

@@ -23,8 +23,8 @@ MB_FMT: Final = "{:,.1f}"
 #: The readers' names in the table, by their key in the JSON.
 NAMES: Final = {
     "proxy_1": "proxy, 1 topic",
-    "proxy_all": "proxy, every namespace's topic",
-    "consumer": "consumer (`RegistryResolver`, first decode)",
+    "proxy_all": "proxy, all topics",
+    "consumer": "consumer",
     "dicts_list": "`dicts list --registry`",
 }
 TARGETS: Final = {
@@ -115,7 +115,8 @@ def registry_tables(doc: Document) -> list[str]:
         f"A registry of N dictionaries across {settings['namespaces']} namespaces, published "
         "through `Registry.publish_dictionary` and `publish_activation`; their bytes are "
         f"{len(bases)} dictionaries trained by `zdict-sidecar train` ({sizes} bytes), reused "
-        "under distinct ids. Each reader a fresh process; its start: spawn to the proxy's "
+        "under distinct ids. Each reader a fresh process (the proxy serving 1 topic, then a topic "
+        "per namespace; a consumer: `RegistryResolver`); its start: spawn to the proxy's "
         "`proxy_listening`, to the consumer's first decode, to `dicts list`'s exit; median "
         f"[min–max] of {settings['runs']} runs; bytes are keys, values and headers of the "
         "records; the projection is linear from the two largest N (flat where a figure fell):",

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 def cmd_bench_savings(args: argparse.Namespace) -> int:
     from sidecar.bench import savings
-    from sidecar.bench.figure_tables import savings_tables
+    from sidecar.bench.savings_tables import savings_tables
 
     if args.data_dir is None:
         raise ConfigError(

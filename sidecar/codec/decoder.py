@@ -78,6 +78,12 @@ def _power_of_two_at_least(n: int) -> int:
 #: stream of malformed or hostile headers) it starts again.
 _KNOWN_ROUTES: Final = 1024
 
+#: Dictionaries a decoder keeps loaded (and decompressors per thread): a stream names a handful
+#: at a time, but a consumer reading a long retention meets every dictionary of its history,
+#: each ~100-200 KiB loaded. Past this many the least recently used is dropped (and loaded
+#: again from the resolver if a record names it once more).
+_KEPT_DICTIONARIES: Final = 64
+
 
 class Decoder:
     """Decodes record values produced by `Encoder` (or any zstd encoder using our header).
@@ -152,6 +158,7 @@ class Decoder:
             dctx = self._decompressor(tag)
             if tag.compact:
                 self._check_fingerprint(tag)
+            known = self._local.routes  # _decompressor may have started this thread's anew
             if len(known) >= _KNOWN_ROUTES:
                 known.clear()  # header values from a stream of garbage: bounded, not kept
             route = known[raw] = (tag, dctx)
@@ -165,6 +172,10 @@ class Decoder:
             cache = self._local.dctx = {}
         dctx = cache.get((tag.dict_id, tag.compact))
         if dctx is None:
+            if len(cache) >= _KEPT_DICTIONARIES:
+                # Dropped with the routes that hold them, or those would keep them alive.
+                cache.clear()
+                self._local.routes = {}
             zdict = None if tag.dict_id == NO_DICTIONARY else self._load(tag.dict_id)[1]
             dctx = zstandard.ZstdDecompressor(
                 dict_data=zdict,
@@ -187,11 +198,13 @@ class Decoder:
 
     def _load(self, dict_id: int) -> tuple[Dictionary, zstandard.ZstdCompressionDict]:
         with self._dicts_lock:
-            entry = self._dicts.get(dict_id)
+            entry = self._dicts.pop(dict_id, None)
             if entry is None:
                 dictionary = self.resolver.get(dict_id)
-                zdict = zstd_dictionary(dictionary)
-                entry = self._dicts[dict_id] = (dictionary, zdict)
+                entry = (dictionary, zstd_dictionary(dictionary))
+                if len(self._dicts) >= _KEPT_DICTIONARIES:
+                    del self._dicts[next(iter(self._dicts))]  # the least recently used
+            self._dicts[dict_id] = entry  # last in order: the most recently used
             return entry
 
     def _where(self, dict_id: int) -> str:

@@ -8,24 +8,25 @@ loader and the environment's help text.
 """
 
 from sidecar.config.sections import (
-    DEFAULT_DECODED_TOPIC,
     ENV_DELIMITER,
     ENV_PREFIX,
     MAX_CONFIG_BYTES,
-    CodecSettings,
-    Guarantee,
-    KafkaSettings,
     LogFormat,
     LogLevel,
-    MetricsSettings,
-    ProxySettings,
-    RegistrySettings,
+)
+from sidecar.config.sections.codec import CodecSettings
+from sidecar.config.sections.kafka import KafkaSettings, is_secret_property
+from sidecar.config.sections.metrics import MetricsSettings
+from sidecar.config.sections.proxy import ProxySettings
+from sidecar.config.sections.registry import RegistrySettings
+from sidecar.config.sections.relay import (
+    DEFAULT_DECODED_TOPIC,
+    Guarantee,
     RelayMode,
     RelaySettings,
-    SamplingSettings,
-    TrainingSettings,
-    is_secret_property,
 )
+from sidecar.config.sections.sampling import SamplingSettings
+from sidecar.config.sections.training import TrainingSettings
 from sidecar.config.settings import (
     Settings,
     environment_help,

@@ -30,18 +30,17 @@ from sidecar.config.sections import (
     ENV_DELIMITER,
     ENV_PREFIX,
     MAX_CONFIG_BYTES,
-    REMOVED_SETTINGS,
-    CodecSettings,
-    KafkaSettings,
     LogFormat,
     LogLevel,
-    MetricsSettings,
-    ProxySettings,
-    RegistrySettings,
-    RelaySettings,
-    SamplingSettings,
-    TrainingSettings,
 )
+from sidecar.config.sections.codec import CodecSettings
+from sidecar.config.sections.kafka import KafkaSettings
+from sidecar.config.sections.metrics import MetricsSettings
+from sidecar.config.sections.proxy import REMOVED_SETTINGS, ProxySettings
+from sidecar.config.sections.registry import RegistrySettings
+from sidecar.config.sections.relay import RelaySettings
+from sidecar.config.sections.sampling import SamplingSettings
+from sidecar.config.sections.training import TrainingSettings
 from sidecar.errors import ConfigError
 
 

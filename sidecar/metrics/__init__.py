@@ -17,9 +17,10 @@ for Kafka records, `op` for what the codec did (encode, decode), and only bounde
 (topic, op, mode, outcome, result, partition, reason, stage, trigger, group), never anything
 per record.
 
-Each metric, its type, labels and meaning: deploy/README.md, "Metrics". The container's memory
-is collected by `sidecar.cgroup_memory`; an application's in-process producer has metrics of its
-own, `sidecar.serde.metrics`; the forwarding proxy too, `sidecar.proxy.metrics`.
+Each metric, its type, labels and meaning: sidecar/REFERENCE.md, generated from these definitions
+(`make reference`). The container's memory is collected by `sidecar.cgroup_memory`; an
+application's in-process producer has metrics of its own, `sidecar.serde.metrics`; the proxy too,
+`sidecar.proxy.metrics`.
 """
 
 from __future__ import annotations

@@ -138,7 +138,8 @@ class Correlation:
             end = pos + PREFIX_BYTES + size
             if len(buffer) < end:
                 break
-            self._rewrite(expected, bytes(buffer[pos + PREFIX_BYTES : end]))
+            # One copy of the answer, not two (a bytearray's slice, then its bytes).
+            self._rewrite(expected, bytes(memoryview(buffer)[pos + PREFIX_BYTES : end]))
             pos = end
         return pos
 

@@ -23,8 +23,12 @@ out, so a consumer progresses: decoded, or as stored if alone it is above what t
 could ever take; while the room is short for now (the budget held by others, or answers of the
 connection's unread) it is decoded if it fits `FIRST_ROOM` (a small allowance past the budget),
 else left for the next Fetch. Memory: a partition's decoding holds twice its bound from the
-budget while it runs (the batch inflated, then its records decoded), the output's bytes after;
-so a response decodes to at most half of `proxy.max_unread_bytes` (and of the response bound).
+budget while it runs (the batch inflated, then its records decoded), the output's bytes after,
+and twice the output while the response is framed; so a response decodes to at most half of
+`proxy.max_unread_bytes` (and of the response bound). What is held is what is allocated: a
+large decoded value is copied once, into its batch (`fetched`; a small one into its record
+first), the batches once, into the frame (`responses.encode_response` hands over its buffer),
+and the frame is what the client's transport keeps until written.
 
 Decoding runs on one thread of its own, a partition at a time, the clients taking turns round
 robin per client address (`turns`: many connections from one address share its turns): the event
@@ -51,7 +55,7 @@ import functools
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, cast
 
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import Records
@@ -231,7 +235,14 @@ class FetchDecoding:
             self.metrics.over_budget()
         if version >= NODE_ENDPOINTS_FROM and body.node_endpoints:
             body = rewrite(FETCH, body, await locate(upstream_nodes(FETCH, body)))
-        return encode_response(correlation_id, body)
+        # Framing writes the records once more (the parsed response holds them meanwhile):
+        # held for that time, nothing else runs on the loop until the frame is returned.
+        if not state.size:
+            return encode_response(correlation_id, body)
+        hold(state.size)
+        framed = encode_response(correlation_id, body)
+        hold(-state.size)
+        return framed
 
     async def _decoded(
         self,
@@ -261,7 +272,7 @@ class FetchDecoding:
                 self._executor,
                 functools.partial(
                     self._partitions.rewrite,
-                    bytes(partition.records),
+                    partition.records,  # read as bytes, not copied
                     limit=limit,
                     first=first,
                     work=state.work,
@@ -299,7 +310,8 @@ class FetchDecoding:
             state.full = True
             self.metrics.held_back()
             log.debug("fetch_partition_held_back", topic=label, reason=result.held_back)
-        return dataclasses.replace(partition, records=Records(result.data))
+        # The bytes themselves (kio writes any bytes there): `Records(...)` would copy them.
+        return dataclasses.replace(partition, records=cast(Records, result.data))
 
     def _log_once(self, topic: str, event: str, **fields: object) -> None:
         """Log `event` of `topic`, at most once per `FAILURE_LOG_INTERVAL`."""

@@ -90,6 +90,9 @@ _CODEC_MASK: Final = 0x07
 #: per record decoded.
 _SMALL: Final = 1 << 14
 _VARINTS: Final = tuple(varint(n) for n in range(_SMALL))
+#: Decoded values below this size are joined into their record (a list of parts per record costs
+#: more than their copy); larger ones are copied only into their batch.
+_JOINED_BELOW: Final = 64 * 1024
 #: Work charged per record with our header besides its bytes (its parse, the dictionary's
 #: lookup), in bytes: about what zstd inflates in the time a record's handling takes.
 RECORD_COST: Final = 512
@@ -273,17 +276,19 @@ class PartitionDecoder:
         """Batch `stored` with `records` (uncompressed) in its place, compressed with `codec`,
         its length, attributes and CRC-32C written again."""
         body = self._compression.compress(codec, records)
-        after_crc = (
-            struct.pack(">h", (attributes & ~_CODEC_MASK) | codec)
-            + stored[_CRC_FROM + 2 : BATCH_HEADER_BYTES]
-            + body
-        )
-        return (
-            stored[:8]
-            + _INT32.pack(len(after_crc) + _CRC_FROM - LOG_OVERHEAD)
-            + stored[12:_CRC_AT]
-            + struct.pack(">I", crc32c(after_crc))
-            + after_crc
+        head = struct.pack(">h", (attributes & ~_CODEC_MASK) | codec)
+        rest = stored[_CRC_FROM + 2 : BATCH_HEADER_BYTES]
+        # Joined once: the batch's bytes are copied one time, not once per field added.
+        return b"".join(
+            (
+                stored[:8],
+                _INT32.pack(len(head) + len(rest) + len(body) + _CRC_FROM - LOG_OVERHEAD),
+                stored[12:_CRC_AT],
+                struct.pack(">I", crc32c(body, crc32c(rest, crc32c(head)))),
+                head,
+                rest,
+                body,
+            )
         )
 
     def _records(
@@ -448,20 +453,27 @@ class PartitionDecoder:
                 ) from None
             assert value is not None
             work.spent += len(value)
-            record = b"".join(
-                (
-                    section[body_start:value_at],
-                    _small(len(value)),
-                    value,
-                    _small(header_count - 1),
-                    section[headers_at:ours_at],
-                    section[ours_end:stop],
-                )
+            parts = (
+                section[body_start:value_at],
+                _small(len(value)),
+                value,
+                _small(header_count - 1),
+                section[headers_at:ours_at],
+                section[ours_end:stop],
             )
-            prefix = _small(len(record))
-            append(prefix)
-            append(record)
-            size += len(prefix) + len(record)
+            if len(value) < _JOINED_BELOW:
+                record = b"".join(parts)
+                length = len(record)
+                prefix = _small(length)
+                append(prefix)
+                append(record)
+            else:
+                # A large value goes into `out` as it is: the batch's join is its one copy.
+                length = sum(map(len, parts))
+                prefix = _small(length)
+                append(prefix)
+                out += parts
+            size += len(prefix) + length
             decoded += 1
             if size > room:
                 raise FetchHeldBack(f"its records decode to more than {room} bytes")

@@ -14,11 +14,19 @@ listeners bind the host of `proxy.listen` (loopback by default), at the port
 half of `proxy.read_timeout`) one sweep over the connections ends those whose frame in progress
 is late or that stayed idle (`Connection.sweep`).
 
+A client's upstream connection opens once the client has sent its first bytes (`Waiting`): a
+client that connects and sends nothing costs no broker connection, and is closed after
+`proxy.first_request_timeout` seconds, or first when slots run short.
+
 While a listener's upstream cannot be reached (a connection to it failed, or upstream closed one
 and then refused a TCP connection: the broker is down), the listener stops, so that clients see
 the broker down as they would without the proxy: their connections refused, not accepted and
 closed at once. It listens again at the same port once upstream accepts a TCP connection
-(checked every `RECHECK_INTERVAL` seconds).
+(checked every `RECHECK_INTERVAL` seconds). A client already accepted when its upstream
+connection fails (the first to come after the broker stopped while no connection was open) is
+kept, its request unanswered, while the connection is tried again every `RECHECK_INTERVAL`
+seconds for `UPSTREAM_WAIT` seconds: served if the broker is back by then (a restart), else
+closed (`upstream_unreachable`, then `upstream_wait_ended`).
 """
 
 from __future__ import annotations
@@ -44,7 +52,7 @@ from sidecar.proxy.sides import Accepted
 from sidecar.proxy.slots import Slots
 from sidecar.proxy.throttle import Throttle
 from sidecar.proxy.topics import TopicView
-from sidecar.proxy.upstream import describe, open_upstream, reachable
+from sidecar.proxy.upstream import CONNECT_TIMEOUT, describe, open_upstream, reachable
 
 log = get_logger(__name__)
 
@@ -61,6 +69,40 @@ CLOSED_CHECKS: Final = 5
 CLOSED_CHECK_INTERVAL: Final = 0.1
 #: The reason a connection ends when upstream closed it (`Connection`).
 UPSTREAM_CLOSED: Final = "upstream_closed"
+#: Seconds a client accepted waits for its upstream connection while upstream cannot be reached
+#: (see module): what one connection may take to open (`upstream.CONNECT_TIMEOUT`), well within
+#: the 30 s Kafka clients give a request.
+UPSTREAM_WAIT: Final = CONNECT_TIMEOUT
+
+
+class Waiting:
+    """A client connection accepted, before its upstream connection is open: it holds a slot,
+    gives way first while its client has sent nothing (`slots`), and is closed once silent for
+    `timeout` seconds."""
+
+    def __init__(self, accepted: Accepted, since: float, timeout: float) -> None:
+        self.accepted = accepted
+        self.since = since
+        self.timeout = timeout
+        #: Why the proxy closed it (None: it did not).
+        self.reason: str | None = None
+
+    def idle_since(self) -> float | None:
+        return None if self.accepted.spoke.is_set() else self.since
+
+    def sent_a_byte(self) -> bool:
+        return bool(self.accepted.data)
+
+    def sweep(self, now: float) -> None:
+        if not self.accepted.spoke.is_set() and now - self.since > self.timeout:
+            self.close("idle")
+
+    def close(self, reason: str | None) -> None:
+        if self.reason is None:
+            self.reason = reason
+        if self.accepted.transport is not None:
+            self.accepted.transport.close()
+        self.accepted.spoke.set()
 
 
 class Listeners:
@@ -96,7 +138,7 @@ class Listeners:
             max_unread_bytes=settings.max_unread_bytes,
             first_request_timeout=settings.first_request_timeout,
         )
-        self.slots: Slots[Accepted, Connection] = Slots(
+        self.slots: Slots[Accepted, Connection | Waiting] = Slots(
             settings.max_connections, settings.max_connections_per_client
         )
         self.refusals = Throttle(REFUSAL_LOG_INTERVAL)
@@ -108,6 +150,8 @@ class Listeners:
         self._paused: dict[int | None, asyncio.Task[None]] = {}
         #: Seconds between two checks whether a paused listener's upstream is back.
         self.recheck_interval = RECHECK_INTERVAL
+        #: Seconds a client accepted waits for an upstream that cannot be reached.
+        self.upstream_wait = UPSTREAM_WAIT
         #: Listeners whose upstream closed a connection: the task checking whether it is down.
         self._checking: dict[int | None, asyncio.Task[None]] = {}
         self._unavailable: set[int] = set()
@@ -343,15 +387,21 @@ class Listeners:
         reason: str | None = "upstream_unreachable"
         connection: Connection | None = None
         try:
+            waiting = Waiting(
+                accepted, asyncio.get_running_loop().time(), self.limits.first_request_timeout
+            )
+            self.slots.serve(accepted, waiting)
+            await accepted.spoke.wait()
+            if waiting.reason is not None or accepted.lost or not accepted.data:
+                reason = waiting.reason  # silent, given way, or gone: no upstream connection
+                return
             try:
-                upstream = await self._connect(node_id, peer)
+                upstream = await self._connect(node_id, peer, accepted)
             except AuthenticationFailed as exc:
                 reason = "upstream_auth_failed"
                 log.error("upstream_auth_failed", peer=peer, node_id=node_id, error=str(exc))
                 upstream = None
             if upstream is None:
-                if reason == "upstream_unreachable":
-                    self._unreachable(node_id)
                 return
             if accepted.lost:
                 reason = None  # the client left meanwhile
@@ -377,20 +427,51 @@ class Listeners:
             self.slots.release(accepted)
             self.metrics.ended(listener, reason)
 
-    async def _connect(self, node_id: int | None, peer: str) -> Streams | None:
-        """A connection to upstream for a client of `node_id`'s listener (None: bootstrap).
+    async def _connect(self, node_id: int | None, peer: str, accepted: Accepted) -> Streams | None:
+        """A connection to upstream for the client `accepted` of `node_id`'s listener (None:
+        bootstrap); while none can be opened, the listener stops and the client waits at most
+        `upstream_wait` seconds (see module). None: no connection, the client gone or waited.
 
         Raises:
             AuthenticationFailed: upstream refused the proxy's credentials.
         """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.upstream_wait
         targets = self.bootstrap if node_id is None else (self.upstream[node_id],)
-        errors = []
-        for target in targets:
-            try:
-                streams, _lifetime = await open_upstream(target, self.security)
-            except (OSError, TimeoutError) as exc:
-                errors.append(f"{target.host}:{target.port}: {describe(exc)}")
-            else:
-                return streams
-        log.warning("upstream_unreachable", peer=peer, node_id=node_id, errors=errors)
-        return None
+        tries = 0
+        while True:
+            errors = []
+            for target in targets:
+                timeout = min(CONNECT_TIMEOUT, max(deadline - loop.time(), 0.1))
+                try:
+                    streams, _lifetime = await open_upstream(target, self.security, timeout)
+                except (OSError, TimeoutError) as exc:
+                    errors.append(f"{target.host}:{target.port}: {describe(exc)}")
+                else:
+                    if tries:
+                        log.info("upstream_reached", peer=peer, node_id=node_id, tries=tries + 1)
+                    return streams
+            tries += 1
+            if tries == 1:
+                log.warning(
+                    "upstream_unreachable",
+                    peer=peer,
+                    node_id=node_id,
+                    errors=errors,
+                    detail=f"the client waits at most {self.upstream_wait:g} s for upstream, "
+                    "new connections are refused meanwhile",
+                )
+                self._unreachable(node_id)
+            if accepted.lost:
+                return None
+            if loop.time() + self.recheck_interval > deadline:
+                log.warning(
+                    "upstream_wait_ended",
+                    peer=peer,
+                    node_id=node_id,
+                    errors=errors,
+                    error=f"upstream could not be reached within {self.upstream_wait:g} s: the "
+                    "client's connection is closed",
+                )
+                return None
+            await asyncio.sleep(self.recheck_interval)

@@ -52,9 +52,11 @@ def encode_response(correlation_id: int, payload: Any) -> bytes:
     header_class = type(payload).__header_schema__
     entity_writer(header_class)(buffer, header_class(correlation_id=correlation_id))
     entity_writer(type(payload))(buffer, payload)
-    data = buffer.getbuffer()
-    _SIZE.pack_into(data, 0, len(data) - _SIZE.size)
-    return bytes(data)
+    with buffer.getbuffer() as data:
+        _SIZE.pack_into(data, 0, len(data) - _SIZE.size)
+    # Not a copy (CPython hands over BytesIO's own buffer once no view is left): a decoded
+    # Fetch answer is held once, as the budget counts it, not twice while it is framed.
+    return buffer.getvalue()
 
 
 def parse_response(api_key: int, version: int, frame: bytes) -> tuple[int, Any]:

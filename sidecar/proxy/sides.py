@@ -34,9 +34,9 @@ class Piped(Protocol):
 
 
 class Accepted(asyncio.Protocol):
-    """A client connection just accepted, whose upstream connection is being opened: what it
-    sends is kept (at most `CHUNK_BYTES`, then it is not read) until the connection takes it
-    over."""
+    """A client connection just accepted, whose upstream connection is not open yet (it opens
+    once the client has sent something: `spoke`): what it sends is kept (at most
+    `CHUNK_BYTES`, then it is not read) until the connection takes it over."""
 
     def __init__(self, accepted: Callable[[Accepted], None]) -> None:
         self._accepted = accepted
@@ -46,6 +46,9 @@ class Accepted(asyncio.Protocol):
         self.eof = False
         #: The client went away before it was taken over.
         self.lost = False
+        #: Set once the client sent bytes, closed its side or went away (or the proxy gave up
+        #: waiting for it).
+        self.spoke = asyncio.Event()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # A stream transport, whichever loop made it (uvloop's are not asyncio.Transport's).
@@ -54,15 +57,18 @@ class Accepted(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.data += data
+        self.spoke.set()
         if len(self.data) >= CHUNK_BYTES and self.transport is not None:
             self.transport.pause_reading()
 
     def eof_received(self) -> bool:
         self.eof = True
+        self.spoke.set()
         return True
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.lost = True
+        self.spoke.set()
 
 
 class Side(asyncio.Protocol):

@@ -173,6 +173,7 @@ class Relay:
         log.info("relay_started", topics=list(self.routes))
         with tune_gc():
             while not control.stopping:
+                control.take_stall()
                 state.health.beat()
                 messages = self.consume_batch()
                 if messages:

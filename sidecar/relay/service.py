@@ -429,23 +429,25 @@ def _stop_on_signals(relay: Relay) -> None:
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    install_stall_hook()
+    install_stall_hook(relay)
 
 
 #: Fault-injection hook for tests: with this variable set to N, SIGUSR2 blocks the relay loop
-#: for N seconds while librdkafka's own threads go on (heartbeats included) - a stall such as a
-#: long GC pause, which exceeds max.poll.interval.ms without the session timing out.
+#: for N seconds between two polls while librdkafka's own threads go on (heartbeats included) -
+#: a stall such as a long GC pause, which exceeds max.poll.interval.ms without the session
+#: timing out. (Sleeping in the handler itself would sleep inside a poll whenever the signal
+#: lands there, which librdkafka counts as polling.)
 STALL_HOOK_ENV = "ZDICT_TEST_STALL_ON_SIGUSR2"
 
 
-def install_stall_hook() -> None:
+def install_stall_hook(relay: Relay) -> None:
     seconds = os.environ.get(STALL_HOOK_ENV)
     if not seconds:
         return
 
     def stall(signum: int, frame: FrameType | None) -> None:
         log.warning("stalling_on_purpose", seconds=float(seconds), hook=STALL_HOOK_ENV)
-        time.sleep(float(seconds))
+        relay.state.control.stall(float(seconds))
 
     signal.signal(signal.SIGUSR2, stall)
 

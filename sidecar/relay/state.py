@@ -42,6 +42,7 @@ class Control:
         self._stop = threading.Event()
         #: Why the relay had to stop (None: it did not have to).
         self.failure: str | None = None
+        self._stall_seconds = 0.0
 
     @property
     def stopping(self) -> bool:
@@ -50,6 +51,18 @@ class Control:
     def stop(self) -> None:
         """Ask the loop to finish: stop fetching, flush, commit, close. Signal-handler safe."""
         self._stop.set()
+
+    def stall(self, seconds: float) -> None:
+        """Fault injection for tests: block the loop `seconds` at its next turn. Signal-handler
+        safe. Taken between polls, never inside one: librdkafka counts a wait inside a poll
+        call as polling, so only a stall there exceeds max.poll.interval.ms."""
+        self._stall_seconds = seconds
+
+    def take_stall(self) -> None:
+        """Serve a stall asked for with `stall` (the loop calls this between polls)."""
+        seconds, self._stall_seconds = self._stall_seconds, 0.0
+        if seconds:
+            time.sleep(seconds)
 
     def fail(self, reason: str) -> None:
         """Stop because of `reason`: nothing past what is acknowledged is committed."""

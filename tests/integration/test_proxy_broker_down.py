@@ -20,11 +20,14 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, Producer
 
+from sidecar.proxy.listeners import UPSTREAM_WAIT
+
 from .forward_proxies import allowed, start_proxy
 from .kafka_tools import CONSUMER_TIMEOUT_MS
 from .launch import environment_for, start_sidecars
 from .private_broker import KAFKA_LOCAL, StartPrivateBroker
 from .process import free_port
+from .raw_kafka import RawClient, metadata
 from .topics import create_topic
 
 PREFIX = "zdict-it-down"
@@ -159,6 +162,54 @@ def test_listeners_refuse_connections_while_the_broker_is_down(
     assert outcomes.count("refused") == len(outcomes)
     assert closed_in_apiversion == 0, during
     assert proxy.events("listener_paused") and proxy.events("listener_resumed")
+    proxy.terminate()
+    assert proxy.wait() == 0, proxy.tail()
+    next(starter, None)
+
+
+def test_a_client_accepted_after_the_broker_stopped_waits_for_it_then_is_closed(
+    private_broker: StartPrivateBroker, tmp_path: Path
+) -> None:
+    """Issue 37's leftovers: the first client after the broker stopped while no connection
+    was open (the proxy could not know, and opens upstream on a client's first request) is kept
+    up to `listeners.UPSTREAM_WAIT` seconds, unanswered, while new connections are refused,
+    then closed with one `upstream_wait_ended` line; the broker back, clients are served
+    again."""
+    broker = private_broker("proxy-down-idle")
+    env = environment_for(broker.bootstrap, f"_zdict_dictionaries-{uuid.uuid4().hex}")
+    starter = start_sidecars(env, tmp_path)
+    address, proxy = start_proxy(next(starter), "proxy-down-idle", "--no-training")
+    with RawClient(address) as client:
+        client.send(metadata(None))
+        assert client.receive() is not None, "served while the broker is up"
+
+    broker.stop()
+    waiting = RawClient(address, timeout=30)
+    waiting.send(metadata(None, correlation_id=2))
+    started = time.monotonic()
+    deadline = started + 10
+    while probe(address) != "refused" and time.monotonic() < deadline:
+        time.sleep(0.1)
+    others = probe(address)
+    closed = waiting.closed_by_peer(UPSTREAM_WAIT + 20)
+    waited = time.monotonic() - started
+    waiting.close()
+    broker.start()
+    deadline = time.monotonic() + 60
+    while probe(address) == "refused" and time.monotonic() < deadline:
+        time.sleep(0.2)
+    with RawClient(address) as client:
+        client.send(metadata(None, correlation_id=3))
+        answered_after = client.receive() is not None
+    print(
+        f"\nwith the broker stopped the first client waited {waited:.1f} s (closed: {closed}), "
+        f"new connections meanwhile: {others}"
+    )
+    assert others == "refused", "new connections refused while the broker is down"
+    assert closed, "the client kept is closed once the wait ends"
+    assert waited >= UPSTREAM_WAIT / 2, "kept for the wait, not closed at once"
+    assert len(proxy.events("upstream_wait_ended")) == 1
+    assert answered_after, "served again once the broker is back"
     proxy.terminate()
     assert proxy.wait() == 0, proxy.tail()
     next(starter, None)

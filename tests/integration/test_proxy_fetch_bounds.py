@@ -11,7 +11,8 @@ clients' latency p99 (the producer's delivery, the consumer's end to end) stays 
 their baseline and every record they produce is consumed, byte-exact; the proxy's resident
 memory stays within `proxy.max_buffered_bytes` + 64 MiB throughout each attack of stored
 records (its peak, the kernel's VmHWM in /proc, started over with the attack), and grows by at
-most that while clients never read their answers; SIGTERM during an attack ends it within 5 s.
+most the budget while clients never read their answers; SIGTERM during an attack ends it within
+5 s.
 """
 
 from __future__ import annotations
@@ -323,9 +324,10 @@ def test_clients_that_fetch_and_never_read_keep_memory_within_the_budget(module:
         f"before, peak {peak / MIB:.0f} MiB (budget {BUDGET / MIB:.0f} MiB); "
         f"{latencies.summary()}"
     )
-    # Not yet the absolute bound the other attacks hold: the decoded answers are copied while
-    # they are framed and written (126 and 193 MiB measured, idle 95 MiB).
-    assert peak - before <= BUDGET + RSS_ALLOWANCE
+    # The answers held are what the budget counts (each decoded answer allocated once): the
+    # process grows by at most the budget. The issue's absolute bound (budget + 64 MiB) is out
+    # of reach here, the idle process alone being ~95 MiB.
+    assert peak - before <= BUDGET
     _assert_unharmed(module, latencies)
 
 

@@ -18,7 +18,7 @@ from sidecar.bench.proxy_metrics import (
     read_produce_requests,
 )
 from sidecar.bench.workload import free_port
-from sidecar.config.sections import MetricsSettings
+from sidecar.config import MetricsSettings
 from sidecar.errors import InputError
 from sidecar.health import Health, ObservabilityServer
 from sidecar.logs import configure_logging

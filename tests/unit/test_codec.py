@@ -754,3 +754,34 @@ def test_a_decoder_past_the_header_values_it_keeps_still_decodes_each_record(
     decoder = Decoder(StaticResolver([first, second]))
     for i, raw in enumerate(events[4000:4080]):
         assert decoder.decode(*encoders[i % len(encoders)].encode(raw)) == raw
+
+
+class _CountingResolver(StaticResolver):
+    """A static resolver that counts the dictionaries it is asked for."""
+
+    def __init__(self, dictionaries: list[Dictionary]) -> None:
+        super().__init__(dictionaries)
+        self.asked: list[int] = []
+
+    def get(self, dict_id: int) -> Dictionary:
+        self.asked.append(dict_id)
+        return super().get(dict_id)
+
+
+def test_a_decoder_keeps_a_bounded_number_of_dictionaries_loaded_and_still_decodes_each_record(
+    add_dictionary: AddDictionary, events: list[bytes], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(decoder_module, "_KEPT_DICTIONARIES", 2)
+    dictionaries = [add_dictionary(name) for name in ("orders", "payments", "refunds")]
+    encoders = [Encoder(d) for d in dictionaries]
+    resolver = _CountingResolver(dictionaries)
+    decoder = Decoder(resolver)
+    for i, raw in enumerate(events[4000:4060]):
+        assert decoder.decode(*encoders[i % 3].encode(raw)) == raw
+    # Three dictionaries taken in turn through room for two: each is loaded again when its turn
+    # comes (a decoder that kept every dictionary would have asked three times).
+    assert len(resolver.asked) > 3
+    resolver.asked.clear()
+    for raw in events[4060:4080]:  # one dictionary at a time stays loaded
+        assert decoder.decode(*encoders[0].encode(raw)) == raw
+    assert len(resolver.asked) <= 1

@@ -424,9 +424,10 @@ CASES: dict[str, tuple[Callable[[], Written], list[str]]] = {
     "savings": (
         savings,
         [
-            "| go-api | 52.2 | 2000 | 1.000 | 1.011 | – |",
-            "At most 1.02× the better at 2 of 2 fills; the worst 1.011×.",
-            "| go-api | 52.2 | 2000 | 0.958 | 1.011 | – |",
+            "through the proxy; 1: 1.000.",
+            "- through the proxy: at most 1.02× the better at 2 of 2 fills; the worst 1.011×",
+            "| go-api (52 B, 2,000) | 1 | 1.011 | – |",
+            "| go-api (52 B, 2,000) | 0.958 | 1.011 | – |",
         ],
     ),
     "wire": (
@@ -673,6 +674,19 @@ def test_bench_proxy_prints_the_tables_figures_md_renders_with_their_targets() -
     targeted = [line for line in printed.splitlines() if "target ≤ +" in line]
     assert len(targeted) == 2 and "+1 [+1–+1]" in targeted[0] and "+2 [+2–+2]" in targeted[1]
     assert "warm-up records included (target ≤ 10)" in printed and "5.0 [4.0–6.0]" in printed
+
+
+def test_savings_through_both_paths_share_a_cell_where_they_differ() -> None:
+    from sidecar.bench.savings_tables import savings_tables
+
+    corpus = CorpusSavings("go-api", "API listing lines, ~80 B", 52.2, 2000)
+    stored = {"direct": 240, "frames": 230, "proxy": 230, "relay": 253}
+    corpus.fills = [Fill(1, 2, stored, {p: 2 for p in (*PATHS, "relay")})]
+    settings = {**savings()[1], "fills": [1]}
+    text = "\n".join(savings_tables({"settings": settings, "results": [corpus.to_dict()]}))
+    assert "| go-api (52 B, 2,000) | 1 · 1.100 |" in text
+    assert "- through the relay: at most 1.02× the better at 0 of 1 fills; the worst 1.100×" in text
+    assert "through the proxy · the relay, its producer batching the fill" in text
 
 
 def test_a_bench_proxy_json_from_before_the_java_part_renders_saying_so() -> None:

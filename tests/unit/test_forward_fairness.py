@@ -213,32 +213,93 @@ async def _refused(address: tuple[str, int]) -> bool:
     return False
 
 
-def test_a_listener_whose_upstream_is_down_refuses_connections_until_it_is_back() -> None:
+def _down() -> Address:
+    """An address nothing listens on: an upstream that is down."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return Address("127.0.0.1", probe.getsockname()[1])
+
+
+def test_a_client_that_finds_upstream_down_waits_for_it_while_new_connections_are_refused() -> None:
     async def main() -> None:
         async with running(_list_groups_answer) as (listeners, upstream, _registry):
             listeners.recheck_interval = 0.05
-            with socket.socket() as probe:  # a port nothing listens on: upstream is down
-                probe.bind(("127.0.0.1", 0))
-                down = Address("127.0.0.1", probe.getsockname()[1])
+            down = _down()
             listeners.bootstrap = (down,)
             address = _bootstrap(listeners)
             with capture_logs() as logs:
                 reader, writer = await asyncio.open_connection(*address)
-                assert await _closed(reader), "the connection that found upstream down"
-                writer.close()
+                writer.write(_list_groups(1))
+                await writer.drain()
                 while not await _refused(address):  # refused once the listener stopped
                     await asyncio.sleep(0.01)
                 back = await asyncio.start_server(upstream.serve, down.host, down.port)
+                answer = await _read_frame(reader)
+                assert _correlation(b"\0\0\0\0" + answer) == 1, "the client kept is served"
+                writer.close()
                 while await _refused(address):  # listening again once upstream is back
                     await asyncio.sleep(0.05)
                 reader, writer = await asyncio.open_connection(*address)
-                writer.write(_list_groups(1))
+                writer.write(_list_groups(2))
                 await writer.drain()
-                assert _correlation(b"\0\0\0\0" + await _read_frame(reader)) == 1
+                assert _correlation(b"\0\0\0\0" + await _read_frame(reader)) == 2
                 writer.close()
                 back.close()
-            events = [e["event"] for e in logs if e["event"].startswith("listener_")]
-            assert events == ["listener_paused", "listener_resumed"]
+            events = [e["event"] for e in logs if e["event"].startswith(("listener_", "upstream_"))]
+            assert events == [
+                "upstream_unreachable",
+                "listener_paused",
+                "upstream_reached",
+                "listener_resumed",
+            ]
+
+    asyncio.run(asyncio.wait_for(main(), 30))
+
+
+def test_a_client_whose_upstream_stays_down_is_closed_after_the_upstream_wait() -> None:
+    async def main() -> None:
+        async with running(_list_groups_answer) as (listeners, _upstream, registry):
+            listeners.recheck_interval = 0.05
+            listeners.upstream_wait = 0.5
+            listeners.bootstrap = (_down(),)
+            with capture_logs() as logs:
+                reader, writer = await asyncio.open_connection(*_bootstrap(listeners))
+                writer.write(_list_groups(1))
+                await writer.drain()
+                assert await _closed(reader), "closed once the wait ended"
+                writer.close()
+            ended = [e for e in logs if e["event"] == "upstream_wait_ended"]
+            assert len(ended) == 1 and "within 0.5 s" in ended[0]["error"]
+            closed = registry.get_sample_value(
+                "zdict_proxy_closed_connections_total", {"reason": "upstream_unreachable"}
+            )
+            assert closed == 1
+
+    asyncio.run(asyncio.wait_for(main(), 30))
+
+
+def test_a_client_that_sends_nothing_opens_no_upstream_connection() -> None:
+    async def main() -> None:
+        opened: list[int] = []
+        async with running(_list_groups_answer) as (listeners, upstream, _registry):
+
+            async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+                opened.append(1)
+                await upstream.serve(reader, writer)
+
+            broker = await asyncio.start_server(serve, "127.0.0.1", 0)
+            listeners.bootstrap = (Address("127.0.0.1", broker.sockets[0].getsockname()[1]),)
+            silent = [await asyncio.open_connection(*_bootstrap(listeners)) for _ in range(3)]
+            await asyncio.sleep(0.2)
+            assert not opened, "no broker connection for clients that said nothing"
+            reader, writer = silent[0]
+            writer.write(_list_groups(1))
+            await writer.drain()
+            assert _correlation(b"\0\0\0\0" + await _read_frame(reader)) == 1
+            assert len(opened) == 1, "opened by the first request"
+            for _reader, writer in silent:
+                writer.close()
+            broker.close()
 
     asyncio.run(asyncio.wait_for(main(), 30))
 

@@ -109,6 +109,14 @@ def test_a_response_is_decoded_within_the_room_reserved_before_decoding() -> Non
         assert running <= 20 * MIB, "twice the bound while decoding, within the room"
 
 
+def test_the_output_is_held_twice_while_the_response_is_framed_then_once() -> None:
+    stored = _large_partition()
+    records, held = _rewrite(_response([stored]), free=20 * MIB)
+
+    assert held[-2:] == [len(records[0]), -len(records[0])], "kio writes the records again"
+    assert sum(held) == len(records[0]), "the frame alone is held until written"
+
+
 def test_with_the_budget_held_by_others_a_large_first_batch_waits_for_the_next_fetch() -> None:
     stored = _large_partition()
     records, held = _rewrite(_response([stored]), free=0)
