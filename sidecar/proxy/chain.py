@@ -68,8 +68,8 @@ class Filters:
             found: list[_Met] = []
             for each in self.requests:
                 keys = each.request_keys
-                if keys is None:
-                    found.append((each, 0, ANY_VERSION))
+                if keys is None:  # every version an int16 can say, unserved ones included
+                    found.append((each, -0x8000, ANY_VERSION))
                 elif api_key in keys:
                     found.append((each, *keys[api_key]))
             met = self._request_filters[api_key] = tuple(found)

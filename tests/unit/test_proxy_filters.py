@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import struct
 from collections.abc import Awaitable, Mapping
 from typing import Any
 
@@ -179,6 +180,13 @@ def test_the_proxy_refuses_a_version_no_filter_of_its_api_reads() -> None:
     action = chain.request(_request(PRODUCE, LAST_VERSION + 1), CONTEXT)
     assert isinstance(action, Close)
     assert f"served in v{FIRST_VERSION}-v{LAST_VERSION}" in action.error
+
+
+@pytest.mark.parametrize("version", [-1, -32768, 32767])
+def test_a_request_of_a_version_out_of_every_range_is_refused(version: int) -> None:
+    frame = struct.pack(">hhih", METADATA, version, 7, -1)  # no client id
+    action = _proxy_chain().request(frame, CONTEXT)
+    assert isinstance(action, Close) and f"v{version} is not forwarded" in action.error
 
 
 def test_the_produce_filter_alone_sets_the_produce_versions_served() -> None:
