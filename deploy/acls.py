@@ -172,7 +172,7 @@ ROLES: dict[str, Role] = {
         (Grant("topic", "{registry}", ("Read", "Describe"), "follows the registry"), _READERS),
     ),
     "operator": Role(
-        "`dicts --registry`, `dicts export`, `dicts import`",
+        "`dicts --registry`, `dicts export`, `dicts import`, `dicts reindex`",
         {"registry": "ZDICT_REGISTRY__TOPIC"},
         (
             Grant("topic", "{registry}", ("Read", "Describe"), "lists, exports"),

@@ -7,7 +7,7 @@ batch's attributes (`sidecar.record_batch.CODECS`): none, gzip, snappy, lz4, zst
 snappy raw (what librdkafka writes) and xerial-framed (what Java producers write), lz4 frames,
 zstd frames (several in a row too). Written: gzip, snappy in xerial framing (Java reads only
 that, librdkafka both), lz4 frames of independent blocks (Kafka's Java reader refuses linked
-blocks), zstd at the producers' level.
+blocks), zstd at the producers' level or the one given (the batch level chosen at training).
 
 Bounds: decompression produces at most `limit` + 1 bytes whatever the input declares (gzip,
 lz4 and zstd stop at that output size; a snappy block's declared length is read before the
@@ -66,7 +66,8 @@ class Compression:
     decompressor, reused across calls, so one instance serves one thread."""
 
     def __init__(self) -> None:
-        self._zstd = zstandard.ZstdCompressor(level=PRODUCER_ZSTD_LEVEL)
+        #: zstd compressors by level, made on first use.
+        self._zstd: dict[int, zstandard.ZstdCompressor] = {}
         self._unzstd = zstandard.ZstdDecompressor()
 
     def decompress(self, codec: int, data: bytes, limit: int) -> bytes | None:
@@ -127,15 +128,18 @@ class Compression:
                 produced += len(chunk)
         return b"".join(chunks)
 
-    def compress(self, codec: int, data: bytes) -> bytes:
-        """`data` compressed with `codec` as a producer writes it (see module); `data` itself
-        for none.
+    def compress(self, codec: int, data: bytes, level: int = PRODUCER_ZSTD_LEVEL) -> bytes:
+        """`data` compressed with `codec` as a producer writes it (see module), zstd at
+        `level`; `data` itself for none.
 
         Raises:
             ValueError: an unknown codec.
         """
         if codec == ZSTD:
-            return self._zstd.compress(data)
+            zstd = self._zstd.get(level)
+            if zstd is None:
+                zstd = self._zstd[level] = zstandard.ZstdCompressor(level=level)
+            return zstd.compress(data)
         if codec == LZ4:
             lz4_out: bytes = lz4.frame.compress(data, block_linked=False)
             return lz4_out

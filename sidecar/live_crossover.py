@@ -52,9 +52,12 @@ class LiveCrossover:
         sample: Callable[[], ProducerBatches | None],
         encoder: Callable[[], Encoder],
         trained: Callable[[str], float | None],
+        level: int | None = None,
     ) -> None:
         """`sample`: the stream's sample (None: none yet); `encoder`: the encoder that encodes
-        the stream now; `trained`: the crossover its dictionary was stored with, per codec."""
+        the stream now; `trained`: the crossover its dictionary was stored with, per codec;
+        `level`: the zstd level the producer compresses its batches at (None: its default)."""
+        self._level = level
         self._sample = sample
         self._encoder = encoder
         self._trained = trained
@@ -75,7 +78,7 @@ class LiveCrossover:
             return self._last[1]
         # Values only, on both sides: the producer's own headers are the same in either mode.
         values = [v for _, v, _ in sample.records() if v is not None]
-        compress = batch_compressor(codec)
+        compress = batch_compressor(codec, self._level)
         enough = len(values) >= MIN_RECORDS or (
             len(values) >= MIN_FEW and sum(map(len, values)) >= MIN_BYTES
         )

@@ -27,6 +27,7 @@ from sidecar.dictionaries.store import DictionaryStore
 from sidecar.errors import ZdictError
 from sidecar.logs import get_logger
 from sidecar.metrics import Metrics, NamespaceMetrics
+from sidecar.record_batch import PRODUCER_ZSTD_LEVEL
 from sidecar.training.sampling import Reservoir
 
 log = get_logger(__name__)
@@ -118,6 +119,15 @@ class Namespace:
         every fill measured, or not measured: frames)."""
         dictionary = self.encoder.dictionary
         return None if dictionary is None else dictionary.meta.output_crossover(codec)
+
+    @property
+    def batch_level(self) -> int:
+        """The zstd level batches of the current dictionary's records are written at when the
+        proxy writes them again: the one chosen at training (no dictionary, or none chosen:
+        the producers' default)."""
+        dictionary = self.encoder.dictionary
+        level = None if dictionary is None else dictionary.meta.batch_level
+        return PRODUCER_ZSTD_LEVEL if level is None else level
 
     def encode_with_raw(self, records: Records, raw: Sequence[int]) -> list[Transformed]:
         """`records` encoded (`encode`), but those at the positions `raw` (ascending) passed as

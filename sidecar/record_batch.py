@@ -159,17 +159,18 @@ def segment_batches(partition_dir: Path) -> list[BatchInfo]:
 PRODUCER_ZSTD_LEVEL: Final = 3
 
 
-def producer_codecs() -> dict[str, Compress]:
-    """Batch codecs as librdkafka applies them: zstd at its default level; lz4 frames."""
-    return {"zstd": producer_zstd(), "lz4": lz4.frame.compress}
+def producer_codecs(zstd_level: int = PRODUCER_ZSTD_LEVEL) -> dict[str, Compress]:
+    """Batch codecs as librdkafka applies them: zstd at `zstd_level` (default: its default
+    level); lz4 frames."""
+    return {"zstd": producer_zstd(zstd_level), "lz4": lz4.frame.compress}
 
 
-def producer_zstd() -> Compress:
-    """librdkafka's zstd, byte for byte: a stream whose size is not pledged (no content size in
-    the frame header, parameters not fitted to the size), as the broker's log segments show
-    it. The one-shot `compress` writes frames about 2 bytes a batch larger (1,908 B over 1,024
-    batches of 4 events). Not thread-safe: one per thread."""
-    compressor = zstandard.ZstdCompressor(level=PRODUCER_ZSTD_LEVEL)
+def producer_zstd(level: int = PRODUCER_ZSTD_LEVEL) -> Compress:
+    """librdkafka's zstd at `compression.level` `level`, byte for byte: a stream whose size is
+    not pledged (no content size in the frame header, parameters not fitted to the size), as
+    the broker's log segments show it. The one-shot `compress` writes frames about 2 bytes a
+    batch larger (1,908 B over 1,024 batches of 4 events). Not thread-safe: one per thread."""
+    compressor = zstandard.ZstdCompressor(level=level)
 
     def compress(data: bytes) -> bytes:
         stream = compressor.compressobj()

@@ -61,9 +61,10 @@ SAMPLE_RECORDS: Final = 1024
 Sampled = tuple[bytes | None, bytes | None, Sequence[Header]]
 
 
-def batch_compressor(codec: str) -> Compress | None:
+def batch_compressor(codec: str, level: int | None = None) -> Compress | None:
     """The records-section compressor of a producer's `compression.type` `codec` (none: None;
-    zstd: librdkafka's byte for byte, `record_batch.producer_zstd`).
+    zstd: librdkafka's byte for byte, `record_batch.producer_zstd`, at `level`, default its
+    default).
 
     Raises:
         ValueError: a codec Kafka does not know.
@@ -73,7 +74,7 @@ def batch_compressor(codec: str) -> Compress | None:
     if codec == "none":
         return None
     if codec == "zstd":
-        return producer_zstd()
+        return producer_zstd() if level is None else producer_zstd(level)
     code, compression = CODEC_IDS[codec], Compression()
     return lambda data: compression.compress(code, data)
 

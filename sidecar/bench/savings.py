@@ -19,6 +19,13 @@ topic of their own (the corpus's dictionary copied to it), then relayed by one r
 for every corpus at once, its producer batching that fill (`batch.num.messages`, linger 1 s,
 producer zstd, statistics every 0.5 s), in output mode auto: its output topic's bytes against
 the same two.
+
+Beside them, in the same run, the batch codec's levels (`level_rows`): each fill's values from
+16 records a batch, batched and compressed offline as librdkafka does at every level of
+`LEVELS` (`training.batch_level`): stored bytes and CPU per record (measured, the fastest of
+`TIMING_RUNS`), against level 3. The relay's producer compresses at the level its topic's
+dictionary chose (`batch_level` per corpus), so its row over producer zstd shows what the level
+saves where batches fill.
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+import zstandard
 from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
 from sidecar.bench.corpora import Corpus
@@ -43,7 +51,8 @@ from sidecar.bench.storage import LINGER_MS, produce
 from sidecar.dictionaries.store import DictionaryStore
 from sidecar.errors import InputError
 from sidecar.kafka import plain_admin
-from sidecar.record_batch import segment_batches
+from sidecar.record_batch import producer_zstd, records_section, segment_batches
+from sidecar.training.batch_level import BATCH_LEVELS, level_figures
 
 #: Records per batch measured: a low-latency producer's to a saturated one's.
 FILLS: Final = (1, 4, 16, 32, 64, 128, 512)
@@ -67,6 +76,12 @@ RELAY: Final = "relay"
 RELAY_STATISTICS_MS: Final = "500"
 #: Seconds a relay may take to relay a fill's values of every corpus.
 RELAY_TIMEOUT: Final = 120.0
+#: Batch levels measured offline at each fill from `LEVEL_MIN_FILL`: the levels training picks
+#: among, and 19, which librdkafka does not accept (for the figure of what it would store).
+LEVELS: Final = (*BATCH_LEVELS, 19)
+LEVEL_MIN_FILL: Final = 16
+#: Timing runs of each level's CPU (after a warm-up; the fastest counts).
+TIMING_RUNS: Final = 3
 
 
 @dataclass(slots=True)
@@ -77,6 +92,8 @@ class Fill:
     records: int
     stored_bytes: dict[str, int] = field(default_factory=dict)
     batches: dict[str, int] = field(default_factory=dict)
+    #: Per batch level (offline, from `LEVEL_MIN_FILL`): stored bytes and CPU ns per record.
+    levels: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def versus_better(self, product: str = "proxy") -> float:
         """`product`'s bytes over the fewer of frames' and producer zstd's."""
@@ -99,6 +116,8 @@ class CorpusSavings:
     sample: int
     fills: list[Fill] = field(default_factory=list)
     skipped_fills: list[int] = field(default_factory=list)
+    #: The zstd batch level its dictionary chose (None: none promoted, the producer's default).
+    batch_level: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self) | {
@@ -175,8 +194,44 @@ def measure(
                 )
             entry.stored_bytes[path] = after[0] - before[0]
             entry.batches[path] = after[2] - before[2]
+        if fill >= LEVEL_MIN_FILL:
+            entry.levels = level_rows(values, fill)
         out.fills.append(entry)
     return out
+
+
+def level_rows(values: Sequence[bytes], fill: int) -> dict[str, dict[str, float]]:
+    """Per level of `LEVELS`: `values` in batches of `fill`, the bytes they store, the CPU ns
+    per record librdkafka's zstd takes at that level, and the CPU ns per record of a proxy
+    recompressing a client's level-3 batch at that level (decompress, compress; measured)."""
+    whole = len(values) - len(values) % fill
+    sections = [
+        records_section([(v, ()) for v in values[i : i + fill]]) for i in range(0, whole, fill)
+    ]
+    clients = [producer_zstd()(s) for s in sections]
+    return {
+        str(f.level): {
+            "stored_bytes": f.stored_bytes,
+            "cpu_ns_per_record": round(f.cpu_ns),
+            "cost_ns_per_record": round(f.cost_ns),
+            "recompress_ns_per_record": round(_recompress_ns(clients, f.level) / max(1, whole)),
+        }
+        for f in level_figures(values, LEVELS, (fill,), timing_runs=TIMING_RUNS)
+    }
+
+
+def _recompress_ns(batches: Sequence[bytes], level: int) -> float:
+    """CPU ns to decompress `batches` (zstd frames) and compress them again at `level`, as the
+    proxy would rewrite a client's batch: the fastest of `TIMING_RUNS` after a warm-up."""
+    compress, decompressor = producer_zstd(level), zstandard.ZstdDecompressor()
+    best = float("inf")
+    for run in range(TIMING_RUNS + 1):
+        started = time.thread_time_ns()
+        for batch in batches:
+            compress(decompressor.decompressobj().decompress(batch))
+        if run:
+            best = min(best, time.thread_time_ns() - started)
+    return best
 
 
 def _copy_dictionary(store: DictionaryStore, source: str, target: str) -> None:
@@ -195,6 +250,7 @@ def _copy_dictionary(store: DictionaryStore, source: str, target: str) -> None:
         break_even_size=meta.break_even_size,
         training=meta.training,
         raw_crossover=meta.raw_crossover,
+        batch_level=meta.batch_level,
     )
     store.activate(target, copied.id)
 
@@ -333,7 +389,10 @@ def bench_savings(
                 results = []
                 for p in plans:
                     log(f"{p.corpus.name}: fills {', '.join(map(str, fills))}, three ways")
-                    results.append(measure(p, addresses, data_dir, fills))
+                    result = measure(p, addresses, data_dir, fills)
+                    active = DictionaryStore(store).active(p.topics["proxy"])
+                    result.batch_level = active.meta.batch_level if active else None
+                    results.append(result)
             log(f"through a relay: fills {', '.join(map(str, fills))}, every corpus at once")
             topics += measure_relay(bootstrap, data_dir, plans, results, store, tmp, admin)
             return results

@@ -5,6 +5,8 @@ producer zstd's alone; the worst against the target."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from sidecar.bench.figure_tables import Document, flag, repeated, table
 
 
@@ -84,4 +86,93 @@ def savings_tables(doc: Document) -> list[str]:
         "Over the producer's zstd alone (below 1: saved):",
         "",
         *table(headers, body("versus_producer")),
+        *_level_tables(rows, fills),
     ]
+
+
+def _level_tables(rows: Sequence[Document], fills: Sequence[int]) -> list[str]:
+    """Per corpus and level, at each fill from 16: the bytes over level 3's and the extra CPU
+    per record (measured); then the chosen level through the relay at the largest fill."""
+    measured = [
+        f
+        for f in fills
+        if any(str(3) in g.get("levels", {}) for r in rows for g in r["fills"] if g["fill"] == f)
+    ]
+    if not measured:
+        return []
+
+    def cell(corpus: Document, fill: int, level: str) -> str:
+        found = next((g for g in corpus["fills"] if g["fill"] == fill), None)
+        if found is None or level not in found.get("levels", {}):
+            return "–"
+        at, base = found["levels"][level], found["levels"]["3"]
+        extra = (at["cpu_ns_per_record"] - base["cpu_ns_per_record"]) / 1000
+        return f"{at['stored_bytes'] / base['stored_bytes']:.3f} {extra:+.1f}"
+
+    levels = sorted({lv for r in rows for g in r["fills"] for lv in g.get("levels", {})}, key=int)
+    body = [
+        [
+            r["corpus"],
+            r["mean_bytes"],
+            r.get("batch_level") or 3,
+            level,
+            *(cell(r, f, level) for f in measured),
+        ]
+        for r in rows
+        for level in levels
+        if level != "3"
+    ]
+    full = measured[-1]
+    relay = [
+        [
+            r["corpus"],
+            r.get("batch_level") or 3,
+            cell(r, full, str(r.get("batch_level") or 3)),
+            next(
+                (
+                    f"{g['relay_versus_producer']:.3f}"
+                    for g in r["fills"]
+                    if g["fill"] == full and "relay_versus_producer" in g
+                ),
+                "–",
+            ),
+        ]
+        for r in rows
+    ]
+    proxy = [
+        [r["corpus"], r["mean_bytes"], level, *(_recompress(r, f, level) for f in measured)]
+        for r in rows
+        for level in ("6", "9")
+    ]
+    return [
+        "",
+        "The batch codec's level, same values (offline, librdkafka's zstd, whole batches of each "
+        "fill): bytes over level 3's and the extra CPU µs per record over level 3's (measured, "
+        "one core); chosen: the level training picked (training.batch_level_budget_us; "
+        "librdkafka accepts 12 at most):",
+        "",
+        *table(["corpus", "mean B", "chosen", "level", *(f"fill {f}" for f in measured)], body),
+        "",
+        f"At fill {full}, the chosen level offline (bytes over level 3's, extra µs per record) "
+        "and through the relay (its producer at that level; bytes over producer zstd at level 3, "
+        "log segments):",
+        "",
+        *table(["corpus", "chosen", f"offline, fill {full}", f"relay, fill {full}"], relay),
+        "",
+        "A proxy recompressing a client's level-3 batch at level 6 or 9 (decompress, compress; "
+        "measured): bytes over the client's batch, and CPU µs per record (the proxy's target: "
+        "10 µs per record in all):",
+        "",
+        *table(["corpus", "mean B", "level", *(f"fill {f}" for f in measured)], proxy),
+    ]
+
+
+def _recompress(corpus: Document, fill: int, level: str) -> str:
+    """Bytes of `level`'s batches over level 3's at `fill`, and the µs per record a proxy
+    takes to recompress a level-3 batch at `level`."""
+    found = next((g for g in corpus["fills"] if g["fill"] == fill), None)
+    if found is None or level not in found.get("levels", {}):
+        return "–"
+    at, base = found["levels"][level], found["levels"]["3"]
+    ratio = at["stored_bytes"] / base["stored_bytes"]
+    return f"{ratio:.3f} {at['recompress_ns_per_record'] / 1000:.1f}"

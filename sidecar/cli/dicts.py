@@ -1,7 +1,8 @@
-"""`train`, `evaluate` and `dicts list|show|activate|rollback|export|import`: making dictionaries
-and choosing the active one, in the local store or the registry (their reports:
-`sidecar.cli.training_reports`); a backup of the registry topic and its restore.
-`dicts status|pin|unpin`: `sidecar.cli.dicts_status`."""
+"""`train`, `evaluate` and `dicts list|show|activate|rollback|export|import|reindex`: making
+dictionaries and choosing the active one, in the local store or the registry (their reports:
+`sidecar.cli.training_reports`); a backup of the registry topic, its restore and its index
+written anew. `dicts status|pin|unpin`: `sidecar.cli.dicts_status`; `dicts retire`:
+`sidecar.cli.dicts_retire`."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from sidecar.cli import dicts_status
+from sidecar.cli import dicts_retire, dicts_status
 from sidecar.cli.common import (
     PROG,
     InputLines,
@@ -36,7 +37,7 @@ from sidecar.dictionaries.model import (
     DictionaryMeta,
     validate_namespace,
 )
-from sidecar.dictionaries.registry import Registry, RegistryResolver, pinned_error
+from sidecar.dictionaries.registry import Registry, RegistryResolver, default_actor, pinned_error
 from sidecar.dictionaries.store import DictionaryStore
 from sidecar.errors import ConfigError, DictionaryNotFound, StoreError, UnknownDictionary
 from sidecar.tools.evaluation import evaluate
@@ -333,12 +334,14 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 def cmd_dicts(args: argparse.Namespace) -> int:
     settings = configured_settings(args)
-    if args.action in ("export", "import"):
+    if args.action in ("export", "import", "reindex"):
         return _backup(args, settings)
     if args.action == "status":
         return dicts_status.cmd_status(args, settings)
     if args.action in ("pin", "unpin"):
         return dicts_status.cmd_pin(args, settings)
+    if args.action == "retire":
+        return dicts_retire.cmd_retire(args, settings)
     store = DictionaryStore(settings.dictionaries)
     if args.registry:
         registry = open_registry(settings, "operator")
@@ -371,7 +374,8 @@ def cmd_dicts(args: argparse.Namespace) -> int:
 
 
 def _backup(args: argparse.Namespace, settings: Settings) -> int:
-    """`dicts export FILE` / `dicts import FILE`: the registry topic to a file and back."""
+    """`dicts export FILE` / `dicts import FILE`: the registry topic to a file and back;
+    `dicts reindex`: its index written anew."""
     if not settings.registry.enabled:
         raise ConfigError(
             f"dicts {args.action} works on the registry topic, which is disabled "
@@ -383,15 +387,26 @@ def _backup(args: argparse.Namespace, settings: Settings) -> int:
         write_backup(args.file, topic, records)
         print(f"exported {len(records)} records of registry topic {topic} to {args.file}")
         return 0
+    if args.action == "reindex":
+        return _reindex(settings, "")
     exported_from, records = read_backup(args.file)
     count = import_records(settings, records)
-    # Read back as every sidecar will: what it holds now, each record checked.
-    registry = Registry.open(settings, "operator")
+    return _reindex(settings, f"imported {count} records (exported from {exported_from}) into ")
+
+
+def _reindex(settings: Settings, done: str) -> int:
+    """The registry read back whole as every sidecar will (each record checked), and its index
+    written anew: after a restore the index still describes the registry topic that was lost."""
+    registry = Registry(settings, actor=default_actor("operator"))
     try:
+        registry.ensure_topic()
+        registry.load(whole=True)
+        written = registry.reindex()
         state = registry.state
         print(
-            f"imported {count} records (exported from {exported_from}) into registry topic "
-            f"{topic}: {len(state.dictionaries)} dictionaries, {len(state.activations)} active"
+            f"{done}registry topic {registry.topic}: {len(state.dictionaries)} dictionaries, "
+            f"{len(state.activations)} active; index {registry.index.topic} rewritten "
+            f"({written} records)"
         )
     finally:
         registry.close()
@@ -549,6 +564,7 @@ def add_dicts(commands: Commands) -> None:
     a.add_argument("--namespace", required=True)
     _add_dicts_flags(a)
     dicts_status.add_actions(actions)
+    dicts_retire.add_action(actions)
     a = actions.add_parser(
         "export", help="every record of the registry topic, in order, to FILE (a backup)"
     )
@@ -558,5 +574,9 @@ def add_dicts(commands: Commands) -> None:
         "import", help="restore a backup FILE into the registry topic (created, and empty)"
     )
     a.add_argument("file", type=Path, metavar="FILE")
+    add_config_flags(a)
+    a = actions.add_parser(
+        "reindex", help="write the registry's index topic anew from the registry (after a restore)"
+    )
     add_config_flags(a)
     p.set_defaults(func=cmd_dicts)

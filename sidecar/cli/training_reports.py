@@ -6,8 +6,10 @@ from __future__ import annotations
 from typing import Final
 
 from sidecar.dictionaries.model import Dictionary
+from sidecar.record_batch import PRODUCER_ZSTD_LEVEL
 from sidecar.tools.evaluation import Evaluation
 from sidecar.tools.tables import render
+from sidecar.training.batch_level import BatchLevel
 from sidecar.training.choice import Measurement, TrainingReport
 
 _MEASUREMENT_HEADERS: Final = (
@@ -84,11 +86,28 @@ def format_training(report: TrainingReport, stored: Dictionary | None, activated
             f"compression store less than the stored dictionary's frames, on the "
             f"{report.crossover_count:,} newest held-out messages, which it did not see): {fills}"
         )
+    if report.batch_level is not None:
+        out.append(_batch_level_line(report.batch_level))
     out += ["", f"decision: {report.decision.value}: {report.reason}"]
     if stored is not None:
         state = "activated" if activated else "stored, not activated (--no-activate)"
         out.append(f"dictionary {stored.id} (version {stored.meta.version}) {state}")
     return "\n".join(out)
+
+
+def _batch_level_line(chosen: BatchLevel) -> str:
+    """The producer's batch level and what it costs and saves against level 3."""
+    default, picked = (
+        chosen.at(PRODUCER_ZSTD_LEVEL, chosen.fill),
+        chosen.at(chosen.level, chosen.fill),
+    )
+    extra = 0.0 if default is None or picked is None else picked.cost_ns - default.cost_ns
+    budget = f"{chosen.budget_ns / 1000:.1f} µs" if chosen.budget_ns else "none"
+    return (
+        f"batch level (compression.level of the producer's zstd batches, at {chosen.fill} "
+        f"records a batch): {chosen.level}, storing {chosen.saving:.3f}x level 3 for "
+        f"{extra / 1000:+.2f} µs CPU per record (cost model; budget {budget})"
+    )
 
 
 def format_evaluation(evaluation: Evaluation) -> str:

@@ -26,8 +26,9 @@ from typing import Any, Final, cast
 from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 
 from sidecar.config import Settings
-from sidecar.dictionaries.registry import TOPIC_CONFIG, Registry
+from sidecar.dictionaries.registry import Registry
 from sidecar.dictionaries.registry_state import Headers
+from sidecar.dictionaries.registry_topics import TOPIC_CONFIG
 from sidecar.errors import InputError, KafkaUnavailable, RegistryError, RegistryUnavailable
 from sidecar.kafka import make_admin, make_reader, make_writer, partition_counts
 

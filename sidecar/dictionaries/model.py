@@ -29,6 +29,8 @@ MAX_META_SIZE: Final = 64 * 1024
 #: zstd levels a dictionary's metadata may name: the bounds of the `codec.level` setting.
 MIN_LEVEL: Final = -7
 MAX_LEVEL: Final = 22
+#: The highest `compression.level` librdkafka accepts (its configuration refuses 13 and above).
+MAX_BATCH_LEVEL: Final = 12
 #: Versions and sizes are Java ints on the Kafka side; nothing legitimate comes near this.
 MAX_INT32: Final = 2**31 - 1
 #: Records a producer batch may hold by librdkafka's bounds (batch.num.messages); an output
@@ -209,6 +211,16 @@ class DictionaryMeta(BaseModel):
         "which raw values store fewer bytes than this dictionary's frames, measured on the "
         "training values; None for a codec: frames win at every fill measured; a codec "
         "missing (or the field, in metadata written before it existed): unknown",
+    )
+
+    batch_level: int | None = Field(
+        default=None,
+        strict=True,
+        ge=1,
+        le=MAX_BATCH_LEVEL,
+        description="the zstd level of the producer's batches (compression.level), chosen on "
+        "held-out values within training.batch_level_budget_us; None (metadata written before "
+        "it existed): the producer's default",
     )
 
     def output_crossover(self, codec: str) -> float | None:

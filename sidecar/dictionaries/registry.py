@@ -5,33 +5,14 @@ What the records are, and how every reader applies them, is `sidecar.dictionarie
 (pure). A dictionary is published (acknowledged with acks=all) before anything that references
 it: its activation, then the local store, then the encoder.
 
-The index. Beside the registry topic T, a compacted topic `T-index` (created with it) holds
-what a start needs without the dictionaries' bytes: per dictionary its metadata and the offset
-of its record (`dictionary/<id>/<sha256>`), each namespace's activation and training entry with
-the offset of the registry record it copies, and `through`: the registry offset below which
-every record is in the index, with the highest id ever claimed. Every publication brings the
-index up to what the publisher has read (`_write_index`, after the registry record is
-acknowledged; best effort). A start (`load`) reads the index, then the registry from `through`
-to its end, applying those records as always: a record the index lacks (a writer that crashed
-in between, or one of a version before the index) is read there. The rules that make every
-reader agree: the last `through` read counts (compaction keeps only the latest, which may be a
-slower writer's lower one: reading more of the registry is harmless); an activation or a
-training entry replaces one only if its registry offset is higher; a dictionary entry is the
-first claim of its id (only winners are indexed); the highest claimed id survives compaction
-and tombstones in `through`, so ids are never reused. Migration needs no flag day: the registry
-topic's records are unchanged, so a reader of an earlier version reads it as before; a reader
-of this version on a registry without an index reads it whole, and the first publication of a
-writer of this version indexes everything it read.
+The index topic beside it (`sidecar.dictionaries.registry_index`) holds what a start needs
+without the dictionaries' bytes; every publication brings it up to what the publisher read.
 
-What a reader holds. Its start verifies every dictionary record it reads but keeps only each
-dictionary's metadata and the offset of its record: a reader's memory does not grow with the
-registry's history. The bytes of a dictionary are read again when it is
-first asked for (a namespace's active one, an id a record names): one record fetched by its
-offset by a consumer of its own (`_fetch`; the topic is compacted, offsets never move), verified
-again, then kept in a cache bounded by `registry.cache_bytes`, least recently used out first.
-A dictionary published after the start is kept as it is read: it is about to be used. The end
-offset is asked for by a consumer that fetches nothing (paused), so that the query does not
-queue behind the reader's long-polling Fetch.
+What a reader holds: each dictionary's metadata and the offset of its record, not its bytes;
+those are read again when first asked for (`sidecar.dictionaries.registry_fetch`), then kept in
+a cache bounded by `registry.cache_bytes`. A dictionary published after the start is kept as it
+is read: it is about to be used. The end offset is asked for by a consumer that fetches nothing
+(paused), so that the query does not queue behind the reader's long-polling Fetch.
 """
 
 from __future__ import annotations
@@ -44,14 +25,14 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Final, Protocol, cast
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]  # public, not in __all__
 
 from sidecar.config import KafkaSettings, RegistrySettings, Settings
 from sidecar.dictionaries.model import Dictionary, DictionaryMeta, utc_now, with_new_id
+from sidecar.dictionaries.registry_fetch import RecordFetcher, end_offset
+from sidecar.dictionaries.registry_index import IndexTopic
 from sidecar.dictionaries.registry_state import (
     FORMAT,
     FORMAT_HEADER,
-    INDEX_SUFFIX,
     Action,
     Activation,
     Event,
@@ -60,15 +41,12 @@ from sidecar.dictionaries.registry_state import (
     Pin,
     RegistryState,
     activation_record,
-    dictionary_key_of,
     dictionary_record,
-    index_records,
     training_record,
 )
+from sidecar.dictionaries.registry_topics import TOPIC_CONFIG, ensure_topics
 from sidecar.errors import (
-    DictionaryIntegrityError,
     DictionaryNotFound,
-    KafkaUnavailable,
     NamespacePinned,
     RegistryError,
     RegistryUnavailable,
@@ -77,30 +55,16 @@ from sidecar.errors import (
 )
 from sidecar.kafka import (
     is_partition_eof,
-    is_topic_already_exists,
-    is_topic_settling,
-    make_admin,
     make_reader,
     make_writer,
-    partition_counts,
 )
 from sidecar.logs import get_logger
 
 log = get_logger(__name__)
 
 DEFAULT_TOPIC: Final = "_zdict_dictionaries"
-#: Topic settings for a registry we create. Dictionaries of up to 1 MiB plus metadata must fit.
-TOPIC_CONFIG: Final = {"cleanup.policy": "compact", "max.message.bytes": str(2 * 1024 * 1024)}
 #: Earlier active ids kept in an activation (how far `rollback` can go back).
 STACK_DEPTH: Final = 32
-#: The consumer that reads one dictionary record again: librdkafka fetches at least one batch
-#: whatever the limits (a registry batch holds one record), and queues nothing more.
-FETCH_ONE: Final = {
-    "fetch.max.bytes": "1000",  # librdkafka's least: no less than message.max.bytes
-    "message.max.bytes": "1000",
-    "max.partition.fetch.bytes": "1",
-    "queued.max.messages.kbytes": "1",
-}
 #: Attempts to claim a free id before giving up (each loses only to a concurrent claim).
 CLAIM_ATTEMPTS: Final = 5
 
@@ -135,15 +99,10 @@ class Registry:
         `reader` reads the topic (None: one is made on the first read)."""
         self.settings = settings
         self.topic: str = settings.registry.topic
-        self.index_topic = self.topic + INDEX_SUFFIX
-        #: Whether the index topic is there to write to (never produced to otherwise: a broker
-        #: would create it with its defaults).
-        self.index_exists = False
-        #: The registry offset up to which this process wrote the index, and what it wrote of
-        #: each activation and training entry.
-        self._indexed_through = 0
-        self._indexed: dict[bytes, object] = {}
+        self.index = IndexTopic(settings, self.topic)
         self.timeout: float = settings.registry.timeout
+        #: Whether a start's read (`load`) succeeded.
+        self.loaded = False
         self.actor = actor or default_actor("sidecar")
         self.metrics = metrics
         self.state = RegistryState(self._fetch, settings.registry.cache_bytes)
@@ -155,8 +114,15 @@ class Registry:
         # Asks the broker for the topic's end (see `_the_ends`); a given `reader` does both.
         self._ends = reader
         self._producer: Producer | None = None
-        self._fetcher: Consumer | None = None
-        self._fetch_lock = threading.Lock()
+        self.fetcher = RecordFetcher(
+            settings,
+            self.topic,
+            self.timeout,
+            self._counted,
+            lambda deadline: self._end_offset(
+                self._the_ends(), TopicPartition(self.topic, 0), deadline
+            ),
+        )
 
     @classmethod
     def connect(
@@ -199,79 +165,39 @@ class Registry:
     # -- the topic -----------------------------------------------------------------------------
 
     def ensure_topic(self) -> None:
-        """Check the topic (one partition), creating it compacted when missing and allowed."""
-        admin = make_admin(self.settings)
-        bootstrap = self.settings.kafka.client_config()["bootstrap.servers"]
-        try:
-            counts = partition_counts(
-                admin, [self.topic], self.timeout, bootstrap, "ZDICT_REGISTRY__TIMEOUT"
-            )
-        except KafkaUnavailable as exc:
-            raise RegistryUnavailable(str(exc)) from None
-        if self.topic in counts:
-            if counts[self.topic] != 1:
-                raise RegistryError(
-                    f"registry topic {self.topic} has {counts[self.topic]} partitions; it needs "
-                    "exactly one (the order of its records decides which claim of an id wins)"
-                )
-            self._ensure_index(admin)
-            return
-        if not self.settings.registry.create:
-            raise RegistryError(
-                f"registry topic {self.topic} does not exist; create it with 1 partition and "
-                "cleanup.policy=compact, or set ZDICT_REGISTRY__CREATE=true"
-            )
-        error = self._create(admin, self.topic)
-        if error is not None:
-            raise RegistryError(
-                f"cannot create registry topic {self.topic}: {error.str()}; create it with "
-                "1 partition and cleanup.policy=compact (or fix ZDICT_REGISTRY__TOPIC)"
-            )
-        log.info("registry_topic_created", topic=self.topic, config=TOPIC_CONFIG)
-        self._ensure_index(admin)
-
-    def _create(self, admin: AdminClient, topic: str) -> KafkaError | None:
-        """Create `topic` as a registry topic; the broker's refusal, unless it exists."""
-        new = NewTopic(
-            topic,
-            num_partitions=1,
-            replication_factor=self.settings.registry.replication_factor,
-            config=dict(TOPIC_CONFIG),
-        )
-        future = admin.create_topics([new], operation_timeout=self.timeout)[topic]
-        try:
-            future.result(timeout=self.timeout + 5)
-        except KafkaException as exc:
-            error: KafkaError = exc.args[0]
-            return None if is_topic_already_exists(error) else error
-        return None
-
-    def _ensure_index(self, admin: AdminClient) -> None:
-        """The index topic, created beside the registry when missing and allowed. Without it
-        everything works: readers read the whole registry at start."""
-        if not self.settings.registry.create:
-            return
-        error = self._create(admin, self.index_topic)
-        if error is not None:
-            log.warning("registry_index_not_created", topic=self.index_topic, error=error.str())
+        """Check the topic (one partition), creating it compacted when missing and allowed;
+        its index topic too (`registry_topics.ensure_topics`)."""
+        ensure_topics(self.settings)
 
     # -- reading -------------------------------------------------------------------------------
 
-    def load(self) -> None:
-        """The start's read of the topic to its end, logged with its cost (`registry_loaded`)."""
+    def load(self, timeout: float | None = None, *, whole: bool = False) -> None:
+        """The start's read, the index then the topic to its end, within `timeout` seconds
+        (default `registry.timeout`), logged with its cost (`registry_loaded`). `whole`: every
+        record of the topic, the index read for its keys only (before `reindex`)."""
         started = time.monotonic()
+        deadline = started + (self.timeout if timeout is None else timeout)
         # What the start reads is not kept: a reader asks for what it uses (read again by
         # offset). From then on a dictionary just published is kept: it is about to be used.
         self.state.dictionaries.cache_new = False
         try:
             with self._lock:
-                self._load_index()
+                indexed = RegistryState() if whole else self.state
+                self.index.load(
+                    indexed,
+                    self._the_ends(),
+                    deadline,
+                    self._end_offset,
+                    self._counted,
+                    keep_keys=whole,
+                )
+                self.state.high_id = max(self.state.high_id, indexed.high_id)  # never reused
                 if self._reader is None:  # the registry is read from where the index ends
                     self.state.position = max(self.state.position, self.state.index_through)
-                    self._indexed_through = self.state.index_through
-            self.refresh()
+            self.refresh(max(0.0, deadline - time.monotonic()))
         finally:
             self.state.dictionaries.cache_new = True
+        self.loaded = True
         log.info(
             "registry_loaded",
             topic=self.topic,
@@ -282,6 +208,15 @@ class Registry:
             seconds=round(time.monotonic() - started, 3),
         )
 
+    def catch_up(self, timeout: float | None = None) -> None:
+        """Read what is new: the start's read (`load`, through the index) until one succeeded,
+        then `refresh`. For readers made without reading (the in-process clients), whose first
+        read must cost what they use, not the registry's history."""
+        if self.loaded:
+            self.refresh(timeout)
+        else:
+            self.load(timeout)
+
     def _the_reader(self) -> Consumer:
         if self._reader is None:
             reader = make_reader(self.settings, "registry")
@@ -289,76 +224,22 @@ class Registry:
             self._reader = reader
         return self._reader
 
-    def _load_index(self) -> None:
-        """Apply the index topic, if there is one, to the state (see module)."""
-        ends = self._the_ends()
-        try:
-            topic = ends.list_topics(self.index_topic, timeout=self.timeout).topics.get(
-                self.index_topic
-            )
-        except KafkaException:
-            return
-        if topic is None or topic.error is not None or not topic.partitions:
-            return
-        self.index_exists = True
-        self._watch(ends, self.index_topic)
-        deadline = time.monotonic() + self.timeout
-        high = self._end_offset(ends, TopicPartition(self.index_topic, 0), deadline)
-        if high == 0:
-            return
-        reader = make_reader(self.settings, "registry-index")
-        try:
-            reader.assign([TopicPartition(self.index_topic, 0, 0)])
-            position = 0
-            while position < high:
-                if time.monotonic() > deadline:
-                    raise RegistryUnavailable(
-                        f"registry index topic {self.index_topic}: read up to offset "
-                        f"{position} of {high} within {self.timeout:.0f} s"
-                    )
-                messages = reader.consume(min(500, high - position), 0.05)
-                for msg in messages:
-                    err = msg.error()
-                    if err is not None:
-                        if not is_partition_eof(err):
-                            raise RegistryUnavailable(
-                                f"registry index topic {self.index_topic}: {err.str()}"
-                            )
-                        continue
-                    key, value, _ = self._counted(msg)
-                    offset = cast(int, msg.offset())
-                    position = offset + 1
-                    event = self.state.apply_index(offset, key, value)
-                    if isinstance(event, Ignored):
-                        log.warning(
-                            "registry_index_record_ignored",
-                            topic=self.index_topic,
-                            offset=offset,
-                            key=event.key,
-                            reason=event.reason,
-                        )
-                if not messages:
-                    at = reader.position([TopicPartition(self.index_topic, 0)])[0].offset
-                    position = max(position, at)
-        finally:
-            reader.close()
-
     def _write_index(self) -> None:
-        """Bring the index topic up to what this process has read of the registry. Best
-        effort: an index that lags costs a reader's start only a longer read of the registry."""
-        if not self.index_exists:
-            return
-        records, through = index_records(self.state, self._indexed_through, self._indexed)
-        producer = self._the_producer()
-        try:
-            for key, value, headers in records:
-                producer.produce(self.index_topic, key=key, value=value, headers=headers)
-            left = producer.flush(self.timeout)
-        except (KafkaException, BufferError) as exc:
-            log.warning("registry_index_not_written", topic=self.index_topic, error=str(exc))
-            return
-        if left == 0:
-            self._indexed_through = through
+        if self.index.exists:  # never produced to otherwise (see `IndexTopic.exists`)
+            self.index.write(self.state, self._the_producer(), self.timeout)
+
+    def reindex(self) -> int:
+        """Write the index of the registry as read (`load(whole=True)` first: after a restore,
+        `dicts import`, `dicts reindex`) and tombstone every other index record; returns how
+        many index records were written.
+
+        Raises:
+            RegistryUnavailable: the index topic is missing or did not take them.
+        """
+        with self._lock:
+            written = self.index.rebuild(self.state, self._the_producer(), self.timeout)
+        log.info("registry_index_rebuilt", topic=self.index.topic, records=written)
+        return written
 
     def _the_ends(self) -> Consumer:
         """A consumer that fetches nothing, for the topic's end offset: on the reader's own
@@ -423,67 +304,21 @@ class Registry:
 
     def _fetch(self, offset: int, meta: DictionaryMeta) -> Dictionary:
         """The dictionary of the record at `offset` (`meta` as first read), read again and
-        verified: one record fetched by a consumer of its own.
+        verified (`RecordFetcher`). Found elsewhere, the index disagreed: its entry is
+        corrected, and this process's next publication writes the index again.
 
         Raises:
             RegistryUnavailable: not read within `timeout`.
             UnknownDictionary: the record is gone or is no longer that dictionary.
         """
-        with self._fetch_lock:
-            if self._fetcher is None:
-                # One batch per fetch (ours hold one record), nothing read ahead.
-                self._fetcher = make_reader(self.settings, "registry-fetch", FETCH_ONE)
-            fetcher = self._fetcher
-            fetcher.assign([TopicPartition(self.topic, 0, offset)])
-            try:
-                msg = self._one_record(fetcher, offset)
-            finally:
-                fetcher.unassign()
-            key, value, _ = self._counted(msg)
-        if msg.offset() != offset or value is None or key != dictionary_key_of(meta):
-            raise UnknownDictionary(
-                f"dictionary {meta.id}: its record at offset {offset} of registry topic "
-                f"{self.topic} is gone (deleted)"
-            )
-        try:
-            dictionary = Dictionary.verified(meta, value, f"registry offset {offset}")
-        except DictionaryIntegrityError as exc:  # the topic was rewritten under us
-            raise UnknownDictionary(str(exc)) from None
-        log.info("dictionary_fetched", topic=self.topic, dict_id=meta.id, offset=offset)
+        dictionary, at = self.fetcher.fetch(offset, meta)
+        if at != offset:
+            self.state.dictionaries.index(meta, at)
+            self.index.forget_written()
         return dictionary
 
-    def _one_record(self, fetcher: Consumer, offset: int) -> Message:
-        """The first record at or after `offset`."""
-        deadline = time.monotonic() + self.timeout
-        while (remaining := deadline - time.monotonic()) > 0:
-            for msg in fetcher.consume(1, min(remaining, 1.0)):
-                err = msg.error()
-                if err is None:
-                    return msg
-                if not is_partition_eof(err):
-                    raise RegistryUnavailable(f"registry topic {self.topic}: {err.str()}")
-        raise RegistryUnavailable(
-            f"registry topic {self.topic}: the record at offset {offset} was not read within "
-            f"{self.timeout:.0f} s"
-        )
-
     def _end_offset(self, reader: Consumer, tp: TopicPartition, deadline: float) -> int:
-        """The topic's end offset, waiting out a topic another instance has just created."""
-        while True:
-            remaining = deadline - time.monotonic()
-            try:
-                _, high = reader.get_watermark_offsets(
-                    tp, timeout=max(0.1, min(remaining, 5.0)), cached=False
-                )
-                return int(high)
-            except KafkaException as exc:
-                error = exc.args[0]
-                settling = error.retriable() or is_topic_settling(error)
-                if not settling or remaining <= 0:
-                    raise RegistryUnavailable(
-                        f"registry topic {self.topic} cannot be read: {error.str()}"
-                    ) from None
-            time.sleep(0.2)
+        return end_offset(self.topic, reader, tp, deadline)
 
     def _counted(self, msg: Message) -> tuple[bytes | None, bytes | None, Headers]:
         """A record's key, value and headers, counted in `records_read` and `bytes_read`."""
@@ -728,10 +563,7 @@ class Registry:
             for consumer in {id(c): c for c in (self._reader, self._ends) if c}.values():
                 consumer.close()
             self._reader = self._ends = None
-        with self._fetch_lock:
-            if self._fetcher is not None:
-                self._fetcher.close()
-                self._fetcher = None
+        self.fetcher.close()
         if self._producer is not None:
             self._producer.flush(5.0)
             self._producer = None
@@ -752,7 +584,10 @@ class RegistryResolver:
 
     An id it does not know triggers a read of the registry to its end before `UnknownDictionary`
     is raised: a record is only produced after its dictionary was acknowledged by the registry,
-    so one read is enough. With `follow_interval`, a daemon thread also reads new entries.
+    so one read is enough. A registry not read yet (the in-process consumer's) is read then,
+    through its index (`Registry.catch_up`): the first record waits for the index, the registry
+    after it and its own dictionary's record, not for every dictionary. With `follow_interval`,
+    a daemon thread also reads new entries.
 
     For library users, `connect` builds one with a registry of its own::
 
@@ -805,7 +640,7 @@ class RegistryResolver:
     def _follow(self, interval: float) -> None:
         while not self._stop.wait(interval):
             try:
-                self.registry.refresh()
+                self.registry.catch_up()
             except ZdictError as exc:
                 log.warning("registry_read_failed", topic=self.registry.topic, error=str(exc))
             except Exception:  # a bug must not stop following: logged with its traceback
@@ -814,7 +649,7 @@ class RegistryResolver:
     def get(self, dict_id: int) -> Dictionary:
         dictionary = self.registry.state.dictionaries.get(dict_id)
         if dictionary is None:
-            self.registry.refresh()
+            self.registry.catch_up()
             dictionary = self.registry.state.dictionaries.get(dict_id)
         if dictionary is None:
             raise UnknownDictionary(

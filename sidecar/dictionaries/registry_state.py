@@ -35,9 +35,11 @@ What a reader keeps of a dictionary is `Dictionaries`' business: its metadata an
 its bytes while cached (or always, with no way to read them again).
 
 The index topic (`index_records`, `RegistryState.apply_index`; the design is in
-`sidecar.dictionaries.registry`) holds JSON values, each with the registry `offset` it copies:
-``dictionary/<id>/<sha256>`` with ``meta``; ``active/<namespace>`` and ``training/<namespace>``
-with ``value``; ``through`` with ``high_id``.
+`sidecar.dictionaries.registry_index`) holds JSON values, each with the registry `offset` it
+copies and the `registry` topic's id it was written for (a registry topic created again, by a
+restore, has another: the records of the earlier one are ignored): ``dictionary/<id>/<sha256>``
+with ``meta``; ``active/<namespace>`` and ``training/<namespace>`` with ``value``; ``through``
+with ``high_id``.
 
 Pure: no Kafka, no files. `sidecar.dictionaries.registry` reads and publishes these records
 through Kafka clients.
@@ -327,16 +329,17 @@ def training_record(namespace: str, entry: dict[str, Any]) -> Outgoing:
 
 
 def index_records(
-    state: RegistryState, since: int, mirrored: dict[bytes, object]
+    state: RegistryState, since: int, mirrored: dict[bytes, object], registry_id: str
 ) -> tuple[list[Outgoing], int]:
     """The index records that bring the index topic up to what `state` has read, and the
     registry offset they cover up to: an entry per dictionary whose record is at or after
     `since`, each activation and training entry not in `mirrored` (key -> the object last
-    written, updated here), then `through`."""
+    written, updated here), then `through`; each for the registry topic `registry_id`."""
     records: list[Outgoing] = []
 
     def record(key: bytes, offset: int, **fields: object) -> Outgoing:
-        value = json.dumps({"offset": offset, **fields}, default=str, separators=(",", ":"))
+        fields = {"offset": offset, "registry": registry_id, **fields}
+        value = json.dumps(fields, default=str, separators=(",", ":"))
         return key, value.encode(), [(FORMAT_HEADER, FORMAT)]
 
     with state._lock:
@@ -376,6 +379,8 @@ class RegistryState:
         self.high_id = MIN_DICT_ID - 1
         #: The offset below which the index says every registry record is in it (0: none).
         self.index_through = 0
+        #: Index records read that were written for another registry topic (ignored).
+        self.index_stale = 0
         self.position = 0  # the next offset to read
         self._lock = threading.Lock()
 
@@ -391,11 +396,15 @@ class RegistryState:
             self.position = max(self.position, offset + 1)
             return _guarded(offset, key, lambda: self._apply(offset, key, value, headers or ()))
 
-    def apply_index(self, offset: int, key: bytes | None, value: bytes | None) -> Event | None:
-        """Apply one record of the index topic (see `index_records`); `offset` is the index
-        record's. Never raises: one that cannot be applied is returned as `Ignored`."""
+    def apply_index(
+        self, offset: int, key: bytes | None, value: bytes | None, registry_id: str
+    ) -> Event | None:
+        """Apply one record of the index topic (see `index_records`) of the registry topic
+        `registry_id`; `offset` is the index record's. A record of another registry topic is
+        counted in `index_stale`, not applied. Never raises: one that cannot be applied is
+        returned as `Ignored`."""
         with self._lock:
-            return _guarded(offset, key, lambda: self._apply_index(key, value))
+            return _guarded(offset, key, lambda: self._apply_index(key, value, registry_id))
 
     def _apply(
         self, offset: int, key: bytes | None, value: bytes | None, headers: Headers
@@ -489,19 +498,24 @@ class RegistryState:
         self.offsets[key] = offset
         return True
 
-    def _apply_index(self, key: bytes | None, value: bytes | None) -> Event | None:
+    def _apply_index(
+        self, key: bytes | None, value: bytes | None, registry_id: str
+    ) -> Event | None:
         if key is None or value is None:
             return None  # a tombstone of the index forgets nothing
         _within("too_large", len(value), MAX_JSON_VALUE, "index record")
         record = json.loads(value)
         if not isinstance(record, dict) or not _is_offset(record.get("offset")):
             raise _refused("malformed", "an index record is a JSON object with an offset")
+        if record.get("registry") != registry_id:
+            self.index_stale += 1
+            if key == _THROUGH:  # ids claimed in a registry topic since lost stay claimed
+                self._raise_high_id(record.get("high_id"))
+            return None
         offset: int = record["offset"]
         if key == _THROUGH:
             self.index_through = offset
-            high = record.get("high_id")
-            if isinstance(high, int) and MIN_DICT_ID <= high <= MAX_DICT_ID:
-                self.high_id = max(self.high_id, high)
+            self._raise_high_id(record.get("high_id"))
             return None
         if key.startswith(_DICTIONARY):
             dict_id, sha = _dictionary_key(key)
@@ -525,6 +539,10 @@ class RegistryState:
         if key.startswith(_TRAINING):
             return self._apply_training(offset, key, inner)
         raise _refused("unknown_key", "unknown index key")
+
+    def _raise_high_id(self, high: object) -> None:
+        if isinstance(high, int) and MIN_DICT_ID <= high <= MAX_DICT_ID:
+            self.high_id = max(self.high_id, high)
 
     # -- questions -----------------------------------------------------------------------------
 

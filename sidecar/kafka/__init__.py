@@ -43,12 +43,14 @@ from sidecar.kafka.clients import (
     make_reader,
     make_writer,
     max_message_bytes,
+    offsets_since,
     partition_counts,
     plain_admin,
     plain_consumer,
     plain_producer,
     producer_config,
     reads_from_start,
+    topic_id,
 )
 
 __all__ = [
@@ -89,10 +91,12 @@ __all__ = [
     "make_reader",
     "make_writer",
     "max_message_bytes",
+    "offsets_since",
     "partition_counts",
     "plain_admin",
     "plain_consumer",
     "plain_producer",
     "producer_config",
     "reads_from_start",
+    "topic_id",
 ]

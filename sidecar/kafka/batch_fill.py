@@ -1,5 +1,6 @@
 """A producer's batches as librdkafka's statistics describe them: the codec its configuration
-compresses batches with, and the fill (records per batch) of each partition it writes.
+compresses batches with (and the zstd level it is given, `with_batch_level`), and the fill
+(records per batch) of each partition it writes.
 
 librdkafka reports, per statistics window (`statistics.interval.ms`), each topic's record
 batches (`topics.<t>.batchcnt`: a window histogram of records per batch; its `cnt` is the
@@ -16,12 +17,16 @@ Pure: statistics (already parsed from JSON) in, fills out; no client, no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from sidecar.record_batch import PRODUCER_ZSTD_LEVEL
+
 #: librdkafka's property names of the batch codec (compression.codec is an alias).
 _CODEC_PROPERTIES: Final = ("compression.type", "compression.codec")
+#: librdkafka's property of the batch codec's level.
+LEVEL_PROPERTY: Final = "compression.level"
 #: Its codec when none is configured.
 DEFAULT_CODEC: Final = "none"
 #: librdkafka's `batch.num.messages` when none is configured.
@@ -37,6 +42,31 @@ def batch_codec(config: Mapping[str, Any]) -> str:
         if key in _CODEC_PROPERTIES:
             codec = str(value).strip().lower()
     return codec
+
+
+def batch_level(levels: Iterable[int | None]) -> int | None:
+    """The zstd level of one producer's batches for the topics whose levels (chosen at
+    training, None: none) are `levels`: librdkafka sets one level per producer, and the lowest
+    chosen keeps every topic within its CPU budget. None: none chosen."""
+    return min((level for level in levels if level is not None), default=None)
+
+
+def with_batch_level(config: Mapping[str, Any], level: int | None) -> dict[str, Any]:
+    """`config` with `compression.level` `level`, where its batch codec is zstd, a level was
+    chosen and the configuration leaves the level unset (a level the user set always wins)."""
+    out = dict(config)
+    if level is not None and batch_codec(config) == "zstd" and LEVEL_PROPERTY not in config:
+        out[LEVEL_PROPERTY] = str(level)
+    return out
+
+
+def configured_level(config: Mapping[str, Any]) -> int | None:
+    """The zstd level a producer configured with `config` compresses its batches at (None:
+    the codec is not zstd); librdkafka's -1, or no level, is zstd's default (3)."""
+    if batch_codec(config) != "zstd":
+        return None
+    level = int(config.get(LEVEL_PROPERTY, -1))
+    return PRODUCER_ZSTD_LEVEL if level < 0 else level
 
 
 def batch_records(config: Mapping[str, Any]) -> int:

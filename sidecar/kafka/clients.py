@@ -16,7 +16,14 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicCollection,
+    TopicPartition,
+)
 from confluent_kafka.admin import (  # type: ignore[attr-defined]  # public, but not in __all__
     AdminClient,
     ConfigResource,
@@ -26,6 +33,7 @@ from pydantic import SecretStr
 
 from sidecar.config import Settings
 from sidecar.errors import ConfigError, KafkaUnavailable, TopicMissing
+from sidecar.kafka.batch_fill import with_batch_level
 
 # Properties the at-least-once guarantee rests on: user settings cannot change them.
 _CONSUMER_FIXED: Final = {
@@ -314,13 +322,16 @@ def make_producer(
     batch_bytes: int | None = None,
     stats_cb: StatsCallback | None = None,
     gapless: bool = False,
+    batch_level: int | None = None,
 ) -> Producer:
     """A producer; `batch_bytes` caps its record batches (bytes) below the smallest
     `max.message.bytes` of the topics it writes to. With `stats_cb`, librdkafka's statistics
     (every 5 s unless the user's ZDICT_PRODUCER__STATISTICS_INTERVAL_MS says otherwise).
     `gapless` (the at-least-once relay's, not for a transactional producer) sets
-    enable.gapless.guarantee: one delivery report may then stand for the records before it."""
-    config = producer_config(settings, error_cb, transactional_id)
+    enable.gapless.guarantee: one delivery report may then stand for the records before it.
+    `batch_level`: the zstd level chosen at training for its batches (`with_batch_level`: a
+    ZDICT_PRODUCER__COMPRESSION_LEVEL of the user's wins)."""
+    config = with_batch_level(producer_config(settings, error_cb, transactional_id), batch_level)
     if gapless and transactional_id is None:
         _checked("producer", settings.kafka.client_config(settings.producer), _RELAY_PRODUCER_FIXED)
         config.update(_RELAY_PRODUCER_FIXED)
@@ -392,6 +403,43 @@ def make_admin(settings: Settings) -> AdminClient:
         return Admin(config)
     except KafkaException as exc:
         raise _refused(settings, "admin", exc) from None
+
+
+def topic_id(admin: AdminClient, topic: str, timeout: float) -> str | None:
+    """The id the cluster gave `topic` (a new one whenever it is created again); None when it
+    cannot be described."""
+    futures = admin.describe_topics(TopicCollection([topic]), request_timeout=timeout)
+    try:
+        return str(futures[topic].result(timeout=timeout + 5).topic_id)
+    except KafkaException:
+        return None
+
+
+def offsets_since(
+    reader: Consumer, topic: str, at_ms: int, timeout: float
+) -> list[tuple[int, int, int]]:
+    """Per partition of `topic`: (partition, the oldest offset present, the first offset whose
+    record was written at or after `at_ms`, or the partition's end if none was).
+
+    Raises:
+        TopicMissing: the topic does not exist.
+        KafkaUnavailable: the cluster did not answer within `timeout` seconds.
+    """
+    try:
+        found = reader.list_topics(topic, timeout=timeout).topics.get(topic)
+        if found is None or found.error is not None or not found.partitions:
+            raise TopicMissing(f"topic {topic} does not exist")
+        partitions = sorted(found.partitions)
+        times = reader.offsets_for_times(
+            [TopicPartition(topic, p, at_ms) for p in partitions], timeout=timeout
+        )
+        spans = []
+        for tp in times:
+            low, high = reader.get_watermark_offsets(tp, timeout=timeout, cached=False)
+            spans.append((tp.partition, int(low), high if tp.offset < 0 else tp.offset))
+    except KafkaException as exc:
+        raise KafkaUnavailable(f"cannot read the offsets of topic {topic}: {exc}") from None
+    return spans
 
 
 def plain_producer(bootstrap: str, properties: Mapping[str, Any] | None = None) -> Producer:

@@ -41,6 +41,13 @@ class DictionaryMetrics:
             ("topic",),
             registry=registry,
         )
+        self.batch_level = Gauge(
+            "zdict_batch_compression_level",
+            "The zstd level (compression.level) of the producer batches that carry the topic's "
+            "records: chosen at training within its CPU budget, or the one configured.",
+            ("topic",),
+            registry=registry,
+        )
         self.registry_publications = Counter(
             "zdict_registry_publications",
             "Dictionaries and activations published to the registry topic, by result.",
@@ -66,6 +73,13 @@ class DictionaryMetrics:
     def registry_record_ignored(self, reason: str) -> None:
         """One registry record was ignored; `reason` is one of `IGNORED_REASONS`."""
         self.registry_records_ignored.labels(reason).inc()
+
+    def set_batch_level(self, topic: str, level: int | None) -> None:
+        """The zstd level `topic`'s batches are compressed at (None: not zstd, no series)."""
+        if level is None:
+            remove_series(self.batch_level, topic)
+        else:
+            self.batch_level.labels(topic).set(level)
 
     def set_active_dictionary(
         self,

@@ -40,6 +40,7 @@ from sidecar.record_batch import (
     BATCH_HEADER_BYTES,
     CONTROL_BIT,
     LOG_OVERHEAD,
+    PRODUCER_ZSTD_LEVEL,
     read_varint,
     varint,
 )
@@ -321,15 +322,16 @@ class BatchRewriter:
                 return value_bytes
             yield None
 
-    def write_as_read(self, partition: ReadPartition) -> bytes:
-        """The records field of `partition` with every value as it came: each batch as read,
-        or its records compressed with the output codec."""
+    def write_as_read(self, partition: ReadPartition, level: int = PRODUCER_ZSTD_LEVEL) -> bytes:
+        """The records field of `partition` with every value as it came: each batch as read
+        (the client's level kept), or its records compressed with the output codec (zstd at
+        `level`)."""
         out: list[bytes] = []
         for batch in partition.batches:
             if batch.control or batch.fields[5] & _CODEC_MASK == self._output(batch.fields):
                 out.append(batch.raw)
             else:
-                out.append(self._write_batch(batch.fields, batch.plain))
+                out.append(self._write_batch(batch.fields, batch.plain, level))
         return b"".join(out)
 
     def write(
@@ -338,12 +340,15 @@ class BatchRewriter:
         encoded: Sequence[Transformed],
         compare_from: float | None = None,
         comparisons: Comparisons | None = None,
+        level: int = PRODUCER_ZSTD_LEVEL,
     ) -> bytes:
         """The records field of `partition` written again with its values `encoded` (as many
         as its inputs, in order). A batch of at least `compare_from` records (None: none) is
         written as it came instead when that is fewer bytes than with its frames: compared
-        each time, or as `comparisons` (the topic's) found it lately for batches of its size."""
-        return _drained(self.write_steps(partition, encoded, compare_from, comparisons))
+        each time, or as `comparisons` (the topic's) found it lately for batches of its size.
+        A batch written again is compressed with zstd at `level` (the output codec's, zstd);
+        a batch as it came keeps the client's level."""
+        return _drained(self.write_steps(partition, encoded, compare_from, comparisons, level))
 
     def write_steps(
         self,
@@ -351,6 +356,7 @@ class BatchRewriter:
         encoded: Sequence[Transformed],
         compare_from: float | None = None,
         comparisons: Comparisons | None = None,
+        level: int = PRODUCER_ZSTD_LEVEL,
     ) -> Generator[None, None, bytes]:
         """`write` in steps of at most `STEP_RECORDS` records, None after each but the last."""
         out: list[bytes] = []
@@ -366,24 +372,26 @@ class BatchRewriter:
                 if batch.fields[5] & _CODEC_MASK == self._output(batch.fields):
                     out.append(batch.raw)
                 else:
-                    out.append(self._write_batch(batch.fields, batch.plain))
+                    out.append(self._write_batch(batch.fields, batch.plain, level))
             else:
                 compare = compare_from is not None and batch.count >= compare_from
                 known = comparisons.known(batch.count) if compare and comparisons else None
                 if known is True:  # as it came won lately: the frames are not written
-                    out.append(self._as_read(batch))
+                    out.append(self._as_read(batch, level))
                     continue
                 if batch.count <= STEP_RECORDS:
-                    framed = self._write_batch(batch.fields, _write_records(batch.records, mine))
+                    framed = self._write_batch(
+                        batch.fields, _write_records(batch.records, mine), level
+                    )
                 else:
                     plain: list[bytes] = []
                     for first in range(0, batch.count, STEP_RECORDS):
                         upto = first + STEP_RECORDS
                         plain.append(_write_records(batch.records[first:upto], mine[first:upto]))
                         yield None
-                    framed = self._write_batch(batch.fields, b"".join(plain))
+                    framed = self._write_batch(batch.fields, b"".join(plain), level)
                 if compare and known is None:
-                    as_read = self._as_read(batch)
+                    as_read = self._as_read(batch, level)
                     fewer = len(as_read) < len(framed)
                     if comparisons is not None:
                         comparisons.found(batch.count, fewer)
@@ -394,11 +402,11 @@ class BatchRewriter:
                 out.append(framed)
         return b"".join(out)
 
-    def _as_read(self, batch: ReadBatch) -> bytes:
-        """`batch` with its values as they came, in the output codec."""
+    def _as_read(self, batch: ReadBatch, level: int) -> bytes:
+        """`batch` with its values as they came, in the output codec (zstd at `level`)."""
         if batch.fields[5] & _CODEC_MASK == self._output(batch.fields):
             return batch.raw
-        return self._write_batch(batch.fields, batch.plain)
+        return self._write_batch(batch.fields, batch.plain, level)
 
     def _decompress(self, codec: int, section: bytes, allowance: Allowance) -> bytes:
         batch_limit = self.limits.max_batch_bytes
@@ -430,10 +438,10 @@ class BatchRewriter:
         """The codec a batch of header `fields` is written with."""
         return fields[5] & _CODEC_MASK if self._codec_id < 0 else self._codec_id
 
-    def _write_batch(self, fields: tuple[int, ...], plain: bytes) -> bytes:
+    def _write_batch(self, fields: tuple[int, ...], plain: bytes, level: int) -> bytes:
         codec = self._output(fields)
         body = (
-            self._compression.compress(codec, plain)
+            self._compression.compress(codec, plain, level)
             if codec and len(plain) >= MIN_COMPRESSED
             else plain
         )

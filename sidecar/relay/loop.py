@@ -339,7 +339,13 @@ class Relay:
         if stored is None:
             return namespace.output_crossover
         sample = stored.sample(topic)
-        return LiveCrossover(lambda: sample, lambda: namespace.encoder, namespace.output_crossover)
+        modes = self.state.output_modes
+        return LiveCrossover(
+            lambda: sample,
+            lambda: namespace.encoder,
+            namespace.output_crossover,
+            modes.level if modes is not None else None,
+        )
 
     def _active_id(self, topic: str) -> int | None:
         """The id of `topic`'s active dictionary (None: none, or decoding)."""

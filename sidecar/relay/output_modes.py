@@ -66,12 +66,15 @@ class RelayOutputModes:
         enabled: bool,
         codec: str,
         batch_records: int = DEFAULT_BATCH_RECORDS,
+        level: int | None = None,
     ) -> None:
         """`enabled`: false writes frames always (`codec.output_mode: frames`); `codec`: the
         producer's batch codec (`kafka.batch_fill.batch_codec`), whose crossover applies;
-        `batch_records`: the most records its batches hold (`kafka.batch_fill.batch_records`)."""
+        `batch_records`: the most records its batches hold (`kafka.batch_fill.batch_records`);
+        `level`: the zstd level it compresses them at (`kafka.batch_fill.configured_level`)."""
         self.enabled = enabled
         self.codec = codec
+        self.level = level
         self.batch_records = batch_records
         self._metrics = metrics
         self._fills = BatchFills()

@@ -43,7 +43,14 @@ from sidecar.kafka import (
     producer_config,
     reads_from_start,
 )
-from sidecar.kafka.batch_fill import batch_codec, batch_records
+from sidecar.kafka.batch_fill import (
+    LEVEL_PROPERTY,
+    batch_codec,
+    batch_level,
+    batch_records,
+    configured_level,
+    with_batch_level,
+)
 from sidecar.logs import get_logger
 from sidecar.metrics import Metrics
 from sidecar.namespaces import Namespaces, encoder_factory
@@ -112,6 +119,28 @@ def _prepare_topics(settings: Settings, admin: AdminClient) -> _Topics:
     return _Topics(outputs, dead_letters, partitions, limits)
 
 
+def _batch_level(settings: Settings, store: DictionaryStore) -> int | None:
+    """The zstd level of the producer's batches: the lowest chosen at training by the active
+    dictionaries of the input topics (`kafka.batch_fill.batch_level`), as the relay starts;
+    logged with the level it sets. A dictionary activated later takes effect at the next
+    start: librdkafka fixes a producer's level when it is created."""
+    level = batch_level(
+        d.meta.batch_level
+        for d in (store.active(topic) for topic in settings.relay.input_topics)
+        if d is not None
+    )
+    config = with_batch_level(producer_config(settings), level)
+    # not "level": in a log line that is the log level
+    log.info(
+        "batch_level",
+        chosen_level=level,
+        codec=batch_codec(config),
+        zstd_level=configured_level(config),
+        set_by_user=LEVEL_PROPERTY in settings.kafka.client_config(settings.producer),
+    )
+    return level
+
+
 def _checked_store(settings: Settings, decode: bool) -> DictionaryStore:
     """The dictionary store, checked before anything connects: an encoding relay loads each
     input topic's active dictionary, and writes to the store when it follows the registry or
@@ -163,10 +192,11 @@ class _Clients:
     delivery_timeout: float
 
 
-def _connect(settings: Settings, events: ClientEvents) -> _Clients:
+def _connect(settings: Settings, events: ClientEvents, level: int | None = None) -> _Clients:
     """The Kafka clients, reporting to `events` (a setting they refuse: a configuration error,
     exit 2), and the topics: outputs and dead letters checked or created, their size limits
-    read."""
+    read. `level`: the zstd level of the producer's batches chosen at training (None: its
+    default)."""
     relay = settings.relay
     admin = make_admin(settings)
     consumer = make_consumer(settings, events.on_error, events.on_stats, events.on_commit)
@@ -188,8 +218,9 @@ def _connect(settings: Settings, events: ClientEvents) -> _Clients:
         batch_bytes=min(found.limits.values()),
         stats_cb=events.on_stats,
         gapless=gapless,
+        batch_level=level,
     )
-    config = producer_config(settings, transactional_id=transactional_id)
+    config = with_batch_level(producer_config(settings, transactional_id=transactional_id), level)
     producer_limit = int(config.get("message.max.bytes", 1_000_000))
     return _Clients(
         consumer, producer, found, transactional_id, producer_limit, delivery_timeout(config)
@@ -362,14 +393,20 @@ def _run(settings: Settings, observed: Observability, stack: ExitStack) -> int:
     """The relay's start and loop (see `run_relay`); what must be closed goes on `stack`."""
     relay_settings = settings.relay
     metrics = observed.metrics
-    producing = producer_config(settings)
+    decode = relay_settings.mode == "decode"
+    store = _checked_store(settings, decode)
+    level = None if decode else _batch_level(settings, store)
+    producing = with_batch_level(producer_config(settings), level)
     modes = RelayOutputModes(
         metrics,
         enabled=settings.codec.output_mode == "auto",
         codec=batch_codec(producing),
         batch_records=batch_records(producing),
+        level=configured_level(producing),
     )
-    decode = relay_settings.mode == "decode"
+    if not decode:
+        for topic in relay_settings.input_topics:
+            metrics.set_batch_level(topic, configured_level(producing))
     state = RelayState(
         metrics,
         observed.health,
@@ -384,8 +421,7 @@ def _run(settings: Settings, observed: Observability, stack: ExitStack) -> int:
         ),
     )
     ledger = CommitLedger(state)
-    store = _checked_store(settings, decode)
-    clients = _connect(settings, ClientEvents(state, ledger.answered))
+    clients = _connect(settings, ClientEvents(state, ledger.answered), level)
     commits = _commits(settings, clients, state, ledger)
     with observed.health.starting():  # a long registry read is a start, not a hung loop
         registry = _open_registry(

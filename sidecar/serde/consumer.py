@@ -52,7 +52,8 @@ class ZdictConsumer:
         conf: the consumer's configuration, as confluent-kafka takes it (optionally with
             `key.deserializer` / `value.deserializer`).
         decoder: what decodes; default one over `registry_topic` on the consumer's cluster
-            (read on the first compressed record), which this consumer closes.
+            (its index read on the first compressed record, then each dictionary's own
+            record when a record first names it), which this consumer closes.
         max_output_size, header_key: for the default decoder (bytes a decoded value may
             have; the header that carries the dictionary id).
         """

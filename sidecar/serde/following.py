@@ -5,10 +5,15 @@ stays free of Kafka and of the registry): for each namespace it holds an `Encode
 namespace's active dictionary, as the registry topic says, and swaps it when an activation
 (a promotion, an operator's `activate` or `rollback`) is published.
 
-* **Never blocks the caller.** The registry is read on a thread of its own; `encoder()` is a
-  dictionary lookup. A namespace seen for the first time gets its encoder built on the spot
-  when the registry already names its dictionary (well under a millisecond of CPU, once), else
-  the no-dictionary encoder until the thread finds one.
+* **Waits for what it serves, not for the registry's history.** The first read is the
+  registry's index and the records after it (`Registry.catch_up`), then the prepared
+  namespaces' dictionaries, one record each by offset; the constructor waits for that, at most
+  `ready_timeout` (10 s), and returns as soon as it is done.
+* **Never blocks the caller on a read.** The registry is read on a thread of its own;
+  `encoder()` is a dictionary lookup. A namespace seen for the first time gets its encoder
+  built on the spot when the registry already names its dictionary (its one record read by
+  offset if not cached: milliseconds, once), else the no-dictionary encoder until the thread
+  finds one.
 * **Switches within `follow_interval` (1 s) of an activation**, plus the read itself; the
   encoder object is replaced whole, so a thread encoding with the old one finishes with it and
   every record names the dictionary it was compressed with.
@@ -47,9 +52,10 @@ log = get_logger(__name__)
 
 #: Seconds between two reads of the registry: an activation is in use within this (and one read).
 DEFAULT_FOLLOW_INTERVAL: Final = 1.0
-#: Seconds the constructor waits for the first read, so that the first records of a known
-#: namespace already use its dictionary; an unreachable registry delays the start by this much.
-DEFAULT_READY_TIMEOUT: Final = 3.0
+#: Seconds the constructor waits at most for the first read (the index, the registry after it)
+#: and the prepared namespaces' dictionaries, so that their first records already use them; the
+#: wait ends as soon as they are there (or the read failed). The registry reader's own timeout.
+DEFAULT_READY_TIMEOUT: Final = 10.0
 #: Seconds one read may take. A read cut short goes on where it stopped at the next one.
 DEFAULT_READ_TIMEOUT: Final = 5.0
 #: While reads keep failing, one `registry_read_failed` line per this many seconds.
@@ -64,7 +70,7 @@ class RegistryReader(Protocol):
 
     def ensure_topic(self) -> None: ...
 
-    def refresh(self, timeout: float | None = None) -> object: ...
+    def catch_up(self, timeout: float | None = None) -> None: ...
 
     def close(self) -> None: ...
 
@@ -115,9 +121,10 @@ class FollowingEncoder:
 
         Args:
             namespaces: prepared before this returns (when the registry answers within
-                `ready_timeout` seconds); others on first use.
+                `ready_timeout` seconds: their dictionaries read); others on first use.
             follow_interval: seconds between two reads of the registry.
-            ready_timeout: seconds to wait for the first read (0: do not wait).
+            ready_timeout: seconds to wait at most for the first read and the prepared
+                namespaces' dictionaries (0: do not wait); that read may take this long.
             read_timeout: seconds one read may take.
             level, min_size, header_key, wire, frame: as `Encoder` takes them (level and
                 min_size default to the dictionary's own; frame to `FrameOptions()`).
@@ -129,6 +136,7 @@ class FollowingEncoder:
         self.registry = registry
         self.follow_interval = follow_interval
         self.read_timeout = read_timeout
+        self._first_timeout = max(read_timeout, ready_timeout)
         self._options = {"level": level, "min_size": min_size}
         self.header_key = header_key
         self.wire: WireFormat = wire
@@ -145,6 +153,8 @@ class FollowingEncoder:
         self._wanted: set[str] = set(namespaces)
         self._topic_checked = False
         self._last_error: str | None = None
+        self._read_once = False
+        self._ready_timeout = ready_timeout
         self._failures_logged_at: float | None = None
         self._failures_held_back = 0
         self._stop = threading.Event()
@@ -200,7 +210,8 @@ class FollowingEncoder:
 
     def encoder(self, namespace: str) -> Encoder:
         """The encoder of `namespace`'s active dictionary now (the no-dictionary one while
-        none is known). Never waits for the registry."""
+        none is known). Never waits for a registry read; a namespace's first call may wait
+        for its dictionary's one record (read by offset, once)."""
         encoder = self._encoders.get(namespace)
         if encoder is None:
             encoder = self._first_use(namespace)
@@ -216,16 +227,25 @@ class FollowingEncoder:
             if encoder is not None:
                 return encoder
             self._wanted.add(namespace)
+        problem: str | None = None
+        try:
+            # Its one record read by offset if not cached yet (once per namespace), outside
+            # the lock: other namespaces' first records do not wait for it.
             dictionary = self.registry.state.active(namespace)
-            encoder = self._plain if dictionary is None else self._build(dictionary)
-            self._encoders[namespace] = encoder
+        except ZdictError as exc:
+            dictionary, problem = None, str(exc)
+        built = self._plain if dictionary is None else self._build(dictionary)
+        with self._lock:
+            encoder = self._encoders.setdefault(namespace, built)
+        if encoder is not built:
+            return encoder  # another thread, or the follow thread, was first
         if dictionary is None:
             self._wake.set()  # the follow thread looks at the new namespace at once
             log.warning(
                 "no_dictionary",
                 namespace=namespace,
                 registry_topic=self.registry.topic,
-                reason=self._why_none(),
+                reason=problem or self._why_none(),
                 detail="compressing without a dictionary (zd=0) where that still shrinks, "
                 "until the registry names one",
             )
@@ -237,7 +257,7 @@ class FollowingEncoder:
         if self._last_error is not None:
             return f"the registry cannot be read: {self._last_error}"
         if not self._first_read.is_set():
-            return "the registry has not been read yet"
+            return f"the registry was not read within ready_timeout ({self._ready_timeout:g} s)"
         return "no dictionary is active for this namespace in the registry yet"
 
     def _build(self, dictionary: Dictionary | None) -> Encoder:
@@ -272,7 +292,8 @@ class FollowingEncoder:
                 # wait in this thread, and find the topic as soon as a trainer creates it.
                 self._topic_checked = True
                 self.registry.ensure_topic()
-            self.registry.refresh(self.read_timeout)
+            timeout = self.read_timeout if self._read_once else self._first_timeout
+            self.registry.catch_up(timeout)
         except ZdictError as exc:
             self._read_failed(str(exc))
             return
@@ -283,6 +304,7 @@ class FollowingEncoder:
                 failed_reads=self._failures_held_back + 1,
             )
         self._last_error = None
+        self._read_once = True
         self._failures_logged_at = None
         self._failures_held_back = 0
         if self._on_read is not None:
@@ -315,7 +337,16 @@ class FollowingEncoder:
             wanted = sorted(self._wanted)
         state = self.registry.state
         for namespace in wanted:
-            target = state.active(namespace)
+            try:
+                target = state.active(namespace)
+            except ZdictError as exc:  # its record not read this time: the next read tries again
+                log.warning(
+                    "dictionary_not_read",
+                    namespace=namespace,
+                    registry_topic=self.registry.topic,
+                    error=str(exc),
+                )
+                continue
             current = self._encoders.get(namespace)
             if target is None or (current is not None and current.dict_id == target.id):
                 continue  # nothing (new) to use; an activation is never withdrawn

@@ -10,7 +10,8 @@ dict. Every other method (poll, flush, transactions...) is the wrapped producer'
 
 The registry is followed on a thread of the producer's own (`FollowingEncoder`), reached with
 the connection properties of the producer's configuration (bootstrap.servers, security.*,
-sasl.*, ssl.*); `produce()` never waits for it.
+sasl.*, ssl.*): the constructor waits for the prepared namespaces' dictionaries (at most
+`ready_timeout`), `produce()` never waits for a read of it.
 """
 
 from __future__ import annotations
@@ -26,10 +27,11 @@ from confluent_kafka.error import (
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 from sidecar.codec import Encoder
+from sidecar.dictionaries.model import Dictionary
 from sidecar.dictionaries.registry import DEFAULT_TOPIC
 from sidecar.errors import CodecError
 from sidecar.kafka import PRODUCER_STATISTICS_INTERVAL_MS, application_producer
-from sidecar.kafka.batch_fill import batch_codec
+from sidecar.kafka.batch_fill import batch_codec, batch_level, configured_level, with_batch_level
 from sidecar.live_crossover import LiveCrossover
 from sidecar.serde.conf import registry_properties, take_serdes
 from sidecar.serde.following import (
@@ -55,6 +57,15 @@ def _with_header(headers: Any, header: tuple[str, bytes]) -> Any:
     if isinstance(headers, dict):
         return {**headers, header[0]: header[1]}
     return [*headers, header]
+
+
+def _dictionaries(
+    encoder: FollowingEncoder | Encoder, namespaces: Iterable[str]
+) -> list[Dictionary | None]:
+    """The dictionaries `encoder` encodes `namespaces` with now (one encoder: its own)."""
+    if isinstance(encoder, Encoder):
+        return [encoder.dictionary]
+    return [encoder.dictionary(namespace) for namespace in namespaces]
 
 
 class _CompressingProducer:
@@ -83,7 +94,8 @@ class _CompressingProducer:
             (default: the topics a `str` namespace or the first records name).
         metrics: the producer's metrics, on the application's `CollectorRegistry`.
         registry_topic: the registry topic to follow (with the default `encoder`).
-        ready_timeout: seconds the constructor waits for the first read of the registry.
+        ready_timeout: seconds the constructor waits at most for the first read of the
+            registry (its index) and the prepared namespaces' dictionaries.
         output_mode: `auto`: a partition (or, for records left to the partitioner, a topic)
             whose batches hold more records than the dictionary's crossover for the producer's
             `compression.type` gets raw values, no header (`codec.output_mode`): read from
@@ -114,20 +126,27 @@ class _CompressingProducer:
         if readers:
             config.setdefault("statistics.interval.ms", PRODUCER_STATISTICS_INTERVAL_MS)
             config["stats_cb"] = stats_cb(readers, config.get("stats_cb"))
-        self._producer: Producer = application_producer(config)
         self._owned: FollowingEncoder | None = None
+        prepared = [*namespaces, namespace] if isinstance(namespace, str) else list(namespaces)
         if encoder is None:
-            prepared = [*namespaces, namespace] if isinstance(namespace, str) else namespaces
-            try:
-                encoder = self._owned = FollowingEncoder(
-                    registry_client(registry_properties(config), topic=registry_topic),
-                    namespaces=prepared,
-                    ready_timeout=ready_timeout,
-                    on_read=metrics.registry_read if metrics is not None else None,
-                )
-            except BaseException:
-                self._producer.close()
-                raise
+            encoder = self._owned = FollowingEncoder(
+                registry_client(registry_properties(config), topic=registry_topic),
+                namespaces=prepared,
+                ready_timeout=ready_timeout,
+                on_read=metrics.registry_read if metrics is not None else None,
+            )
+        # The batch level chosen at training, where the application leaves compression.level
+        # unset: known once the first read of the registry is done, fixed with the producer.
+        level = batch_level(d.meta.batch_level for d in _dictionaries(encoder, prepared) if d)
+        try:
+            config = with_batch_level(config, level)
+            self._producer: Producer = application_producer(config)
+        except BaseException:
+            if self._owned is not None:
+                self._owned.close()
+            raise
+        #: The zstd level the producer compresses its batches at (None: not zstd).
+        self._level = configured_level(config)
         self.encoder = encoder
         self._encoding = ValueEncoding(encoder, namespace, metrics)
         self._header_key = self._encoding.header_key
@@ -143,6 +162,7 @@ class _CompressingProducer:
                 lambda: stored.sample(topic),
                 lambda: self._encoding.encoder(topic),
                 lambda codec: self._encoding.crossover(topic, codec),
+                self._level,
             )
         return live(codec)
 

@@ -66,6 +66,7 @@ class NamespaceStatus:
             "created_at": meta.created_at.isoformat() if meta else None,
             "age_seconds": round((now - meta.created_at).total_seconds()) if meta else None,
             "heldout_ratio": meta.heldout_ratio if meta else None,
+            "batch_level": meta.batch_level if meta else None,
             "activated_at": self.activated_at.isoformat() if self.activated_at else None,
             "action": self.action,
             "pinned": None if self.pinned_unknown else self.pinned_by is not None,
@@ -200,7 +201,8 @@ def format_status(rows: list[NamespaceStatus], now: datetime, where: str) -> str
     if not rows:
         return f"no namespace in {where}"
     with_metrics = any(r.live_ratio is not None or r.modes for r in rows)
-    headers = ["namespace", "active", "version", "age", "held-out ratio", "pinned", "last training"]
+    headers = ["namespace", "active", "version", "age", "held-out ratio", "batch level"]
+    headers += ["pinned", "last training"]
     if with_metrics:
         headers += ["live ratio", "output mode by partition"]
     table = []
@@ -213,6 +215,8 @@ def format_status(rows: list[NamespaceStatus], now: datetime, where: str) -> str
             meta.version if meta else "-",
             age((now - meta.created_at).total_seconds()) if meta else "-",
             meta.heldout_ratio if meta else "-",
+            # Chosen at training; "-": the producer's default (zstd 3).
+            meta.batch_level if meta and meta.batch_level else "-",
             pinned,
             _training_cell(r.training, now),
         ]

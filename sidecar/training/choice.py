@@ -10,9 +10,11 @@ encode cost model (`training.cost`), never by timings, so the load of the machin
 the pick. It then computes the break-even size, compares the result with no dictionary and with
 the current champion on the same held-out set, and refits a promoted dictionary on every sample
 but the newest held-out ones.
-Last, for a promoted dictionary, the output crossover (`training.crossover`): the batch fill from
-which raw values with producer batch compression store fewer bytes than its frames, measured
-with the dictionary as stored on the newest held-out values, which the refit leaves out.
+Last, for a promoted dictionary, the batch codec's level (`training.batch_level`: the zstd
+level of the producer's batches, bytes against CPU per record within its budget) and the output
+crossover (`training.crossover`): the batch fill from which raw values with producer batch
+compression at that level store fewer bytes than its frames, measured with the dictionary as
+stored on the newest held-out values, which the refit leaves out.
 
 Held-out values never enter the dictionary the figures are measured with: every ratio this
 module reports is an out-of-sample ratio, that of the dictionary as chosen (the refit one, which
@@ -34,7 +36,9 @@ import zstandard
 
 from sidecar.codec import Encoder
 from sidecar.dictionaries.model import MIN_DICT_ID, Dictionary, TrainingSample, build_dictionary
+from sidecar.record_batch import producer_codecs
 from sidecar.runtime import tune_gc
+from sidecar.training.batch_level import BatchLevel, measure_batch_level
 from sidecar.training.cost import encode_cost_ns
 from sidecar.training.crossover import crossover_split, raw_crossovers
 from sidecar.training.params import KIB, Decision, TrainingParams
@@ -139,6 +143,9 @@ class TrainingReport:
     #: did not see, for a promoted dictionary, else None.
     raw_crossover: dict[str, float | None] | None = None
     crossover_count: int = 0
+    #: The producer's zstd batch level, chosen on the same newest held-out values, for a
+    #: promoted dictionary, else None.
+    batch_level: BatchLevel | None = None
 
     @property
     def heldout_ratio_of(self) -> str:
@@ -174,6 +181,7 @@ class TrainingReport:
             "zstd_level": chosen.level if chosen else None,
             "break_even_size": self.break_even_size,
             "raw_crossover": self.raw_crossover,
+            "batch_level": self.batch_level.level if self.batch_level else None,
             "train_seconds": round(self.train_seconds, 3),
             "eval_seconds": round(self.eval_seconds, 3),
         }
@@ -203,6 +211,7 @@ class TrainingReport:
             "break_even_size": self.break_even_size,
             "raw_crossover": self.raw_crossover,
             "crossover_count": self.crossover_count,
+            "batch_level": self.batch_level.to_dict() if self.batch_level else None,
             "train_seconds": round(self.train_seconds, 3),
             "eval_seconds": round(self.eval_seconds, 3),
             "budget_ns_per_message": round(self.budget_ns),
@@ -490,7 +499,8 @@ def train(
     6. a promoted dictionary is trained again at its size on every sample but the newest
        held-out ones the crossover is measured on (`params.refit`, `crossover_split`): the
        held-out figures stay those of the dictionary as chosen;
-    7. a promoted dictionary's output crossover is measured on those newest held-out values
+    7. a promoted dictionary's batch level is chosen on those newest held-out values
+       (`training.batch_level`), and its output crossover measured on them at that level
        (`training.crossover`), encoded as the relay will encode them with the stored bytes.
     """
     report = TrainingReport(
@@ -569,6 +579,9 @@ def train(
         _refit(report, training + scrubbed(refit_too, params.scrub), best.dict_size)
         report.train_seconds += time.perf_counter() - started
     if report.decision is Decision.PROMOTED:
+        report.batch_level = measure_batch_level(
+            crossover_values, params.batch_level_budget_us * 1000.0
+        )
         report.raw_crossover = _raw_crossover(report, crossover_values, params, namespace)
         report.crossover_count = len(crossover_values)
     return report
@@ -579,13 +592,15 @@ def _raw_crossover(
 ) -> dict[str, float | None]:
     """The stored dictionary's output crossover per batch codec, on `values` (held-out values it
     did not see, unscrubbed: what the relay will write), encoded at the chosen level and
-    break-even size."""
+    break-even size, both modes' batches compressed at the chosen batch level."""
     assert report.chosen is not None and report.dictionary is not None
+    assert report.batch_level is not None
     level = report.chosen.level
     dictionary = candidate_dictionary(report.dictionary, level, namespace)
     encoder = _encoder(dictionary, level, params, report.break_even_size)
     encoded = encoder.encode_batch([(v, None) for v in values])
-    return raw_crossovers(values, [(e.value, e.headers or ()) for e in encoded])
+    codecs = producer_codecs(report.batch_level.level)
+    return raw_crossovers(values, [(e.value, e.headers or ()) for e in encoded], codecs)
 
 
 def _train_candidates(

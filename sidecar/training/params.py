@@ -23,6 +23,10 @@ DEFAULT_BUDGET_US_PER_MESSAGE: Final = 4.0
 #: ... plus this much time per byte, as a throughput (MB/s of input on one core). Together:
 #: 5 µs (~200,000 messages/s) at 100 B, 14 µs at 1 KB, 60 µs at 5.6 KB (~94 MB/s).
 DEFAULT_BUDGET_MB_PER_S: Final = 100.0
+#: Extra CPU per record (µs) the producer's batch codec may take over its default level
+#: (`training.batch_level`): at full batches level 12 fits records up to ~330 B, level 9 up to
+#: ~640 B, level 6 up to ~1 KB, by the batch cost model; at 5,000 records/s, 2.5 % of a core.
+DEFAULT_BATCH_LEVEL_BUDGET_US: Final = 5.0
 #: Dictionary sizes tried by default (bytes): 2 KiB to 112 KiB, zstd's default being 112 KiB.
 #: Sizes the training sample cannot fill are skipped; held-out data picks among the rest.
 DEFAULT_DICT_SIZES: Final = (
@@ -92,6 +96,9 @@ class TrainingParams:
     #: The size x level grid is measured on at most this many held-out values, the newest
     #: (the chosen candidate is then measured on all of them).
     grid_eval_limit: int = 4000
+    #: Extra CPU per record (µs) the batch codec's level may take over level 3, by the batch
+    #: cost model (`training.batch_level`); 0: no budget.
+    batch_level_budget_us: float = DEFAULT_BATCH_LEVEL_BUDGET_US
     #: Timing runs of each reported encode time, after one discarded warm-up. The fastest is
     #: used: on a busy machine other work only ever adds time. Reported only: no timing decides.
     timing_runs: int = 3

@@ -44,6 +44,7 @@ def dictionary_from_report(
         ),
         dict_size_requested=report.chosen.dict_size,
         raw_crossover=report.raw_crossover,
+        batch_level=report.batch_level.level if report.batch_level else None,
     )
 
 

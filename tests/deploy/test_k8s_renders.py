@@ -16,8 +16,8 @@ import pytest
 import yaml
 
 from sidecar.config import RegistrySettings
-from sidecar.dictionaries.registry import TOPIC_CONFIG
 from sidecar.dictionaries.registry_state import INDEX_SUFFIX
+from sidecar.dictionaries.registry_topics import TOPIC_CONFIG
 from tests.deploy.kustomize import (
     DEPLOY,
     KUSTOMIZATIONS,

@@ -1,7 +1,9 @@
 """Never more than plain batch zstd: a real relay, and the in-process producer, on the real broker
 write frames while their batches hold one record, and raw values once they fill past the
 dictionary's crossover; what the broker stores (its log segments, read as `bench storage` reads
-them) is compared with the same records produced raw with producer zstd at the same fill.
+them) is compared with the same records produced raw with producer zstd at the same fill. Less
+than producer zstd's default level where the dictionary chose a higher batch level: the relay's
+full batches store what producer zstd at that level stores.
 
 The broker must run on this machine: its `log.dirs` (asked of the broker itself) are read.
 """
@@ -18,10 +20,12 @@ from prometheus_client import CollectorRegistry
 
 from sidecar.bench.events import generate
 from sidecar.codec import Encoder
+from sidecar.dictionaries.model import Dictionary
 from sidecar.dictionaries.store import DictionaryStore
 from sidecar.record_batch import BatchInfo, segment_batches
 from sidecar.serde import ZdictProducer
 from sidecar.serde.metrics import ProducerMetrics
+from sidecar.training.batch_level import MIN_GAIN
 
 from .launch import StartSidecar
 from .log_dirs import log_dirs
@@ -38,6 +42,12 @@ MEASURED = 20_000
 TOLERANCE = 1.05
 #: Its producer reports statistics this often (ms), so that the mode follows within a second.
 STATISTICS_MS = "500"
+#: The batch level test: records relayed until the partition is raw, then the measured ones,
+#: `LEVEL_FILL` records a batch; its raw output stores at most `LEVEL_TOLERANCE` times what
+#: producer zstd stores at the same level.
+LEVEL_RECORDS = 8192
+LEVEL_FILL = 512
+LEVEL_TOLERANCE = 1.02
 
 
 def _segments(dirs: list[Path], topic: str) -> list[BatchInfo]:
@@ -55,12 +65,16 @@ def _stored(batches: list[BatchInfo], first: int) -> tuple[int, int, int]:
     return sum(b.size for b in kept), sum(b.records for b in kept), len(kept)
 
 
-def _produce_raw_zstd(bootstrap: str, topic: str, records: list[Record], fill: int) -> None:
-    """`records` as they came (key, value, timestamp), producer zstd, `fill` records a batch."""
+def _produce_raw_zstd(
+    bootstrap: str, topic: str, records: list[Record], fill: int, level: int = 3
+) -> None:
+    """`records` as they came (key, value, timestamp), producer zstd at `level`, `fill`
+    records a batch."""
     producer = Producer(
         {
             "bootstrap.servers": bootstrap,
             "compression.type": "zstd",
+            "compression.level": str(level),
             "batch.num.messages": str(fill),
             "linger.ms": "1000",
         }
@@ -86,6 +100,14 @@ def _trickle(bootstrap: str, topic: str, values: list[bytes]) -> None:
         time.sleep(0.02)
 
 
+def _trained(store: Path, topic: str, seed: int, tmp_path: Path) -> Dictionary:
+    """`topic`'s active dictionary, trained with the CLI on 5,000 generated events."""
+    train_dictionary(store, topic, list(generate("product_viewed", 5_000, seed=seed)), tmp_path)
+    dictionary = DictionaryStore(store).active(topic)
+    assert dictionary is not None
+    return dictionary
+
+
 def test_the_relay_writes_frames_at_one_record_a_batch_and_raw_values_at_full_batches(
     sidecar: StartSidecar,
     make_topic: MakeTopic,
@@ -99,9 +121,7 @@ def test_the_relay_writes_frames_at_one_record_a_batch_and_raw_values_at_full_ba
     dirs = log_dirs(kafka_admin)
     topic = make_topic(1)
     store = tmp_path / "dictionaries"
-    train_dictionary(store, topic, list(generate("product_viewed", 5_000, seed=901)), tmp_path)
-    dictionary = DictionaryStore(store).active(topic)
-    assert dictionary is not None
+    dictionary = _trained(store, topic, 901, tmp_path)
     crossover = dictionary.meta.output_crossover("zstd")
     assert crossover is not None and crossover < 256, dictionary.meta.raw_crossover
 
@@ -260,3 +280,73 @@ def test_the_in_process_producer_stores_no_more_than_the_better_of_frames_and_ra
         f"{ours / records:.1f} B/record (raw + zstd {theirs / records:.1f})"
     )
     assert ours <= TOLERANCE * theirs
+
+
+def test_the_relays_full_batches_store_the_chosen_batch_levels_saving(
+    sidecar: StartSidecar,
+    make_topic: MakeTopic,
+    produce_events: ProduceEvents,
+    consume_all: ConsumeAll,
+    kafka_admin: AdminClient,
+    kafka_bootstrap: str,
+    tmp_path: Path,
+) -> None:
+    started = time.monotonic()
+    dirs = log_dirs(kafka_admin)
+    topic = make_topic(1)
+    store = tmp_path / "dictionaries"
+    dictionary = _trained(store, topic, 941, tmp_path)
+    level = dictionary.meta.batch_level
+    assert level is not None and level > 3, dictionary.meta
+
+    relay = sidecar(
+        "run",
+        *("--input-topic", topic, "--create-topics", "--dictionaries", str(store)),
+        *("--group-id", f"zdict-it-level-{uuid.uuid4().hex[:12]}"),
+        env={
+            "ZDICT_PRODUCER__STATISTICS_INTERVAL_MS": STATISTICS_MS,
+            "ZDICT_PRODUCER__BATCH_NUM_MESSAGES": str(LEVEL_FILL),
+            "ZDICT_PRODUCER__LINGER_MS": "1000",
+            "ZDICT_CODEC__OUTPUT_MODE": "auto",
+            "ZDICT_TRAINING__ENABLED": "false",
+            "ZDICT_REGISTRY__ENABLED": "false",
+        },
+    )
+    chosen = relay.wait_for_event("batch_level", timeout=30)
+    assert (chosen["chosen_level"], chosen["zstd_level"], chosen["set_by_user"]) == (
+        level,
+        level,
+        False,
+    )
+    relay.wait_for_event("partitions_assigned", timeout=30)
+    scraped = relay.metrics()
+    assert scraped[("zdict_batch_compression_level", frozenset({("topic", topic)}))] == level
+    output = f"{topic}.zd"
+
+    produce_events(topic, LEVEL_RECORDS, seed=942)
+    switch = relay.wait_for_event("output_mode_changed", timeout=60)
+    assert (switch["mode"], switch["codec"]) == ("raw", "zstd")
+    assert len(consume_all(output, LEVEL_RECORDS, timeout=60)) == LEVEL_RECORDS
+
+    sent = produce_events(topic, LEVEL_RECORDS, seed=943)
+    measured = consume_all(output, 2 * LEVEL_RECORDS, timeout=60)[LEVEL_RECORDS:]
+    assert [r.value for r in measured] == [r.value for r in sent]
+    assert all(not any(k == "zd" for k, _ in r.headers) for r in measured)
+    ours, records, _ = _stored(_segments(dirs, output), LEVEL_RECORDS)
+    assert records == LEVEL_RECORDS
+
+    # The same records with producer zstd at the chosen level and at the default one.
+    at_level, at_default = make_topic(1), make_topic(1)
+    _produce_raw_zstd(kafka_bootstrap, at_level, measured, LEVEL_FILL, level)
+    _produce_raw_zstd(kafka_bootstrap, at_default, measured, LEVEL_FILL)
+    theirs_level, n_level, _ = _stored(_segments(dirs, at_level), 0)
+    theirs_default, n_default, _ = _stored(_segments(dirs, at_default), 0)
+    assert n_level == n_default == LEVEL_RECORDS
+    print(
+        f"\nbatch level {level}: relay {ours / records:.2f} B/record, producer zstd at level "
+        f"{level} {theirs_level / records:.2f}, at level 3 {theirs_default / records:.2f} "
+        f"({ours / theirs_default:.3f}x); {time.monotonic() - started:.0f} s"
+    )
+    assert ours <= LEVEL_TOLERANCE * theirs_level
+    assert theirs_level <= (1 - MIN_GAIN) * theirs_default
+    assert ours <= (1 - MIN_GAIN) * theirs_default

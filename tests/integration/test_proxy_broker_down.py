@@ -25,7 +25,7 @@ from sidecar.proxy.listeners import UPSTREAM_WAIT
 from .forward_proxies import allowed, start_proxy
 from .kafka_tools import CONSUMER_TIMEOUT_MS
 from .launch import environment_for, start_sidecars
-from .private_broker import KAFKA_LOCAL, StartPrivateBroker
+from .private_broker import KAFKA_LOCAL, PrivateBroker, StartPrivateBroker
 from .process import free_port
 from .raw_kafka import RawClient, metadata
 from .topics import create_topic
@@ -179,10 +179,32 @@ def test_a_client_accepted_after_the_broker_stopped_waits_for_it_then_is_closed(
     env = environment_for(broker.bootstrap, f"_zdict_dictionaries-{uuid.uuid4().hex}")
     starter = start_sidecars(env, tmp_path)
     address, proxy = start_proxy(next(starter), "proxy-down-idle", "--no-training")
+    try:
+        others, closed, waited, answered_after = _outage(address, broker)
+    finally:
+        proxy.terminate()
+        exit_code = proxy.wait()
+        ended, tail = proxy.events("upstream_wait_ended"), proxy.tail()
+        next(starter, None)
+    print(
+        f"\nwith the broker stopped the first client waited {waited:.1f} s (closed: {closed}), "
+        f"new connections meanwhile: {others}"
+    )
+    assert others == "refused", "new connections refused while the broker is down"
+    assert closed, "the client kept is closed once the wait ends"
+    assert waited >= UPSTREAM_WAIT / 2, "kept for the wait, not closed at once"
+    assert len(ended) == 1
+    assert answered_after, "served again once the broker is back"
+    assert exit_code == 0, tail
+
+
+def _outage(address: str, broker: PrivateBroker) -> tuple[str, bool, float, bool]:
+    """Stop `broker` with no client connected, send one request through the proxy at `address`
+    and watch: what a new connection meets meanwhile, whether the client is closed, after how
+    many seconds, and whether a client is answered once the broker is back."""
     with RawClient(address) as client:
         client.send(metadata(None))
         assert client.receive() is not None, "served while the broker is up"
-
     broker.stop()
     waiting = RawClient(address, timeout=30)
     waiting.send(metadata(None, correlation_id=2))
@@ -201,15 +223,4 @@ def test_a_client_accepted_after_the_broker_stopped_waits_for_it_then_is_closed(
     with RawClient(address) as client:
         client.send(metadata(None, correlation_id=3))
         answered_after = client.receive() is not None
-    print(
-        f"\nwith the broker stopped the first client waited {waited:.1f} s (closed: {closed}), "
-        f"new connections meanwhile: {others}"
-    )
-    assert others == "refused", "new connections refused while the broker is down"
-    assert closed, "the client kept is closed once the wait ends"
-    assert waited >= UPSTREAM_WAIT / 2, "kept for the wait, not closed at once"
-    assert len(proxy.events("upstream_wait_ended")) == 1
-    assert answered_after, "served again once the broker is back"
-    proxy.terminate()
-    assert proxy.wait() == 0, proxy.tail()
-    next(starter, None)
+    return others, closed, waited, answered_after

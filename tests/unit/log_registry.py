@@ -54,6 +54,10 @@ class LogRegistry(Registry):
                 events.append(event)
         return events
 
+    def load(self, timeout: float | None = None, *, whole: bool = False) -> None:
+        self.refresh(timeout)  # no index: the log read whole
+        self.loaded = True
+
     def close(self) -> None:
         self.closed = True
 

@@ -175,6 +175,7 @@ PURE = (
     "sidecar.dictionaries",
     "sidecar.dictionaries.model",
     "sidecar.dictionaries.registry_state",
+    "sidecar.dictionaries.retirement",
     "sidecar.training.choice",
     "sidecar.training.cost",
     "sidecar.training.crossover",
@@ -189,6 +190,9 @@ KAFKA_SIDE = (
     "sidecar.relay",
     "sidecar.relay.service",
     "sidecar.dictionaries.registry",
+    "sidecar.dictionaries.registry_fetch",
+    "sidecar.dictionaries.registry_index",
+    "sidecar.dictionaries.registry_topics",
     "sidecar.training.trainer",
 )
 #: The modules that read and write files, which the pure logic must not reach either.

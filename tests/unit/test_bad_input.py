@@ -106,6 +106,8 @@ CASES: Final = [
             "dicts unpin --namespace orders",
             "dicts export out.backup",
             "dicts import {junk}",
+            "dicts reindex",
+            "dicts retire",
         )
     ),
     # -- generate
@@ -451,6 +453,14 @@ CASES: Final = [
         env={"KAFKA_BOOTSTRAP_SERVERS": None},
     ),
     case("dicts-export-unreachable", "dicts export out.backup", FAILURE, UNREACHABLE),
+    case("dicts-reindex-unreachable", "dicts reindex", FAILURE, UNREACHABLE),
+    case("dicts-retire-bad-topic", "dicts retire --topic orders=", USAGE, "--topic orders="),
+    case(
+        "dicts-retire-negative-days",
+        "dicts retire --older-than-days -1",
+        USAGE,
+        "--older-than-days",
+    ),
     case(
         "dicts-status-unreachable", "dicts status", FAILURE, UNREACHABLE, "ZDICT_REGISTRY__TIMEOUT"
     ),

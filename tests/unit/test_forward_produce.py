@@ -942,3 +942,32 @@ def test_batches_past_a_crossover_that_moved_are_read_again_and_encoded(
     assert _decoded(decoder, after[0].records) == _expected(full)
     # Read again whole and encoded (then written the fewer-bytes way), not raw unencoded.
     assert _outcomes(setup) == {"compressed": float(len(full) - 1), "raw": 2.0 * len(full)}
+
+
+def test_a_batch_written_again_takes_the_batch_level_one_passed_as_it_came_the_clients(
+    encoder: Encoder, decoder: Decoder, events: list[bytes]
+) -> None:
+    records = _records(events[:400])
+    batch = encode_batch(records, codec="zstd")
+    rewriter = BatchRewriter(BatchLimits(1 << 20, 1 << 20, HEADER_KEY, "zstd"))
+
+    def written(level: int) -> bytes:
+        partition = rewriter.read(batch, Allowance(10**6, 1 << 30))
+        encoded = encoder.encode_batch(partition.inputs)
+        return rewriter.write(partition, encoded, level=level)
+
+    at_default, at_nine = written(3), written(9)
+    assert len(at_nine) < len(at_default)
+    assert _decoded(decoder, at_nine) == _decoded(decoder, at_default) == _expected(records)
+    # As it came (the output codec is the client's): the client's bytes, whatever the level.
+    as_read = rewriter.write_as_read(rewriter.read(batch, Allowance(10**6, 1 << 30)), level=9)
+    assert as_read == batch
+
+
+def test_a_namespace_writes_batches_again_at_its_dictionarys_batch_level(
+    add_dictionary: AddDictionary,
+) -> None:
+    metrics = Metrics(CollectorRegistry())
+    chosen = Encoder(add_dictionary("clicks", batch_level=9), header_key=HEADER_KEY)
+    assert _namespace("clicks", chosen, metrics).batch_level == 9
+    assert _namespace("none", Encoder(None), metrics).batch_level == 3

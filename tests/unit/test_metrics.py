@@ -105,6 +105,7 @@ EXPECTED_FAMILIES = {
     "zdict_dictionary_info": ("gauge", {"topic", "dict_id", "version"}),
     "zdict_dictionary_heldout_compression_factor": ("gauge", {"topic"}),
     "zdict_dictionary_created_timestamp_seconds": ("gauge", {"topic"}),
+    "zdict_batch_compression_level": ("gauge", {"topic"}),
     "zdict_training_runs": ("counter", {"topic", "result"}),
     "zdict_training_duration_seconds": ("histogram", {"topic"}),
     "zdict_last_training_timestamp_seconds": ("gauge", {"topic", "trigger", "result"}),
@@ -132,6 +133,7 @@ def test_every_metric_is_exposed_with_its_name_type_and_bounded_labels(
         {"finished_at": 1.7e9, "trigger": "manual", "decision": "rejected"}
     )
     metrics.stored.add("orders", RELAY, 3, 120, 9000, 12_000)
+    metrics.set_batch_level("orders", 9)
 
     families = scrape(registry)
 
@@ -151,6 +153,9 @@ def test_every_metric_is_exposed_with_its_name_type_and_bounded_labels(
     assert "zdict_records_total" in counter_samples
     assert value(registry, "zdict_dictionary_info", topic="orders", dict_id="4242", version="2")
     assert value(registry, "zdict_build_info", **build_info()) == 1.0
+    assert value(registry, "zdict_batch_compression_level", topic="orders") == 9
+    metrics.set_batch_level("orders", None)
+    assert value(registry, "zdict_batch_compression_level", topic="orders") is None
 
 
 def test_the_codec_batch_histogram_spans_a_few_records_to_a_large_batch(

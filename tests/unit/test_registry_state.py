@@ -129,9 +129,8 @@ class _ReadRegistry:
         self.refreshes = 0
         self.closed = False
 
-    def refresh(self, timeout: float | None = None) -> list[object]:
+    def catch_up(self, timeout: float | None = None) -> None:
         self.refreshes += 1
-        return []
 
     def close(self) -> None:
         self.closed = True
@@ -234,8 +233,15 @@ def _published(trained_bytes: bytes) -> tuple[list[Dictionary], list[Outgoing]]:
     return dictionaries, log
 
 
+#: The registry topic's id the index is written for.
+REGISTRY_ID = "registry-topic-id"
+
+
 def _from_index(
-    index: list[Outgoing], log: list[Outgoing], dictionaries: list[Dictionary]
+    index: list[Outgoing],
+    log: list[Outgoing],
+    dictionaries: list[Dictionary],
+    registry_id: str = REGISTRY_ID,
 ) -> RegistryState:
     """A reader's start: the index, then the registry from where the index ends."""
     by_offset = {2 * i: d for i, d in enumerate(dictionaries)}
@@ -243,7 +249,7 @@ def _from_index(
         lambda offset, meta: Dictionary.verified(meta, by_offset[offset].data, "log"), 1 << 20
     )
     for i, (key, value, _) in enumerate(index):
-        assert not isinstance(state.apply_index(i, key, value), Ignored)
+        assert not isinstance(state.apply_index(i, key, value, registry_id), Ignored)
     state.position = state.index_through
     for offset in range(state.position, len(log)):
         state.apply(offset, *consumed(log[offset]))
@@ -257,7 +263,7 @@ def test_a_reader_of_the_index_then_the_rest_of_the_registry_agrees_with_one_tha
     writer = RegistryState()
     for offset, record in enumerate(log[:4]):  # two published when the index was written
         writer.apply(offset, *consumed(record))
-    index, through = index_records(writer, 0, {})
+    index, through = index_records(writer, 0, {}, REGISTRY_ID)
     assert through == 4
     for offset in range(4, len(log)):
         writer.apply(offset, *consumed(log[offset]))
@@ -276,7 +282,9 @@ def test_a_stale_activation_written_to_the_index_late_does_not_win(trained_bytes
         ahead.apply(offset, *consumed(record))
         if offset < 4:
             behind.apply(offset, *consumed(record))
-    index = index_records(ahead, 0, {})[0] + index_records(behind, 0, {})[0]
+    index = (
+        index_records(ahead, 0, {}, REGISTRY_ID)[0] + index_records(behind, 0, {}, REGISTRY_ID)[0]
+    )
     reader = _from_index(index, log, dictionaries)
     assert reader.activations["orders"].dict_id == dictionaries[2].id
 
@@ -287,7 +295,23 @@ def test_ids_are_never_reused_once_the_index_saw_them_claimed(trained_bytes: byt
     for offset, record in enumerate(log):
         writer.apply(offset, *consumed(record))
     # Only the high-water mark is left (the dictionaries' records and entries compacted away).
-    through = [r for r in index_records(writer, 0, {})[0] if r[0] == b"through"]
+    through = [r for r in index_records(writer, 0, {}, REGISTRY_ID)[0] if r[0] == b"through"]
     reader = RegistryState()
-    reader.apply_index(0, through[0][0], through[0][1])
+    reader.apply_index(0, through[0][0], through[0][1], REGISTRY_ID)
     assert reader.next_id() == dictionaries[-1].id + 1
+
+
+def test_an_index_of_another_registry_topic_is_ignored_and_the_registry_read_whole(
+    trained_bytes: bytes,
+) -> None:
+    dictionaries, log = _published(trained_bytes)
+    lost = RegistryState()  # the registry topic as it was before a partial restore
+    for offset, record in enumerate(log):
+        lost.apply(offset, *consumed(record))
+    index = index_records(lost, 0, {}, REGISTRY_ID)[0]
+    restored = log[:4]  # the backup held the first two dictionaries and their activations
+    reader = _from_index(index, restored, dictionaries, registry_id="the-restored-topic")
+    assert reader.index_stale == len(index) and reader.index_through == 0
+    assert reader.activations["orders"].dict_id == dictionaries[1].id
+    assert [m.id for m in reader.versions()] == [d.id for d in dictionaries[:2]]
+    assert reader.next_id() == dictionaries[-1].id + 1  # the lost ones' ids stay claimed

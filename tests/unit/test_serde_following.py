@@ -24,7 +24,8 @@ from structlog.testing import capture_logs
 from sidecar.bench.events import generate
 from sidecar.codec import NO_DICTIONARY, Decoder, Outcome, StaticResolver, header_dict_id
 from sidecar.dictionaries.model import Dictionary
-from sidecar.dictionaries.registry_state import RegistryState
+from sidecar.dictionaries.registry_state import Dictionaries, RegistryState
+from sidecar.errors import RegistryUnavailable
 from sidecar.serde import ZdictSerializer
 from sidecar.serde.following import FAILURE_LOG_INTERVAL, FollowingEncoder
 from sidecar.serde.metrics import ProducerMetrics
@@ -82,6 +83,30 @@ def test_the_active_dictionary_is_used_from_the_first_record(
     assert header_dict_id(headers, "zd") == first.id
     assert Decoder(StaticResolver([first])).decode(value, headers) == events[0]
     assert encoders.dictionary(NAMESPACE) == first
+
+
+def test_a_dictionary_whose_record_cannot_be_read_again_is_said_not_raised(
+    registry: LogRegistry,
+    follow: Any,
+    dictionaries: tuple[Dictionary, Dictionary],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    first, _ = dictionaries
+    registry.publish(first)
+    registry.refresh()
+    registry.state.dictionaries = Dictionaries(registry._fetch, 0)  # a start keeps no bytes
+    registry.state.dictionaries.index(first.meta, 0)
+
+    def unreachable(offset: int, meta: Any) -> Any:
+        raise RegistryUnavailable("registry topic _zdict_test: the record was not read (test)")
+
+    monkeypatch.setattr(registry.fetcher, "fetch", unreachable)
+    with capture_logs() as logs:
+        encoders = follow(ready_timeout=5.0)
+        encoder = encoders.encoder(NAMESPACE)
+    assert encoder.dict_id == NO_DICTIONARY
+    (line,) = [e for e in logs if e["event"] == "no_dictionary"]
+    assert "the record was not read" in line["reason"]
 
 
 def test_an_activation_is_picked_up_within_the_follow_interval_and_a_rollback_too(

@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from sidecar.config.sections.codec import CodecSettings
 from sidecar.training.params import (
+    DEFAULT_BATCH_LEVEL_BUDGET_US,
     DEFAULT_BUDGET_MB_PER_S,
     DEFAULT_BUDGET_US_PER_MESSAGE,
     DEFAULT_DICT_SIZES,
@@ -63,6 +64,12 @@ class TrainingSettings(BaseModel):
         default=DEFAULT_BUDGET_MB_PER_S,
         ge=0.0,
         description="the per-byte part of the CPU budget, as MB/s of input on one core",
+    )
+    batch_level_budget_us: float = Field(
+        default=DEFAULT_BATCH_LEVEL_BUDGET_US,
+        ge=0.0,
+        description="extra CPU per record, µs, the producer's batch codec may take over zstd "
+        "level 3 where raw values are written (0: no budget)",
     )
     grid_eval_limit: int = Field(
         default=4000,
@@ -141,6 +148,7 @@ class TrainingSettings(BaseModel):
             budget_us_per_message=self.budget_us_per_message,
             budget_mb_per_s=self.budget_mb_per_s,
             grid_eval_limit=self.grid_eval_limit,
+            batch_level_budget_us=self.batch_level_budget_us,
             frame=codec.frame,
             wire=codec.wire_format,
             header_key=codec.header_key,

@@ -1,0 +1,77 @@
+"""`dicts retire`'s decision without a broker: a dictionary goes only when it is neither active
+nor in the rollback stack, is older than the operator's bound, and every partition of every
+topic named for its namespace holds no record from before the namespace's cutoff."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from sidecar.dictionaries.model import DictionaryMeta
+from sidecar.dictionaries.registry_state import Activation
+from sidecar.dictionaries.retirement import PartitionSpan, Verdict, cutoff, judge
+from tests.unit.registry_records import activation, make
+
+NOW = datetime(2026, 6, 1, tzinfo=UTC)
+OLD = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+@pytest.fixture
+def metas(trained_bytes: bytes) -> list[DictionaryMeta]:
+    """Four dictionaries of `orders`, ids 32768..32771, created long ago."""
+    return [
+        make(trained_bytes, dict_id=32768 + i).meta.model_copy(update={"created_at": OLD})
+        for i in range(4)
+    ]
+
+
+def _verdicts(
+    metas: list[DictionaryMeta],
+    active: Activation,
+    spans: list[PartitionSpan] | None,
+    older_than: timedelta = timedelta(days=30),
+) -> dict[int, Verdict]:
+    by_namespace = {} if spans is None else {"orders": spans}
+    verdicts = judge(metas, {"orders": active}, by_namespace, NOW, older_than)
+    return {v.meta.id: v for v in verdicts}
+
+
+def test_only_a_dictionary_out_of_use_whose_records_are_gone_everywhere_is_retired(
+    metas: list[DictionaryMeta],
+) -> None:
+    active = activation("orders", 32771, stack=(32770,))
+    gone = [PartitionSpan("orders", 0, 500, 400), PartitionSpan("orders.zd", 0, 7, 7)]
+    verdicts = _verdicts(metas, active, gone)
+    assert [i for i, v in verdicts.items() if v.retire] == [32768, 32769]
+    assert verdicts[32771].reason == "active"
+    assert verdicts[32770].reason == "in the rollback stack"
+    assert "orders, orders.zd" in verdicts[32768].reason
+
+
+def test_one_partition_still_holding_older_records_keeps_them_all(
+    metas: list[DictionaryMeta],
+) -> None:
+    active = activation("orders", 32771)
+    spans = [PartitionSpan("orders", 0, 500, 400), PartitionSpan("orders", 1, 10, 42)]
+    verdicts = _verdicts(metas, active, spans)
+    assert not any(v.retire for v in verdicts.values())
+    assert "orders[1] still holds records from before the cutoff (offsets 10..41)" in (
+        verdicts[32768].reason
+    )
+
+
+def test_no_topic_named_a_recent_dictionary_or_no_activation_keeps_them(
+    metas: list[DictionaryMeta],
+) -> None:
+    active = activation("orders", 32771)
+    assert "no topic named" in _verdicts(metas, active, None)[32768].reason
+    recent = _verdicts(metas, active, [], older_than=timedelta(days=365))[32768]
+    assert not recent.retire and "within --older-than" in recent.reason
+    unknown = judge(metas, {}, {}, NOW, timedelta(0))
+    assert not any(v.retire for v in unknown) and "no activation" in unknown[0].reason
+
+
+def test_the_cutoff_is_the_activation_plus_the_margin() -> None:
+    active = activation("orders", 32771)
+    assert cutoff(active, timedelta(hours=1)) == active.at + timedelta(hours=1)
