@@ -80,7 +80,7 @@ evaluate: $(STAMP)
 ## (ZDICT_PURE_PYTHON, tests/compiled.py): the code a build without a C compiler runs.
 test: $(STAMP) tools lint
 	HYPOTHESIS_PROFILE=thorough deploy/kafka/kafka-local exec -- $(BIN)/pytest -q
-	ZDICT_PURE_PYTHON=1 $(BIN)/pytest -q tests/unit/test_forward_*.py tests/deploy/test_build_backend.py
+	ZDICT_PURE_PYTHON=1 $(BIN)/pytest -q tests/unit/test_forward_*.py tests/unit/test_proxy_filters.py tests/deploy/test_build_backend.py
 
 ## soak: the fault tests at 1,000,000 records (ZDICT_SOAK=1): ten kill -9, storm, stall, queue
 soak: $(STAMP) tools

@@ -55,18 +55,24 @@ __all__ = [
     "prepare_metadata_for_build_wheel",
 ]
 
-#: The compiled modules, paths from the repository's root: a connection's frame handling and
-#: the Produce path's parsers and writers. Plain functions and classes: nothing in them is
-#: patched or subclassed at run time.
+#: The compiled modules, paths from the repository's root: a connection's frame handling, the
+#: filters every request meets, and the Produce path's parsers and writers. Plain functions and
+#: classes: nothing in them is patched or subclassed at run time.
 COMPILED: Final = (
     "sidecar/proxy/addresses.py",
-    "sidecar/proxy/answers.py",
     "sidecar/proxy/batches.py",
     "sidecar/proxy/bounded.py",
+    "sidecar/proxy/chain.py",
     "sidecar/proxy/connection.py",
+    "sidecar/proxy/correlation.py",
+    "sidecar/proxy/filter.py",
+    "sidecar/proxy/filters/api_versions.py",
+    "sidecar/proxy/filters/produce.py",
     "sidecar/proxy/frames.py",
+    "sidecar/proxy/node_addresses.py",
     "sidecar/proxy/produce.py",
     "sidecar/proxy/produce_request.py",
+    "sidecar/proxy/produce_response.py",
 )
 #: mypy's options for the compilation, after pyproject's [tool.mypy]: the packages installed
 #: where the build runs are not read (a fresh build environment has none of them, a developer's

@@ -7,11 +7,9 @@ client asked (within those kio knows), as a broker with no SASL mechanism would 
 SaslHandshake with UNSUPPORTED_SASL_MECHANISM and an empty mechanism list (librdkafka and the
 Java client then fail naming the mechanism and the empty list), SaslAuthenticate with
 ILLEGAL_SASL_STATE and a message saying what to do; the connection is then closed, as a broker
-closes it. A client retries within milliseconds, so the log line saying so is written at most
-once every `LOG_INTERVAL` seconds for the process (with how many were held back); the metric
-counts every one. Both APIs stay in the ApiVersions answer, so a client configured for SASL sends a
-SaslHandshake (and gets this answer) rather than a handshake-less exchange the proxy could not
-tell from a request.
+closes it (`filters.client_sasl`). Both APIs stay in the ApiVersions answer, so a client
+configured for SASL sends a SaslHandshake (and gets this answer) rather than a handshake-less
+exchange the proxy could not tell from a request.
 """
 
 from __future__ import annotations
@@ -24,7 +22,6 @@ from kio.schema.errors import ErrorCode
 from sidecar.proxy.frames import RequestHeader, read_request_header
 from sidecar.proxy.responses import encode_response
 from sidecar.proxy.sasl import SASL_AUTHENTICATE, SASL_HANDSHAKE
-from sidecar.proxy.throttle import Throttle
 from sidecar.proxy.versions import kio_versions
 
 #: API keys answered here, never forwarded.
@@ -75,8 +72,3 @@ def requested_mechanism(frame: bytes, header: RequestHeader) -> str | None:
     if length < 0 or end > len(frame):
         return None
     return frame[header.size + 2 : end].decode("utf-8", errors="replace")[:_MECHANISM_CHARS]
-
-
-#: The process's log throttle for clients' SASL requests (one key: client ids are the client's
-#: choice, so they never key anything the proxy keeps).
-REFUSAL_LOG: Final = Throttle(LOG_INTERVAL)

@@ -65,16 +65,12 @@ from sidecar.codec.decoder import DictionaryResolver
 from sidecar.dictionaries.model import Dictionary
 from sidecar.errors import RegistryUnavailable, UnknownDictionary, ZdictError
 from sidecar.logs import get_logger
-from sidecar.proxy.addresses import (
-    Address,
-    encode_response,
-    parse_response,
-    rewrite,
-    upstream_nodes,
-)
+from sidecar.proxy.addresses import Address
 from sidecar.proxy.fetch_metrics import FetchMetrics
 from sidecar.proxy.fetched import DecodeWork, FetchCompression, PartitionDecoder, Rewritten
 from sidecar.proxy.frames import PREFIX_BYTES
+from sidecar.proxy.node_addresses import rewrite, upstream_nodes
+from sidecar.proxy.responses import encode_response, parse_response
 from sidecar.proxy.topics import TopicView
 from sidecar.proxy.turns import FairTurns
 from sidecar.proxy.versions import FETCH

@@ -17,7 +17,8 @@ from typing import Final
 from kio.schema.metadata.v12.request import MetadataRequest
 
 from sidecar.errors import KafkaUnavailable, ProtocolError
-from sidecar.proxy.addresses import Address, parse_response
+from sidecar.proxy.addresses import Address
+from sidecar.proxy.responses import parse_response
 from sidecar.proxy.sasl import request_frame
 from sidecar.proxy.security import UpstreamSecurity
 from sidecar.proxy.topics import TopicView

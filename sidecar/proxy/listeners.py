@@ -40,12 +40,11 @@ from typing import Final
 from sidecar.config import ProxySettings
 from sidecar.errors import AuthenticationFailed
 from sidecar.logs import get_logger
-from sidecar.proxy.access import RequestAccess
 from sidecar.proxy.addresses import Address, PortMap
-from sidecar.proxy.answers import Answers
 from sidecar.proxy.budget import Budget
 from sidecar.proxy.connection import Connection, Limits, Streams
 from sidecar.proxy.fetch import FetchDecoding
+from sidecar.proxy.filters import proxy_filters
 from sidecar.proxy.metrics import BOOTSTRAP, BROKER, ForwardMetrics
 from sidecar.proxy.produce import ProduceRewriter
 from sidecar.proxy.security import PLAINTEXT_UPSTREAM, UpstreamSecurity
@@ -124,16 +123,11 @@ class Listeners:
         responses and `topics` filters listings (None: as they came)."""
         self.settings = settings
         self.security = security
-        self.produce = produce
         self.bootstrap = tuple(bootstrap)
         self.metrics = metrics
-        access = RequestAccess(
-            topics or TopicView(None),
-            metrics,
-            admin=settings.admin_apis,
-            max_metadata_topics=settings.max_metadata_topics,
+        self.filters = proxy_filters(
+            settings, metrics, self.locate, produce=produce, fetch=fetch, topics=topics
         )
-        self.answers = Answers(metrics, self.locate, fetch=fetch, topics=topics, access=access)
         self.ports = PortMap(settings.broker_port_base)
         self.budget = Budget(settings.max_buffered_bytes)
         self.limits = Limits(
@@ -143,7 +137,6 @@ class Listeners:
             write_timeout=settings.write_timeout,
             max_unread_bytes=settings.max_unread_bytes,
             first_request_timeout=settings.first_request_timeout,
-            produce_slice=settings.produce_slice_ms / 1000,
         )
         self.slots: Slots[Accepted, Connection | Waiting] = Slots(
             settings.max_connections, settings.max_connections_per_client
@@ -420,8 +413,7 @@ class Listeners:
                 limits=self.limits,
                 budget=self.budget,
                 metrics=self.metrics,
-                answers=self.answers,
-                produce=self.produce,
+                chain=self.filters.chain(),
             )
             self.slots.serve(accepted, connection)
             reason = await connection.serve()

@@ -17,7 +17,12 @@ import sys
 from typing import Any, Final
 
 from kio.index import load_response_schema
-from kio.serial import entity_writer
+from kio.serial import entity_reader, entity_writer
+from kio.serial.errors import SerialError
+
+from sidecar.errors import ProtocolError
+from sidecar.proxy.bounded import check
+from sidecar.proxy.versions import api_name
 
 _SIZE: Final = struct.Struct(">i")
 
@@ -52,3 +57,27 @@ def encode_response(correlation_id: int, payload: Any) -> bytes:
     # Not a copy (CPython hands over BytesIO's own buffer once no view is left): a decoded
     # Fetch answer is held once, as the budget counts it, not twice while it is framed.
     return buffer.getvalue()
+
+
+def parse_response(api_key: int, version: int, frame: bytes) -> tuple[int, Any]:
+    """(correlation id, kio payload) of a response frame without its size prefix.
+
+    Raises:
+        ProtocolError: the bytes do not parse as that response.
+    """
+    try:
+        schema = load_response_schema(api_key, version)
+        # kio allocates for declared counts before checking them: bounds first.
+        check(schema, frame, check(schema.__header_schema__, frame))
+        header, offset = entity_reader(schema.__header_schema__)(frame, 0)
+        body, used = entity_reader(schema)(frame, offset)
+    except (SerialError, ValueError, KeyError, TypeError, OverflowError, IndexError) as exc:
+        raise ProtocolError(
+            f"{api_name(api_key)} v{version} response does not parse: {type(exc).__name__}: {exc}"
+        ) from None
+    if offset + used != len(frame):
+        raise ProtocolError(
+            f"{api_name(api_key)} v{version} response has {len(frame) - offset - used} bytes "
+            "after its end"
+        )
+    return int(header.correlation_id), body

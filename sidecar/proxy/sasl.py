@@ -27,7 +27,7 @@ from kio.static.primitive import i16, i32
 from scramp import ScramClient, ScramException
 
 from sidecar.errors import AuthenticationFailed, ProtocolError
-from sidecar.proxy.addresses import parse_response
+from sidecar.proxy.responses import parse_response
 from sidecar.proxy.security import PLAIN, SaslCredentials
 
 SASL_HANDSHAKE: Final = 17

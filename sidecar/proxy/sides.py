@@ -15,6 +15,10 @@ from typing import Final, Protocol, cast
 CHUNK_BYTES: Final = 64 * 1024
 #: Why a side is not read: it closed its side (never resumed).
 EOF: Final = "eof"
+#: Why a side is not read: the budget has no room for what it sent (resumed once it has).
+BUDGET: Final = "budget"
+#: Stops that leave the frames already read to be handled.
+NOT_BLOCKING: Final = frozenset({BUDGET, EOF})
 
 
 class Piped(Protocol):

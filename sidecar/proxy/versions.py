@@ -1,14 +1,15 @@
-"""Which APIs and versions the forwarding proxy lets clients use, and the ApiVersions answer
-filtered to them.
+"""The Kafka APIs as the proxy knows them: their keys and names, their versions kio knows,
+which of them the proxy may serve, and which only with `proxy.admin_apis=forward`.
 
 An API version is served when kio (the protocol codecs, generated from Kafka's JSON message
 definitions) knows its request and response: the proxy then knows every field the response can
-carry, so none names a broker the proxy does not rewrite. Upstream's own range is intersected
-with that, and capped where the proxy's rewriting stops (`CAPPED`). Removed (`REMOVED`): the
-APIs whose responses name brokers or carry records the proxy does not rewrite yet, found by
-reading every response definition of Kafka 4.4 for host and port fields. Fetch responses from
-v16 on and Produce responses from v10 on name brokers (`NodeEndpoints`, KIP-951); the proxy
-parses and rewrites them (`addresses`, `fetch`).
+carry, so none names a broker the proxy does not rewrite. A filter that reads every request
+of an API narrows its range to what it reads (Produce: `produce_request`), and upstream's own
+range is intersected with that in the ApiVersions answer (`filters.api_versions`).
+Removed (`REMOVED`): the APIs whose responses name brokers or carry records the proxy does not
+rewrite yet, found by reading every response definition of Kafka 4.4 for host and port fields.
+Fetch responses from v16 on and Produce responses from v10 on name brokers (`NodeEndpoints`,
+KIP-951); the proxy parses and rewrites them (`filters.broker_addresses`, `fetch`).
 
 Of what is served, the APIs producers and consumers need (`CLIENT_APIS`) are always forwarded;
 the others (`admin_apis`: every other API kio knows, so an API new to kio is one of them) only
@@ -17,12 +18,10 @@ with `proxy.admin_apis=forward` (`access`), and left out of the ApiVersions answ
 
 from __future__ import annotations
 
-import dataclasses
 import functools
-from typing import Any, Final
+from typing import Final
 
 from kio.index import load_request_schema
-from kio.schema.errors import ErrorCode
 from kio.schema.index import api_key_map, schema_name_map
 from kio.static.constants import EntityType
 
@@ -81,11 +80,6 @@ CLIENT_APIS: Final[dict[int, str]] = {
     72: "PushTelemetry",
     75: "DescribeTopicPartitions",
 }
-#: API key -> the highest version served whatever kio and upstream know (see module).
-CAPPED: Final[dict[int, int]] = {
-    # v13 names topics by id: the allow-list and namespaces go by name (`produce_request`).
-    PRODUCE: 12,
-}
 
 
 @functools.cache
@@ -104,13 +98,10 @@ def kio_versions(api_key: int) -> tuple[int, int] | None:
 
 @functools.cache
 def served_versions(api_key: int) -> tuple[int, int] | None:
-    """The versions of `api_key` clients may use through the proxy (None: not served)."""
-    known = kio_versions(api_key)
-    if known is None or api_key in REMOVED:
-        return None
-    low, high = known
-    high = min(high, CAPPED.get(api_key, high))
-    return (low, high) if low <= high else None
+    """The versions of `api_key` the proxy may serve (None: none): those kio knows, unless
+    removed; the filters that read each request of an API narrow them
+    (`filters.api_versions.ServedVersions`)."""
+    return None if api_key in REMOVED else kio_versions(api_key)
 
 
 @functools.cache
@@ -118,12 +109,6 @@ def admin_apis() -> frozenset[int]:
     """The APIs served only with `proxy.admin_apis=forward`: every API kio knows that is
     neither a client API nor removed."""
     return frozenset(api_key_map) - frozenset(CLIENT_APIS) - frozenset(REMOVED)
-
-
-def accepts(api_key: int, version: int) -> bool:
-    """Whether a request of `api_key` in `version` is forwarded."""
-    served = served_versions(api_key)
-    return served is not None and served[0] <= version <= served[1]
 
 
 @functools.cache
@@ -140,20 +125,3 @@ def api_name(api_key: int) -> str:
     if name is None:
         return "unknown"
     return "".join(part.capitalize() for part in name.split("_"))
-
-
-def filter_api_versions(body: Any, unsupported: bool, refused: frozenset[int] = frozenset()) -> Any:
-    """Upstream's ApiVersions answer (a kio payload) limited to what the proxy serves, the APIs
-    of `refused` left out; with `unsupported`, carrying UNSUPPORTED_VERSION (the client asked a
-    version above ours)."""
-    entries = []
-    for entry in body.api_keys:
-        served = served_versions(entry.api_key)
-        if served is None or entry.api_key in refused:
-            continue
-        low = max(entry.min_version, served[0])
-        high = min(entry.max_version, served[1])
-        if low <= high:
-            entries.append(dataclasses.replace(entry, min_version=low, max_version=high))
-    error = ErrorCode.unsupported_version if unsupported else body.error_code
-    return dataclasses.replace(body, api_keys=tuple(entries), error_code=error)

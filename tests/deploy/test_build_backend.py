@@ -15,7 +15,7 @@ import pytest
 
 from deploy import build_backend
 from sidecar.proxy.batches import ReadBatch, ReadPartition
-from sidecar.proxy.connection import Expected
+from sidecar.proxy.filter import Expected
 from sidecar.proxy.frames import RequestHeader
 from sidecar.proxy.produce_request import PartitionData, ProduceRequest, TopicData
 from tests.compiled import ROOT, runs_compiled, stale_extensions
@@ -64,7 +64,7 @@ def test_a_written_out_init_keeps_the_dataclass_semantics() -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
         header.version = 12  # type: ignore[misc]  # frozen: what the test checks
     expected = Expected(0, 11, 7)
-    assert (expected.unsupported, expected.then) == (False, [])
+    assert (expected.marked, expected.then) == (False, [])
     assert expected.then is not Expected(0, 11, 8).then, "a list of its own each"
     assert ReadPartition([], []).value_bytes == 0
     assert ReadBatch(b"", (), 0, [], True).plain == b""

@@ -84,6 +84,84 @@ LAYERS: Final = (
 #: Entries of one layer that import nothing of each other.
 INDEPENDENT: Final = ("sidecar.relay", "sidecar.proxy", "sidecar.serde", "sidecar.tools")
 
+#: The proxy's own layers (`make lint` checks them as LAYERS): the service and the listeners
+#: assemble the rest; the filters (one per API behaviour) over what they apply (the rules, the
+#: parsers and writers of requests and records); the network layer (connections, sides, budget,
+#: upstream), which knows no API: it imports none of the layers above, only the wire layer (frames,
+#: the filter API and chain, responses, API keys and versions, metrics).
+PROXY_LAYERS: Final = (
+    (
+        "assembly",
+        (
+            "sidecar.proxy.service",
+            "sidecar.proxy.listeners",
+            "=sidecar.proxy.filters",
+            "sidecar.proxy.known_topics",
+            "sidecar.proxy.routes",
+        ),
+    ),
+    ("filters", ("sidecar.proxy.filters",)),
+    (
+        "rules",
+        tuple(
+            f"sidecar.proxy.{name}"
+            for name in (
+                "access",
+                "allowlist",
+                "batches",
+                "client_sasl",
+                "fetch",
+                "fetch_metrics",
+                "fetched",
+                "group_protocol",
+                "hiding",
+                "lookups",
+                "node_addresses",
+                "produce",
+                "produce_request",
+                "produce_response",
+                "refusals",
+                "topics",
+                "turns",
+            )
+        ),
+    ),
+    (
+        "network",
+        tuple(
+            f"sidecar.proxy.{name}"
+            for name in (
+                "addresses",
+                "budget",
+                "connection",
+                "correlation",
+                "sasl",
+                "security",
+                "sides",
+                "slots",
+                "upstream",
+            )
+        ),
+    ),
+    (
+        "wire",
+        tuple(
+            f"sidecar.proxy.{name}"
+            for name in (
+                "bounded",
+                "chain",
+                "filter",
+                "frames",
+                "metrics",
+                "responses",
+                "throttle",
+                "versions",
+            )
+        ),
+    ),
+    ("package", ("=sidecar.proxy",)),
+)
+
 #: The pure logic: the codec and its wire format, training and its decision, the dictionary model
 #: (and the package that re-exports it), the registry's state, the schedule, the sampling reservoir.
 PURE = (
@@ -329,6 +407,17 @@ def layer_violations(
 def test_every_module_imports_only_its_own_layer_and_those_below() -> None:
     found = layer_violations(import_graph(PACKAGE_DIR), LAYERS, INDEPENDENT)
     assert not found, "imports against the layers (LAYERS):\n" + "\n".join(found)
+
+
+def test_the_proxys_network_layer_imports_no_filter_and_no_rule_of_an_api() -> None:
+    graph = import_graph(PACKAGE_DIR)
+    proxy = {
+        module: {target for target in targets if _in(target, "sidecar.proxy")}
+        for module, targets in graph.items()
+        if _in(module, "sidecar.proxy")
+    }
+    found = layer_violations(proxy, PROXY_LAYERS, ())
+    assert not found, "imports against the proxy's layers (PROXY_LAYERS):\n" + "\n".join(found)
 
 
 def test_no_import_cycles_inside_the_package_lazy_imports_included() -> None:

@@ -27,6 +27,7 @@ from structlog.testing import capture_logs
 from sidecar.dictionaries.registry_state import INDEX_SUFFIX
 from sidecar.errors import ProtocolError
 from sidecar.proxy.access import ACL_APIS, DESCRIBE_ACLS, UNCHECKED, RequestAccess, topic_keys
+from sidecar.proxy.filters.api_versions import filter_api_versions
 from sidecar.proxy.frames import read_request_header
 from sidecar.proxy.metrics import ForwardMetrics
 from sidecar.proxy.responses import encode_response
@@ -35,7 +36,6 @@ from sidecar.proxy.versions import (
     CLIENT_APIS,
     REMOVED,
     admin_apis,
-    filter_api_versions,
     request_header_version,
     served_versions,
 )

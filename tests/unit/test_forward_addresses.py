@@ -3,6 +3,7 @@ kio, rewritten, written and parsed back: only host and port changed."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import sys
 from typing import Any
@@ -12,17 +13,12 @@ from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode
 
 from sidecar.errors import ProtocolError
-from sidecar.proxy.addresses import (
-    Address,
-    PortMap,
-    encode_response,
-    is_parsed,
-    names_no_broker,
-    parse_response,
-    rewrite,
-    upstream_nodes,
-)
+from sidecar.proxy.addresses import Address, PortMap
 from sidecar.proxy.bounded import check, top_level_tags
+from sidecar.proxy.filters.broker_addresses import BrokerAddressFilter
+from sidecar.proxy.node_addresses import REWRITTEN_FROM, rewrite, upstream_nodes
+from sidecar.proxy.produce_response import names_no_broker
+from sidecar.proxy.responses import encode_response, parse_response
 from sidecar.proxy.versions import (
     DESCRIBE_CLUSTER,
     FIND_COORDINATOR,
@@ -32,6 +28,7 @@ from sidecar.proxy.versions import (
 )
 from tests.unit.forward_messages import filled
 
+ADDRESSES = BrokerAddressFilter(lambda nodes, host: asyncio.sleep(0, dict(nodes)))
 UPSTREAM = {1: Address("kafka-1.upstream", 9092), 2: Address("kafka-2.upstream", 19092)}
 LOCAL = {1: Address("127.0.0.1", 9101), 2: Address("127.0.0.1", 9102)}
 
@@ -54,7 +51,7 @@ def _round_trip(api_key: int, version: int, body: Any, local: dict[int, Address 
     assert (correlation_id, parsed) == (5, body)
     assert upstream_nodes(api_key, parsed) == UPSTREAM
     out = encode_response(correlation_id, rewrite(api_key, parsed, local))
-    assert is_parsed(api_key, version)
+    assert _rewritten(api_key, version)
     return parse_response(api_key, version, out[4:])[1]
 
 
@@ -186,10 +183,17 @@ def test_a_produce_response_running_past_its_frame_is_refused() -> None:
         names_no_broker(PRODUCE, 11, frame[:-3])
 
 
+def _rewritten(api_key: int, version: int) -> bool:
+    """Whether the broker address filter is keyed to `api_key` in `version`."""
+    versions = ADDRESSES.response_keys.get(api_key)
+    return versions is not None and versions[0] <= version <= versions[1]
+
+
 def test_produce_before_v10_is_not_parsed() -> None:
-    assert not is_parsed(PRODUCE, 9)
-    assert is_parsed(PRODUCE, 10)
-    assert not is_parsed(1, 15)  # Fetch passes as it is
+    assert not _rewritten(PRODUCE, 9)
+    assert _rewritten(PRODUCE, 10)
+    assert not _rewritten(1, 15)  # Fetch passes as it is
+    assert {k: v[0] for k, v in ADDRESSES.response_keys.items()} == REWRITTEN_FROM
 
 
 def test_a_broker_without_a_local_listener_is_left_out() -> None:

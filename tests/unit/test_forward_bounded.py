@@ -11,8 +11,9 @@ import pytest
 from kio.index import load_response_schema
 
 from sidecar.errors import ProtocolError
-from sidecar.proxy.addresses import REWRITTEN_FROM, encode_response, parse_response
 from sidecar.proxy.bounded import check
+from sidecar.proxy.node_addresses import REWRITTEN_FROM
+from sidecar.proxy.responses import encode_response, parse_response
 from sidecar.proxy.topics import LISTING
 from sidecar.proxy.versions import API_VERSIONS, FETCH, kio_versions
 from tests.unit.forward_messages import filled

@@ -22,9 +22,10 @@ from prometheus_client import CollectorRegistry
 from structlog.testing import capture_logs
 
 from sidecar.config import ProxySettings
-from sidecar.proxy.addresses import Address, encode_response, parse_response
+from sidecar.proxy.addresses import Address
 from sidecar.proxy.listeners import Listeners
 from sidecar.proxy.metrics import ForwardMetrics
+from sidecar.proxy.responses import encode_response, parse_response
 from tests.kafka_frames import request_frame
 from tests.unit.forward_messages import filled
 

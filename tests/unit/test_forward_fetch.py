@@ -33,12 +33,13 @@ from sidecar.dictionaries import Dictionary, TrainingSample
 from sidecar.dictionaries.model import build_dictionary
 from sidecar.dictionaries.store import DictionaryStore
 from sidecar.errors import RegistryUnavailable, UnknownDictionary
-from sidecar.proxy.addresses import Address, encode_response, parse_response
+from sidecar.proxy.addresses import Address
 from sidecar.proxy.fetch import FetchDecoding, RecentMisses
 from sidecar.proxy.fetch_metrics import FetchMetrics
 from sidecar.proxy.fetched import DecodeWork, PartitionDecoder
 from sidecar.proxy.listeners import Listeners
 from sidecar.proxy.metrics import ForwardMetrics
+from sidecar.proxy.responses import encode_response, parse_response
 from sidecar.proxy.service import _fetch_decoding
 from sidecar.proxy.topics import (
     DESCRIBE_LOG_DIRS,

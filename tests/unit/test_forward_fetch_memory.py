@@ -20,11 +20,12 @@ from structlog.testing import capture_logs
 
 from sidecar.codec import Decoder
 from sidecar.config import ProxySettings
-from sidecar.proxy.addresses import Address, encode_response, parse_response
+from sidecar.proxy.addresses import Address
 from sidecar.proxy.fetch import FIRST_ROOM, FetchDecoding
 from sidecar.proxy.fetch_metrics import FetchMetrics
 from sidecar.proxy.listeners import Listeners
 from sidecar.proxy.metrics import ForwardMetrics
+from sidecar.proxy.responses import encode_response, parse_response
 from sidecar.proxy.topics import TopicView
 from sidecar.proxy.versions import FETCH
 from tests.kafka_frames import request_frame

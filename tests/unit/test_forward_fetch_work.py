@@ -27,11 +27,12 @@ from sidecar.errors import (
     RegistryUnavailable,
     UnknownDictionary,
 )
-from sidecar.proxy.addresses import Address, encode_response, parse_response
+from sidecar.proxy.addresses import Address
 from sidecar.proxy.fetch import FetchDecoding
 from sidecar.proxy.fetch_metrics import FetchMetrics
 from sidecar.proxy.fetched import FAILURE_COST, DecodeWork, PartitionDecoder
 from sidecar.proxy.lookups import ThrottledLookups
+from sidecar.proxy.responses import encode_response, parse_response
 from sidecar.proxy.topics import TopicView
 from sidecar.proxy.versions import FETCH
 from tests.record_batches import NewRecord, decode_batches, encode_batch

@@ -9,13 +9,15 @@ import uuid
 from typing import Any
 
 from kio.index import load_response_schema
+from kio.schema.index import api_key_map
 from kio.schema.types import TopicName
 
 from sidecar.proxy import group_protocol
+from sidecar.proxy.filters.topics import hidden_keys
 from sidecar.proxy.hiding import ResponseHiding, hides
 from sidecar.proxy.responses import encode_response
 from sidecar.proxy.topics import LISTING
-from sidecar.proxy.versions import FETCH, PRODUCE
+from sidecar.proxy.versions import FETCH, PRODUCE, kio_versions
 from tests.kafka_frames import assignment, subscription
 from tests.unit.test_forward_access import (
     OFFSETS_ID,
@@ -170,3 +172,14 @@ def test_a_newer_consumer_protocol_version_is_read_with_the_newest_known() -> No
     message = group_protocol.read("assignment", newer, "consumer")
     assert message is not None
     assert group_protocol.topics(message) == [REGISTRY]
+
+
+def test_the_topics_filter_is_keyed_to_every_version_hiding_walks() -> None:
+    keys = hidden_keys()
+    for api_key in sorted(api_key_map):
+        known = kio_versions(api_key)
+        if known is None:
+            continue
+        low, high = keys.get(api_key, (1, 0))
+        for version in range(known[0], known[1] + 1):
+            assert hides(api_key, version) is (low <= version <= high), (api_key, version)

@@ -9,8 +9,7 @@ import struct
 import pytest
 from kio.schema.errors import ErrorCode
 
-from sidecar.proxy.addresses import parse_response
-from sidecar.proxy.responses import build, encode_response, nested, response_class
+from sidecar.proxy.responses import build, encode_response, nested, parse_response, response_class
 from sidecar.proxy.versions import API_VERSIONS, PRODUCE
 
 

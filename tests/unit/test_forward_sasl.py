@@ -22,10 +22,11 @@ from scramp import ScramException, ScramMechanism
 
 from sidecar.config import ProxySettings
 from sidecar.errors import AuthenticationFailed
-from sidecar.proxy.addresses import Address, encode_response
+from sidecar.proxy.addresses import Address
 from sidecar.proxy.client_sasl import CLIENT_SASL_APIS
 from sidecar.proxy.listeners import Listeners
 from sidecar.proxy.metrics import ForwardMetrics
+from sidecar.proxy.responses import encode_response
 from sidecar.proxy.sasl import SASL_AUTHENTICATE, SASL_HANDSHAKE, authenticate
 from sidecar.proxy.security import SaslCredentials, UpstreamSecurity
 from sidecar.proxy.throttle import Throttle

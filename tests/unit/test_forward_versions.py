@@ -14,21 +14,24 @@ from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.schema.index import api_key_map
 
-from sidecar.proxy.addresses import REWRITTEN_FROM
+from sidecar.proxy.filters.api_versions import ServedVersions, filter_api_versions
+from sidecar.proxy.filters.produce import ProduceFilter
+from sidecar.proxy.node_addresses import REWRITTEN_FROM
 from sidecar.proxy.versions import (
     API_VERSIONS,
     FETCH,
     METADATA,
     PRODUCE,
     REMOVED,
-    accepts,
     api_name,
-    filter_api_versions,
     kio_versions,
     request_header_version,
     served_versions,
 )
 from tests.unit.forward_messages import filled
+
+#: The versions the proxy serves: kio's, narrowed by the Produce filter's.
+SERVED = ServedVersions(ProduceFilter(None, 0.02).request_keys)
 
 #: Responses with host and port fields that are not brokers: Kafka Streams application
 #: endpoints (KIP-1071), which clients publish for each other.
@@ -57,7 +60,7 @@ def test_api_versions_are_limited_to_kio_and_the_removed_apis_left_out() -> None
         55: (0, 2),  # DescribeQuorum
         9999: (0, 0),  # an API kio does not know
     }
-    got = filter_api_versions(_upstream_answer(4, upstream), unsupported=False)
+    got = filter_api_versions(_upstream_answer(4, upstream), False, served=SERVED.served)
     listed = {e.api_key: (e.min_version, e.max_version) for e in got.api_keys}
     assert listed == {
         PRODUCE: (3, 12),  # v13 names topics by id; the allow-list goes by name
@@ -72,13 +75,15 @@ def test_api_versions_are_limited_to_kio_and_the_removed_apis_left_out() -> None
 
 
 def test_an_api_versions_answered_in_v0_carries_unsupported_version() -> None:
-    got = filter_api_versions(_upstream_answer(0, {API_VERSIONS: (0, 5)}), unsupported=True)
+    got = filter_api_versions(
+        _upstream_answer(0, {API_VERSIONS: (0, 5)}), True, served=SERVED.served
+    )
     assert got.error_code == ErrorCode.unsupported_version
     assert [(e.api_key, e.min_version, e.max_version) for e in got.api_keys] == [(18, 0, 4)]
 
 
 def test_a_range_left_empty_by_the_intersection_is_not_listed() -> None:
-    got = filter_api_versions(_upstream_answer(3, {FETCH: (19, 20)}), unsupported=False)
+    got = filter_api_versions(_upstream_answer(3, {FETCH: (19, 20)}), False, served=SERVED.served)
     assert got.api_keys == (), "Fetch v19+ is not known to kio"
 
 
@@ -101,7 +106,7 @@ def test_a_range_left_empty_by_the_intersection_is_not_listed() -> None:
 def test_requests_are_forwarded_for_the_versions_listed_only(
     api_key: int, version: int, accepted: bool
 ) -> None:
-    assert accepts(api_key, version) is accepted
+    assert SERVED.accepts(api_key, version) is accepted
 
 
 def test_flexible_versions_take_request_header_v2() -> None:
@@ -136,7 +141,7 @@ def test_every_served_response_naming_hosts_and_ports_is_rewritten() -> None:
     names brokers shows up here before a client can use it through the proxy."""
     leaks = []
     for api_key in sorted(api_key_map):
-        served = served_versions(api_key)
+        served = SERVED.served(api_key)
         if served is None or api_key in NOT_BROKERS:
             continue
         for version in range(served[0], served[1] + 1):
