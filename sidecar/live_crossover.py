@@ -114,6 +114,7 @@ class LiveCrossover:
         sample: Callable[[], Sample | None],
         encoder: Callable[[], Encoder],
         trained: Callable[[str], float | None],
+        *,
         level: int | None = None,
         interval: float = 0.0,
         clock: Callable[[], float] = time.monotonic,

@@ -344,7 +344,7 @@ class Relay:
             lambda: sample,
             lambda: namespace.encoder,
             namespace.output_crossover,
-            modes.level if modes is not None else None,
+            level=modes.level if modes is not None else None,
         )
 
     def _active_id(self, topic: str) -> int | None:

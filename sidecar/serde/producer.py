@@ -162,7 +162,7 @@ class _CompressingProducer:
                 lambda: stored.sample(topic),
                 lambda: self._encoding.encoder(topic),
                 lambda codec: self._encoding.crossover(topic, codec),
-                self._level,
+                level=self._level,
             )
         return live(codec)
 

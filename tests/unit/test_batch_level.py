@@ -167,7 +167,7 @@ def test_the_live_crossover_compresses_both_modes_at_the_producers_level(
     frames = [(e.value, e.headers or ()) for e in encoder.encode_batch([(v, None) for v in values])]
     seen = set()
     for level in (3, 12):
-        live = LiveCrossover(lambda: sample, lambda: encoder, lambda _: None, level)
+        live = LiveCrossover(lambda: sample, lambda: encoder, lambda _: None, level=level)
         expected = raw_crossovers(values, frames, {"zstd": producer_zstd(level)})["zstd"]
         assert live("zstd") == expected
         seen.add(expected)

@@ -185,7 +185,9 @@ def test_a_measurement_stands_for_its_interval_but_a_small_sample_that_doubled(
     now = [0.0]
     encoder = _encoder(_trained(stream))
     # Trained at 1: frames winning at the fills a small sample holds raise it to the largest.
-    live = LiveCrossover(lambda: sample, lambda: encoder, lambda _: 1.0, 5.0, lambda: now[0])
+    live = LiveCrossover(
+        lambda: sample, lambda: encoder, lambda _: 1.0, interval=5.0, clock=lambda: now[0]
+    )
     values = iter(stream.messages[SAMPLE:])
     for _ in range(MIN_FEW - 1):
         sample.add(None, next(values), ())
