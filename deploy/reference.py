@@ -30,11 +30,9 @@ PAGE: Final = ROOT / "sidecar" / "REFERENCE.md"
 
 HEADER: Final = """# Reference: every setting and every metric
 
-Generated from the code by `make reference` (`python -m deploy.reference`): the settings from the
-pydantic-settings tree (`sidecar/config/`), the metrics from their definitions. Do not edit it by
-hand: `tests/deploy/test_reference.py` fails while it differs from the code. How settings are
-given (flags, `ZDICT_*`, `--config FILE`): [the package's README](README.md#configuration); the
-metrics in use: [Monitoring](../deploy/README.md#monitoring)."""
+Generated from the code by `make reference`; do not edit it by hand. How settings are given:
+[the package's README](README.md#configuration); the metrics in use:
+[Monitoring](../deploy/README.md#monitoring)."""
 
 #: The suffix a family's samples carry in the exposition, by type.
 _EXPOSED_SUFFIX: Final = {"counter": "_total", "info": "_info"}
