@@ -250,8 +250,7 @@ def proxy_markdown(doc: Document) -> list[str]:
     """FIGURES.md's `bench proxy` tables, each under the sentence that reads it."""
     tables = proxy_tables(doc)
     out = [
-        "Direct and through the forwarding proxy (`proxy`), median [min–max] of the "
-        "measured rounds:",
+        "Direct and through the proxy (`proxy`), median [min–max] of the measured rounds:",
         "",
         *table(TIMED_HEADERS, tables.timed),
     ]
