@@ -39,7 +39,13 @@ from sidecar.dictionaries.model import (
 )
 from sidecar.dictionaries.registry import Registry, RegistryResolver, default_actor, pinned_error
 from sidecar.dictionaries.store import DictionaryStore
-from sidecar.errors import ConfigError, DictionaryNotFound, StoreError, UnknownDictionary
+from sidecar.errors import (
+    ConfigError,
+    DictionaryNotFound,
+    StoreError,
+    UnknownDictionary,
+    ZdictError,
+)
 from sidecar.tools.evaluation import evaluate
 from sidecar.tools.tables import render
 from sidecar.training.choice import train
@@ -207,7 +213,28 @@ def _input_lines(source: str, settings: Settings, max_lines: int) -> InputLines:
     return lines
 
 
+def configured_topics(settings: Settings) -> list[str]:
+    """The topics the configuration relays or proxies, each once, in order: what `train
+    --configured-topics` trains. A decoding relay's input topics hold compressed records of
+    other namespaces, so they are not its own."""
+    relayed = settings.relay.input_topics if settings.relay.mode == "encode" else ()
+    topics = list(dict.fromkeys((*relayed, *settings.proxy.topics)))
+    if not topics:
+        raise ConfigError(
+            "train --configured-topics: the configuration names no topic to train: set "
+            "ZDICT_RELAY__INPUT_TOPICS (with ZDICT_RELAY__MODE=encode) or ZDICT_PROXY__TOPICS"
+        )
+    return topics
+
+
 def cmd_train(args: argparse.Namespace) -> int:
+    if args.configured_topics:
+        if args.namespace is not None:
+            raise ConfigError(
+                "--namespace names one namespace: with --configured-topics each topic trains "
+                "its own"
+            )
+        return _train_configured(args)
     if args.namespace is None and args.topic is None:
         raise ConfigError("--namespace is required with --input (it is usually the topic name)")
     namespace = validate_namespace(args.namespace or args.topic)
@@ -215,94 +242,143 @@ def cmd_train(args: argparse.Namespace) -> int:
     store = DictionaryStore(settings.dictionaries)
     registry = open_registry(settings, "train") if args.publish else None
     try:
+        code, entry = _train_namespace(args, settings, store, registry, namespace, args.topic)
+    finally:
         if registry is not None:
-            sync_store(registry, store, [namespace])
-            activation = registry.state.activations.get(namespace)
-            if activation is not None and activation.pinned is not None:
-                # The retraining CronJob runs this: a pin holds against it as against the
-                # sidecars' own training. Not a failure: recorded, so the registry shows the
-                # namespace looked after (ZdictTrainingOverdue stays quiet) and why.
-                reason = str(pinned_error(namespace, activation.pinned))
-                skipped: dict[str, object] = {
-                    "trigger": "manual",
-                    "decision": SKIPPED,
-                    "reason": reason,
-                    "finished_at": time.time(),
-                }
-                store.record_training(namespace, skipped)
-                registry.publish_training(namespace, skipped)
-                print(f"{PROG}: {reason}", file=sys.stderr)
-                return 0
-        champion = store.active(namespace)
-        unit: Unit = "offset"
-        if args.topic:
-            from sidecar.training.topic_sample import read_sample
+            registry.close()
+    # A pinned namespace's skipped run: stderr says so, and stdout stays empty.
+    if args.json and entry["decision"] != SKIPPED:
+        print(json.dumps(entry, indent=2))
+    return code
 
-            # Producers that compress in-process leave no raw record on the topic: its
-            # records are decoded first (decode, then train), with the dictionaries they name.
-            resolver = SampleResolver(settings, store, registry)
+
+def _train_configured(args: argparse.Namespace) -> int:
+    """`train --configured-topics`: each configured topic in turn, its report printed (`--json`:
+    one list at the end); a topic that fails is reported and the others still train. The exit
+    code is the worst of the runs."""
+    settings = configured_settings(args, **_training_overrides(args))
+    topics = configured_topics(settings)
+    store = DictionaryStore(settings.dictionaries)
+    registry = open_registry(settings, "train") if args.publish else None
+    entries: list[dict[str, Any]] = []
+    worst = 0
+    try:
+        for topic in topics:
             try:
-                sample = read_sample(
-                    settings,
-                    args.topic,
-                    args.sample,
-                    decoder=Decoder(
-                        resolver,
-                        max_output_size=settings.codec.max_output_size,
-                        header_key=settings.codec.header_key,
-                    ),
+                if registry is not None:
+                    # Its champion and pin as they are now, not as at the first topic's start.
+                    registry.catch_up()
+                code, entry = _train_namespace(
+                    args, settings, store, registry, validate_namespace(topic), topic
                 )
-            finally:
-                resolver.close()
-            entries, window = sample.entries, sample.window
-            if sample.decoded:
-                print(
-                    f"{sample.decoded:,} of the {len(sample.entries):,} sampled records were "
-                    "compressed on the topic: decoded to train on",
-                    file=sys.stderr,
-                )
-        else:
-            lines = _input_lines(args.input, settings, args.sample)
-            # A file's line order is its time order: line numbers (from 1) are its offsets.
-            entries = [(0, n + 1, line) for n, line in zip(lines.numbers, lines.lines, strict=True)]
-            window, unit = lines.describe(), "line"
-        samples = split_newest(entries, settings.training.heldout_fraction, window, unit)
-        params = settings.training.params(settings.codec)
-        started = time.monotonic()
-        report = train(samples, params, namespace=namespace, champion=champion)
-        stored = None
-        if report.decision is Decision.PROMOTED:
-            stored = promote(
-                store,
-                registry,
-                report,
-                window=window,
-                parent_id=champion.id if champion else None,
-                activate=not args.no_activate,
-            )
-        summary = report.summary() | {
-            "trigger": "manual",
-            "finished_at": time.time(),
-            "seconds": round(time.monotonic() - started, 3),
-            "stored_id": stored.id if stored else None,
-        }
-        entry = report.to_dict() | summary
-        store.record_training(namespace, entry)
-        if registry is not None:
-            registry.publish_training(namespace, summary)
+            except ZdictError as exc:
+                code = 2 if isinstance(exc, ConfigError) else 1
+                entry = {"namespace": topic, "decision": "error", "reason": str(exc)}
+                print(f"{PROG}: topic {topic}: error: {exc}", file=sys.stderr)
+            entries.append(entry)
+            worst = max(worst, code)
     finally:
         if registry is not None:
             registry.close()
     if args.json:
-        print(json.dumps(entry, indent=2))
+        print(json.dumps(entries, indent=2))
+    return worst
+
+
+def _train_namespace(
+    args: argparse.Namespace,
+    settings: Settings,
+    store: DictionaryStore,
+    registry: Registry | None,
+    namespace: str,
+    topic: str | None,
+) -> tuple[int, dict[str, Any]]:
+    """One training run of `namespace`, from `topic`'s latest records (None: from `--input`),
+    against the registry's champion when `registry` is given; the text report printed unless
+    `--json`. Returns the exit code and the run's entry (the skipped run's, when pinned)."""
+    if registry is not None:
+        sync_store(registry, store, [namespace])
+        activation = registry.state.activations.get(namespace)
+        if activation is not None and activation.pinned is not None:
+            # The retraining CronJob runs this: a pin holds against it as against the
+            # sidecars' own training. Not a failure: recorded, so the registry shows the
+            # namespace looked after (ZdictTrainingOverdue stays quiet) and why.
+            reason = str(pinned_error(namespace, activation.pinned))
+            skipped: dict[str, Any] = {
+                "trigger": "manual",
+                "decision": SKIPPED,
+                "reason": reason,
+                "finished_at": time.time(),
+            }
+            store.record_training(namespace, skipped)
+            registry.publish_training(namespace, skipped)
+            print(f"{PROG}: {reason}", file=sys.stderr)
+            return 0, {"namespace": namespace} | skipped
+    champion = store.active(namespace)
+    unit: Unit = "offset"
+    if topic:
+        from sidecar.training.topic_sample import read_sample
+
+        # Producers that compress in-process leave no raw record on the topic: its
+        # records are decoded first (decode, then train), with the dictionaries they name.
+        resolver = SampleResolver(settings, store, registry)
+        try:
+            sample = read_sample(
+                settings,
+                topic,
+                args.sample,
+                decoder=Decoder(
+                    resolver,
+                    max_output_size=settings.codec.max_output_size,
+                    header_key=settings.codec.header_key,
+                ),
+            )
+        finally:
+            resolver.close()
+        entries, window = sample.entries, sample.window
+        if sample.decoded:
+            print(
+                f"{sample.decoded:,} of the {len(sample.entries):,} sampled records were "
+                "compressed on the topic: decoded to train on",
+                file=sys.stderr,
+            )
     else:
+        lines = _input_lines(args.input, settings, args.sample)
+        # A file's line order is its time order: line numbers (from 1) are its offsets.
+        entries = [(0, n + 1, line) for n, line in zip(lines.numbers, lines.lines, strict=True)]
+        window, unit = lines.describe(), "line"
+    samples = split_newest(entries, settings.training.heldout_fraction, window, unit)
+    params = settings.training.params(settings.codec)
+    started = time.monotonic()
+    report = train(samples, params, namespace=namespace, champion=champion)
+    stored = None
+    if report.decision is Decision.PROMOTED:
+        stored = promote(
+            store,
+            registry,
+            report,
+            window=window,
+            parent_id=champion.id if champion else None,
+            activate=not args.no_activate,
+        )
+    summary = report.summary() | {
+        "trigger": "manual",
+        "finished_at": time.time(),
+        "seconds": round(time.monotonic() - started, 3),
+        "stored_id": stored.id if stored else None,
+    }
+    entry = report.to_dict() | summary
+    store.record_training(namespace, entry)
+    if registry is not None:
+        registry.publish_training(namespace, summary)
+    if not args.json:
         print(format_training(report, stored, stored is not None and not args.no_activate))
         if stored is not None and registry is not None:
             print(f"published to registry topic {registry.topic}")
     if report.decision is Decision.FAILED:
         print(f"{PROG}: training failed: {report.reason}", file=sys.stderr)
-        return 1
-    return 0
+        return 1, entry
+    return 0, entry
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
@@ -462,6 +538,12 @@ def add_train(commands: Commands) -> None:
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--input", metavar="FILE", help="one message per line; - for stdin")
     source.add_argument("--topic", metavar="TOPIC", help="sample the latest records of a topic")
+    source.add_argument(
+        "--configured-topics",
+        action="store_true",
+        help="each topic of the configuration in turn (ZDICT_RELAY__INPUT_TOPICS, "
+        "ZDICT_PROXY__TOPICS), as --topic does; exit code: the worst of the runs",
+    )
     p.add_argument(
         "--sample",
         type=number(int, ge=1),
@@ -471,7 +553,12 @@ def add_train(commands: Commands) -> None:
         f"lines of --input (default {DEFAULT_TRAIN_SAMPLE})",
     )
     p.add_argument("--namespace", help="default: the --topic name (required with --input)")
-    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print the report as JSON (--configured-topics: a list, one entry per topic; "
+        'decision "error" where a topic failed)',
+    )
     p.add_argument(
         "--heldout-fraction",
         type=setting_number(TrainingSettings, "heldout_fraction"),

@@ -237,12 +237,13 @@ def test_the_dashboard_ships_as_a_configmap_grafana_loads_with_the_committed_jso
 
 
 def _topic_settings(resources: dict[tuple[str, str], dict[str, Any]]) -> dict[str, str]:
-    """What names the topic in a render: the settings that carry it, the CronJob's --topic."""
+    """What names the topic in a render: the settings that carry it. The CronJob names none: it
+    trains the topics the settings name (`train --configured-topics`)."""
     data: dict[str, str] = generated(resources, "ConfigMap", "zdict-sidecar-config")["data"]
     named = {key: value for key, value in data.items() if "TOPICS" in key or "GROUP_ID" in key}
     (cronjob,) = [r for (kind, _), r in resources.items() if kind == "CronJob"]
     (train,) = cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"]
-    named["--topic"] = train["args"][train["args"].index("--topic") + 1]
+    assert "--configured-topics" in train["args"] and "--topic" not in train["args"]
     return named
 
 
@@ -251,12 +252,11 @@ def test_the_topic_is_written_once_and_names_the_groups_and_the_cronjobs_run(
 ) -> None:
     """was: `orders` in zdict-sidecar.env, the CronJob's arguments and the proxy overlay's
     topics and group (issue 40). Now the env file's ZDICT_RELAY__INPUT_TOPICS is the one place:
-    another topic there reaches every setting and the CronJob in both overlays, and rolls the
-    pods."""
+    another topic there reaches every setting (which the CronJob trains) in both overlays, and
+    rolls the pods."""
     assert _topic_settings(render(DEPLOY / "k8s")) == {
         "ZDICT_RELAY__INPUT_TOPICS": '["orders"]',
         "ZDICT_RELAY__GROUP_ID": "orders-zdict-sidecar",
-        "--topic": "orders",
     }
     deploy = deploy_copy(tmp_path)
     env = deploy / "k8s" / "zdict-sidecar.env"
@@ -265,7 +265,6 @@ def test_the_topic_is_written_once_and_names_the_groups_and_the_cronjobs_run(
     assert relay == {
         "ZDICT_RELAY__INPUT_TOPICS": '["shop-payments"]',
         "ZDICT_RELAY__GROUP_ID": "shop-payments-zdict-sidecar",
-        "--topic": "shop-payments",
     }
     proxy = _topic_settings(render(deploy / "k8s-proxy"))
     assert proxy == relay | {

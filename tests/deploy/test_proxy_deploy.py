@@ -151,7 +151,7 @@ def test_the_overlay_keeps_the_training_cronjob_retrain_now_creates_a_job_from()
     ]["containers"]
     assert {"configMapRef": {"name": config}} in train["envFrom"]
     args = build_parser().parse_args(train["args"])
-    assert (args.command, args.topic, args.publish) == ("train", "orders", True)
+    assert (args.command, args.configured_topics, args.publish) == ("train", True, True)
     readme = (DEPLOY / "README.md").read_text()
     assert "kubectl create job --from=cronjob/orders-zdict-train" in readme
 

@@ -10,8 +10,13 @@ from pathlib import Path
 import pytest
 
 from sidecar.cli.cat import parse_delimiter
-from sidecar.cli.main import main
+from sidecar.cli.dicts import configured_topics
+from sidecar.cli.main import build_parser, main
+from sidecar.config import Settings, load_settings
 from sidecar.dictionaries.store import DictionaryStore
+from sidecar.errors import InputError
+from sidecar.training import topic_sample
+from sidecar.training.topic_sample import TopicSample
 
 FAST = ["--budget-us", "0", "--budget-mb-per-s", "0"]
 
@@ -228,6 +233,71 @@ def test_train_uses_a_uniform_sample_of_a_longer_input_and_says_so(
     assert f"{events_file} has 3,000 lines; using a uniform sample of 1,000 (--sample" in (
         captured.err
     )
+
+
+@pytest.fixture
+def topics_from_file(events_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`train --topic`'s sample read from the events file (topic `gone` does not exist): the
+    Kafka side is tests/integration/test_train_topic.py's."""
+    lines = events_file.read_bytes().splitlines()[:1000]
+
+    def read_sample(settings: Settings, topic: str, count: int, **_: object) -> TopicSample:
+        if topic == "gone":
+            raise InputError(f"topic {topic} does not exist")
+        entries = [(0, offset, line) for offset, line in enumerate(lines)]
+        return TopicSample(topic, entries, f"{topic}[0] offsets 0-{len(lines) - 1}")
+
+    monkeypatch.setattr(topic_sample, "read_sample", read_sample)
+
+
+@pytest.mark.usefixtures("small_grid", "topics_from_file")
+def test_train_configured_topics_trains_each_topic_and_a_failed_one_does_not_stop_the_others(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("ZDICT_RELAY__INPUT_TOPICS", '["orders", "gone"]')
+    monkeypatch.setenv("ZDICT_PROXY__TOPICS", '["gone", "clicks"]')
+    argv = ["train", "--configured-topics", "--json", "--dictionaries", str(tmp_path)]
+    assert main(argv) == 1
+    captured = capsys.readouterr()
+    report = json.loads(captured.out)
+    assert [(e["namespace"], e["decision"]) for e in report] == [
+        ("orders", "promoted"),
+        ("gone", "error"),
+        ("clicks", "promoted"),
+    ]
+    assert report[1]["reason"] == "topic gone does not exist"
+    assert captured.err.strip() == "zdict-sidecar: topic gone: error: topic gone does not exist"
+    store = DictionaryStore(tmp_path)
+    assert [report[0]["stored_id"], report[2]["stored_id"]] == [
+        store.active_id("orders"),
+        store.active_id("clicks"),
+    ]
+
+
+@pytest.mark.usefixtures("small_grid", "topics_from_file")
+def test_train_configured_topics_prints_one_report_per_topic_and_exits_0_when_all_train(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("ZDICT_RELAY__INPUT_TOPICS", '["orders", "clicks"]')
+    assert main(["train", "--configured-topics", "--dictionaries", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert out.index("namespace orders: ") < out.index("namespace clicks: ")
+    assert out.count("decision: promoted") == 2
+
+
+def test_configured_topics_are_the_encoding_relays_then_the_proxys_each_once() -> None:
+    proxy = {"topics": ["b", "c"]}
+    relay = {"input_topics": ["a", "b"]}
+    assert configured_topics(load_settings(relay=relay, proxy=proxy)) == ["a", "b", "c"]
+    # A decoding relay reads compressed topics: their namespaces are their producers'.
+    decoding = {"input_topics": ["a.zd"], "mode": "decode"}
+    assert configured_topics(load_settings(relay=decoding, proxy=proxy)) == ["b", "c"]
+
+
+def test_train_configured_topics_is_a_source_of_its_own() -> None:
+    args = build_parser().parse_args(["train", "--configured-topics", "--publish"])
+    assert (args.configured_topics, args.topic, args.input) == (True, None, None)
+    assert not build_parser().parse_args(["train", "--topic", "t"]).configured_topics
 
 
 @pytest.mark.parametrize(
