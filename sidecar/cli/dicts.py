@@ -38,6 +38,7 @@ from sidecar.dictionaries.model import (
     validate_namespace,
 )
 from sidecar.dictionaries.registry import Registry, RegistryResolver, default_actor, pinned_error
+from sidecar.dictionaries.retire_run import configured_namespace_topics, retire
 from sidecar.dictionaries.store import DictionaryStore
 from sidecar.errors import (
     ConfigError,
@@ -277,12 +278,38 @@ def _train_configured(args: argparse.Namespace) -> int:
                 print(f"{PROG}: topic {topic}: error: {exc}", file=sys.stderr)
             entries.append(entry)
             worst = max(worst, code)
+        if registry is not None and settings.training.retire != "off":
+            worst = max(worst, _retire_configured(settings, registry, store))
     finally:
         if registry is not None:
             registry.close()
     if args.json:
         print(json.dumps(entries, indent=2))
     return worst
+
+
+def _retire_configured(settings: Settings, registry: Registry, store: DictionaryStore) -> int:
+    """`ZDICT_TRAINING__RETIRE` after the configured topics trained: what can be retired, and
+    with `apply` retired, said on stderr; 1 when it could not be judged."""
+    apply = settings.training.retire == "apply"
+    try:
+        done = retire(
+            settings,
+            registry,
+            configured_namespace_topics(settings),
+            store=store if apply else None,
+        )
+    except ZdictError as exc:
+        print(f"{PROG}: retirement (ZDICT_TRAINING__RETIRE): error: {exc}", file=sys.stderr)
+        return 1
+    going = sum(v.retire for v in done.verdicts)
+    did = f"retired {len(done.retired)}" if apply else f"dry run: {going} could be retired"
+    print(
+        f"{PROG}: retirement (ZDICT_TRAINING__RETIRE={settings.training.retire}): {did} of "
+        f"{len(done.verdicts)} dictionaries of registry topic {registry.topic}",
+        file=sys.stderr,
+    )
+    return 0
 
 
 def _train_namespace(

@@ -1,5 +1,6 @@
 """`dicts retire`: which dictionaries of the registry no record can name any more, and why
-(`sidecar.dictionaries.retirement` decides); a dry run, nothing is changed."""
+(`sidecar.dictionaries.retirement` decides, `sidecar.dictionaries.retire_run` asks the cluster);
+a dry run unless `--apply`, which retires them and removes their files from the local store."""
 
 from __future__ import annotations
 
@@ -10,10 +11,10 @@ from typing import TYPE_CHECKING
 
 from sidecar.cli.common import add_config_flags, number, open_registry
 from sidecar.config import Settings
-from sidecar.dictionaries.model import utc_now, validate_namespace
-from sidecar.dictionaries.retirement import PartitionSpan, cutoff, judge
+from sidecar.dictionaries.model import validate_namespace
+from sidecar.dictionaries.retire_run import MARGIN, OLDER_THAN, retire
+from sidecar.dictionaries.store import DictionaryStore
 from sidecar.errors import ConfigError
-from sidecar.kafka import make_reader, offsets_since
 from sidecar.tools.tables import render
 
 if TYPE_CHECKING:
@@ -32,35 +33,22 @@ def topics_by_namespace(named: list[str]) -> dict[str, list[str]]:
 
 
 def cmd_retire(args: argparse.Namespace, settings: Settings) -> int:
-    """`dicts retire`: a verdict per dictionary of the registry (a dry run)."""
+    """`dicts retire`: a verdict per dictionary of the registry; `--apply` retires them."""
     topics = topics_by_namespace(args.topic)
-    margin = timedelta(hours=args.margin_hours)
+    store = DictionaryStore(settings.dictionaries) if args.apply else None
     registry = open_registry(settings, "operator")
     try:
-        state = registry.state
-        metas = state.versions()
-        activations = dict(state.activations)
+        done = retire(
+            settings,
+            registry,
+            topics,
+            older_than=timedelta(days=args.older_than_days),
+            margin=timedelta(hours=args.margin_hours),
+            store=store,
+        )
     finally:
         registry.close()
-    spans: dict[str, list[PartitionSpan]] = {}
-    reader = make_reader(settings, "retire")
-    try:
-        for namespace, named in topics.items():
-            activation = activations.get(namespace)
-            if activation is None:
-                continue
-            at_ms = int(cutoff(activation, margin).timestamp() * 1000)
-            spans[namespace] = [
-                PartitionSpan(topic, partition, low, since)
-                for topic in named
-                for partition, low, since in offsets_since(
-                    reader, topic, at_ms, settings.registry.timeout
-                )
-            ]
-    finally:
-        reader.close()
-    verdicts = judge(metas, activations, spans, utc_now(), timedelta(days=args.older_than_days))
-    going = [v for v in verdicts if v.retire]
+    verdicts, retired = done.verdicts, {m.id for m in done.retired}
     if args.json:
         rows = [
             {
@@ -69,6 +57,7 @@ def cmd_retire(args: argparse.Namespace, settings: Settings) -> int:
                 "retire": v.retire,
                 "why": v.reason,
             }
+            | ({"retired": v.meta.id in retired} if args.apply else {})
             for v in verdicts
         ]
         print(json.dumps(rows, indent=2))
@@ -79,16 +68,25 @@ def cmd_retire(args: argparse.Namespace, settings: Settings) -> int:
             v.meta.namespace,
             v.meta.version,
             f"{v.meta.created_at:%Y-%m-%d}",
-            "yes" if v.retire else "no",
+            ("retired" if v.meta.id in retired else "yes") if v.retire else "no",
             v.reason,
         ]
         for v in verdicts
     ]
     print(render(["id", "namespace", "version", "created", "retire", "why"], table))
-    print(
-        f"dry run: {len(going)} of {len(verdicts)} dictionaries of registry topic "
-        f"{settings.registry.topic} could be retired; nothing was changed"
-    )
+    going = sum(v.retire for v in verdicts)
+    if args.apply:
+        print(
+            f"retired {len(retired)} of {len(verdicts)} dictionaries of registry topic "
+            f"{settings.registry.topic}; {len(done.removed)} removed from the store "
+            f"{settings.dictionaries}"
+        )
+    else:
+        print(
+            f"dry run: {going} of {len(verdicts)} dictionaries of registry topic "
+            f"{settings.registry.topic} could be retired; nothing was changed (--apply retires "
+            "them)"
+        )
     return 0
 
 
@@ -96,7 +94,7 @@ def add_action(actions: Commands) -> None:
     """The `retire` action of `dicts`."""
     a = actions.add_parser(
         "retire",
-        help="list the dictionaries no record can name any more, and why (a dry run)",
+        help="list the dictionaries no record can name any more, and why; --apply retires them",
     )
     a.add_argument(
         "--topic",
@@ -109,15 +107,22 @@ def add_action(actions: Commands) -> None:
     a.add_argument(
         "--older-than-days",
         type=number(float, ge=0),
-        default=30.0,
-        help="only dictionaries created longer ago than this (default 30)",
+        default=OLDER_THAN / timedelta(days=1),
+        help="only dictionaries created longer ago than this, whatever the topics' retention "
+        "(default 30)",
     )
     a.add_argument(
         "--margin-hours",
         type=number(float, ge=0),
-        default=1.0,
+        default=MARGIN / timedelta(hours=1),
         help="after an activation, how long a producer may still write with the dictionary it "
         "replaced (default 1)",
+    )
+    a.add_argument(
+        "--apply",
+        action="store_true",
+        help="retire them: tombstones in the registry and its index (every sidecar forgets "
+        "them; their ids are never reused), their files removed from the store (--dictionaries)",
     )
     a.add_argument("--json", action="store_true")
     add_config_flags(a)

@@ -35,12 +35,14 @@ from sidecar.dictionaries.registry_state import (
     FORMAT_HEADER,
     Action,
     Activation,
+    DictionaryRetired,
     Event,
     Headers,
     Ignored,
     Pin,
     RegistryState,
     activation_record,
+    dictionary_key_of,
     dictionary_record,
     training_record,
 )
@@ -69,10 +71,13 @@ STACK_DEPTH: Final = 32
 CLAIM_ATTEMPTS: Final = 5
 
 
-class IgnoredCounter(Protocol):
-    """Where `Registry` counts the records it ignores (`Metrics` is one)."""
+class RegistryCounters(Protocol):
+    """Where `Registry` counts the records it ignores and the retirements it reads (`Metrics`
+    is one)."""
 
     def registry_record_ignored(self, reason: str) -> None: ...
+
+    def registry_dictionary_retired(self) -> None: ...
 
 
 def default_actor(role: str) -> str:
@@ -92,7 +97,7 @@ class Registry:
         settings: Settings,
         *,
         actor: str | None = None,
-        metrics: IgnoredCounter | None = None,
+        metrics: RegistryCounters | None = None,
         reader: Consumer | None = None,
     ) -> None:
         """`settings`: the Kafka properties and `registry.*`; `metrics` counts ignored records;
@@ -147,7 +152,9 @@ class Registry:
         return registry
 
     @classmethod
-    def open(cls, settings: Settings, role: str, metrics: IgnoredCounter | None = None) -> Registry:
+    def open(
+        cls, settings: Settings, role: str, metrics: RegistryCounters | None = None
+    ) -> Registry:
         """The registry of `settings`, its topic checked (or created), read to the end.
 
         `role` names this process in the activations it publishes (`host:pid (role)`);
@@ -346,6 +353,8 @@ class Registry:
             )
             if self.metrics is not None:
                 self.metrics.registry_record_ignored(event.kind)
+        elif isinstance(event, DictionaryRetired) and self.metrics is not None:
+            self.metrics.registry_dictionary_retired()
         return event
 
     # -- publishing ----------------------------------------------------------------------------
@@ -396,16 +405,17 @@ class Registry:
 
         The id is kept if nobody claimed it before; otherwise the next free id (above `avoid`
         too) is taken, unless `keep_id` (then `RegistryError`). Publishing the same bytes again
-        is a no-op.
+        is a no-op, unless they were retired.
         """
         avoid = set(avoid)
         for _ in range(CLAIM_ATTEMPTS):
             self.refresh()
             claim = self.state.claims.get(dictionary.id)
-            if claim is not None and claim.sha256 == dictionary.meta.sha256:
-                # The same bytes (the sha256 says so), as the registry describes them.
-                meta = self.state.dictionaries.meta(dictionary.id)
-                return dictionary if meta is None else Dictionary(meta=meta, data=dictionary.data)
+            meta = self.state.dictionaries.meta(dictionary.id)
+            if claim is not None and claim.sha256 == dictionary.meta.sha256 and meta is not None:
+                # The same bytes (the sha256 says so), as the registry describes them. Those
+                # of a retired dictionary (no meta) go under a new id: its own is never reused.
+                return Dictionary(meta=meta, data=dictionary.data)
             if claim is not None or dictionary.id in avoid:
                 if keep_id:
                     raise RegistryError(
@@ -552,6 +562,38 @@ class Registry:
         )
         return activation
 
+    def retire(self, metas: Iterable[DictionaryMeta]) -> list[DictionaryMeta]:
+        """Retire dictionaries: a tombstone of each one's registry record, then of its index
+        record (see `registry_state`); returns those retired. One that is active or in a
+        rollback stack now, or no longer in the registry, is left out.
+
+        Raises:
+            RegistryUnavailable: the registry or its index did not take the tombstones.
+        """
+        self.refresh()
+        going = [
+            m
+            for m in metas
+            if self.state.dictionaries.meta(m.id) == m and self.state.user(m.id) is None
+        ]
+        for meta in going:
+            self._produce(dictionary_key_of(meta), None, [(FORMAT_HEADER, FORMAT)])
+        self.refresh()
+        retired = [m for m in going if m.id in self.state.retired]
+        with self._lock:
+            keys = [dictionary_key_of(m) for m in retired]
+            self.index.retire(keys, self._the_producer(), self.timeout)
+        self._write_index()
+        for meta in retired:
+            log.info(
+                "dictionary_retired",
+                topic=self.topic,
+                namespace=meta.namespace,
+                dict_id=meta.id,
+                version=meta.version,
+            )
+        return retired
+
     def publish_training(self, namespace: str, entry: dict[str, Any]) -> None:
         """Record one training run's numbers and decision (the latest per namespace is kept)."""
         self._produce(*training_record(namespace, entry))
@@ -651,6 +693,12 @@ class RegistryResolver:
         if dictionary is None:
             self.registry.catch_up()
             dictionary = self.registry.state.dictionaries.get(dict_id)
+        if dictionary is None and dict_id in self.registry.state.retired:
+            raise UnknownDictionary(
+                f"unknown dictionary id {dict_id}: retired from registry topic "
+                f"{self.registry.topic} (dicts retire --apply) once no record of its topics "
+                "named it; this record outlived its topic's retention, or came from elsewhere"
+            )
         if dictionary is None:
             raise UnknownDictionary(
                 f"unknown dictionary id {dict_id}: not in registry topic {self.registry.topic} "

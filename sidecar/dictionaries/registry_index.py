@@ -216,6 +216,22 @@ class IndexTopic:
         self._dropped.clear()
         return len(records) + len(tombstones)
 
+    def retire(self, keys: Sequence[bytes], producer: Producer, timeout: float) -> None:
+        """Tombstone the index records of retired dictionaries (`keys`: their registry keys),
+        so that a start that reads the index forgets them too.
+
+        Raises:
+            RegistryUnavailable: the index topic did not take them.
+        """
+        if not self.exists or self.registry_id is None:
+            return
+        tombstones: list[IndexRecord] = [(key, None, [(FORMAT_HEADER, FORMAT)]) for key in keys]
+        if not self._send(producer, tombstones, timeout):
+            raise RegistryUnavailable(
+                f"registry index topic {self.topic}: the retirements were not all acknowledged "
+                f"within {timeout:.0f} s; zdict-sidecar dicts reindex writes the index anew"
+            )
+
     def forget_written(self) -> None:
         """Write every entry again at the next `write` (the index was found to disagree)."""
         self.written_through = 0

@@ -28,8 +28,12 @@ Rules every reader applies (`RegistryState.apply`), so all hosts agree:
 * The latest ``active/<namespace>`` record is the namespace's active dictionary; it carries the
   stack of earlier active ids, so a rollback needs no history beyond it (compaction keeps only
   the latest record per key), and the namespace's pin if an operator pinned it.
-* Dictionary records are never deleted: records that reference an id may be read for as long
-  as they exist.
+* A dictionary is deleted only by retirement (`dicts retire --apply`,
+  `sidecar.dictionaries.retirement` decides): a tombstone of its record, and one of its index
+  record. Every reader then forgets it (`DictionaryRetired`); a record naming it gets the
+  decoder's `UnknownDictionary`. Its id stays claimed (`through`'s high-water mark keeps it
+  after compaction), so it is never reused. A tombstone of a dictionary that is active or in a
+  rollback stack is refused: a namespace never loses its dictionary to one.
 
 What a reader keeps of a dictionary is `Dictionaries`' business: its metadata and offset always,
 its bytes while cached (or always, with no way to read them again).
@@ -167,6 +171,15 @@ class TrainingRecorded:
 
 
 @dataclass(frozen=True, slots=True)
+class DictionaryRetired:
+    """A dictionary's record was tombstoned (retired): no reader holds it any more."""
+
+    dict_id: int
+    namespace: str
+    offset: int
+
+
+@dataclass(frozen=True, slots=True)
 class Ignored:
     """A record no reader uses (logged as `registry_record_ignored`).
 
@@ -180,7 +193,7 @@ class Ignored:
     reason: str
 
 
-Event = DictionaryAdded | Activated | TrainingRecorded | Ignored
+Event = DictionaryAdded | Activated | TrainingRecorded | DictionaryRetired | Ignored
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,6 +267,14 @@ class Dictionaries:
         self.entries[dictionary.id] = Entry.of(dictionary.meta, offset)
         if self.cache_new:
             self._keep(dictionary)
+
+    def remove(self, dict_id: int) -> Entry | None:
+        """Forget a retired dictionary, its cached bytes too; returns its entry (None: unknown)."""
+        with self._lock:
+            cached = self._cache.pop(dict_id, None)
+            if cached is not None:
+                self.cached_bytes -= len(cached.data)
+        return self.entries.pop(dict_id, None)
 
     def get(self, dict_id: int) -> Dictionary | None:
         """The dictionary `dict_id` (None: not in the registry), read again if not cached.
@@ -381,6 +402,8 @@ class RegistryState:
         self.index_through = 0
         #: Index records read that were written for another registry topic (ignored).
         self.index_stale = 0
+        #: Ids retired as this reader read their tombstones (their ids stay in `claims`).
+        self.retired: set[int] = set()
         self.position = 0  # the next offset to read
         self._lock = threading.Lock()
 
@@ -404,7 +427,7 @@ class RegistryState:
         counted in `index_stale`, not applied. Never raises: one that cannot be applied is
         returned as `Ignored`."""
         with self._lock:
-            return _guarded(offset, key, lambda: self._apply_index(key, value, registry_id))
+            return _guarded(offset, key, lambda: self._apply_index(offset, key, value, registry_id))
 
     def _apply(
         self, offset: int, key: bytes | None, value: bytes | None, headers: Headers
@@ -429,10 +452,10 @@ class RegistryState:
     ) -> Event | None:
         dict_id, sha = _dictionary_key(key)
         claim = self.claims.get(dict_id)
-        if value is None:  # a tombstone: only a losing claim is ever withdrawn
-            if claim is not None and claim.sha256 == sha:
-                raise _refused("tombstone", "tombstone of a dictionary in use; ignored")
-            return None
+        if value is None:  # a losing claim withdrawn (nothing to do), or a retirement
+            if claim is None or claim.sha256 != sha:
+                return None
+            return self._retire(dict_id, offset)
         if claim is not None:
             if claim.sha256 == sha:
                 return None  # the same dictionary published again
@@ -491,6 +514,28 @@ class RegistryState:
         self.trainings[namespace] = entry
         return TrainingRecorded(namespace, entry, offset)
 
+    def _retire(self, dict_id: int, offset: int) -> Event | None:
+        """Forget the dictionary whose record (or index record) was tombstoned; its claim stays,
+        so that its id is never reused."""
+        user = self.user(dict_id)
+        if user is not None:
+            raise _refused("tombstone", f"tombstone of a dictionary in use ({user}); ignored")
+        entry = self.dictionaries.remove(dict_id)
+        if entry is None:
+            return None
+        self.retired.add(dict_id)
+        return DictionaryRetired(dict_id, entry.namespace, offset)
+
+    def user(self, dict_id: int) -> str | None:
+        """What keeps `dict_id` from retirement: the namespace it is active in or in the
+        rollback stack of, in words (None: neither)."""
+        for namespace, activation in self.activations.items():
+            if activation.dict_id == dict_id:
+                return f"active in {namespace}"
+            if dict_id in activation.stack:
+                return f"in the rollback stack of {namespace}"
+        return None
+
     def _newest(self, key: bytes, offset: int) -> bool:
         """Whether the record of `key` at `offset` is the newest read yet (then noted)."""
         if self.offsets.get(key, -1) > offset:
@@ -499,10 +544,12 @@ class RegistryState:
         return True
 
     def _apply_index(
-        self, key: bytes | None, value: bytes | None, registry_id: str
+        self, index_offset: int, key: bytes | None, value: bytes | None, registry_id: str
     ) -> Event | None:
-        if key is None or value is None:
-            return None  # a tombstone of the index forgets nothing
+        if key is None:
+            return None
+        if value is None:
+            return self._index_tombstone(index_offset, key)
         _within("too_large", len(value), MAX_JSON_VALUE, "index record")
         record = json.loads(value)
         if not isinstance(record, dict) or not _is_offset(record.get("offset")):
@@ -518,15 +565,7 @@ class RegistryState:
             self._raise_high_id(record.get("high_id"))
             return None
         if key.startswith(_DICTIONARY):
-            dict_id, sha = _dictionary_key(key)
-            meta = DictionaryMeta.model_validate(record.get("meta"))
-            if meta.id != dict_id or meta.sha256 != sha:
-                raise _refused("invalid", f"index entry of {dict_id} names {meta.id}")
-            claim = self.claims.get(dict_id)
-            if claim is not None:
-                return None  # known: the first claim stays
-            self.claims[dict_id] = Claim(offset, sha)
-            self.dictionaries.index(meta, offset)
+            self._index_dictionary(key, record.get("meta"), offset)
             return None
         inner = json.dumps(record.get("value")).encode()
         if key.startswith(_ACTIVE):
@@ -539,6 +578,28 @@ class RegistryState:
         if key.startswith(_TRAINING):
             return self._apply_training(offset, key, inner)
         raise _refused("unknown_key", "unknown index key")
+
+    def _index_dictionary(self, key: bytes, raw_meta: object, offset: int) -> None:
+        """A dictionary's index entry: its metadata, and the offset of its registry record."""
+        dict_id, sha = _dictionary_key(key)
+        meta = DictionaryMeta.model_validate(raw_meta)
+        if meta.id != dict_id or meta.sha256 != sha:
+            raise _refused("invalid", f"index entry of {dict_id} names {meta.id}")
+        if dict_id in self.claims:
+            return  # known: the first claim stays
+        self.claims[dict_id] = Claim(offset, sha)
+        self.dictionaries.index(meta, offset)
+
+    def _index_tombstone(self, index_offset: int, key: bytes) -> Event | None:
+        """A tombstone in the index: a retirement forgets its dictionary (as the registry's own
+        tombstone does); any other (`IndexTopic.rebuild`'s) forgets nothing."""
+        if not key.startswith(_DICTIONARY):
+            return None
+        dict_id, sha = _dictionary_key(key)
+        claim = self.claims.get(dict_id)
+        if claim is None or claim.sha256 != sha:
+            return None
+        return self._retire(dict_id, index_offset)
 
     def _raise_high_id(self, high: object) -> None:
         if isinstance(high, int) and MIN_DICT_ID <= high <= MAX_DICT_ID:

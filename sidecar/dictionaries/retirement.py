@@ -12,9 +12,11 @@ A dictionary D of namespace N may go when all of these hold:
    wrote with it at most `margin` later: the *cutoff*. A partition holds no record written
    before the cutoff when its oldest offset present is at or past the first offset written at or
    after the cutoff (Kafka's offsets by time; the end of the partition when every record is
-   older). Every partition of every topic the operator names for N must say so: a compacted
-   topic, or one whose retention still keeps those records, never does, and a namespace with no
-   topic named keeps every dictionary.
+   older). Every partition of every topic named for N must say so, and a namespace with no
+   topic named keeps every dictionary. A topic's `Retention` (its settings, as the cluster
+   states them) says when that can be: never for a compacted topic (compaction keeps a record
+   per key) or one kept forever, whose offsets are not even asked for; otherwise by
+   `retention.ms` after the cutoff, the date a verdict names while the records are there.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Final
 
 from sidecar.dictionaries.model import DictionaryMeta
 from sidecar.dictionaries.registry_state import Activation
@@ -45,6 +48,48 @@ class PartitionSpan:
 
 
 @dataclass(frozen=True, slots=True)
+class Retention:
+    """A topic's deletion settings, as DescribeConfigs states them."""
+
+    cleanup_policy: str
+    #: -1: no limit.
+    retention_ms: int
+    retention_bytes: int
+
+    @classmethod
+    def of(cls, settings: Mapping[str, str]) -> Retention:
+        """From `cleanup.policy`, `retention.ms` and `retention.bytes` (`RETENTION_SETTINGS`)."""
+        return cls(
+            settings["cleanup.policy"],
+            int(settings["retention.ms"]),
+            int(settings["retention.bytes"]),
+        )
+
+    @property
+    def never(self) -> str | None:
+        """Why the topic's records are never taken (None: by time or size they are)."""
+        if "delete" not in self.cleanup_policy.replace(" ", "").split(","):
+            return f"cleanup.policy={self.cleanup_policy}: compaction keeps a record per key"
+        if self.retention_ms < 0 and self.retention_bytes < 0:
+            return "retention.ms and retention.bytes are -1: records are kept forever"
+        return None
+
+
+#: The topic settings a `Retention` is read from.
+RETENTION_SETTINGS: Final = ("cleanup.policy", "retention.ms", "retention.bytes")
+
+
+@dataclass(frozen=True, slots=True)
+class TopicRecords:
+    """A topic named for a namespace: its retention, and its partitions at the namespace's
+    cutoff (none asked for when the retention never takes a record)."""
+
+    topic: str
+    retention: Retention
+    spans: tuple[PartitionSpan, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class Verdict:
     """One dictionary: whether it can be retired, and why (or why not)."""
 
@@ -62,19 +107,22 @@ def cutoff(activation: Activation, margin: timedelta) -> datetime:
 def judge(
     metas: Iterable[DictionaryMeta],
     activations: Mapping[str, Activation],
-    spans: Mapping[str, Sequence[PartitionSpan]],
+    topics: Mapping[str, Sequence[TopicRecords]],
     now: datetime,
     older_than: timedelta,
+    margin: timedelta,
 ) -> list[Verdict]:
-    """A verdict for each dictionary of `metas`; `spans`: per namespace, every partition of the
-    topics named for it, at the namespace's `cutoff` (a namespace absent: no topic named)."""
+    """A verdict for each dictionary of `metas`; `topics`: per namespace, the topics named for
+    it (a namespace absent: none), each at the namespace's `cutoff` with `margin`."""
     verdicts = []
     for meta in metas:
         activation = activations.get(meta.namespace)
         keep = _kept_by_registry(meta, activation, now, older_than)
+        named = topics.get(meta.namespace, ())
         if keep is None:
-            keep = _kept_by_topics(meta.namespace, spans.get(meta.namespace, ()))
-        verdicts.append(Verdict(meta, keep is None, keep or _gone(spans[meta.namespace])))
+            assert activation is not None
+            keep = _kept_by_topics(meta.namespace, named, cutoff(activation, margin))
+        verdicts.append(Verdict(meta, keep is None, keep or _gone(named)))
     return verdicts
 
 
@@ -92,20 +140,33 @@ def _kept_by_registry(
     return None
 
 
-def _kept_by_topics(namespace: str, spans: Sequence[PartitionSpan]) -> str | None:
-    if not spans:
+def _kept_by_topics(namespace: str, named: Sequence[TopicRecords], since: datetime) -> str | None:
+    if not named:
         return f"no topic named for namespace {namespace} (--topic {namespace}=TOPIC)"
-    kept = [s for s in spans if not s.older_gone]
-    if kept:
-        first = kept[0]
-        return (
-            f"{first.topic}[{first.partition}] still holds records from before the cutoff "
-            f"(offsets {first.low}..{first.since - 1})"
-            + (f" and {len(kept) - 1} more partitions" if len(kept) > 1 else "")
-        )
+    for topic in named:
+        if topic.retention.never is not None:
+            return f"{topic.topic}: {topic.retention.never}"
+    for topic in named:
+        kept = [s for s in topic.spans if not s.older_gone]
+        if kept:
+            first = kept[0]
+            return (
+                f"{first.topic}[{first.partition}] still holds records from before the cutoff "
+                f"(offsets {first.low}..{first.since - 1})"
+                + (f" and {len(kept) - 1} more partitions" if len(kept) > 1 else "")
+                + _expected(topic.retention, since)
+            )
     return None
 
 
-def _gone(spans: Sequence[PartitionSpan]) -> str:
-    topics = sorted({s.topic for s in spans})
+def _expected(retention: Retention, since: datetime) -> str:
+    """When retention takes the records from before the cutoff, as far as time tells."""
+    if retention.retention_ms < 0:
+        return "; only retention.bytes takes them"
+    due = since + timedelta(milliseconds=retention.retention_ms)
+    return f"; retention.ms takes them from {due:%Y-%m-%d %H:%M} UTC"
+
+
+def _gone(named: Sequence[TopicRecords]) -> str:
+    topics = sorted({t.topic for t in named})
     return f"no record from before the cutoff left in {', '.join(topics)}"

@@ -588,6 +588,31 @@ class DictionaryStore:
         _append_line(ns_dir / _HISTORY, json.dumps(event))
         return dictionary
 
+    def remove(self, namespace: str, dict_id: int) -> bool:
+        """Delete a retired dictionary's files (`.json` first: without it the `.zdict` is an
+        interrupted write); its id stays reserved, never to be reused. Returns whether it was
+        there.
+
+        Raises:
+            StoreError: it is the namespace's active dictionary, or a file cannot be deleted.
+        """
+        ns_dir = self._ns_dir(namespace)
+        if self.active_id(namespace) == validate_dict_id(dict_id):
+            raise StoreError(
+                f"dictionary {dict_id} is the active dictionary of namespace {namespace} in "
+                f"{self.root}; activate another before it is removed"
+            )
+        found = False
+        for suffix in (".json", ".zdict"):
+            try:
+                (ns_dir / f"{dict_id}{suffix}").unlink()
+                found = True
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                raise StoreError(f"{ns_dir}: cannot remove dictionary {dict_id}: {exc}") from None
+        return found
+
     def _active_stack(self, namespace: str) -> list[int]:
         stack: list[int] = []
         for event in self.history(namespace):

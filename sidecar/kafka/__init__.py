@@ -51,6 +51,7 @@ from sidecar.kafka.clients import (
     producer_config,
     reads_from_start,
     topic_id,
+    topic_settings,
 )
 
 __all__ = [
@@ -99,4 +100,5 @@ __all__ = [
     "producer_config",
     "reads_from_start",
     "topic_id",
+    "topic_settings",
 ]

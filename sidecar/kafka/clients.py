@@ -13,7 +13,7 @@ import re
 import socket
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 from confluent_kafka import (
@@ -574,15 +574,26 @@ def _refused_topics(admin: AdminClient, names: list[str], timeout: float) -> lis
 
 
 def max_message_bytes(admin: AdminClient, topics: list[str], timeout: float) -> dict[str, int]:
-    """`max.message.bytes` of each topic (what one record batch may weigh there).
+    """`max.message.bytes` of each topic (what one record batch may weigh there)."""
+    found = topic_settings(admin, topics, ("max.message.bytes",), timeout)
+    return {topic: int(values["max.message.bytes"]) for topic, values in found.items()}
+
+
+def topic_settings(
+    admin: AdminClient, topics: list[str], names: Sequence[str], timeout: float
+) -> dict[str, dict[str, str]]:
+    """Settings `names` of each topic (DescribeConfigs), as the broker states them.
 
     A topic created a moment ago may not be known to the broker answering yet (its metadata
     arrives shortly after the creation is acknowledged): asked again until `timeout` seconds.
+
+    Raises:
+        KafkaUnavailable: a topic's settings could not be read (missing, refused, no answer).
     """
     deadline = time.monotonic() + timeout
-    limits: dict[str, int] = {}
+    found: dict[str, dict[str, str]] = {}
     while True:
-        pending = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in topics if t not in limits]
+        pending = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in topics if t not in found]
         unknown: list[str] = []
         for resource, future in admin.describe_configs(pending, request_timeout=timeout).items():
             try:
@@ -596,9 +607,9 @@ def max_message_bytes(admin: AdminClient, topics: list[str], timeout: float) -> 
                 raise KafkaUnavailable(
                     f"cannot read the settings of {resource.name}: {exc}"
                 ) from None
-            limits[resource.name] = int(entries["max.message.bytes"].value)
+            found[resource.name] = {name: str(entries[name].value) for name in names}
         if not unknown:
-            return limits
+            return found
         time.sleep(TOPIC_METADATA_RETRY)
 
 

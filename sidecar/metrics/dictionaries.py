@@ -64,6 +64,12 @@ class DictionaryMetrics:
         )
         for reason in IGNORED_REASONS:
             self.registry_records_ignored.labels(reason)
+        self.registry_dictionaries_retired = Counter(
+            "zdict_registry_dictionaries_retired",
+            "Dictionaries retired from the registry topic (dicts retire --apply, "
+            "ZDICT_TRAINING__RETIRE=apply), counted as this process reads their tombstones.",
+            registry=registry,
+        )
         self._dictionary_lock = threading.Lock()
 
     def registry_published(self, ok: bool) -> None:
@@ -73,6 +79,10 @@ class DictionaryMetrics:
     def registry_record_ignored(self, reason: str) -> None:
         """One registry record was ignored; `reason` is one of `IGNORED_REASONS`."""
         self.registry_records_ignored.labels(reason).inc()
+
+    def registry_dictionary_retired(self) -> None:
+        """This process read the retirement of one dictionary."""
+        self.registry_dictionaries_retired.inc()
 
     def set_batch_level(self, topic: str, level: int | None) -> None:
         """The zstd level `topic`'s batches are compressed at (None: not zstd, no series)."""

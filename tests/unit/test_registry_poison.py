@@ -672,7 +672,11 @@ def test_the_resolver_keeps_following_after_any_exception() -> None:
 def test_a_decoder_over_a_poisoned_registry_decodes_what_the_champion_encoded(
     champion: Dictionary, events: list[bytes]
 ) -> None:
-    records: list[Record] = [dictionary_record(champion)]
+    # Active, so that the poison's tombstone of it is refused (retiring it is not poison).
+    records: list[Record] = [
+        dictionary_record(champion),
+        activation_record(activation("orders", champion.id)),
+    ]
     records += [r for _, build, _ in POISON for r in build(champion)]
     registry = _registry(records)
     registry.refresh()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import pytest
 
@@ -14,6 +14,7 @@ from sidecar.dictionaries.registry_state import (
     FORMAT_HEADER,
     Activated,
     DictionaryAdded,
+    DictionaryRetired,
     Ignored,
     Outgoing,
     RegistryState,
@@ -47,11 +48,36 @@ def test_the_first_claim_of_an_id_wins_and_later_ones_are_ignored(trained_bytes:
     assert isinstance(event, Ignored) and "claimed first at offset 5" in event.reason
     assert event.kind == "conflict"
     assert state.dictionaries[first.id].namespace == "orders"
-    # Withdrawing the losing claim changes nothing; the winner's tombstone is refused.
+    # Withdrawing the losing claim changes nothing.
     assert state.apply(10, dictionary_key(second), None, None) is None
-    refused = state.apply(11, dictionary_key(first), None, None)
-    assert isinstance(refused, Ignored)
-    assert first.id in state.dictionaries
+    assert state.dictionaries[first.id].namespace == "orders"
+
+
+def test_a_tombstone_retires_a_dictionary_out_of_use_and_its_id_is_never_reused(
+    trained_bytes: bytes,
+) -> None:
+    state = RegistryState()
+    old, current = make(trained_bytes), make(trained_bytes, dict_id=MIN_DICT_ID + 1)
+    state.apply(0, *consumed(dictionary_record(old)))
+    state.apply(1, *consumed(dictionary_record(current)))
+    state.apply(2, *consumed(activation_record(activation("orders", current.id, (old.id,)))))
+    # In the rollback stack, then active: a tombstone is refused, the dictionary stays.
+    for offset, dict_id in ((3, old.id), (4, current.id)):
+        refused = state.apply(offset, dictionary_key(state.dictionaries[dict_id]), None, None)
+        assert isinstance(refused, Ignored) and refused.kind == "tombstone", refused
+    assert old.id in state.dictionaries and current.id in state.dictionaries
+    # Out of the stack, it goes: gone for every reader, its id still claimed.
+    state.apply(5, *consumed(activation_record(activation("orders", current.id))))
+    event = state.apply(6, dictionary_key(old), None, None)
+    assert event == DictionaryRetired(old.id, "orders", 6)
+    assert old.id not in state.dictionaries and state.dictionaries.get(old.id) is None
+    assert state.retired == {old.id}
+    assert state.next_id() == current.id + 1
+    # The same id claimed again by other bytes is a conflict, not a new dictionary.
+    again = make(trained_bytes[:-8] + b"other!!!")
+    conflict = state.apply(7, *consumed(dictionary_record(again)))
+    assert isinstance(conflict, Ignored) and conflict.kind == "conflict"
+    assert old.id not in state.dictionaries
 
 
 def test_a_dictionary_whose_bytes_do_not_match_its_metadata_is_ignored_but_keeps_its_id(
@@ -237,8 +263,12 @@ def _published(trained_bytes: bytes) -> tuple[list[Dictionary], list[Outgoing]]:
 REGISTRY_ID = "registry-topic-id"
 
 
+#: An index record as read: a tombstone's value is None.
+IndexRecord = tuple[bytes, bytes | None, object]
+
+
 def _from_index(
-    index: list[Outgoing],
+    index: Sequence[IndexRecord],
     log: list[Outgoing],
     dictionaries: list[Dictionary],
     registry_id: str = REGISTRY_ID,
@@ -315,3 +345,25 @@ def test_an_index_of_another_registry_topic_is_ignored_and_the_registry_read_who
     assert reader.activations["orders"].dict_id == dictionaries[1].id
     assert [m.id for m in reader.versions()] == [d.id for d in dictionaries[:2]]
     assert reader.next_id() == dictionaries[-1].id + 1  # the lost ones' ids stay claimed
+
+
+def test_a_retirement_in_the_index_is_forgotten_by_a_start_and_its_id_stays_claimed(
+    trained_bytes: bytes,
+) -> None:
+    dictionaries, log = _published(trained_bytes)
+    writer = RegistryState()
+    for offset, record in enumerate(log):
+        writer.apply(offset, *consumed(record))
+    index, _ = index_records(writer, 0, {}, REGISTRY_ID)
+    # The first dictionary retired: its record's tombstone, then its index record's, then the
+    # index brought up to the registry (`Registry.retire`).
+    key = dictionary_key(dictionaries[0])
+    assert isinstance(writer.apply(len(log), key, None, []), DictionaryRetired)
+    read: list[IndexRecord] = [*index, (key, None, [])]
+    read += index_records(writer, len(log), {}, REGISTRY_ID)[0]
+    read.append((b"training/orders", None, []))  # rebuild's tombstones forget nothing else
+    reader = _from_index(read, log, dictionaries)
+    assert reader.index_through == len(log) + 1  # the registry's tombstone is not read again
+    assert [m.id for m in reader.versions()] == [d.id for d in dictionaries[1:]]
+    assert reader.versions() == writer.versions()
+    assert reader.next_id() == writer.next_id() == dictionaries[-1].id + 1

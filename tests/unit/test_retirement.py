@@ -10,7 +10,14 @@ import pytest
 
 from sidecar.dictionaries.model import DictionaryMeta
 from sidecar.dictionaries.registry_state import Activation
-from sidecar.dictionaries.retirement import PartitionSpan, Verdict, cutoff, judge
+from sidecar.dictionaries.retirement import (
+    PartitionSpan,
+    Retention,
+    TopicRecords,
+    Verdict,
+    cutoff,
+    judge,
+)
 from tests.unit.registry_records import activation, make
 
 NOW = datetime(2026, 6, 1, tzinfo=UTC)
@@ -26,14 +33,22 @@ def metas(trained_bytes: bytes) -> list[DictionaryMeta]:
     ]
 
 
+#: A topic whose records are deleted after 7 days.
+WEEK = Retention("delete", 7 * 24 * 3600 * 1000, -1)
+
+
 def _verdicts(
     metas: list[DictionaryMeta],
     active: Activation,
     spans: list[PartitionSpan] | None,
     older_than: timedelta = timedelta(days=30),
 ) -> dict[int, Verdict]:
-    by_namespace = {} if spans is None else {"orders": spans}
-    verdicts = judge(metas, {"orders": active}, by_namespace, NOW, older_than)
+    topics = {}
+    if spans is not None:
+        names = dict.fromkeys(s.topic for s in spans) or {"orders": None}
+        named = [TopicRecords(t, WEEK, tuple(s for s in spans if s.topic == t)) for t in names]
+        topics = {"orders": named}
+    verdicts = judge(metas, {"orders": active}, topics, NOW, older_than, timedelta(hours=1))
     return {v.meta.id: v for v in verdicts}
 
 
@@ -59,6 +74,8 @@ def test_one_partition_still_holding_older_records_keeps_them_all(
     assert "orders[1] still holds records from before the cutoff (offsets 10..41)" in (
         verdicts[32768].reason
     )
+    # When retention takes them: 7 days after the activation and the margin.
+    assert "retention.ms takes them from 2026-01-08 01:00 UTC" in verdicts[32768].reason
 
 
 def test_no_topic_named_a_recent_dictionary_or_no_activation_keeps_them(
@@ -68,10 +85,35 @@ def test_no_topic_named_a_recent_dictionary_or_no_activation_keeps_them(
     assert "no topic named" in _verdicts(metas, active, None)[32768].reason
     recent = _verdicts(metas, active, [], older_than=timedelta(days=365))[32768]
     assert not recent.retire and "within --older-than" in recent.reason
-    unknown = judge(metas, {}, {}, NOW, timedelta(0))
+    unknown = judge(metas, {}, {}, NOW, timedelta(0), timedelta(0))
     assert not any(v.retire for v in unknown) and "no activation" in unknown[0].reason
 
 
 def test_the_cutoff_is_the_activation_plus_the_margin() -> None:
     active = activation("orders", 32771)
     assert cutoff(active, timedelta(hours=1)) == active.at + timedelta(hours=1)
+
+
+@pytest.mark.parametrize(
+    ("retention", "why"),
+    [
+        (Retention("compact", -1, -1), "cleanup.policy=compact: compaction keeps a record per key"),
+        (Retention("delete", -1, -1), "records are kept forever"),
+    ],
+)
+def test_a_topic_whose_retention_never_takes_a_record_keeps_every_dictionary(
+    metas: list[DictionaryMeta], retention: Retention, why: str
+) -> None:
+    named = {"orders": [TopicRecords("orders", retention)]}
+    active = activation("orders", 32771)
+    verdicts = judge(metas, {"orders": active}, named, NOW, timedelta(0), timedelta(0))
+    assert not any(v.retire for v in verdicts)
+    assert verdicts[0].reason.startswith("orders: ") and why in verdicts[0].reason
+
+
+def test_retention_is_read_from_the_broker_settings_and_compact_delete_takes_records() -> None:
+    settings = {"cleanup.policy": "compact,delete", "retention.ms": "3600000"}
+    retention = Retention.of(settings | {"retention.bytes": "-1"})
+    assert retention == Retention("compact,delete", 3_600_000, -1)
+    assert retention.never is None
+    assert Retention("delete", -1, 1 << 30).never is None  # retention.bytes takes them

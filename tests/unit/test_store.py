@@ -22,6 +22,7 @@ from sidecar.errors import (
     ConfigError,
     DictionaryIntegrityError,
     DictionaryNotFound,
+    StoreError,
     UnknownDictionary,
 )
 from tests.unit.dictionaries import AddDictionary, add_to_store
@@ -77,6 +78,21 @@ def test_activation_switches_atomically_and_deletes_nothing(
     assert (store.root / "orders" / "ACTIVE").read_text() == f"{second.id}\n"
     assert store.get(first.id).data == first.data
     assert not list((store.root / "orders").glob("*.tmp"))
+
+
+def test_a_retired_dictionary_is_removed_its_id_stays_reserved_and_the_active_one_stays(
+    store: DictionaryStore, add_dictionary: AddDictionary
+) -> None:
+    old, current = add_dictionary(), add_dictionary()
+    store.activate("orders", current.id)
+    assert store.remove("orders", old.id) is True
+    assert [m.id for m in store.versions("orders")] == [current.id]
+    assert not (store.root / "orders" / f"{old.id}.zdict").exists()
+    assert store.remove("orders", old.id) is False  # already gone
+    assert old.id in store.known_ids()  # never reused
+    with pytest.raises(StoreError, match="active dictionary of namespace orders"):
+        store.remove("orders", current.id)
+    assert store.get(current.id) == current
 
 
 def test_rollback_returns_to_the_previously_active_dictionary(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -104,6 +105,12 @@ class TrainingSettings(BaseModel):
     )
     drift_min_messages: int = Field(
         default=5000, ge=1, description="messages the window must hold to judge drift"
+    )
+    retire: Literal["off", "dry-run", "apply"] = Field(
+        default="off",
+        description="after train --configured-topics --publish: list (dry-run) or retire "
+        "(apply) the dictionaries no record of the configured topics can name any more, as "
+        "dicts retire does",
     )
     nice: int = Field(
         default=10,
