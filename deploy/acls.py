@@ -121,11 +121,29 @@ ROLES: dict[str, Role] = {
     ),
     "trainer": Role(
         "`train --topic TOPIC --publish` (the retraining CronJob)",
-        {"registry": "ZDICT_REGISTRY__TOPIC", "input": "the topic it samples"},
+        {
+            "registry": "ZDICT_REGISTRY__TOPIC",
+            "input": "the topic it samples",
+            "output": "each relay output topic of the topics it trains",
+        },
         (
             Grant("topic", "{registry}", ("Read", "Describe", "Write"), "reads, publishes"),
             Grant("topic", "{input}", ("Read", "Describe"), "samples"),
             _READERS,
+            Grant(
+                "topic",
+                "{input}",
+                ("DescribeConfigs",),
+                "its retention (ZDICT_TRAINING__RETIRE)",
+                when="retire",
+            ),
+            Grant(
+                "topic",
+                "{output}",
+                ("Describe", "DescribeConfigs"),
+                "its retention and oldest offsets (ZDICT_TRAINING__RETIRE)",
+                when="retire",
+            ),
         ),
     ),
     "proxy": Role(
@@ -172,16 +190,23 @@ ROLES: dict[str, Role] = {
         (Grant("topic", "{registry}", ("Read", "Describe"), "follows the registry"), _READERS),
     ),
     "operator": Role(
-        "`dicts --registry`, `dicts export`, `dicts import`, `dicts reindex`",
-        {"registry": "ZDICT_REGISTRY__TOPIC"},
+        "`dicts --registry`, `dicts export`, `dicts import`, `dicts reindex`, `dicts retire`",
+        {"registry": "ZDICT_REGISTRY__TOPIC", "topic": "each topic `dicts retire --topic` names"},
         (
             Grant("topic", "{registry}", ("Read", "Describe"), "lists, exports"),
             Grant(
                 "topic",
                 "{registry}",
                 ("Write",),
-                "`activate`, `rollback`, `import`",
+                "`activate`, `rollback`, `import`, `retire --apply`",
                 when="write",
+            ),
+            Grant(
+                "topic",
+                "{topic}",
+                ("Describe", "DescribeConfigs"),
+                "`retire`: its retention and oldest offsets",
+                when="retire",
             ),
             Grant(
                 "topic",

@@ -18,6 +18,11 @@ At each N, every run starts each reader as a fresh child process:
   with that namespace's oldest dictionary (a non-active one, first seen);
 * `zdict-sidecar dicts list --registry`: seconds from spawn to exit, peak RSS, bytes read.
 
+Then, after the largest N, every dictionary neither active nor in a rollback stack is retired
+(`Registry.retire`, as `dicts retire --apply` does), the two topics are made to compact at once
+(small segments, no delay: as the broker's own log cleaner would later) and every reader is
+measured again: what a start costs once the registry keeps what is served and what is kept.
+
 Bytes read and the registry's bytes are one measure: keys, values and headers of the records, as
 the topic holds them before the registry producer's compression. The table projects each median
 to 36,500 (`sidecar.bench.registry_tables`).
@@ -39,7 +44,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Final
 
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import TopicPartition
+from confluent_kafka.admin import (  # type: ignore[attr-defined]  # public, not in __all__
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+)
 
 from sidecar.bench.events import generate
 from sidecar.bench.proxy_children import ProxyChild
@@ -55,7 +66,7 @@ from sidecar.dictionaries.registry_state import (
 )
 from sidecar.dictionaries.store import DictionaryStore
 from sidecar.errors import InputError
-from sidecar.kafka import plain_admin
+from sidecar.kafka import plain_admin, plain_consumer
 
 #: The sizes the issue's table is read at.
 LEVELS: Final = (100, 1_000, 10_000)
@@ -67,6 +78,16 @@ TRAINING_EVENTS: Final = 20_000
 READERS: Final = ("proxy_1", "proxy_all", "consumer", "dicts_list")
 #: A reader's start the bench waits for at most, seconds.
 START_TIMEOUT: Final = 300.0
+#: Topic settings that make the log cleaner compact the registry and its index at once, and
+#: drop the retirements' tombstones as soon as it has.
+COMPACT_NOW: Final = {
+    "segment.ms": "1000",
+    "min.cleanable.dirty.ratio": "0.01",
+    "delete.retention.ms": "0",
+    "min.compaction.lag.ms": "0",
+}
+#: Seconds the bench waits for the compaction at most (the cleaner wakes every 15 s).
+COMPACTION_TIMEOUT: Final = 240.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,17 +114,33 @@ class Level:
     readings: dict[str, list[Reading]] = field(default_factory=lambda: {r: [] for r in READERS})
 
 
+@dataclass(slots=True)
+class Retired:
+    """The largest registry after retirement and compaction, and every run's readings."""
+
+    retired: int
+    retire_s: float
+    #: Whether the index topic was compacted down to what is kept within COMPACTION_TIMEOUT.
+    compacted: bool
+    compaction_s: float
+    #: Records left in the index topic when measured.
+    index_records: int
+    level: Level
+
+
 @dataclass(frozen=True, slots=True)
 class RegistryResults:
     settings: dict[str, Any]
     bases: list[dict[str, Any]]
     levels: list[Level]
+    retired: list[Retired] = field(default_factory=list)
 
 
 def results_dict(results: RegistryResults) -> dict[str, Any]:
     return {
         "bases": results.bases,
         "levels": [asdict(level) for level in results.levels],
+        "retired": [asdict(retired) for retired in results.retired],
     }
 
 
@@ -156,6 +193,9 @@ class Populated:
         self.namespaces = namespaces
         self.count = 0
         self.bytes = 0
+        #: Each dictionary's record bytes, by id; each namespace's activation record bytes.
+        self.sizes: dict[int, int] = {}
+        self.activation_bytes: dict[str, int] = {}
         #: Per namespace, its dictionaries' ids, oldest first.
         self.ids: dict[str, list[int]] = {}
 
@@ -175,7 +215,8 @@ class Populated:
             )
             candidate = with_new_id(Dictionary(meta=meta, data=base.data), state.next_id())
             published = self.registry.publish_dictionary(candidate)
-            self.bytes += _record_bytes(*dictionary_record(published))
+            self.sizes[published.id] = _record_bytes(*dictionary_record(published))
+            self.bytes += self.sizes[published.id]
             self.ids.setdefault(name, []).append(published.id)
             touched.add(name)
             self.count += 1
@@ -183,8 +224,52 @@ class Populated:
                 log(f"  {self.count:,} dictionaries published")
         for name in sorted(touched):
             activation = self.registry.publish_activation(name, self.ids[name][-1], "promote")
-            self.bytes += _record_bytes(*activation_record(activation))
+            self.activation_bytes[name] = _record_bytes(*activation_record(activation))
+            self.bytes += self.activation_bytes[name]
         return time.monotonic() - started
+
+    def retire(self) -> tuple[int, float]:
+        """Retire every dictionary neither active nor in a rollback stack; how many, and the
+        seconds it took. What is kept is then the registry's bytes."""
+        started = time.monotonic()
+        logging.getLogger("sidecar.dictionaries.registry").setLevel(logging.WARNING)
+        retired = self.registry.retire(self.registry.state.versions())
+        for meta in retired:
+            del self.sizes[meta.id]
+            self.ids[meta.namespace].remove(meta.id)
+        self.count = len(self.sizes)
+        self.bytes = sum(self.sizes.values()) + sum(self.activation_bytes.values())
+        return len(retired), time.monotonic() - started
+
+    def compact(self, admin: AdminClient, log: Callable[[str], None]) -> tuple[bool, float, int]:
+        """Have the broker compact the registry and its index (`COMPACT_NOW`); whether the
+        index came down to what is kept within `COMPACTION_TIMEOUT`, the seconds, and the
+        index's records then. A training entry published every few seconds rolls the
+        segments, so that the cleaner takes them."""
+        started = time.monotonic()
+        topic = self.registry.topic
+        entries = [
+            ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET)
+            for k, v in COMPACT_NOW.items()
+        ]
+        resources = [
+            ConfigResource(ConfigResource.Type.TOPIC, name, incremental_configs=entries)
+            for name in (topic, topic + INDEX_SUFFIX)
+        ]
+        for future in admin.incremental_alter_configs(resources).values():
+            future.result(60)
+        # What is left once compacted: an entry per dictionary kept, an activation and a
+        # training entry per namespace, `through`.
+        wanted = self.count + 2 * self.namespaces + 1
+        records = _count(self.registry.settings.kafka.client_config()["bootstrap.servers"], topic)
+        while records > wanted and time.monotonic() - started < COMPACTION_TIMEOUT:
+            time.sleep(2.0)
+            self.registry.publish_training(namespace(0), {"bench": "compaction"})
+            records = _count(
+                self.registry.settings.kafka.client_config()["bootstrap.servers"], topic
+            )
+            log(f"  the index holds {records:,} records (compacted: {wanted:,})")
+        return records <= wanted, time.monotonic() - started, records
 
     def records(self, path: Path) -> None:
         """The consumer's two records (see module), written to `path`."""
@@ -200,6 +285,28 @@ class Populated:
 
     def close(self) -> None:
         self.registry.close()
+
+
+def _count(bootstrap: str, registry_topic: str) -> int:
+    """The records the index topic of `registry_topic` holds now."""
+    topic = registry_topic + INDEX_SUFFIX
+    consumer = plain_consumer(
+        bootstrap, f"bench-registry-count-{os.getpid()}", {"enable.partition.eof": True}
+    )
+    try:
+        _, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        count, position = 0, 0
+        while position < high:
+            for msg in consumer.consume(1000, 1.0):
+                if msg.error() is None:
+                    count += 1
+                    position = (msg.offset() or 0) + 1
+                else:  # the end: compaction can leave the last offsets empty
+                    position = high
+        return count
+    finally:
+        consumer.close()
 
 
 def _record_bytes(key: bytes, value: bytes, headers: Sequence[tuple[str, Any]]) -> int:
@@ -322,15 +429,36 @@ def bench_registry(
                 populated.records(records)
                 for run in range(1, runs + 1):
                     log(f"  N = {n:,}, run {run}/{runs}")
-                    level.readings["proxy_1"].append(
-                        measure_proxy(bootstrap, topic, served[:1], tmp, node_ids)
-                    )
-                    level.readings["proxy_all"].append(
-                        measure_proxy(bootstrap, topic, served, tmp, node_ids)
-                    )
-                    level.readings["consumer"].append(measure_consumer(bootstrap, topic, records))
-                    level.readings["dicts_list"].append(measure_dicts_list(bootstrap, topic))
+                    _measure(level, bootstrap, topic, served, tmp, node_ids, records)
                 results.levels.append(level)
+            log(f"registry {topic}: retiring what is neither active nor in a rollback stack")
+            retired, retire_s = populated.retire()
+            compacted, compaction_s, index_records = populated.compact(admin, log)
+            records = tmp / "records.json"
+            populated.records(records)  # the oldest dictionary kept is the non-active one
+            after = Level(populated.count, populated.bytes, 0.0)
+            for run in range(1, runs + 1):
+                log(f"  retired, {populated.count:,} kept, run {run}/{runs}")
+                _measure(after, bootstrap, topic, served, tmp, node_ids, records)
+            results.retired.append(
+                Retired(retired, retire_s, compacted, compaction_s, index_records, after)
+            )
         finally:
             populated.close()
     return results
+
+
+def _measure(
+    level: Level,
+    bootstrap: str,
+    topic: str,
+    served: Sequence[str],
+    tmp: Path,
+    node_ids: Sequence[int],
+    records: Path,
+) -> None:
+    """One run of every reader (see the module), its readings added to `level`."""
+    level.readings["proxy_1"].append(measure_proxy(bootstrap, topic, served[:1], tmp, node_ids))
+    level.readings["proxy_all"].append(measure_proxy(bootstrap, topic, served, tmp, node_ids))
+    level.readings["consumer"].append(measure_consumer(bootstrap, topic, records))
+    level.readings["dicts_list"].append(measure_dicts_list(bootstrap, topic))

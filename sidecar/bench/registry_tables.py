@@ -69,10 +69,21 @@ def projection(levels: Sequence[Document], reader: str, name: str) -> float | No
 
 def _rows(doc: Document) -> list[list[str]]:
     levels: Sequence[Document] = doc["results"]["levels"]
+    retired: Sequence[Document] = doc["results"].get("retired", [])
+    columns = [*levels, *(r["level"] for r in retired)]
     rows: list[list[str]] = [
-        ["registry, MB", *(f"{lv['registry_bytes'] / 1e6:,.1f}" for lv in levels), "", ""],
-        ["publishing up to it, s", *(f"{lv['populate_s']:.0f}" for lv in levels), "", ""],
+        ["registry, MB", *(f"{lv['registry_bytes'] / 1e6:,.1f}" for lv in columns), "", ""],
+        [
+            "publishing up to it (retiring), s",
+            *(f"{lv['populate_s']:.0f}" for lv in levels),
+            *(f"({r['retire_s']:.0f})" for r in retired),
+            "",
+            "",
+        ],
     ]
+    if retired:
+        left = [f"{r['index_records']:,}" for r in retired]
+        rows.append(["index records left", *([""] * len(levels)), *left, "", ""])
     figures = (
         ("seconds", "start, s", SECONDS, 1.0),
         ("rss_mib", "peak RSS, MiB", MIB_FMT, 1.0),
@@ -85,7 +96,7 @@ def _rows(doc: Document) -> list[list[str]]:
     for reader, title in NAMES.items():
         for name, what, fmt, scale in figures:
             cells: list[str] = []
-            for lv in levels:
+            for lv in columns:
                 readings = lv["readings"][reader]
                 if name == "share":
                     values = [r["bytes_read"] / lv["registry_bytes"] for r in readings]
@@ -104,9 +115,15 @@ def registry_tables(doc: Document) -> list[str]:
     levels: Sequence[Document] = doc["results"]["levels"]
     bases: Sequence[Document] = doc["results"]["bases"]
     settings = doc["settings"]
+    retired: Sequence[Document] = doc["results"].get("retired", [])
     headers = [
         "dictionaries in the registry",
         *(f"{lv['dictionaries']:,}" for lv in levels),
+        *(
+            f"{r['level']['dictionaries']:,} kept after retiring {r['retired']:,}"
+            + ("" if r["compacted"] else " (not compacted)")
+            for r in retired
+        ),
         "36,500 (projected)",
         "issue 38 at 10,000",
     ]
@@ -119,7 +136,13 @@ def registry_tables(doc: Document) -> list[str]:
         "per namespace; a consumer: `RegistryResolver`); its start: spawn to the proxy's "
         "`proxy_listening`, to the consumer's first decode, to `dicts list`'s exit; median "
         f"[min–max] of {settings['runs']} runs; bytes are keys, values and headers of the "
-        "records; the projection is linear from the two largest N (flat where a figure fell):",
+        "records; the projection is linear from the two largest N (flat where a figure fell)"
+        + (
+            "; then every dictionary neither active nor in a rollback stack retired (`Registry."
+            "retire`), the registry and its index compacted by the broker, the readers again:"
+            if retired
+            else ":"
+        ),
         "",
         *table(headers, _rows(doc)),
     ]

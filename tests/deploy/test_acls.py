@@ -70,7 +70,7 @@ def test_a_condition_adds_its_grants_only() -> None:
     [
         ("relay", {"input": ["o"], "group": ["g"]}, (), "--set output=NAME is needed"),
         ("relay", {"inputs": ["o"]}, (), "--set inputs: role relay knows registry, input"),
-        ("trainer", {"input": ["o"]}, ("training",), "--with training: role trainer knows none"),
+        ("trainer", {"input": ["o"]}, ("training",), "--with training: role trainer knows retire"),
         ("producer", {}, (), "unknown role 'producer': one of relay, trainer"),
         ("relay", {"input": ["o"], "output": ["o.zd"], "group": ["g"]}, ("dead-letters",), "dead"),
     ],

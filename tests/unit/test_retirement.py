@@ -8,8 +8,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from sidecar.config import load_settings
 from sidecar.dictionaries.model import DictionaryMeta
 from sidecar.dictionaries.registry_state import Activation
+from sidecar.dictionaries.retire_run import configured_namespace_topics
 from sidecar.dictionaries.retirement import (
     PartitionSpan,
     Retention,
@@ -18,6 +20,7 @@ from sidecar.dictionaries.retirement import (
     cutoff,
     judge,
 )
+from sidecar.errors import ConfigError
 from tests.unit.registry_records import activation, make
 
 NOW = datetime(2026, 6, 1, tzinfo=UTC)
@@ -117,3 +120,27 @@ def test_retention_is_read_from_the_broker_settings_and_compact_delete_takes_rec
     assert retention == Retention("compact,delete", 3_600_000, -1)
     assert retention.never is None
     assert Retention("delete", -1, 1 << 30).never is None  # retention.bytes takes them
+
+
+def test_the_configured_topics_of_a_namespace_are_its_input_its_relay_output_and_proxied() -> None:
+    settings = load_settings(
+        relay={"input_topics": ["a", "b"]},
+        proxy={"topics": ["b", "c"]},
+        training={"retire": "apply"},
+    )
+    assert settings.training.retire == "apply"
+    assert configured_namespace_topics(settings) == {
+        "a": ["a", "a.zd"],
+        "b": ["b", "b.zd"],
+        "c": ["c"],
+    }
+    decoding = load_settings(relay={"input_topics": ["a.zd"], "mode": "decode"})
+    assert configured_namespace_topics(decoding) == {}
+
+
+def test_an_unknown_retirement_mode_is_refused_naming_the_setting(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("ZDICT_TRAINING__RETIRE", "yes")
+    with pytest.raises(ConfigError, match="ZDICT_TRAINING__RETIRE"):
+        load_settings()
