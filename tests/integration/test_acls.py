@@ -6,8 +6,9 @@ up and checks with. Each role's grants are `deploy.acls`' (what `python -m deplo
 for operators), applied with Kafka's own AclCommand from the broker's jars; then the role runs as
 a real process, configured only through ``ZDICT_KAFKA__*``, with nothing more: the trainer
 publishes a dictionary; the relay consumes, compresses with it from the registry, produces and
-commits; the forwarding proxy serves a producer and a consumer group with it. One thing outside
-each role's grants is refused with a message naming the authorization. Figures are printed (run
+commits; the forwarding proxy serves a producer and a consumer group with it; the operator
+retires a dictionary (`--with write --with retire`). One thing outside each role's grants is
+refused with a message naming the authorization. Figures are printed (run
 with ``-s``).
 """
 
@@ -29,17 +30,24 @@ from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]  # publ
 
 from deploy.acls import DEFAULT_REGISTRY, INDEX_SUFFIX, acl_arguments
 from sidecar.codec import Decoder
-from sidecar.dictionaries.registry import RegistryResolver
+from sidecar.config import KafkaSettings, RegistrySettings, Settings
+from sidecar.dictionaries.registry import Registry, RegistryResolver
 
 from .launch import StartSidecar, environment_for, start_sidecars
 from .private_broker import KAFKA_LOCAL, KAFKA_LOCAL_TIMEOUT_S, PrivateBroker, StartPrivateBroker
 from .probe import KafkaProbe
 from .process import Sidecar, free_port
+from .registry_dictionaries import dictionaries
 from .upstream_records import event, headers_of, read_all
 from .waiting import wait_until
 
 #: One SASL user per role, each with its own password (PLAIN: the broker's JAAS line holds them).
-USERS = {"trainer": "Pw-trainer-4e1b", "relay": "Pw-relay-9c2d", "proxy": "Pw-proxy-77a0"}
+USERS = {
+    "trainer": "Pw-trainer-4e1b",
+    "relay": "Pw-relay-9c2d",
+    "proxy": "Pw-proxy-77a0",
+    "operator": "Pw-operator-3f6a",
+}
 PLAIN = "org.apache.kafka.common.security.plain.PlainLoginModule required {};".format(
     " ".join(f'user_{user}="{password}"' for user, password in USERS.items())
 )
@@ -65,10 +73,16 @@ class Authorizing:
             future.result(timeout=60)
         return name
 
-    def grant(self, role: str, user: str, values: Mapping[str, Sequence[str]]) -> list[list[str]]:
-        """Apply `role`'s grants (none of its conditional ones) to User:`user` with AclCommand,
-        as an operator would; the AclCommand arguments applied."""
-        applied = acl_arguments(role, f"User:{user}", values)
+    def grant(
+        self,
+        role: str,
+        user: str,
+        values: Mapping[str, Sequence[str]],
+        conditions: Sequence[str] = (),
+    ) -> list[list[str]]:
+        """Apply `role`'s grants (of its conditional ones, those of `conditions`) to
+        User:`user` with AclCommand, as an operator would; the AclCommand arguments applied."""
+        applied = acl_arguments(role, f"User:{user}", values, conditions)
         for arguments in applied:
             result = subprocess.run(
                 [
@@ -270,6 +284,47 @@ def test_the_trainer_is_refused_a_topic_outside_its_acls(
         message
     )
     assert f"refuses to describe topic(s) {SECRET} to this client" in message
+
+
+def test_the_operator_retires_a_dictionary_with_its_write_and_retire_acls(
+    authorizing: Authorizing, start: StartSidecar
+) -> None:
+    broker = authorizing.broker
+    namespace = f"retire-{uuid.uuid4().hex[:8]}"
+    topic = authorizing.topic(namespace, 1)  # empty: no record names the old dictionary
+    settings = Settings(
+        kafka=KafkaSettings.model_validate({"bootstrap.servers": broker.bootstrap}),
+        registry=RegistrySettings(topic=DEFAULT_REGISTRY, create=False),
+    )
+    writer = Registry.open(settings, "test")  # as the super user
+    try:
+        old, current = (writer.publish_dictionary(d) for d in dictionaries(2, namespace))
+        writer.publish_activation(namespace, current.id, "promote")
+    finally:
+        writer.close()
+    grants = authorizing.grant("operator", "operator", {"topic": [topic]}, ("write", "retire"))
+    bounds = ("--older-than-days", "0", "--margin-hours", "0", "--apply")
+    retire = start(
+        "dicts", "retire", "--topic", topic, *bounds, env=authorizing.env("operator"), name="retire"
+    )
+    assert retire.wait(timeout=ROLE_TIMEOUT) == 0, retire.tail()
+    text = retire.log_text()
+    assert re.search(rf"{old.id} +{namespace} .* retired ", text), text
+    assert "retired 1 of" in text, text
+
+    # Outside its grants: a topic whose retention it may not read.
+    refused = start(
+        "dicts",
+        "retire",
+        "--topic",
+        f"{namespace}={SECRET}",
+        *bounds,
+        env=authorizing.env("operator"),
+        name="retire-refused",
+    )
+    message = _refusal(refused)
+    assert f"cannot read the settings of {SECRET}" in message, message
+    print(f"\n{len(grants)} AclCommand grants for the operator; as User:operator: {text}")
 
 
 def _through(address: str, topic: str, group: str) -> tuple[list[bytes], list[bytes]]:
