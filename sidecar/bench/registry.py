@@ -82,7 +82,8 @@ START_TIMEOUT: Final = 300.0
 #: drop the retirements' tombstones as soon as it has.
 COMPACT_NOW: Final = {
     "segment.ms": "1000",
-    "min.cleanable.dirty.ratio": "0.01",
+    "min.cleanable.dirty.ratio": "0.0001",
+    "max.compaction.lag.ms": "1000",
     "delete.retention.ms": "0",
     "min.compaction.lag.ms": "0",
 }
