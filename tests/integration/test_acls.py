@@ -298,7 +298,9 @@ def test_the_operator_retires_a_dictionary_with_its_write_and_retire_acls(
     )
     writer = Registry.open(settings, "test")  # as the super user
     try:
-        old, current = (writer.publish_dictionary(d) for d in dictionaries(2, namespace))
+        first, second = dictionaries(2, namespace)
+        old = writer.publish_dictionary(first)  # under the next free id if the module took it
+        current = writer.publish_dictionary(second, avoid=[old.id])
         writer.publish_activation(namespace, current.id, "promote")
     finally:
         writer.close()
