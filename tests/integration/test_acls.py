@@ -31,6 +31,7 @@ from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]  # publ
 from deploy.acls import DEFAULT_REGISTRY, INDEX_SUFFIX, acl_arguments
 from sidecar.codec import Decoder
 from sidecar.config import KafkaSettings, RegistrySettings, Settings
+from sidecar.dictionaries.model import with_new_id
 from sidecar.dictionaries.registry import Registry, RegistryResolver
 
 from .launch import StartSidecar, environment_for, start_sidecars
@@ -298,9 +299,10 @@ def test_the_operator_retires_a_dictionary_with_its_write_and_retire_acls(
     )
     writer = Registry.open(settings, "test")  # as the super user
     try:
+        # Each under a free id (the module's other roles took some), so their bytes differ.
         first, second = dictionaries(2, namespace)
-        old = writer.publish_dictionary(first)  # under the next free id if the module took it
-        current = writer.publish_dictionary(second, avoid=[old.id])
+        old = writer.publish_dictionary(with_new_id(first, writer.state.next_id()))
+        current = writer.publish_dictionary(with_new_id(second, writer.state.next_id()))
         writer.publish_activation(namespace, current.id, "promote")
     finally:
         writer.close()
