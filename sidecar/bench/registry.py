@@ -364,25 +364,39 @@ def measure_consumer(bootstrap: str, topic: str, records: Path) -> Reading:
     )
 
 
+#: Runs its arguments, then prints on stderr their seconds and peak RSS (KiB) as JSON. A child of
+#: the bench itself would not do: Linux carries the RSS high-water mark of the memory a process
+#: replaces at exec into its ru_maxrss, so a child of the bench reports at least the bench's own
+#: peak; a child of this small process, its own.
+_MEASURED: Final = """
+import json, os, subprocess, sys, time
+started = time.monotonic()
+child = subprocess.Popen(sys.argv[1:])
+_, status, usage = os.wait4(child.pid, 0)
+measured = {"seconds": time.monotonic() - started, "maxrss_kib": usage.ru_maxrss}
+print(json.dumps(measured), file=sys.stderr)
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
 def measure_dicts_list(bootstrap: str, topic: str) -> Reading:
     env = _clean_env(
         KAFKA_BOOTSTRAP_SERVERS=bootstrap, ZDICT_REGISTRY__TOPIC=topic, ZDICT_LOG_FORMAT="json"
     )
-    started = time.monotonic()
     with tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "sidecar", "dicts", "list", "--registry"],
-            stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL, env=env,
+        done = subprocess.run(
+            [sys.executable, "-c", _MEASURED, sys.executable, "-m", "sidecar", "dicts", "list",
+             "--registry"],
+            stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL, env=env, check=False,
+            timeout=START_TIMEOUT,
         )  # fmt: skip
-        _, status, usage = os.wait4(proc.pid, 0)
-        seconds = time.monotonic() - started
-        proc.returncode = os.waitstatus_to_exitcode(status)
         err.seek(0)
         lines = err.read().decode(errors="replace").splitlines()
-    if proc.returncode != 0:
+    if done.returncode != 0:
         raise InputError("bench registry: dicts list failed:\n" + "\n".join(lines[-20:]))
+    measured = json.loads(lines[-1])
     loaded = next(line for line in lines if '"registry_loaded"' in line)
-    return Reading(seconds, usage.ru_maxrss / 1024, _log_field(loaded, "bytes"))
+    return Reading(measured["seconds"], measured["maxrss_kib"] / 1024, _log_field(loaded, "bytes"))
 
 
 @contextlib.contextmanager
