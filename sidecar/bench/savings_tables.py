@@ -70,7 +70,7 @@ def savings_tables(doc: Document) -> list[str]:
         "Stored bytes (log segments) at each fill (records per batch, "
         f"{settings['batches']} batches, {settings.get('min_records', 0):,} records at least; "
         f"trained on the first {settings['sample']:,} values, measured on the rest; –: too few "
-        f"values), through {through}; 1: 1.000.",
+        f"values), output mode auto, through {through}; 1: 1.000.",
     ]
     for name, prefix in paths:
         better = [
