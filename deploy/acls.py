@@ -63,7 +63,7 @@ _READERS = Grant(
     "group",
     READER_GROUP_PREFIX,
     ("Describe",),
-    "assign-only readers of the registry and of samples (group `zdict-<purpose>-<uuid>`)",
+    "assign-only readers: registry, samples (group `zdict-<purpose>-<uuid>`)",
     prefixed=True,
 )
 
