@@ -76,7 +76,7 @@ def _rows(doc: Document) -> list[list[str]]:
         [
             "publishing up to it (retiring), s",
             *(f"{lv['populate_s']:.0f}" for lv in levels),
-            *(f"({r['retire_s']:.0f})" for r in retired),
+            *(f"{r['retire_s']:.0f}" for r in retired),
             "",
             "",
         ],

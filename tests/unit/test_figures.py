@@ -409,7 +409,7 @@ CASES: dict[str, tuple[Callable[[], Written], list[str]]] = {
         [
             "| dictionaries in the registry | 100 | 1,000 | 30 kept after retiring 970 | "
             "36,500 (projected) | issue 38 at 10,000 |",
-            "| publishing up to it (retiring), s | 1 | 10 | (4) |  |  |",
+            "| publishing up to it (retiring), s | 1 | 10 | 4 |  |  |",
             "| index records left |  |  | 131 |  |  |",
             "| proxy, 1 topic: start, s | 0.90 [0.80–1.00] | 1.90 [1.80–2.00] | "
             "0.50 [0.40–0.60] | ~41.34 | ≤ 3 |",
