@@ -79,8 +79,9 @@ def test_a_dictionary_whose_records_are_gone_is_retired_for_every_reader_and_its
     old, current = _old_and_current(kafka_bootstrap, registry_topic, topic)
     bounds = ("--older-than-days", "0", "--margin-hours", "0")
 
-    def retire(*named: str, apply: bool = False) -> dict[int, dict[str, object]]:
-        flags = [f for t in named for f in ("--topic", t)] + ["--apply"] * apply
+    def retire(*named: str) -> dict[int, dict[str, object]]:
+        """The dry run's verdicts, by id."""
+        flags = [f for t in named for f in ("--topic", t)]
         done = cli("dicts", "retire", *flags, *bounds, "--json")
         assert done.returncode == 0, done.stderr.decode()
         return {row["dict_id"]: row for row in json.loads(done.stdout)}
