@@ -147,6 +147,8 @@ class _CompressingProducer:
             raise
         #: The zstd level the producer compresses its batches at (None: not zstd).
         self._level = configured_level(config)
+        if metrics is not None:
+            metrics.set_batch_level(self._level)
         self.encoder = encoder
         self._encoding = ValueEncoding(encoder, namespace, metrics)
         self._header_key = self._encoding.header_key

@@ -316,6 +316,27 @@ def test_the_producer_adds_its_header_and_leaves_the_callers_headers_alone(
     assert config == {"bootstrap.servers": "kafka:9092", "statistics.interval.ms": "5000"}
 
 
+def test_the_producer_compresses_at_its_dictionarys_batch_level_and_exports_it(
+    clients: list[RecordingProducer], orders: Dictionary, events: list[bytes]
+) -> None:
+    chosen = orders.meta.model_copy(update={"batch_level": 9})
+    encoder = Encoder(Dictionary(chosen, orders.data))
+    registry = CollectorRegistry()
+    metrics = ProducerMetrics(registry)
+    zstd = {"bootstrap.servers": "kafka:9092", "compression.type": "zstd"}
+    ZdictProducer(zstd, encoder=encoder, metrics=metrics).produce(TOPIC, events[0])
+    assert clients[0].config["compression.level"] == "9"
+    level = registry.get_sample_value("zdict_batch_compression_level", {"topic": TOPIC})
+    assert level == 9
+    # A level of the application's wins, and is the one shown.
+    theirs = CollectorRegistry()
+    mine = ProducerMetrics(theirs)
+    ZdictProducer({**zstd, "compression.level": "5"}, encoder=encoder, metrics=mine)
+    mine.tally("clicks")
+    assert clients[1].config["compression.level"] == "5"
+    assert theirs.get_sample_value("zdict_batch_compression_level", {"topic": "clicks"}) == 5
+
+
 def test_the_serializing_producer_takes_key_then_value_and_runs_the_serializers(
     clients: list[RecordingProducer], encoder: Encoder, decoder: Decoder
 ) -> None:
