@@ -433,7 +433,9 @@ def _run(settings: Settings, observed: Observability, stack: ExitStack) -> int:
         else RelayStored(
             metrics.stored,
             _outputs(settings),
-            batch_compressor(relay_settings.input_compression),
+            batch_compressor(
+                relay_settings.input_compression, relay_settings.input_compression_level
+            ),
         ),
     )
     ledger = CommitLedger(state)

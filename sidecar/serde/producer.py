@@ -113,8 +113,11 @@ class _CompressingProducer:
         self._stored: ProducerStored | None = None
         readers: list[TopicsReader] = []
         if metrics is not None or output_mode == "auto":
+            # Against the producer as the application configured it: its codec and level.
             self._stored = ProducerStored(
-                metrics.stored if metrics is not None else None, batch_codec(config)
+                metrics.stored if metrics is not None else None,
+                batch_codec(config),
+                configured_level(config),
             )
         #: Per topic, the crossover its output mode reads (`live_crossover`).
         self._live: dict[str, LiveCrossover] = {}
