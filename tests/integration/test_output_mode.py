@@ -354,22 +354,6 @@ def test_the_relays_full_batches_store_the_chosen_batch_levels_saving(
     assert ours <= (1 - MIN_GAIN) * theirs_default
 
 
-def _sibling(store: DictionaryStore, dictionary: Dictionary, batch_level: int) -> Dictionary:
-    """`dictionary`'s bytes and figures stored again under a new id, with `batch_level`."""
-    meta = dictionary.meta
-    return store.add(
-        meta.namespace,
-        dictionary.data,
-        level=meta.level,
-        heldout_ratio=meta.heldout_ratio,
-        nodict_ratio=meta.nodict_ratio,
-        break_even_size=meta.break_even_size,
-        training=meta.training,
-        raw_crossover=meta.raw_crossover,
-        batch_level=batch_level,
-    )
-
-
 def test_a_dictionary_activated_with_another_batch_level_while_the_relay_runs_takes_effect(
     sidecar: StartSidecar,
     cli: RunCli,
@@ -389,7 +373,7 @@ def test_a_dictionary_activated_with_another_batch_level_while_the_relay_runs_ta
     chosen = _trained(store, topic, 941, tmp_path)
     level = chosen.meta.batch_level
     assert level is not None and level > 3, chosen.meta
-    at_3 = _sibling(DictionaryStore(store), chosen, 3)
+    at_3 = DictionaryStore(store).add_copy(chosen, batch_level=3)
     DictionaryStore(store).activate(topic, at_3.id)
     env = {
         "ZDICT_PRODUCER__STATISTICS_INTERVAL_MS": STATISTICS_MS,
