@@ -16,6 +16,7 @@ import time
 import uuid
 from pathlib import Path
 
+import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 from prometheus_client import CollectorRegistry
@@ -354,7 +355,9 @@ def test_the_relays_full_batches_store_the_chosen_batch_levels_saving(
     assert ours <= (1 - MIN_GAIN) * theirs_default
 
 
+@pytest.mark.parametrize("guarantee", ["at-least-once", "exactly-once"])
 def test_a_dictionary_activated_with_another_batch_level_while_the_relay_runs_takes_effect(
+    guarantee: str,
     sidecar: StartSidecar,
     cli: RunCli,
     make_topic: MakeTopic,
@@ -364,8 +367,9 @@ def test_a_dictionary_activated_with_another_batch_level_while_the_relay_runs_ta
     kafka_bootstrap: str,
     tmp_path: Path,
 ) -> None:
-    """Exactly once: the producer replaced at level L after a transaction commit, its
-    successor fencing it; what follows stores producer zstd at L, nothing lost or duplicated."""
+    """The producer replaced at level L once flushed and committed (exactly once: after a
+    transaction commit, its successor fencing it); what follows stores producer zstd at L,
+    nothing lost or duplicated."""
     started = time.monotonic()
     dirs = log_dirs(kafka_admin)
     topic = make_topic(1)
@@ -387,7 +391,7 @@ def test_a_dictionary_activated_with_another_batch_level_while_the_relay_runs_ta
         "run",
         *("--input-topic", topic, "--create-topics", "--dictionaries", str(store)),
         *("--group-id", f"zdict-it-relevel-{uuid.uuid4().hex[:12]}"),
-        *("--guarantee", "exactly-once"),
+        *("--guarantee", guarantee),
         env=env,
     )
     assert relay.wait_for_event("batch_level", timeout=30)["zstd_level"] == 3
@@ -406,7 +410,7 @@ def test_a_dictionary_activated_with_another_batch_level_while_the_relay_runs_ta
     measured = consume_all(output, 2 * LEVEL_RECORDS, timeout=60)[LEVEL_RECORDS:]
     assert [r.value for r in measured] == [r.value for r in sent]
     assert all(not any(k == "zd" for k, _ in r.headers) for r in measured)
-    # The data batches after the change (transaction markers are batches of their own).
+    # The data batches after the change (exactly once, transaction markers are batches too).
     kept = [
         b
         for b in _segments(dirs, output)
@@ -430,7 +434,7 @@ def test_a_dictionary_activated_with_another_batch_level_while_the_relay_runs_ta
     )
     report = json.loads(verified.stdout)
     print(
-        f"\nbatch level 3 -> {level} while running: at fill {fill} relay "
+        f"\n{guarantee}: batch level 3 -> {level} while running: at fill {fill} relay "
         f"{ours / records:.2f} B/record, producer zstd at {level} {theirs_level / records:.2f}, "
         f"at 3 {theirs_default / records:.2f} ({ours / theirs_default:.3f}x); verify {report}; "
         f"{time.monotonic() - started:.0f} s"
