@@ -6,7 +6,7 @@ Each role's grants come from the clients it opens: a consumer group, producers, 
 that describes topics and reads their settings, and assign-only readers (the registry, a training
 sample) whose throwaway group `zdict-<purpose>-<uuid>` still looks its coordinator up, which
 needs Describe on the group. tests/integration/test_acls.py applies the relay's, the trainer's
-and the forwarding proxy's grants (without their `when` conditions) with Kafka's own AclCommand
+and the proxy's grants (without their `when` conditions) with Kafka's own AclCommand
 to a broker running the StandardAuthorizer, and runs each role with nothing more.
 """
 
@@ -63,7 +63,7 @@ _READERS = Grant(
     "group",
     READER_GROUP_PREFIX,
     ("Describe",),
-    "assign-only readers of the registry and of samples (group `zdict-<purpose>-<uuid>`)",
+    "assign-only readers: registry, samples (group `zdict-<purpose>-<uuid>`)",
     prefixed=True,
 )
 
@@ -120,11 +120,14 @@ ROLES: dict[str, Role] = {
         ),
     ),
     "trainer": Role(
-        "`train --topic TOPIC --publish` (the retraining CronJob)",
-        {"registry": "ZDICT_REGISTRY__TOPIC", "input": "the topic it samples"},
+        "`train --configured-topics --publish` (the retraining CronJob)",
+        {
+            "registry": "ZDICT_REGISTRY__TOPIC",
+            "input": "each topic it trains (ZDICT_RELAY__INPUT_TOPICS, ZDICT_PROXY__TOPICS)",
+        },
         (
             Grant("topic", "{registry}", ("Read", "Describe", "Write"), "reads, publishes"),
-            Grant("topic", "{input}", ("Read", "Describe"), "samples"),
+            Grant("topic", "{input}", ("Read", "Describe"), "samples each in turn"),
             _READERS,
         ),
     ),

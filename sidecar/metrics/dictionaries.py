@@ -23,8 +23,8 @@ def batch_level_gauge(registry: CollectorRegistry) -> Gauge:
     producer's (`sidecar.serde.metrics`)."""
     return Gauge(
         "zdict_batch_compression_level",
-        "The zstd level (compression.level) of the producer batches that carry the topic's "
-        "records: chosen at training within its CPU budget, or the one configured.",
+        "The zstd level of the producer batches carrying the topic's records: chosen at "
+        "training, or configured.",
         ("topic",),
         registry=registry,
     )
