@@ -104,7 +104,8 @@ def metric_tables() -> list[str]:
         ("The proxy's own", proxy),
         (
             "The in-process producer's (`sidecar.serde`, on the application's registry; the "
-            '`zdict_stored_*` families above too, `path="producer"`)',
+            '`zdict_stored_*` families above too, `path="producer"`, and '
+            "`zdict_batch_compression_level`)",
             producer,
         ),
     ):

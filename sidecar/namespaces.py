@@ -236,14 +236,16 @@ class Namespaces:
         (thread-safe)."""
         self._refresh.set()
 
-    def refresh_if_due(self) -> None:
-        """`refresh` when asked to, or `DICTIONARY_CHECK_INTERVAL` seconds after the last look."""
+    def refresh_if_due(self) -> bool:
+        """`refresh` when asked to, or `DICTIONARY_CHECK_INTERVAL` seconds after the last look;
+        whether it looked."""
         now = self._clock()
         if not self._refresh.is_set() and now - self._checked < DICTIONARY_CHECK_INTERVAL:
-            return
+            return False
         self._refresh.clear()
         self._checked = now
         self.refresh()
+        return True
 
     def refresh(self) -> None:
         """Switch every namespace whose active dictionary changed to an encoder for it. A store

@@ -261,19 +261,7 @@ def _copy_dictionary(store: DictionaryStore, source: str, target: str) -> None:
     active = store.active(source)
     if active is None:
         return
-    meta = active.meta
-    copied = store.add(
-        target,
-        active.data,
-        level=meta.level,
-        heldout_ratio=meta.heldout_ratio,
-        nodict_ratio=meta.nodict_ratio,
-        break_even_size=meta.break_even_size,
-        training=meta.training,
-        raw_crossover=meta.raw_crossover,
-        batch_level=meta.batch_level,
-    )
-    store.activate(target, copied.id)
+    store.activate(target, store.add_copy(active, target).id)
 
 
 def _relay_child(bootstrap: str, store: Path, inputs: Sequence[str], fill: int, log: Path) -> Any:

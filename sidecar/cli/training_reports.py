@@ -145,9 +145,11 @@ def _format_stored(evaluation: Evaluation) -> str:
         ("records/batch", *names, "sidecar / raw zstd"),
         rows,
         "bytes per record as Kafka stores them (batch header and record framing counted, keys "
-        "null), (x) = raw value bytes / stored; per record = this tool's compact frames; sidecar "
-        f"+ zstd = frames below the dictionary's zstd crossover ({_fill(at)}), raw values from "
-        "it; sidecar / raw zstd = its stored bytes over producer zstd's alone",
+        "null), (x) = raw value bytes / stored; per record = this tool's compact frames; + zstd "
+        f"and batch level: zstd at level {evaluation.batch_level}, chosen at training (raw zstd: "
+        "the producer's default, 3); sidecar + zstd = frames below the dictionary's zstd "
+        f"crossover ({_fill(at)}), raw values from it; sidecar / raw zstd = its stored bytes "
+        "over producer zstd's alone",
     )
     lines = [table]
     last = evaluation.stored[-1].fill

@@ -499,6 +499,28 @@ class DictionaryStore:
         )
         return self.put(dictionary)
 
+    def add_copy(
+        self, dictionary: Dictionary, namespace: str | None = None, **extra: object
+    ) -> Dictionary:
+        """`dictionary`'s bytes and figures stored again under a newly reserved id (not
+        activated), in `namespace` (default its own); `extra` replaces metadata it carries
+        (`raw_crossover`, `batch_level`, ...)."""
+        meta = dictionary.meta
+        carried: dict[str, Any] = {
+            "raw_crossover": meta.raw_crossover,
+            "batch_level": meta.batch_level,
+        }
+        return self.add(
+            namespace or meta.namespace,
+            dictionary.data,
+            level=meta.level,
+            heldout_ratio=meta.heldout_ratio,
+            nodict_ratio=meta.nodict_ratio,
+            break_even_size=meta.break_even_size,
+            training=meta.training,
+            **(carried | extra),
+        )
+
     def next_version(self, namespace: str) -> int:
         """One more than the highest version stored for `namespace` (1 for a new namespace)."""
         return max((m.version for m in self.versions(namespace)), default=0) + 1

@@ -15,7 +15,19 @@ from sidecar.metrics.labels import COMMIT_FAILED, COMMIT_OK, remove_series
 if TYPE_CHECKING:
     from sidecar.dictionaries.model import Dictionary
 
-__all__ = ["DictionaryMetrics"]
+__all__ = ["DictionaryMetrics", "batch_level_gauge"]
+
+
+def batch_level_gauge(registry: CollectorRegistry) -> Gauge:
+    """`zdict_batch_compression_level{topic}`, on `registry`: the relay's, and the in-process
+    producer's (`sidecar.serde.metrics`)."""
+    return Gauge(
+        "zdict_batch_compression_level",
+        "The zstd level of the producer batches carrying the topic's records: chosen at "
+        "training, or configured.",
+        ("topic",),
+        registry=registry,
+    )
 
 
 class DictionaryMetrics:
@@ -41,13 +53,7 @@ class DictionaryMetrics:
             ("topic",),
             registry=registry,
         )
-        self.batch_level = Gauge(
-            "zdict_batch_compression_level",
-            "The zstd level of the producer batches carrying the topic's records: chosen at "
-            "training, or configured.",
-            ("topic",),
-            registry=registry,
-        )
+        self.batch_level = batch_level_gauge(registry)
         self.registry_publications = Counter(
             "zdict_registry_publications",
             "Dictionaries and activations published to the registry topic, by result.",

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Final, Protocol
 
-from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 from sidecar.errors import RelayFailed
 from sidecar.kafka import is_no_offset
@@ -70,6 +70,16 @@ class CommitStrategy(Protocol):
 
     def lost(self) -> None:
         """Partitions were lost (the group moved on without this member)."""
+        ...
+
+    @property
+    def replaceable(self) -> bool:
+        """Whether the relay's producer may be closed now (flushed and committed), for another."""
+        ...
+
+    def use_producer(self, producer: Producer) -> bool:
+        """The relay's producer was replaced by `producer`; False: it failed to start (the
+        failure says why)."""
         ...
 
     def error(self, reason: str) -> RelayFailed:
@@ -152,6 +162,13 @@ class OffsetCommits:
 
     def lost(self) -> None:
         pass
+
+    @property
+    def replaceable(self) -> bool:
+        return True  # the offsets go through the consumer: the producer holds nothing of them
+
+    def use_producer(self, producer: Producer) -> bool:
+        return True
 
     def error(self, reason: str) -> RelayFailed:
         return RelayFailed(reason)

@@ -191,6 +191,17 @@ class Transactions:
     def lost(self) -> None:
         self._abort("partitions lost")
 
+    @property
+    def replaceable(self) -> bool:
+        """No transaction open (closing the producer would abort it), no call hung."""
+        return not self._in_txn and not self._hung
+
+    def use_producer(self, producer: Producer) -> bool:
+        """Transactions go on with `producer`, made with the same transactional.id: its
+        `init_transactions` fences the old one."""
+        self._producer = producer
+        return self.start()
+
     # -- transactions --------------------------------------------------------------------------
 
     def _call(self, operation: Callable[[], object], what: str) -> bool:

@@ -11,6 +11,11 @@ One direction only. The loop, per consumed batch:
 4. about every `commit_interval` seconds, commit what is acknowledged, the way the commit
    strategy says (`commits.OffsetCommits`: at least once; `exactly_once.Transactions`).
 
+When the active dictionaries come to choose another batch level (`producer_level`), the
+producer is replaced between two batches: the old one flushed, what it delivered committed, the
+new one made with the new `compression.level` (and, exactly once, its transactions initialised,
+fencing the old one). Logged as `batch_level_changed`.
+
 Partitions being revoked are flushed and committed first. On SIGTERM/SIGINT the loop stops
 fetching, flushes, commits and closes (exit 0). A failed delivery, a fatal client error or a
 broker unreachable past `unreachable_timeout` stops the relay with a `RelayFailed` (exit 1),
@@ -38,6 +43,7 @@ from sidecar.relay.output import (
     TopicRoute,
     counted,
 )
+from sidecar.relay.producer_level import ProducerLevel
 from sidecar.relay.state import RelayState, RelayStats
 from sidecar.runtime import tune_gc
 
@@ -81,6 +87,7 @@ class Relay:
         commit_interval: float = 1.0,
         delivery_timeout: float = DEFAULT_DELIVERY_TIMEOUT,
         on_assignment: Callable[[set[tuple[str, int]]], None] | None = None,
+        producer_level: ProducerLevel | None = None,
     ) -> None:
         """Encode with the encoders of `namespaces` (one per input topic, following the store;
         their reservoirs get a tap of the raw input for training), or decode with `decoder`
@@ -92,7 +99,9 @@ class Relay:
         trained from it, not relayed before one exists. `delivery_timeout`: the producer's
         message.timeout.ms in seconds. `on_assignment` is called with the held partitions after
         every change (the trainer's role follows them). The state's `output_modes` (encoding
-        only) say which output partitions are written raw (None: frames always)."""
+        only) say which output partitions are written raw (None: frames always).
+        `producer_level` (encoding only): the producer is replaced when the active dictionaries
+        choose another batch level (None: it keeps the level it was made with)."""
         if (namespaces is None) == (decoder is None):
             raise ValueError("give the relay namespaces to encode or a decoder, not both")
         self.consumer = consumer
@@ -107,6 +116,7 @@ class Relay:
         #: Topics held back now, with the monotonic time they are let go at the latest.
         self._held: dict[str, float] = {}
         self._on_assignment = on_assignment
+        self._level = producer_level if namespaces is not None else None
         self._output = Output(producer, state, commits.delivery_failed, delivery_timeout)
         self._modes = state.output_modes if namespaces is not None else None
         self.routes: dict[str, TopicRoute] = {}
@@ -155,6 +165,7 @@ class Relay:
         if not self.commits.start():
             self._shutdown()
             raise self.commits.error(control.failure or "could not start committing")
+        self._follow_batch_level()
         last_commit = state.clock()
         self._held = {
             topic: last_commit + seconds
@@ -183,8 +194,8 @@ class Relay:
                 if now - last_commit >= self.commit_interval:
                     self.commits.periodic(now)
                     last_commit = now
-                if self.namespaces is not None:
-                    self.namespaces.refresh_if_due()
+                if self.namespaces is not None and self.namespaces.refresh_if_due():
+                    self._follow_batch_level()
                 if self._held:
                     self._release_held(now)
                 if state.reachability.overdue(now):
@@ -287,6 +298,62 @@ class Relay:
             by_topic.setdefault(cast(str, msg.topic()), []).append(msg)
         return by_topic
 
+    # -- the batch level -----------------------------------------------------------------------
+
+    def _follow_batch_level(self) -> None:
+        """Replace the producer when the active dictionaries chose another level than it
+        compresses at (see the module). When that cannot be done now, the next look at the
+        store (`DICTIONARY_CHECK_INTERVAL`) tries again."""
+        levels, namespaces, state = self._level, self.namespaces, self.state
+        if levels is None or namespaces is None:
+            return
+        chosen = levels.wanted(namespaces)
+        before, level = levels.level, levels.applied(chosen)
+        if level == before:
+            levels.chosen = chosen  # a level of the user's, or the same: nothing to replace
+            return
+        if state.control.failure is not None or self.commits.hung:
+            return
+        reason = None
+        if state.reachability.down_since is not None:
+            reason = "no broker answers"
+        elif undelivered := self.producer.flush(FLUSH_TIMEOUT):
+            reason = f"{undelivered} records not delivered within {FLUSH_TIMEOUT:.0f} s"
+        else:
+            self.commits.commit()
+            if not self._replace_producer(chosen):
+                if state.control.failure is not None:
+                    return  # the relay stops; its failure line says why
+                reason = "the transaction could not be committed"
+        if reason is not None:
+            log.warning("batch_level_deferred", from_level=before, to_level=level, reason=reason)
+            return
+        for route in self.routes.values():
+            state.metrics.set_batch_level(route.topic, level)
+        log.info(
+            "batch_level_changed",
+            from_level=before,
+            to_level=level,
+            chosen_level=chosen,
+            dict_ids={n.topic: n.active_id for n in namespaces},
+        )
+
+    def _replace_producer(self, chosen: int | None) -> bool:
+        """Close the producer (flushed: nothing in flight, nothing uncommitted) and go on with
+        one made for level `chosen`; False: the commit strategy cannot take it now (a
+        transaction is open), or the new one failed to start (the failure says why)."""
+        levels = self._level
+        assert levels is not None
+        if not self.commits.replaceable:
+            return False
+        self.producer.close()
+        self.producer = levels.make(chosen)
+        levels.chosen = chosen
+        self._output.replace_producer(self.producer)
+        if self.state.output_modes is not None:
+            self.state.output_modes.producer_replaced(levels.level)
+        return self.commits.use_producer(self.producer)
+
     # -- rebalances (run inside consume, on this thread) ----------------------------------------
 
     def on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
@@ -340,12 +407,22 @@ class Relay:
             return namespace.output_crossover
         sample = stored.sample(topic)
         modes = self.state.output_modes
-        return LiveCrossover(
-            lambda: sample,
-            lambda: namespace.encoder,
-            namespace.output_crossover,
-            level=modes.level if modes is not None else None,
-        )
+        #: Per zstd level of the producer (replaced with another level: measured at it).
+        live: dict[int | None, LiveCrossover] = {}
+
+        def crossover(codec: str) -> float | None:
+            level = modes.level if modes is not None else None
+            at_level = live.get(level)
+            if at_level is None:
+                at_level = live[level] = LiveCrossover(
+                    lambda: sample,
+                    lambda: namespace.encoder,
+                    namespace.output_crossover,
+                    level=level,
+                )
+            return at_level(codec)
+
+        return crossover
 
     def _active_id(self, topic: str) -> int | None:
         """The id of `topic`'s active dictionary (None: none, or decoding)."""

@@ -109,6 +109,10 @@ class Output:
         #: Records acknowledged since the last latency observation.
         self._unobserved = 0
 
+    def replace_producer(self, producer: Producer) -> None:
+        """Produce with `producer` from now on (the old one flushed: no report of it is due)."""
+        self._producer = producer
+
     def produce(
         self, route: TopicRoute, topic: str, batch: list[Message], encoded: list[Transformed]
     ) -> None:

@@ -100,6 +100,12 @@ class RelayOutputModes:
         if self.enabled:
             self._first[topic] = output
 
+    def producer_replaced(self, level: int | None) -> None:
+        """The relay's producer was replaced by one compressing at zstd `level`: its statistics
+        count records from 0 again, and the crossovers are those at `level`."""
+        self.level = level
+        self._fills = BatchFills()
+
     def split(self, topic: str, batch: Sequence[Message]) -> list[int] | None:
         """The positions in `batch` (records of input `topic`) that go raw; None when none does
         (the common case: one lookup)."""

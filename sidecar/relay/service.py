@@ -60,6 +60,7 @@ from sidecar.relay.events import ClientEvents
 from sidecar.relay.exactly_once import Transactions
 from sidecar.relay.loop import Relay
 from sidecar.relay.output_modes import RelayOutputModes
+from sidecar.relay.producer_level import MakeProducer, ProducerLevel
 from sidecar.relay.state import RelayState
 from sidecar.relay.stored import RelayStored
 from sidecar.runtime import exit_code, interrupt_start
@@ -122,8 +123,8 @@ def _prepare_topics(settings: Settings, admin: AdminClient) -> _Topics:
 def _batch_level(settings: Settings, store: DictionaryStore) -> int | None:
     """The zstd level of the producer's batches: the lowest chosen at training by the active
     dictionaries of the input topics (`kafka.batch_fill.batch_level`), as the relay starts;
-    logged with the level it sets. A dictionary activated later takes effect at the next
-    start: librdkafka fixes a producer's level when it is created."""
+    logged with the level it sets. A dictionary activated later with another level replaces
+    the producer (`relay.producer_level`)."""
     level = batch_level(
         d.meta.batch_level
         for d in (store.active(topic) for topic in settings.relay.input_topics)
@@ -190,6 +191,8 @@ class _Clients:
     producer_limit: int
     #: Seconds a produced record may wait for its acknowledgement (its message.timeout.ms).
     delivery_timeout: float
+    #: Makes the producer again, for another zstd level chosen at training.
+    remake: MakeProducer
 
 
 def _connect(settings: Settings, events: ClientEvents, level: int | None = None) -> _Clients:
@@ -209,21 +212,30 @@ def _connect(settings: Settings, events: ClientEvents, level: int | None = None)
     # Refused settings: exit 2, before any topic is touched.
     make_producer(settings, events.on_error, transactional_id, gapless=gapless)
     found = _prepare_topics(settings, admin)
+
     # A record batch must fit every topic it may go to: the broker refuses a whole batch of
     # small records that together exceed a topic's max.message.bytes.
-    producer = make_producer(
-        settings,
-        events.on_error,
-        transactional_id,
-        batch_bytes=min(found.limits.values()),
-        stats_cb=events.on_stats,
-        gapless=gapless,
-        batch_level=level,
-    )
+    def remake(batch_level: int | None) -> Producer:
+        return make_producer(
+            settings,
+            events.on_error,
+            transactional_id,
+            batch_bytes=min(found.limits.values()),
+            stats_cb=events.on_stats,
+            gapless=gapless,
+            batch_level=batch_level,
+        )
+
     config = with_batch_level(producer_config(settings, transactional_id=transactional_id), level)
     producer_limit = int(config.get("message.max.bytes", 1_000_000))
     return _Clients(
-        consumer, producer, found, transactional_id, producer_limit, delivery_timeout(config)
+        consumer,
+        remake(level),
+        found,
+        transactional_id,
+        producer_limit,
+        delivery_timeout(config),
+        remake,
     )
 
 
@@ -251,6 +263,7 @@ def _relay(
     decoder: Decoder | None = None,
     hold: dict[str, float] | None = None,
     on_assignment: Callable[[set[tuple[str, int]]], None] | None = None,
+    producer_level: ProducerLevel | None = None,
 ) -> Relay:
     """The relay, encoding with `namespaces` or decoding with `decoder`, on its clients and
     topics, tuned by the settings."""
@@ -275,6 +288,7 @@ def _relay(
         commit_interval=relay.commit_interval,
         delivery_timeout=clients.delivery_timeout,
         on_assignment=on_assignment,
+        producer_level=producer_level,
     )
 
 
@@ -324,6 +338,7 @@ def _encoding_relay(
     clients: _Clients,
     state: RelayState,
     commits: CommitStrategy,
+    level: int | None,
 ) -> tuple[Relay, Trainer]:
     """A relay that encodes, and the trainer beside it (not started yet) that keeps its
     dictionaries fresh, sharing its store, namespaces and metrics. Topics with a backlog are
@@ -359,6 +374,7 @@ def _encoding_relay(
         namespaces=namespaces,
         hold={topic: relay_settings.backlog_wait for topic in backlogs},
         on_assignment=trainer.on_assignment,
+        producer_level=ProducerLevel(producer_config(settings), level, clients.remake),
     )
     return relay, trainer
 
@@ -417,7 +433,9 @@ def _run(settings: Settings, observed: Observability, stack: ExitStack) -> int:
         else RelayStored(
             metrics.stored,
             _outputs(settings),
-            batch_compressor(relay_settings.input_compression),
+            batch_compressor(
+                relay_settings.input_compression, relay_settings.input_compression_level
+            ),
         ),
     )
     ledger = CommitLedger(state)
@@ -435,7 +453,7 @@ def _run(settings: Settings, observed: Observability, stack: ExitStack) -> int:
             settings, clients, state, commits, decoder=_decoder(settings, store, registry)
         )
     else:
-        relay, trainer = _encoding_relay(settings, store, registry, clients, state, commits)
+        relay, trainer = _encoding_relay(settings, store, registry, clients, state, commits, level)
     _stop_on_signals(relay)
     if trainer is not None:
         trainer.start()

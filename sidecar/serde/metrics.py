@@ -22,6 +22,8 @@ from prometheus_client.registry import Collector
 
 from sidecar.codec import Outcome
 from sidecar.codec.output_mode import MODES
+from sidecar.metrics.dictionaries import batch_level_gauge
+from sidecar.metrics.labels import remove_series
 from sidecar.metrics.stored import StoredBytes
 
 if TYPE_CHECKING:
@@ -83,6 +85,9 @@ class ProducerMetrics(Collector):
         registry.register(self)
         #: What the records store, and would have stored without zdict (`serde.stored`).
         self.stored = StoredBytes(registry)
+        #: The zstd level of the producer's batches, per topic it wrote (`set_batch_level`).
+        self.batch_level = batch_level_gauge(registry)
+        self._level: int | None = None
 
     def tally(self, topic: str) -> ProducerTopicMetrics:
         """A new tally of `topic` for the calling thread, which alone may write it (keep it: the
@@ -91,10 +96,23 @@ class ProducerMetrics(Collector):
         behind."""
         tally = ProducerTopicMetrics()
         with self._lock:
+            if topic not in self._topics and self._level is not None:
+                self.batch_level.labels(topic).set(self._level)
             live, ended = self._topics.setdefault(topic, ([], ProducerTopicMetrics()))
             _fold_ended(live, ended)
             live.append((threading.current_thread(), tally))
         return tally
+
+    def set_batch_level(self, level: int | None) -> None:
+        """The zstd level the producer compresses its batches at (None: not zstd, no series),
+        shown for every topic it writes (`zdict_batch_compression_level`)."""
+        with self._lock:
+            self._level = level
+            for topic in self._topics:
+                if level is None:
+                    remove_series(self.batch_level, topic)
+                else:
+                    self.batch_level.labels(topic).set(level)
 
     def registry_read(self, ok: bool) -> None:
         """One read of the registry topic ended (`FollowingEncoder`'s `on_read`)."""

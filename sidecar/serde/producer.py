@@ -113,8 +113,11 @@ class _CompressingProducer:
         self._stored: ProducerStored | None = None
         readers: list[TopicsReader] = []
         if metrics is not None or output_mode == "auto":
+            # Against the producer as the application configured it: its codec and level.
             self._stored = ProducerStored(
-                metrics.stored if metrics is not None else None, batch_codec(config)
+                metrics.stored if metrics is not None else None,
+                batch_codec(config),
+                configured_level(config),
             )
         #: Per topic, the crossover its output mode reads (`live_crossover`).
         self._live: dict[str, LiveCrossover] = {}
@@ -147,6 +150,8 @@ class _CompressingProducer:
             raise
         #: The zstd level the producer compresses its batches at (None: not zstd).
         self._level = configured_level(config)
+        if metrics is not None:
+            metrics.set_batch_level(self._level)
         self.encoder = encoder
         self._encoding = ValueEncoding(encoder, namespace, metrics)
         self._header_key = self._encoding.header_key

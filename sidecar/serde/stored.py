@@ -4,7 +4,8 @@
 Stored: the record batches the application's producer sent per topic, from librdkafka's
 statistics (`topics.<t>.batchsize`: each batch as sent, header and batch codec included;
 `batchcnt`: its records). Without zdict: the same records with their raw values, as the same
-producer's batches at the same fill with its own `compression.type`, estimated from a sample of
+producer's batches at the same fill with its own `compression.type` and `compression.level` (as
+the application configured them: not the batch level zdict chose), estimated from a sample of
 the records produced (`stored_estimate.ProducerBatches`): runs of consecutive records over every
 topic, a tuple kept, nothing else per record.
 """
@@ -23,13 +24,14 @@ from sidecar.stored_estimate import SAMPLE_RUN, ProducerBatches, batch_compresso
 class ProducerStored:
     """The stored bytes of one producer's topics and their estimate without zdict."""
 
-    def __init__(self, metrics: StoredBytes | None, codec: str) -> None:
+    def __init__(self, metrics: StoredBytes | None, codec: str, level: int | None = None) -> None:
         """`metrics`: where the bytes are counted (None: nowhere, the sample only measures the
         live crossover, `live_crossover`); `codec`: the producer's batch codec
         (`kafka.batch_fill.batch_codec`); one librdkafka does not name as Kafka does (it
-        refuses it at start) is not counted."""
+        refuses it at start) is not counted; `level`: its zstd level as the application
+        configured it (`kafka.batch_fill.configured_level`; None: the default)."""
         self._metrics = metrics
-        self._compress = batch_compressor(codec) if codec in CODEC_IDS else None
+        self._compress = batch_compressor(codec, level) if codec in CODEC_IDS else None
         self.counted = metrics is not None and codec in CODEC_IDS
         self._samples: dict[str, ProducerBatches] = {}
         #: The position of the next record in the sample's cycle (a run taken, then the rest

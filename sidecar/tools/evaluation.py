@@ -5,9 +5,10 @@ does (its newest slice held out, then refit) and measures it on the rest, which 
 saw, next to what a user would pick instead: per record without a dictionary, producer batch
 compression at 1 to 512 records per batch (as Kafka stores batches, exactly: `record_batch`),
 and the whole-stream oracle; then whether compressing pays on a given link (the transport
-break-even). At each fill, what the sidecar stores with the producer's zstd (frames below the
-dictionary's crossover, raw values from it, as its output mode writes them) against what the
-producer's zstd alone stores: the one definition of saving.
+break-even). At each fill, what the sidecar stores with the producer's zstd at the batch level
+training chose (frames below the dictionary's crossover, raw values from it, as its output mode
+writes them) against what the producer's zstd alone stores at its default level: the one
+definition of saving.
 """
 
 from __future__ import annotations
@@ -21,7 +22,14 @@ from typing import Any, Final
 import zstandard
 
 from sidecar.codec import Decoder, Encoder, StaticResolver, Transformed, WireFormat
-from sidecar.record_batch import Record, crossover, producer_codecs, stored_bytes
+from sidecar.record_batch import (
+    PRODUCER_ZSTD_LEVEL,
+    Record,
+    crossover,
+    producer_codecs,
+    producer_zstd,
+    stored_bytes,
+)
 from sidecar.runtime import tune_gc
 from sidecar.training.choice import TrainingReport, candidate_dictionary, measure, train
 from sidecar.training.params import TrainingParams
@@ -29,9 +37,11 @@ from sidecar.training.split import TrainingSet
 
 #: Records per producer batch compared (1: a low-latency producer; 512: a saturated one).
 FILLS: Final = (1, 2, 4, 8, 16, 32, 64, 128, 512)
-#: The stored-bytes columns: raw values with the producer's codec, the encoder's frames without
-#: and with producer zstd, and the sidecar as its output mode writes with producer zstd.
+#: The stored-bytes columns: raw values with the producer's codec (zstd at its default level,
+#: then at the batch level training chose), the encoder's frames without and with producer zstd
+#: (at the batch level), and the sidecar as its output mode writes with producer zstd.
 RAW_ZSTD: Final = "raw zstd"
+RAW_ZSTD_LEVEL: Final = "raw zstd, batch level"
 FRAMES: Final = "per record"
 FRAMES_ZSTD: Final = "per record + zstd"
 SIDECAR_ZSTD: Final = "sidecar + zstd"
@@ -54,17 +64,19 @@ class Row:
 @dataclass(frozen=True, slots=True)
 class StoredRow:
     """Bytes per record as Kafka stores them (batch header and record framing counted) at one
-    fill, per variant: `raw <codec>` is the input produced with producer compression; `per
-    record` the encoder's records (compact frames) without, then with, producer zstd; `sidecar
-    + zstd` what the sidecar stores with producer zstd (frames below the crossover, raw values
-    from it)."""
+    fill, per variant: `raw <codec>` is the input produced with producer compression (`raw
+    zstd` at its default level, `raw zstd, batch level` at the one training chose); `per
+    record` the encoder's records (compact frames) without, then with, producer zstd at the
+    batch level; `sidecar + zstd` what the sidecar stores with producer zstd at the batch level
+    (frames below the crossover, raw values from it)."""
 
     fill: int
     bytes_per_record: dict[str, float]
 
     @property
     def versus_producer(self) -> float:
-        """The sidecar's stored bytes over producer zstd's alone at this fill (below 1: saved)."""
+        """The sidecar's stored bytes over producer zstd's alone, at its default level, at this
+        fill (below 1: saved)."""
         return self.bytes_per_record[SIDECAR_ZSTD] / self.bytes_per_record[RAW_ZSTD]
 
 
@@ -100,6 +112,8 @@ class Evaluation:
     training: TrainingReport
     #: Values the alternatives are measured on (the stream after what the choice saw).
     measured: int = 0
+    #: The zstd level of the sidecar's producer batches: the one training chose.
+    batch_level: int = PRODUCER_ZSTD_LEVEL
     rows: list[Row] = field(default_factory=list)
     stored: list[StoredRow] = field(default_factory=list)
     #: Fill from which each alternative stores no more than the encoder's records (None: never
@@ -120,6 +134,7 @@ class Evaluation:
         return {
             "training": self.training.to_dict(),
             "measured": self.measured,
+            "batch_level": self.batch_level,
             "alternatives": [
                 {
                     "method": r.method,
@@ -166,12 +181,15 @@ def stored_rows(
     encoded: Sequence[Transformed],
     crossover_at: float | None,
     fills: Sequence[int] = FILLS,
+    level: int = PRODUCER_ZSTD_LEVEL,
 ) -> tuple[list[StoredRow], dict[str, float | None]]:
-    """Bytes per record stored at each fill, the sidecar's with producer zstd by the
-    dictionary's zstd crossover `crossover_at` (None: frames at every fill), and the crossovers
-    on these values: raw values with each producer codec against the encoder's records without
-    a batch codec, and raw zstd against them with zstd (the output mode's)."""
+    """Bytes per record stored at each fill, the sidecar's with producer zstd at batch level
+    `level` by the dictionary's zstd crossover `crossover_at` (None: frames at every fill), and
+    the crossovers on these values: raw values with each producer codec against the encoder's
+    records without a batch codec, and raw zstd against them with zstd, both at `level` (the
+    output mode's)."""
     codecs = producer_codecs()
+    at_level = producer_zstd(level)
     raw: list[Record] = [(v, ()) for v in heldout]
     ours = _records(encoded)
     n = max(1, len(heldout))
@@ -180,15 +198,16 @@ def stored_rows(
         per: dict[str, float] = {"raw none": stored_bytes(raw, fill) / n}
         for name, compress in codecs.items():
             per[f"raw {name}"] = stored_bytes(raw, fill, compress) / n
+        per[RAW_ZSTD_LEVEL] = stored_bytes(raw, fill, at_level) / n
         per[FRAMES] = stored_bytes(ours, fill) / n
-        per[FRAMES_ZSTD] = stored_bytes(ours, fill, codecs["zstd"]) / n
+        per[FRAMES_ZSTD] = stored_bytes(ours, fill, at_level) / n
         goes_raw = crossover_at is not None and fill >= crossover_at
-        per[SIDECAR_ZSTD] = per[RAW_ZSTD] if goes_raw else per[FRAMES_ZSTD]
+        per[SIDECAR_ZSTD] = per[RAW_ZSTD_LEVEL] if goes_raw else per[FRAMES_ZSTD]
         rows.append(StoredRow(fill, per))
     crossings: dict[str, float | None] = {}
     for name in [f"raw {c}" for c in codecs]:
         crossings[f"{name} / {FRAMES}"] = _crossing(rows, FRAMES, name)
-    crossings[f"{RAW_ZSTD} / {FRAMES_ZSTD}"] = _crossing(rows, FRAMES_ZSTD, RAW_ZSTD)
+    crossings[f"{RAW_ZSTD_LEVEL} / {FRAMES_ZSTD}"] = _crossing(rows, FRAMES_ZSTD, RAW_ZSTD_LEVEL)
     return rows, crossings
 
 
@@ -254,9 +273,12 @@ def evaluate(
             )
         )
     chosen_wire: WireFormat = params.wire
+    # Measured at training at the batch level it chose, as the producer will compress.
     crossover_at = (report.raw_crossover or {}).get("zstd")
+    if report.batch_level is not None:
+        evaluation.batch_level = report.batch_level.level
     evaluation.stored, evaluation.crossovers = stored_rows(
-        heldout, by_wire[chosen_wire], crossover_at
+        heldout, by_wire[chosen_wire], crossover_at, level=evaluation.batch_level
     )
 
     timed = encoder(chosen_wire)

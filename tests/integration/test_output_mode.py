@@ -3,18 +3,21 @@ write frames while their batches hold one record, and raw values once they fill 
 dictionary's crossover; what the broker stores (its log segments, read as `bench storage` reads
 them) is compared with the same records produced raw with producer zstd at the same fill. Less
 than producer zstd's default level where the dictionary chose a higher batch level: the relay's
-full batches store what producer zstd at that level stores.
+full batches store what producer zstd at that level stores, also when that dictionary is
+activated while the relay runs (its producer replaced, exactly once, nothing lost or duplicated).
 
 The broker must run on this machine: its `log.dirs` (asked of the broker itself) are read.
 """
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
 
+import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 from prometheus_client import CollectorRegistry
@@ -28,7 +31,7 @@ from sidecar.serde import ZdictProducer
 from sidecar.serde.metrics import ProducerMetrics
 from sidecar.training.batch_level import MIN_GAIN
 
-from .launch import StartSidecar
+from .launch import RunCli, StartSidecar
 from .log_dirs import log_dirs
 from .process import Sidecar
 from .records import ConsumeAll, ProduceEvents, Record
@@ -354,4 +357,93 @@ def test_the_relays_full_batches_store_the_chosen_batch_levels_saving(
     )
     assert ours <= LEVEL_TOLERANCE * theirs_level
     assert theirs_level <= (1 - MIN_GAIN) * theirs_default
+    assert ours <= (1 - MIN_GAIN) * theirs_default
+
+
+@pytest.mark.parametrize("guarantee", ["at-least-once", "exactly-once"])
+def test_a_dictionary_activated_with_another_batch_level_while_the_relay_runs_takes_effect(
+    guarantee: str,
+    sidecar: StartSidecar,
+    cli: RunCli,
+    make_topic: MakeTopic,
+    produce_events: ProduceEvents,
+    consume_all: ConsumeAll,
+    kafka_admin: AdminClient,
+    kafka_bootstrap: str,
+    tmp_path: Path,
+) -> None:
+    """The producer replaced at level L once flushed and committed (exactly once: after a
+    transaction commit, its successor fencing it); what follows stores producer zstd at L,
+    nothing lost or duplicated."""
+    started = time.monotonic()
+    dirs = log_dirs(kafka_admin)
+    topic = make_topic(1)
+    store = tmp_path / "dictionaries"
+    chosen = _trained(store, topic, 941, tmp_path)
+    level = chosen.meta.batch_level
+    assert level is not None and level > 3, chosen.meta
+    at_3 = DictionaryStore(store).add_copy(chosen, batch_level=3)
+    DictionaryStore(store).activate(topic, at_3.id)
+    env = {
+        "ZDICT_PRODUCER__STATISTICS_INTERVAL_MS": STATISTICS_MS,
+        "ZDICT_PRODUCER__BATCH_NUM_MESSAGES": str(LEVEL_FILL),
+        "ZDICT_PRODUCER__LINGER_MS": "1000",
+        "ZDICT_CODEC__OUTPUT_MODE": "auto",
+        "ZDICT_TRAINING__ENABLED": "false",
+        "ZDICT_REGISTRY__ENABLED": "false",
+    }
+    relay = sidecar(
+        "run",
+        *("--input-topic", topic, "--create-topics", "--dictionaries", str(store)),
+        *("--group-id", f"zdict-it-relevel-{uuid.uuid4().hex[:12]}"),
+        *("--guarantee", guarantee),
+        env=env,
+    )
+    assert relay.wait_for_event("batch_level", timeout=30)["zstd_level"] == 3
+    output = f"{topic}.zd"
+    produce_events(topic, LEVEL_RECORDS, seed=942)
+    assert relay.wait_for_event("output_mode_changed", timeout=60)["mode"] == "raw"
+    assert len(consume_all(output, LEVEL_RECORDS, timeout=60)) == LEVEL_RECORDS
+
+    DictionaryStore(store).activate(topic, chosen.id)
+    changed = relay.wait_for_event("batch_level_changed", timeout=30)
+    assert (changed["from_level"], changed["to_level"]) == (3, level)
+    scraped = relay.metrics()
+    assert scraped[("zdict_batch_compression_level", frozenset({("topic", topic)}))] == level
+
+    sent = produce_events(topic, LEVEL_RECORDS, seed=943)
+    measured = consume_all(output, 2 * LEVEL_RECORDS, timeout=60)[LEVEL_RECORDS:]
+    assert [r.value for r in measured] == [r.value for r in sent]
+    assert all(not any(k == "zd" for k, _ in r.headers) for r in measured)
+    # The data batches after the change (exactly once, transaction markers are batches too).
+    kept = [
+        b
+        for b in _segments(dirs, output)
+        if b.base_offset >= measured[0].offset and b.codec == "zstd"
+    ]
+    ours, records = sum(b.size for b in kept), sum(b.records for b in kept)
+    assert records == LEVEL_RECORDS
+    fill = round(records / len(kept))
+    at_level, at_default = make_topic(1), make_topic(1)
+    _produce_raw_zstd(kafka_bootstrap, at_level, measured, fill, level)
+    _produce_raw_zstd(kafka_bootstrap, at_default, measured, fill)
+    theirs_level, _, _ = _stored(_segments(dirs, at_level), 0)
+    theirs_default, _, _ = _stored(_segments(dirs, at_default), 0)
+
+    relay.stop()
+    verified = cli(
+        "verify",
+        *("--input", topic, "--exactly-once", "--json", "--no-registry"),
+        *("--dictionaries", str(store)),
+        env=env,
+    )
+    report = json.loads(verified.stdout)
+    print(
+        f"\n{guarantee}: batch level 3 -> {level} while running: at fill {fill} relay "
+        f"{ours / records:.2f} B/record, producer zstd at {level} {theirs_level / records:.2f}, "
+        f"at 3 {theirs_default / records:.2f} ({ours / theirs_default:.3f}x); verify {report}; "
+        f"{time.monotonic() - started:.0f} s"
+    )
+    assert verified.returncode == 0, verified.stdout.decode() + verified.stderr.decode()
+    assert ours <= LEVEL_TOLERANCE * theirs_level
     assert ours <= (1 - MIN_GAIN) * theirs_default

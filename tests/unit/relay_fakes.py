@@ -23,6 +23,7 @@ from sidecar.relay.exactly_once import Transactions
 from sidecar.relay.loop import Relay
 from sidecar.relay.output import DEFAULT_DELIVERY_TIMEOUT
 from sidecar.relay.output_modes import RelayOutputModes
+from sidecar.relay.producer_level import ProducerLevel
 from sidecar.relay.state import RelayState
 from sidecar.relay.stored import RelayStored
 
@@ -76,11 +77,13 @@ def make_relay(
     batch_size: int = 1000,
     poll_timeout: float = 0.5,
     output_modes: RelayOutputModes | None = None,
+    producer_level: ProducerLevel | None = None,
 ) -> Rig:
     """A relay on spec'd client fakes, encoding with the dictionaries stored in `tmp_path`: by
     default one input topic "in" → "in.zd", every input partition assigned when it subscribes.
     At least once, or exactly once with `transaction_records`; `output_modes` decide which
-    output partitions go raw (None: frames always)."""
+    output partitions go raw (None: frames always); `producer_level` replaces the producer
+    when the active dictionaries choose another batch level."""
     consumer = MagicMock(spec_set=Consumer)
     producer = MagicMock(spec_set=Producer)
     producer.flush.return_value = 0
@@ -112,6 +115,7 @@ def make_relay(
         poll_timeout=poll_timeout,
         commit_interval=commit_interval,
         delivery_timeout=delivery_timeout,
+        producer_level=producer_level,
     )
     inputs = (partitions or {"in": 1}).get("in", 1)
 

@@ -91,8 +91,9 @@ def test_train_stores_and_activates_then_list_activate_and_rollback_work(
 
 @pytest.mark.usefixtures("small_grid")
 def test_evaluate_reports_frames_stored_bytes_crossovers_and_the_transport_break_even(
-    events_file: Path, capsys: pytest.CaptureFixture[str]
+    events_file: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("ZDICT_TRAINING__BATCH_LEVEL_BUDGET_US", "0")
     assert main(["evaluate", str(events_file), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     methods = [row["method"] for row in report["alternatives"]]
@@ -114,7 +115,12 @@ def test_evaluate_reports_frames_stored_bytes_crossovers_and_the_transport_break
     # The sidecar as its output mode writes, against producer zstd alone, at every fill.
     assert stored[0]["sidecar_versus_producer_zstd"] < 1.0
     assert all(row["sidecar_versus_producer_zstd"] <= 1.02 for row in stored)
-    assert "raw zstd / per record + zstd" in report["crossovers"]
+    # The output mode's crossover, and the sidecar's bytes, at the batch level training chose
+    # (no CPU budget here: level 12 or 9 on these events), against producer zstd at level 3.
+    assert "raw zstd, batch level / per record + zstd" in report["crossovers"]
+    assert report["batch_level"] == report["training"]["batch_level"]["level"] > 3
+    full = stored[-1]["bytes_per_record"]
+    assert full["sidecar + zstd"] == full["raw zstd, batch level"] < full["raw zstd"]
     transport = report["transport"]
     ratio, speed = transport["ratio"], transport["encode_mb_per_s"]
     assert transport["break_even_mb_per_s"] == pytest.approx(speed * (ratio - 1) / ratio)

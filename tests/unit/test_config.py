@@ -83,6 +83,14 @@ def test_invalid_values_name_the_setting(
         load_settings()
 
 
+def test_the_input_producers_level_is_of_zstd_input_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ZDICT_RELAY__INPUT_COMPRESSION_LEVEL", "9")
+    with pytest.raises(ConfigError, match="INPUT_COMPRESSION_LEVEL is the level of zstd input"):
+        load_settings()
+    monkeypatch.setenv("ZDICT_RELAY__INPUT_COMPRESSION", "zstd")
+    assert load_settings().relay.input_compression_level == 9
+
+
 @pytest.mark.parametrize(
     ("var", "value", "message"),
     [

@@ -40,6 +40,7 @@ from sidecar.codec import (
 from sidecar.dictionaries.model import Dictionary, TrainingSample, build_dictionary
 from sidecar.errors import CorruptFrame
 from sidecar.kafka import is_deserialization_error
+from sidecar.record_batch import producer_zstd, stored_bytes
 from sidecar.serde import (
     ZdictConsumer,
     ZdictDeserializer,
@@ -314,6 +315,27 @@ def test_the_producer_adds_its_header_and_leaves_the_callers_headers_alone(
     config = dict(clients[0].config)
     assert callable(config.pop("stats_cb"))
     assert config == {"bootstrap.servers": "kafka:9092", "statistics.interval.ms": "5000"}
+
+
+def test_the_producer_compresses_at_its_dictionarys_batch_level_and_exports_it(
+    clients: list[RecordingProducer], orders: Dictionary, events: list[bytes]
+) -> None:
+    chosen = orders.meta.model_copy(update={"batch_level": 9})
+    encoder = Encoder(Dictionary(chosen, orders.data))
+    registry = CollectorRegistry()
+    metrics = ProducerMetrics(registry)
+    zstd = {"bootstrap.servers": "kafka:9092", "compression.type": "zstd"}
+    ZdictProducer(zstd, encoder=encoder, metrics=metrics).produce(TOPIC, events[0])
+    assert clients[0].config["compression.level"] == "9"
+    level = registry.get_sample_value("zdict_batch_compression_level", {"topic": TOPIC})
+    assert level == 9
+    # A level of the application's wins, and is the one shown.
+    theirs = CollectorRegistry()
+    mine = ProducerMetrics(theirs)
+    ZdictProducer({**zstd, "compression.level": "5"}, encoder=encoder, metrics=mine)
+    mine.tally("clicks")
+    assert clients[1].config["compression.level"] == "5"
+    assert theirs.get_sample_value("zdict_batch_compression_level", {"topic": "clicks"}) == 5
 
 
 def test_the_serializing_producer_takes_key_then_value_and_runs_the_serializers(
@@ -709,3 +731,38 @@ def test_the_producer_frames_every_value_with_output_mode_frames_or_another_batc
     lz4.produce(TOPIC, events[0], partition=0)
     assert clients[0].produced[0]["headers"] is not None  # frames
     assert clients[1].produced[0]["headers"] is not None  # no crossover measured for lz4
+
+
+@pytest.mark.parametrize(("own", "expected"), [(None, 3), ("5", 5)])
+def test_the_saving_is_counted_against_the_applications_own_codec_and_level(
+    clients: list[RecordingProducer],
+    orders: Dictionary,
+    events: list[bytes],
+    own: str | None,
+    expected: int,
+) -> None:
+    """Not against the batch level zdict chose (9 here): without zdict the producer would have
+    compressed at the application's level, or at its default (3)."""
+    chosen = Dictionary(orders.meta.model_copy(update={"batch_level": 9}), orders.data)
+    registry = CollectorRegistry()
+    config = {"compression.type": "zstd"} | ({"compression.level": own} if own else {})
+    producer = ZdictProducer(
+        config, encoder=Encoder(chosen), metrics=ProducerMetrics(registry), output_mode="frames"
+    )
+    assert clients[0].config["compression.level"] == (own or "9")
+    values = events[:512]
+    for value in values:
+        producer.produce(TOPIC, value, partition=0)
+    clients[0].config["stats_cb"](
+        json.dumps(
+            {
+                "type": "producer",
+                "topics": {TOPIC: {"batchsize": {"cnt": 1, "sum": 1000}, "batchcnt": {"sum": 512}}},
+            }
+        )
+    )
+    without = registry.get_sample_value(
+        "zdict_stored_without_sidecar_bytes_total", {"topic": TOPIC, "path": "producer"}
+    )
+    assert without == stored_bytes([(v, ()) for v in values], 512, producer_zstd(expected))
+    assert without != stored_bytes([(v, ()) for v in values], 512, producer_zstd(9))

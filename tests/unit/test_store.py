@@ -66,6 +66,17 @@ def test_versions_count_up_per_namespace_and_ids_are_unique_across_namespaces(
     assert store.get(b1.id).namespace == "b"
 
 
+def test_a_copy_carries_the_figures_under_a_new_id_with_the_metadata_replaced(
+    store: DictionaryStore, add_dictionary: AddDictionary
+) -> None:
+    original = add_dictionary("a", batch_level=9, raw_crossover={"zstd": 8.0})
+    copy = store.add_copy(original, "b", batch_level=3)
+    assert (copy.namespace, copy.meta.version) == ("b", 1) and copy.id != original.id
+    assert (copy.meta.batch_level, copy.meta.raw_crossover) == (3, {"zstd": 8.0})
+    assert (copy.meta.level, copy.meta.training) == (original.meta.level, original.meta.training)
+    assert store.get(copy.id).data == copy.data
+
+
 def test_activation_switches_atomically_and_deletes_nothing(
     store: DictionaryStore, add_dictionary: AddDictionary
 ) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal, TypeAlias
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 #: Output topic of `run --mode decode` unless one is given.
 DEFAULT_DECODED_TOPIC = "{topic}.decoded"
@@ -53,6 +53,13 @@ class RelaySettings(BaseModel):
         description="the compression.type of the input topics' producers (none: the clients' "
         "default): what the saving is counted against",
     )
+    input_compression_level: int | None = Field(
+        default=None,
+        ge=1,
+        le=22,
+        description="zstd input: the compression.level those producers use (unset: their "
+        "default, 3), counted against too",
+    )
     compress: bool = Field(
         default=True, description="false: pass every record through, a cost baseline"
     )
@@ -79,6 +86,16 @@ class RelaySettings(BaseModel):
     worker_index: int = Field(
         default=0, ge=0, description="set by --workers for each worker process"
     )
+
+    @model_validator(mode="after")
+    def _level_of_zstd(self) -> RelaySettings:
+        if self.input_compression_level is not None and self.input_compression != "zstd":
+            raise ValueError(
+                "ZDICT_RELAY__INPUT_COMPRESSION_LEVEL is the level of zstd input, and "
+                f"ZDICT_RELAY__INPUT_COMPRESSION is {self.input_compression}: unset the level "
+                "or set the codec to zstd"
+            )
+        return self
 
     @field_validator("output_topic")
     @classmethod
