@@ -110,10 +110,12 @@ class DemoResult:
     detected: float | None = None
     trigger: str | None = None
     retrained: float | None = None
-    #: The zstd crossovers (records per batch) of the first dictionary and of the one active in
-    #: the full-batch act.
+    #: The zstd crossover (records per batch) of the first dictionary, as trained ...
     first_crossover: float | None = None
+    #: ... and the one that decided the full-batch act: the proxy's on the topic's latest values
+    #: (its last `output_crossover` before the act ended), at the zstd level it writes them at.
     crossover: float | None = None
+    crossover_level: int | None = None
     produced: int = 0
     read_back: int = 0
     exact: int = 0
@@ -421,13 +423,21 @@ def _full_batches(
     promoted = [e for e in proxy.events("training_finished") if e.get("decision") == "promoted"]
     crossovers = [(e.get("raw_crossover") or {}).get("zstd") for e in promoted]
     if crossovers:
-        result.first_crossover, result.crossover = crossovers[0], crossovers[-1]
+        result.first_crossover = crossovers[0]
     arms = Arms(bootstrap, address, broker.topics, FULL_LINGER_MS)
     opened = broker.offsets()
     for value in events:
         arms.send(value)
     arms.flush()
     closed = broker.offsets()
+    measured = [
+        e for e in proxy.events("output_crossover") if e.get("topic") == broker.topics["sidecar"]
+    ]
+    if measured:
+        result.crossover, result.crossover_level = (
+            measured[-1].get("crossover"),
+            measured[-1].get("zstd_level"),
+        )
     window = broker.stored(FULL, opened, closed)
     _count_modes(bootstrap, broker.topics["sidecar"], window, opened, closed)
     result.windows.append(window)
@@ -516,8 +526,9 @@ def format_demo(result: DemoResult) -> str:
     full = result.window(FULL)
     if full is not None:
         lines.append(
-            f"full batches: {full.fill:.0f} records per batch, above the dictionary's crossover "
-            f"({_fill(result.crossover)}, from which producer zstd alone stores less than "
+            f"full batches: {full.fill:.0f} records per batch; the proxy's crossover, measured on "
+            f"the topic's latest values at zstd level {result.crossover_level or '-'}: "
+            f"{_fill(result.crossover)} (from which producer zstd alone stores less than "
             f"frames): the proxy wrote {full.raw_records:,} of {full.records['sidecar']:,} "
             f"records raw, {full.versus_zstd:.3f}x producer zstd's bytes"
         )

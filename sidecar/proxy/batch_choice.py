@@ -3,11 +3,12 @@ values as they came (no `zd` header, left to the batch codec) rather than as fra
 
 Where a batch is full, the batch codec stores its raw values in fewer bytes than per-record
 frames. The fill from which it does is the topic's crossover: the relay's rule
-(`live_crossover`), measured on the latest values the proxy forwarded to the topic (`RecentValues`),
-with the dictionary that encodes them now, compressed at the level the proxy writes the topic's
-batches at (`Namespace.batch_level`, chosen at training); measured again at most once per
-`LIVE_INTERVAL` seconds, and at once when the active dictionary changes (the one the dictionary
-was trained with until the topic sent a few values). Per batch, with `codec.output_mode=auto`:
+(`live_crossover`), measured on the latest values the proxy forwarded to the topic
+(`RecentValues`) with the dictionary that encodes them now, compressed at the level the proxy
+writes the topic's batches at (`Namespace.batch_level`, chosen at training); measured again at
+most once per `live_crossover.MEASURE_INTERVAL` seconds, and at once when the active dictionary
+changes (the one the dictionary was trained with until the topic sent a few values). Per batch,
+with `codec.output_mode=auto`:
 
 - a batch whose values none were encoded (all below the codec's minimum, say) goes as it came;
 - one of at least `RAW_FROM` times the crossover goes as it came, its values not encoded
@@ -23,8 +24,8 @@ was trained with until the topic sent a few values). Per batch, with `codec.outp
 With `codec.output_mode=frames` every batch holding an encoded value is written as frames.
 
 Pure: no Kafka, no I/O; runs on the proxy's event loop, once per topic of a Produce request and
-once per batch. Nothing is compressed here but the batches written: no per-request measurement
-on the hot path beyond `LiveCrossover`'s, a few milliseconds once per `LIVE_INTERVAL`.
+once per batch. Nothing is compressed here but the batches written, and the live crossover's
+measurement (a few milliseconds to 0.2 s, once per `MEASURE_INTERVAL`).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from typing import Final
 
 from sidecar.codec import Encoder, Transformed
 from sidecar.codec.results import Outcome
-from sidecar.live_crossover import LiveCrossover, RecentValues
+from sidecar.live_crossover import MEASURE_INTERVAL, LiveCrossover, RecentValues
 from sidecar.namespaces import Namespace
 from sidecar.proxy.batches import BatchRewriter, ReadPartition, drained
 from sidecar.record_batch import PRODUCER_ZSTD_LEVEL
@@ -51,14 +52,14 @@ COMPARE_FROM: Final = 4
 #: win (`bench savings`), and the second compression of every batch a client sends small
 #: would cost CPU for no byte saved.
 COMPARE_ABOVE: Final = 0.5
-#: Seconds a topic's crossover measured on its latest values stands (`live_crossover`: a few
-#: milliseconds on the event loop per measurement).
-LIVE_INTERVAL: Final = 5.0
 #: A batch size (records) compared lately is written the way that won, and compared again
 #: once in this many batches of that size (`Comparisons`).
 COMPARE_EVERY: Final = 16
 #: Batch sizes one `Comparisons` remembers; past that it starts again.
 COMPARED_SIZES: Final = 1024
+#: A topic's crossover is logged when first measured, and again when it moved by at least this
+#: fraction from the one last logged (each measurement moves it a little).
+LOGGED_CHANGE: Final = 0.1
 _COMPRESSED: Final = Outcome.COMPRESSED
 
 
@@ -101,6 +102,7 @@ class FramesOrRaw:
         "_codec",
         "_compare",
         "_live",
+        "_logged",
         "_raw",
         "_recent",
         "compare_from",
@@ -135,6 +137,8 @@ class FramesOrRaw:
         #: Batches of at least this many records are written both ways (None: none).
         self.compare_from: float | None = COMPARE_FROM if self._compare else None
         self.comparisons = Comparisons()
+        #: The crossover last logged, in a tuple (`to_log`; None: none logged yet).
+        self._logged: tuple[float | None] | None = None
 
     def update(self, namespace: Namespace, latest: Sequence[Sequence[bytes | None]]) -> bool:
         """The crossover for a request of the topic, measured on the values before it (what its
@@ -156,6 +160,22 @@ class FramesOrRaw:
             above = 0.0 if crossover is None else crossover * COMPARE_ABOVE
             self.compare_from = max(float(COMPARE_FROM), above)
         return moved
+
+    def to_log(self) -> bool:
+        """Whether the crossover is news to log (see `LOGGED_CHANGE`); if so, noted as logged."""
+        crossover = self.crossover
+        if not self._raw:
+            return False
+        if self._logged is not None:
+            (logged,) = self._logged
+            if crossover == logged or (
+                crossover is not None
+                and logged is not None
+                and abs(crossover - logged) < LOGGED_CHANGE * logged
+            ):
+                return False
+        self._logged = (crossover,)
+        return True
 
     def values_from(self) -> float | None:
         """Batches of at least this many records are read for their values only: they go as
@@ -200,7 +220,7 @@ class FramesOrRaw:
                     lambda: encoder,
                     namespace.output_crossover,
                     level=namespace.batch_level,
-                    interval=LIVE_INTERVAL,
+                    interval=MEASURE_INTERVAL,
                     clock=self._clock,
                 ),
             )

@@ -308,7 +308,7 @@ class ProduceRewriter:
         except ProduceRefused as exc:  # a topic past the proxy's bound (proxy.max_topics)
             return (t, read[0][0]), exc
         latest = [[value for value, _ in batches.inputs] for _, _, batches in read]
-        if rule.update(namespace, latest):
+        if self._updated(topic.name, rule, namespace, latest):
             # The first read took every bound: this one is not counted against the request.
             again = Allowance(self.max_records, self.max_decompressed_bytes)
             read = yield from self._read(t, topic, again, None)
@@ -367,6 +367,24 @@ class ProduceRewriter:
             offered.append((namespace, index, values))
             yield None
         return None
+
+    @staticmethod
+    def _updated(
+        topic: str, rule: FramesOrRaw, namespace: Namespace, latest: list[list[bytes | None]]
+    ) -> bool:
+        """`rule.update`, and a crossover that is news logged (`output_crossover`): what
+        decides which batches go raw."""
+        moved = rule.update(namespace, latest)
+        if rule.to_log():
+            log.info(
+                "output_crossover",
+                topic=topic[:SHOWN_CHARS],
+                crossover=rule.crossover,
+                zstd_level=namespace.batch_level,
+                raw_from=rule.raw_from,
+                compare_from=rule.compare_from,
+            )
+        return moved
 
     def _rule(self, topic: str) -> FramesOrRaw:
         """`topic`'s frames-or-raw rule, made on its first request."""

@@ -57,3 +57,13 @@ def test_with_raw_values_off_every_batch_is_written_as_frames(
     for _ in range(2):
         assert not rule.update(namespace, [events[:1024]])
     assert (rule.crossover, rule.raw_from, rule.compare_from) == (None, None, None)
+
+
+def test_a_crossover_is_logged_when_first_measured_and_when_it_moved_a_tenth() -> None:
+    rule = FramesOrRaw("zstd")
+    logged: list[bool] = []
+    for crossover in (None, None, 5.0, 5.4, 5.6, 5.1, None):
+        rule.crossover = crossover
+        logged.append(rule.to_log())
+    assert logged == [True, False, True, False, True, False, True]
+    assert not FramesOrRaw("zstd", raw=False).to_log(), "frames always: nothing decides"
