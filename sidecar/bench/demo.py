@@ -10,8 +10,9 @@ process, no dictionary at the start, training on, a registry topic of its own).
    batches of one or two records. The proxy samples them, trains and publishes a first
    dictionary; halfway the events' schema changes, the proxy notices (drift) and retrains.
 2. Full batches: the same events again, sent as fast as they come (a long linger): batches of
-   hundreds of records, above the dictionary's crossover, where the producer's zstd alone
-   stores less than per-record frames: the proxy writes those batches' values raw, and says so.
+   hundreds of records, above the crossover the proxy measures on the topic's latest values,
+   where the batch codec alone stores less than per-record frames: the proxy writes those
+   batches' values raw, and says so (fill, that crossover, records written raw).
 3. A consumer reads the proxy's topic through the proxy: every value byte-exact.
 
 Bytes are the record batches in the broker's own log segments (its `log.dirs`, read from its
@@ -518,7 +519,7 @@ def format_demo(result: DemoResult) -> str:
             f"producer zstd alone ({1 - w.versus_zstd:.1%})"
         )
     lines.append(
-        f"first dictionary at {_at(result.first_dictionary)} (crossover "
+        f"first dictionary at {_at(result.first_dictionary)} (crossover at training "
         f"{_fill(result.first_crossover)}); schema change at {_at(result.drift_at)}, training "
         f"again from {_at(result.detected)} ({result.trigger or '-'}), retrained dictionary at "
         f"{_at(result.retrained)}"
@@ -528,8 +529,8 @@ def format_demo(result: DemoResult) -> str:
         lines.append(
             f"full batches: {full.fill:.0f} records per batch; the proxy's crossover, measured on "
             f"the topic's latest values at zstd level {result.crossover_level or '-'}: "
-            f"{_fill(result.crossover)} (from which producer zstd alone stores less than "
-            f"frames): the proxy wrote {full.raw_records:,} of {full.records['sidecar']:,} "
+            f"{_fill(result.crossover)} (from which raw values under the batch codec store less "
+            f"than frames): the proxy wrote {full.raw_records:,} of {full.records['sidecar']:,} "
             f"records raw, {full.versus_zstd:.3f}x producer zstd's bytes"
         )
     lines.append(

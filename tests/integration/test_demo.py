@@ -72,7 +72,7 @@ def test_the_printed_figures_are_the_measured_ones(result: DemoResult) -> None:
     assert full is not None
     assert f"the proxy wrote {full.raw_records:,} of {full.records['sidecar']:,}" in text
     assert f"{result.exact:,} byte-exact of {result.produced:,} sent" in text
-    assert f"(crossover {result.first_crossover:g} records per batch)" in text
+    assert f"(crossover at training {result.first_crossover:g} records per batch)" in text
     level, crossover = result.crossover_level, result.crossover
     assert f"latest values at zstd level {level}: {crossover:g} records per batch" in text
     assert "1.00 / 1.00" not in text  # no vacuous ratio
