@@ -129,15 +129,19 @@ class LiveCrossover:
         trained: Callable[[str], float | None],
         *,
         level: int | None = None,
+        raw_level: int | None = None,
         interval: float = 0.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """`sample`: the stream's sample (None: none yet); `encoder`: the encoder that encodes
         the stream now; `trained`: the crossover its dictionary was stored with, per codec;
         `level`: the zstd level the producer compresses its batches at (None: its default);
+        `raw_level`: the level raw values' batches are stored at, where not `level` (the
+        proxy's: a client's batch passed as it came keeps the client's level);
         `interval`: seconds a measurement stands while the sample changes (0: measured again
         at every change), but for a small sample that doubled since."""
         self._level = level
+        self._raw_level = raw_level
         self._sample = sample
         self._encoder = encoder
         self._trained = trained
@@ -184,8 +188,13 @@ class LiveCrossover:
             CROSSOVER_FILLS if full else [f for f in CROSSOVER_FILLS if f * MIN_BATCHES <= count]
         )
         frames = self._scratch_of(encoder).encode_batch([(v, None) for v in values])
+        raw = batch_compressor(codec, self._raw_level) if self._raw_level is not None else None
         measured = raw_crossovers(
-            values, [(e.value or b"", e.headers or ()) for e in frames], {codec: compress}, fills
+            values,
+            [(e.value or b"", e.headers or ()) for e in frames],
+            {codec: compress},
+            fills,
+            {codec: raw} if raw is not None else None,
         )[codec]
         if full or measured is not None:
             return measured, full

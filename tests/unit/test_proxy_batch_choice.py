@@ -1,6 +1,6 @@
 """The proxy's frames-or-raw rule (`proxy.batch_choice`): the crossover it reads is measured on
-the topic's latest values at the level the proxy writes the topic's batches at, and measured
-again, at the new dictionary's level, once the active dictionary changes."""
+the topic's latest values, frames at the level the proxy writes the topic's batches at, and
+measured again, at the new dictionary's level, once the active dictionary changes."""
 
 from __future__ import annotations
 
@@ -18,11 +18,14 @@ HEADER_KEY = "zd"
 
 
 def _expected(encoder: Encoder, values: list[bytes], level: int) -> float | None:
-    """The crossover of `values` with `encoder`'s frames, both compressed at zstd `level`."""
+    """The crossover of `values` with `encoder`'s frames compressed at zstd `level`, the raw
+    values at producers' default (3): a client's batch passed as it came keeps its level."""
     frames = [
         (e.value or b"", e.headers or ()) for e in encoder.encode_batch([(v, None) for v in values])
     ]
-    return raw_crossovers(values, frames, {"zstd": producer_zstd(level)})["zstd"]
+    return raw_crossovers(
+        values, frames, {"zstd": producer_zstd(level)}, raw_codecs={"zstd": producer_zstd(3)}
+    )["zstd"]
 
 
 def test_the_crossover_is_measured_at_the_dictionarys_batch_level_and_again_when_it_changes(
