@@ -60,6 +60,7 @@ __all__ = [
 #: classes: nothing in them is patched or subclassed at run time.
 COMPILED: Final = (
     "sidecar/proxy/addresses.py",
+    "sidecar/proxy/batch_choice.py",
     "sidecar/proxy/batches.py",
     "sidecar/proxy/bounded.py",
     "sidecar/proxy/chain.py",

@@ -12,8 +12,12 @@ ProducerBatches`: runs of consecutive records, the latest `SAMPLE_RECORDS`) enco
 active dictionary as the encoder uses it (level, minimum size, wire format; a scratch encoder, so
 no metric moves) and compared with its raw values at every fill (`training.crossover.
 raw_crossovers`). It is measured again only when the sample or the dictionary changed, at most
-once per statistics window: about 1,024 values encoded and twenty batches compressed, a few
-milliseconds every 5 s.
+once per `MEASURE_INTERVAL` seconds (sooner while the sample is small and doubled since): about
+1,024 values encoded and twenty batches compressed, from a few milliseconds (log lines) to 0.2 s
+(JSON documents of ~840 B), on the thread that reads the producer's statistics. Measured at
+every statistics window of 100 ms instead, that thread (the application's `poll()`) did little
+else, and the in-process producer's batches of 512 records held 4 (`bench savings`,
+apt-packages-json: 1.59x producer zstd).
 
 A young stream's sample is small: with `MIN_FEW` values or more, but fewer than `MIN_RECORDS`
 (and `MIN_BYTES`), the crossover is measured only at the fills of which the sample holds
@@ -24,9 +28,8 @@ held-out values were too few to show the crossing, does not keep frames where ra
 half as much (bench savings: npm's package.json files, 92 trained on, frames at fill 32 were
 2.3x producer zstd).
 
-The proxy (`proxy.produce`) reads it per Produce request, on a sample of its own (`RecentValues`:
-the latest values it forwarded): there it is measured again at most once per `interval`
-seconds, or sooner while the sample is small and doubled since.
+The proxy (`proxy.batch_choice`) reads it per Produce request, on a sample of its own
+(`RecentValues`: the latest values it forwarded).
 
 Pure: no Kafka, no I/O.
 """
@@ -44,7 +47,15 @@ from sidecar.codec.encoder import Encoder
 from sidecar.stored_estimate import SAMPLE_RECORDS, Sampled, batch_compressor
 from sidecar.training.crossover import CROSSOVER_FILLS, raw_crossovers
 
-__all__ = ["MIN_BATCHES", "MIN_BYTES", "MIN_FEW", "MIN_RECORDS", "LiveCrossover", "RecentValues"]
+__all__ = [
+    "MEASURE_INTERVAL",
+    "MIN_BATCHES",
+    "MIN_BYTES",
+    "MIN_FEW",
+    "MIN_RECORDS",
+    "LiveCrossover",
+    "RecentValues",
+]
 
 #: Sampled records from which the live measurement is taken at every fill the sample holds: two
 #: runs of consecutive records (`stored_estimate.SAMPLE_RUN`), batches up to 128 measured twice
@@ -58,6 +69,8 @@ MIN_FEW: Final = 8
 #: Batches of one fill a small sample must hold for that fill to be measured: one batch's luck
 #: is not the stream's crossover.
 MIN_BATCHES: Final = 4
+#: Seconds a measurement stands while the sample changes (see the module).
+MEASURE_INTERVAL: Final = 5.0
 
 
 class Sample(Protocol):
@@ -116,15 +129,19 @@ class LiveCrossover:
         trained: Callable[[str], float | None],
         *,
         level: int | None = None,
+        raw_level: int | None = None,
         interval: float = 0.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """`sample`: the stream's sample (None: none yet); `encoder`: the encoder that encodes
         the stream now; `trained`: the crossover its dictionary was stored with, per codec;
         `level`: the zstd level the producer compresses its batches at (None: its default);
+        `raw_level`: the level raw values' batches are stored at, where not `level` (the
+        proxy's: a client's batch passed as it came keeps the client's level);
         `interval`: seconds a measurement stands while the sample changes (0: measured again
         at every change), but for a small sample that doubled since."""
         self._level = level
+        self._raw_level = raw_level
         self._sample = sample
         self._encoder = encoder
         self._trained = trained
@@ -171,8 +188,13 @@ class LiveCrossover:
             CROSSOVER_FILLS if full else [f for f in CROSSOVER_FILLS if f * MIN_BATCHES <= count]
         )
         frames = self._scratch_of(encoder).encode_batch([(v, None) for v in values])
+        raw = batch_compressor(codec, self._raw_level) if self._raw_level is not None else None
         measured = raw_crossovers(
-            values, [(e.value or b"", e.headers or ()) for e in frames], {codec: compress}, fills
+            values,
+            [(e.value or b"", e.headers or ()) for e in frames],
+            {codec: compress},
+            fills,
+            {codec: raw} if raw is not None else None,
         )[codec]
         if full or measured is not None:
             return measured, full

@@ -102,7 +102,11 @@ class BatchFills:
     """Turns each statistics window of a producer into the fills of the topics it wrote
     (`window`); keeps the running `txmsgs` of every partition between windows."""
 
-    def __init__(self) -> None:
+    def __init__(self, batch_records: int = DEFAULT_BATCH_RECORDS) -> None:
+        """`batch_records`: the most records the producer's batches hold (`batch_records`): a
+        partition's estimate is never above it (a window's `txmsgs` and `batchcnt` are counted
+        at different moments: at 4 a batch, estimates of 5.5 switched raw where frames won)."""
+        self._most = float(batch_records)
         self._sent: dict[tuple[str, int], int] = {}
 
     def window(self, topics: Mapping[str, Any]) -> dict[str, TopicFill]:
@@ -118,7 +122,7 @@ class BatchFills:
             sent = {p: n for p, n in records.items() if n > 0}
             share = share_batches(sent, batches)
             fills[topic] = TopicFill(
-                batches, total / batches, {p: sent[p] / share[p] for p in sent}
+                batches, total / batches, {p: min(sent[p] / share[p], self._most) for p in sent}
             )
         return fills
 

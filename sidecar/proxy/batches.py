@@ -3,14 +3,11 @@
 Pure: no Kafka client, no I/O. Per v2 batch (layout in `sidecar.record_batch`): the header is
 read and checked (whole, magic 2, CRC-32C), a control batch passes untouched, a compressed one is
 decompressed within bounds (`compression`: gzip, lz4, zstd, snappy raw or xerial), every record is
-read with each length checked against the bytes left, the values are encoded by the namespace's
-encoder (its skip rules; the `zd` header appended by the codec) and the records written again:
-attributes, timestamp delta, offset delta and key copied byte for byte, the client's headers
-kept and ours added. The batch header keeps base offset, leader epoch, last offset delta, base
-and max timestamps, producer id, epoch, base sequence, record count and every attribute bit but
-the codec, which becomes the output codec (`producer`: the batch's own, as its producer chose
-it, so that consumers read what their producers write); the CRC-32C is computed again. A batch
-none of whose values changed, already in the output codec, is passed as it came.
+read with each length checked against the bytes left; written again with its values encoded
+(attributes, timestamp delta, offset delta, key and the client's headers byte for byte, ours
+added), or as it came (which: `batch_choice`). The batch header keeps every field and attribute
+bit but the codec, which becomes the output codec (`producer`: the batch's own, so that consumers
+read what their producers write); the CRC-32C is computed again.
 
 Refused (`ProduceRefused`, with the Kafka error the client gets): a batch that is truncated, of
 another magic, declares more records than its bytes can hold, or whose offset deltas are not
@@ -34,7 +31,6 @@ from crc32c import crc32c
 
 from sidecar.batch_compression import CODEC_IDS, Compression
 from sidecar.codec import Transformed
-from sidecar.codec.results import Outcome
 from sidecar.errors import CodecError, MalformedBatch, ProduceRefused
 from sidecar.record_batch import (
     BATCH_HEADER_BYTES,
@@ -61,19 +57,13 @@ MIN_RECORD_BYTES: Final = 7
 #: Highest timestamp a record may carry (milliseconds; a Java long). -1 means none.
 MAX_TIMESTAMP: Final = 2**63 - 1
 NO_TIMESTAMP: Final = -1
-#: Records read, or written, in one step of `BatchRewriter.read_steps` and `write_steps`: the
+#: Records read, or written, in one step (`BatchRewriter.read_steps`, `framed_steps`): the
 #: proxy's event loop serves other connections between two steps.
 STEP_RECORDS: Final = 4096
-#: A batch size (records) compared lately is written the way that won, and compared again
-#: once in this many batches of that size (`Comparisons`).
-COMPARE_EVERY: Final = 16
-#: Batch sizes one `Comparisons` remembers; past that it starts again.
-COMPARED_SIZES: Final = 1024
 #: Records sections shorter than this are written uncompressed: their values are frames
 #: already, or short, and a compressor's frame header and setup cost more than it could save.
 MIN_COMPRESSED: Final = 256
 _CODEC_MASK: Final = 0x07
-_COMPRESSED: Final = Outcome.COMPRESSED
 #: Lengths below this have their varint looked up rather than computed.
 _SMALL: Final = 16384
 _SMALL_VARINTS: Final = tuple(varint(n) for n in range(_SMALL))
@@ -172,8 +162,8 @@ class ReadPartition:
     inputs: Inputs
     #: Bytes of the values of `inputs` (a null value: none).
     value_bytes: int
-    #: Its batches written with frames of ours (`BatchRewriter.write`; the rest went as their
-    #: values came): what the proxy's output mode metric counts.
+    #: Its batches written with frames of ours (`batch_choice.write_steps`; the rest went as
+    #: their values came): what the proxy's output mode metric counts.
     framed: int
 
     # init=False: made per request, so its __init__ is written here and compiled (see
@@ -184,22 +174,6 @@ class ReadPartition:
         self.value_bytes = value_bytes
         self.framed = 0
 
-    def all_raw(self, crossover: float) -> bool:
-        """Whether every batch holding records holds at least `crossover` (all written raw)."""
-        return all(b.control or not b.count or b.count >= crossover for b in self.batches)
-
-    def raw_positions(self, crossover: float) -> list[int]:
-        """The positions (in `inputs`) of the records of the batches holding at least
-        `crossover` records: those the batch codec stores in fewer bytes raw than as frames."""
-        out: list[int] = []
-        at = 0
-        for batch in self.batches:
-            count = 0 if batch.control else batch.count
-            if count and count >= crossover:
-                out.extend(range(at, at + count))
-            at += count
-        return out
-
 
 class BatchRewriter:
     """Rewrites the batches of Produce partitions (see module); holds the codecs' compressors
@@ -208,7 +182,7 @@ class BatchRewriter:
     In two steps so that the records of every partition of a topic in a request are encoded
     in one call (the namespace's per-call cost, metrics and all, is paid once per request,
     and batches of a few records reach the codec's batch API together): `read` checks and
-    reads, `write` writes again with the values encoded."""
+    reads, `batch_choice.write` writes again with the values encoded."""
 
     def __init__(self, limits: BatchLimits) -> None:
         if limits.output_codec not in CODEC_IDS and limits.output_codec != PRODUCER:
@@ -223,14 +197,13 @@ class BatchRewriter:
         self, data: bytes, allowance: Allowance, values_from: float | None = None
     ) -> ReadPartition:
         """The batches of the records field `data`, checked and read; those holding at least
-        `values_from` records (the crossover: their values go raw) for their values only, their
-        records not kept for writing (`write` takes such a batch only with none of its values
-        encoded).
+        `values_from` records (`batch_choice`: their values go raw) for their values only, their
+        records not kept for writing (such a batch is written only as it came).
 
         Raises:
             ProduceRefused: a batch or record refused (see module).
         """
-        return _drained(self.read_steps(data, allowance, values_from))
+        return drained(self.read_steps(data, allowance, values_from))
 
     def read_steps(
         self, data: bytes, allowance: Allowance, values_from: float | None = None
@@ -323,97 +296,32 @@ class BatchRewriter:
             yield None
 
     def write_as_read(self, partition: ReadPartition, level: int = PRODUCER_ZSTD_LEVEL) -> bytes:
-        """The records field of `partition` with every value as it came: each batch as read
-        (the client's level kept), or its records compressed with the output codec (zstd at
-        `level`)."""
-        out: list[bytes] = []
-        for batch in partition.batches:
-            if batch.control or batch.fields[5] & _CODEC_MASK == self._output(batch.fields):
-                out.append(batch.raw)
-            else:
-                out.append(self._write_batch(batch.fields, batch.plain, level))
-        return b"".join(out)
+        """The records field of `partition` with every value as it came (`as_read`)."""
+        return b"".join(self.as_read(batch, level) for batch in partition.batches)
 
-    def write(
-        self,
-        partition: ReadPartition,
-        encoded: Sequence[Transformed],
-        compare_from: float | None = None,
-        comparisons: Comparisons | None = None,
-        level: int = PRODUCER_ZSTD_LEVEL,
-    ) -> bytes:
-        """The records field of `partition` written again with its values `encoded` (as many
-        as its inputs, in order). A batch of at least `compare_from` records (None: none) is
-        written as it came instead when that is fewer bytes than with its frames: compared
-        each time when it came in the output codec, else as `comparisons` (the topic's) found
-        it lately for batches of its size. A batch written again is compressed with zstd at
-        `level` (the output codec's, zstd); a batch as it came keeps the client's level."""
-        return _drained(self.write_steps(partition, encoded, compare_from, comparisons, level))
-
-    def write_steps(
-        self,
-        partition: ReadPartition,
-        encoded: Sequence[Transformed],
-        compare_from: float | None = None,
-        comparisons: Comparisons | None = None,
-        level: int = PRODUCER_ZSTD_LEVEL,
+    def framed_steps(
+        self, batch: ReadBatch, encoded: Sequence[Transformed], level: int
     ) -> Generator[None, None, bytes]:
-        """`write` in steps of at most `STEP_RECORDS` records, None after each but the last."""
-        out: list[bytes] = []
-        at = 0
-        for batch in partition.batches:
-            if batch.control:
-                out.append(batch.raw)
-                continue
-            mine = encoded[at : at + batch.count]
-            at += batch.count
-            # Only an encoded value adds a header: a batch without one is its records as read.
-            if not any(e.outcome is _COMPRESSED for e in mine):
-                if batch.fields[5] & _CODEC_MASK == self._output(batch.fields):
-                    out.append(batch.raw)
-                else:
-                    out.append(self._write_batch(batch.fields, batch.plain, level))
-            else:
-                compare = compare_from is not None and batch.count >= compare_from
-                # As it came costs nothing to write in the batch's own codec: then every batch
-                # is compared (a stream's batches of one size part either way, bench savings:
-                # 1.079x at fill 128 following a batch compared before); in another codec, it
-                # costs a compression, and a size compared lately is written the way that won.
-                cached = compare and comparisons is not None and not self._same_codec(batch)
-                known = comparisons.known(batch.count) if cached and comparisons else None
-                if known is True:  # as it came won lately: the frames are not written
-                    out.append(self._as_read(batch, level))
-                    continue
-                if batch.count <= STEP_RECORDS:
-                    framed = self._write_batch(
-                        batch.fields, _write_records(batch.records, mine), level
-                    )
-                else:
-                    plain: list[bytes] = []
-                    for first in range(0, batch.count, STEP_RECORDS):
-                        upto = first + STEP_RECORDS
-                        plain.append(_write_records(batch.records[first:upto], mine[first:upto]))
-                        yield None
-                    framed = self._write_batch(batch.fields, b"".join(plain), level)
-                if compare and known is None:
-                    as_read = self._as_read(batch, level)
-                    fewer = len(as_read) < len(framed)
-                    if cached and comparisons is not None:
-                        comparisons.found(batch.count, fewer)
-                    if fewer:
-                        framed = as_read
-                        partition.framed -= 1
-                partition.framed += 1
-                out.append(framed)
-        return b"".join(out)
+        """`batch` written again with its values `encoded` (as many as its records, in order),
+        compressed with the output codec (zstd at `level`), in steps of at most `STEP_RECORDS`
+        records, None after each but the last."""
+        if batch.count <= STEP_RECORDS:
+            return self._write_batch(batch.fields, _write_records(batch.records, encoded), level)
+        plain: list[bytes] = []
+        for first in range(0, batch.count, STEP_RECORDS):
+            upto = first + STEP_RECORDS
+            plain.append(_write_records(batch.records[first:upto], encoded[first:upto]))
+            yield None
+        return self._write_batch(batch.fields, b"".join(plain), level)
 
-    def _same_codec(self, batch: ReadBatch) -> bool:
+    def same_codec(self, batch: ReadBatch) -> bool:
         """Whether `batch` came in the codec it is written with: as it came is its bytes."""
         return batch.fields[5] & _CODEC_MASK == self._output(batch.fields)
 
-    def _as_read(self, batch: ReadBatch, level: int) -> bytes:
-        """`batch` with its values as they came, in the output codec (zstd at `level`)."""
-        if self._same_codec(batch):
+    def as_read(self, batch: ReadBatch, level: int) -> bytes:
+        """`batch` with its values as they came: as read (the client's level kept) when in the
+        output codec, else its records compressed with it (zstd at `level`)."""
+        if batch.control or self.same_codec(batch):
             return batch.raw
         return self._write_batch(batch.fields, batch.plain, level)
 
@@ -456,66 +364,11 @@ class BatchRewriter:
         )
         if len(body) >= len(plain):  # as librdkafka: a batch compression does not shrink goes plain
             codec, body = 0, plain
-        (
-            base_offset,
-            _length,
-            leader_epoch,
-            _magic,
-            _crc,
-            attributes,
-            last_offset_delta,
-            base_timestamp,
-            max_timestamp,
-            producer_id,
-            producer_epoch,
-            base_sequence,
-            count,
-        ) = fields
-        after_crc = (
-            _AFTER_CRC.pack(
-                (attributes & ~_CODEC_MASK) | codec,
-                last_offset_delta,
-                base_timestamp,
-                max_timestamp,
-                producer_id,
-                producer_epoch,
-                base_sequence,
-                count,
-            )
-            + body
-        )
+        # `fields` as `_HEADER` read them: base offset, length, leader epoch, magic, CRC,
+        # attributes, then the fields after the attributes as `_AFTER_CRC` writes them.
+        after_crc = _AFTER_CRC.pack((fields[5] & ~_CODEC_MASK) | codec, *fields[6:]) + body
         length = BATCH_HEADER_BYTES - LOG_OVERHEAD + len(body)
-        return _BEFORE_CRC.pack(base_offset, length, leader_epoch, 2, crc32c(after_crc)) + after_crc
-
-
-class Comparisons:
-    """Which way won when batches of one topic were last written both ways, per batch size
-    (records): a size compared lately is written that way without the other, and compared
-    again once in `every` batches of that size (a stream that changed turns it back). Only for
-    batches that came in another codec than the output's, whose as-it-came costs a compression:
-    the comparison's second compression is paid once in `every`."""
-
-    __slots__ = ("_every", "_last")
-
-    def __init__(self, every: int = COMPARE_EVERY) -> None:
-        self._every = every
-        #: Batch size -> (as it came won, batches of that size before the next comparison).
-        self._last: dict[int, tuple[bool, int]] = {}
-
-    def known(self, count: int) -> bool | None:
-        """Whether as it came won for a batch of `count` records, counting this batch; None:
-        compare it (never compared, or due again)."""
-        last = self._last.get(count)
-        if last is None or last[1] <= 0:
-            return None
-        self._last[count] = (last[0], last[1] - 1)
-        return last[0]
-
-    def found(self, count: int, as_read: bool) -> None:
-        """A batch of `count` records was compared: as it came won (`as_read`) or not."""
-        if count not in self._last and len(self._last) >= COMPARED_SIZES:
-            self._last.clear()
-        self._last[count] = (as_read, self._every - 1)
+        return _BEFORE_CRC.pack(fields[0], length, fields[2], 2, crc32c(after_crc)) + after_crc
 
 
 def encode_checked(encode: Encode, inputs: Inputs) -> list[Transformed]:
@@ -530,7 +383,7 @@ def encode_checked(encode: Encode, inputs: Inputs) -> list[Transformed]:
         raise _invalid(f"a record cannot be encoded: {exc}") from None
 
 
-def _drained(steps: Generator[None, None, _T]) -> _T:
+def drained(steps: Generator[None, None, _T]) -> _T:
     """What the generator `steps` returns, run to its end."""
     while True:
         try:

@@ -20,15 +20,8 @@ closed, as a broker closes it when an acks=0 request fails, so the client sees i
 A batch full enough that the output codec stores its values in fewer bytes raw than as frames
 is written with its values as they came, no `zd` header, and left to the batch compression
 (`codec.output_mode=auto`, the default; `frames` turns it off): the proxy stores no more than
-the better of the two. The crossover (in records) is the relay's: measured on the topic's
-latest values forwarded, with the dictionary that encodes them now (`live_crossover`, at most
-once per `LIVE_INTERVAL` seconds; the one its dictionary was trained with until the topic
-sent a few values). It is an estimate: a batch of at least `RAW_FROM` times it goes raw
-unencoded (counted as outcome `raw`); a smaller one of at least `COMPARE_FROM` records and
-`COMPARE_ABOVE` times the crossover is written both ways and the fewer bytes kept (its records
-counted as encoded either way; a batch that came in another codec than the output's, for a
-batch size compared lately, written the way that won: `batches.Comparisons`); below that,
-frames.
+the better of the two. Which batches: `batch_choice`, per topic (`FramesOrRaw`), its records
+counted as outcome `raw` when they go unencoded, as encoded when written both ways.
 
 Per partition rewritten, the raw values are offered to the namespace's training sample (at a
 position counted by the proxy: the upstream offset is not known before upstream answers).
@@ -56,18 +49,11 @@ from kio.schema.errors import ErrorCode
 from sidecar.codec import Transformed
 from sidecar.dictionaries.model import is_valid_namespace
 from sidecar.errors import ProduceRefused, ProtocolError
-from sidecar.live_crossover import LiveCrossover, RecentValues
 from sidecar.logs import get_logger
 from sidecar.namespaces import Namespace
 from sidecar.proxy.allowlist import TopicAllowList
-from sidecar.proxy.batches import (
-    Allowance,
-    BatchRewriter,
-    Comparisons,
-    Inputs,
-    ReadPartition,
-    encode_checked,
-)
+from sidecar.proxy.batch_choice import FramesOrRaw, write_steps
+from sidecar.proxy.batches import Allowance, BatchRewriter, Inputs, ReadPartition, encode_checked
 from sidecar.proxy.frames import RequestHeader
 from sidecar.proxy.metrics import ForwardMetrics
 from sidecar.proxy.produce_request import (
@@ -95,21 +81,6 @@ ENCODE_SLICE: Final = 4096
 _Read = list[tuple[int, int, ReadPartition]] | tuple[tuple[int, int], ProduceRefused]
 #: What a topic's rewriting yields: the refusal, if any (see `ProduceRewriter._topic`).
 _Refusal = tuple[tuple[int, int], ProduceRefused] | None
-#: A batch of at least this many times the crossover goes raw unencoded ...
-RAW_FROM: Final = 2.0
-#: ... and a smaller one of at least this many records is written both ways, the fewer bytes
-#: kept: the crossover is an estimate, measured on values before these (around it the two part
-#: by 5-30 % on real data, `bench savings`; a stream that changed may cross where the held-out
-#: values never did). When the client's batch is in the output codec already, as it came costs
-#: nothing to write; otherwise one more compression of a batch of several records.
-COMPARE_FROM: Final = 4
-#: ... and of at least this many times the crossover, when there is one: well below it frames
-#: win (`bench savings`), and the second compression of every batch a client sends small
-#: would cost CPU for no byte saved.
-COMPARE_ABOVE: Final = 0.5
-#: Seconds a topic's crossover measured on its latest values stands (`live_crossover`: a few
-#: milliseconds on the event loop per measurement).
-LIVE_INTERVAL: Final = 5.0
 
 
 class Sampled:
@@ -237,12 +208,8 @@ class ProduceRewriter:
         self.clock = clock
         self._logged: dict[str, float] = {}
         self._positions: dict[tuple[str, int], int] = {}
-        #: Per topic served, its crossover at its last request (see `_topic`).
-        self._crossovers: dict[str, float | None] = {}
-        #: Per topic, how its batches near the crossover were last written both ways.
-        self._comparisons: dict[str, Comparisons] = {}
-        #: Per topic served, its namespace, latest values and crossover measured on them.
-        self._live: dict[str, tuple[Namespace, RecentValues, LiveCrossover]] = {}
+        #: Per topic served, which of its batches go as they came (`batch_choice`).
+        self._rules: dict[str, FramesOrRaw] = {}
         self.requests = 0
         self.refused = 0
 
@@ -330,8 +297,8 @@ class ProduceRewriter:
         # The batches that will go raw are read for their values only: which ones, by the
         # crossover the topic had at its last request (a new dictionary may move it: then they
         # are read again whole, once).
-        values_from = self._crossovers.get(topic.name)
-        read = yield from self._read(t, topic, allowance, _times(values_from, RAW_FROM))
+        rule = self._rule(topic.name)
+        read = yield from self._read(t, topic, allowance, rule.values_from())
         if isinstance(read, tuple):
             return read
         if not read:
@@ -341,8 +308,7 @@ class ProduceRewriter:
         except ProduceRefused as exc:  # a topic past the proxy's bound (proxy.max_topics)
             return (t, read[0][0]), exc
         latest = [[value for value, _ in batches.inputs] for _, _, batches in read]
-        crossover = self._crossovers[topic.name] = self._crossover(topic.name, namespace, latest)
-        if values_from is not None and crossover != values_from:
+        if self._updated(topic.name, rule, namespace, latest):
             # The first read took every bound: this one is not counted against the request.
             again = Allowance(self.max_records, self.max_decompressed_bytes)
             read = yield from self._read(t, topic, again, None)
@@ -353,13 +319,11 @@ class ProduceRewriter:
             inputs += batches.inputs
         partitions = [batches for _, _, batches in read]
         encoded: list[Transformed] | None = None
-        raw_from = _times(crossover, RAW_FROM)
-        compare_from, comparisons = self._comparing(topic.name, crossover, values_from)
-        if raw_from is not None and all(part.all_raw(raw_from) for part in partitions):
+        if rule.all_raw(partitions):
             # Every value written as it came: counted, and no result made per record.
             namespace.count_raw(inputs, sum(part.value_bytes for part in partitions))
         else:
-            raw = _raw_positions(raw_from, partitions)
+            raw = rule.raw_positions(partitions)
             encoded = []
             for start in range(0, len(inputs), ENCODE_SLICE):
                 end = start + ENCODE_SLICE
@@ -383,12 +347,8 @@ class ProduceRewriter:
             if encoded is None:
                 out = self.batches.write_as_read(batches, namespace.batch_level)
             else:
-                out = yield from self.batches.write_steps(
-                    batches,
-                    encoded[at : at + count],
-                    compare_from,
-                    comparisons,
-                    namespace.batch_level,
+                out = yield from write_steps(
+                    self.batches, batches, encoded[at : at + count], rule, namespace.batch_level
                 )
             records[(t, p)] = out
             received = topic.partitions[p].records
@@ -408,18 +368,35 @@ class ProduceRewriter:
             yield None
         return None
 
-    def _comparing(
-        self, topic: str, crossover: float | None, before: float | None
-    ) -> tuple[float | None, Comparisons]:
-        """The fewest records of a batch of `topic` written both ways (None: none is; see
-        module), and the topic's `Comparisons`, begun anew when its crossover moved from
-        `before` (another dictionary)."""
-        if before is not None and crossover != before:
-            self._comparisons.pop(topic, None)
-        comparisons = self._comparisons.setdefault(topic, Comparisons())
-        if not (self.raw_batches and self.compare_batches):
-            return None, comparisons
-        return max(COMPARE_FROM, _times(crossover, COMPARE_ABOVE) or 0.0), comparisons
+    @staticmethod
+    def _updated(
+        topic: str, rule: FramesOrRaw, namespace: Namespace, latest: list[list[bytes | None]]
+    ) -> bool:
+        """`rule.update`, and a crossover that is news logged (`output_crossover`): what
+        decides which batches go raw."""
+        moved = rule.update(namespace, latest)
+        if rule.to_log():
+            log.info(
+                "output_crossover",
+                topic=topic[:SHOWN_CHARS],
+                crossover=rule.crossover,
+                zstd_level=namespace.batch_level,
+                raw_from=rule.raw_from,
+                compare_from=rule.compare_from,
+            )
+        return moved
+
+    def _rule(self, topic: str) -> FramesOrRaw:
+        """`topic`'s frames-or-raw rule, made on its first request."""
+        rule = self._rules.get(topic)
+        if rule is None:
+            rule = self._rules[topic] = FramesOrRaw(
+                self.batches.limits.output_codec,
+                raw=self.raw_batches,
+                compare=self.compare_batches,
+                clock=self.clock,
+            )
+        return rule
 
     def _read(
         self, t: int, topic: TopicData, allowance: Allowance, values_from: float | None
@@ -438,34 +415,6 @@ class ProduceRewriter:
                 return (t, p), exc
             read.append((p, partition.index, batches))
         return read
-
-    def _crossover(
-        self, topic: str, namespace: Namespace, values: list[list[bytes | None]]
-    ) -> float | None:
-        """`topic`'s crossover for the output codec: batches of at least this many records
-        are written raw (None: none is, or `raw_batches` is off). The request's `values` (per
-        partition) are added to its sample after."""
-        if not self.raw_batches:
-            return None
-        live = self._live.get(topic)
-        if live is None or live[0] is not namespace:
-            recent = RecentValues()
-            live = self._live[topic] = (
-                namespace,
-                recent,
-                LiveCrossover(
-                    lambda: recent,
-                    lambda: namespace.encoder,
-                    namespace.output_crossover,
-                    interval=LIVE_INTERVAL,
-                    clock=self.clock,
-                ),
-            )
-        # Measured on the values before these: what the request's batches are compared with.
-        crossover = live[2](self.batches.limits.output_codec)
-        for partition in values:
-            live[1].extend(partition)
-        return crossover
 
     def _offer(self, offered: list[tuple[Namespace, int, list[bytes | None]]]) -> None:
         for namespace, partition, values in offered:
@@ -510,23 +459,6 @@ def _topic_refusal(allowed: TopicAllowList, name: str) -> ProduceRefused | None:
             "not a topic name: use 1-249 characters of A-Z a-z 0-9 . _ -, not starting with '.'",
         )
     return None
-
-
-def _times(crossover: float | None, factor: float) -> float | None:
-    return None if crossover is None else crossover * factor
-
-
-def _raw_positions(raw_from: float | None, partitions: list[ReadPartition]) -> list[int]:
-    """The positions (in a topic's inputs, partitions in order) of the records written raw
-    unencoded: those of batches holding at least `raw_from` records (None: none)."""
-    if raw_from is None:
-        return []
-    raw: list[int] = []
-    base = 0
-    for batches in partitions:
-        raw += [base + i for i in batches.raw_positions(raw_from)]
-        base += len(batches.inputs)
-    return raw
 
 
 def _answer(

@@ -32,7 +32,7 @@ from confluent_kafka import Consumer, Message, Producer, TopicPartition
 from sidecar.codec import Decoder, Outcome, Transformed
 from sidecar.errors import ClientHung, CodecError
 from sidecar.kafka import bounded, is_max_poll_exceeded, is_partition_eof
-from sidecar.live_crossover import LiveCrossover
+from sidecar.live_crossover import MEASURE_INTERVAL, LiveCrossover
 from sidecar.logs import get_logger
 from sidecar.namespaces import Namespace, Namespaces, Records
 from sidecar.relay.commits import CommitStrategy
@@ -419,6 +419,7 @@ class Relay:
                     lambda: namespace.encoder,
                     namespace.output_crossover,
                     level=level,
+                    interval=MEASURE_INTERVAL,
                 )
             return at_level(codec)
 

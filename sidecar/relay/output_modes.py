@@ -77,7 +77,7 @@ class RelayOutputModes:
         self.level = level
         self.batch_records = batch_records
         self._metrics = metrics
-        self._fills = BatchFills()
+        self._fills = BatchFills(batch_records)
         self._table: ModeTable[Key] = ModeTable()
         self._outputs: dict[str, _Output] = {}
         #: Per input topic, its output partitions written raw now (WHOLE_TOPIC: all of them).

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from sidecar.codec.output_mode import ModeTable
-from sidecar.kafka.batch_fill import BatchFills
+from sidecar.kafka.batch_fill import DEFAULT_BATCH_RECORDS, BatchFills
 from sidecar.logs import get_logger
 from sidecar.output_mode_log import log_switch
 from sidecar.serde.metrics import ProducerMetrics
@@ -39,14 +39,16 @@ class ProducerOutputModes:
         codec: str,
         crossover: Callable[[str, str], float | None],
         metrics: ProducerMetrics | None = None,
+        batch_records: int = DEFAULT_BATCH_RECORDS,
     ) -> None:
         """`codec`: the producer's batch codec (`kafka.batch_fill.batch_codec`);
         `crossover(topic, codec)`: the crossover of the dictionary that compresses `topic` now
-        (None: none, or unknown); `metrics`: where the modes are shown."""
+        (None: none, or unknown); `metrics`: where the modes are shown; `batch_records`: the
+        most records its batches hold (`kafka.batch_fill.batch_records`)."""
         self.codec = codec
         self._crossover = crossover
         self._metrics = metrics
-        self._fills = BatchFills()
+        self._fills = BatchFills(batch_records)
         self._table: ModeTable[Key] = ModeTable()
         #: The (topic, partition) pairs written raw now (ANY_PARTITION: left to the partitioner).
         self.raw: frozenset[Key] = frozenset()

@@ -31,8 +31,14 @@ from sidecar.dictionaries.model import Dictionary
 from sidecar.dictionaries.registry import DEFAULT_TOPIC
 from sidecar.errors import CodecError
 from sidecar.kafka import PRODUCER_STATISTICS_INTERVAL_MS, application_producer
-from sidecar.kafka.batch_fill import batch_codec, batch_level, configured_level, with_batch_level
-from sidecar.live_crossover import LiveCrossover
+from sidecar.kafka.batch_fill import (
+    batch_codec,
+    batch_level,
+    batch_records,
+    configured_level,
+    with_batch_level,
+)
+from sidecar.live_crossover import MEASURE_INTERVAL, LiveCrossover
 from sidecar.serde.conf import registry_properties, take_serdes
 from sidecar.serde.following import (
     DEFAULT_READY_TIMEOUT,
@@ -122,7 +128,9 @@ class _CompressingProducer:
         #: Per topic, the crossover its output mode reads (`live_crossover`).
         self._live: dict[str, LiveCrossover] = {}
         if output_mode == "auto":
-            modes = self._modes = ProducerOutputModes(batch_codec(config), self._crossover, metrics)
+            modes = self._modes = ProducerOutputModes(
+                batch_codec(config), self._crossover, metrics, batch_records(config)
+            )
             readers.append(modes.on_stats)
         if self._stored is not None:
             readers.append(self._stored.on_stats)
@@ -168,6 +176,7 @@ class _CompressingProducer:
                 lambda: self._encoding.encoder(topic),
                 lambda codec: self._encoding.crossover(topic, codec),
                 level=self._level,
+                interval=MEASURE_INTERVAL,
             )
         return live(codec)
 

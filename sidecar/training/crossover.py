@@ -48,10 +48,12 @@ def raw_crossovers(
     frames: Sequence[Record],
     codecs: Mapping[str, Compress] | None = None,
     fills: Sequence[int] = CROSSOVER_FILLS,
+    raw_codecs: Mapping[str, Compress] | None = None,
 ) -> dict[str, float | None]:
     """Per batch codec, the fill from which `values` stored raw take no more bytes than
     `frames` (the same values as the encoder wrote them: value and headers), both compressed
-    per batch with that codec; None when frames store fewer bytes at every fill measured.
+    per batch with that codec (the raw values with `raw_codecs`' where it has one: another
+    level); None when frames store fewer bytes at every fill measured.
 
     Only fills up to the number of values are measured (a larger batch would hold them all):
     at least fill 1. Default codecs: librdkafka's zstd and lz4 (`record_batch.producer_codecs`).
@@ -71,7 +73,7 @@ def raw_crossovers(
         framed, plain = _sections(frames, fill), _sections(raw, fill)
         for name, compress in chosen.items():
             ours[name].append(_stored(framed, compress))
-            theirs[name].append(_stored(plain, compress))
+            theirs[name].append(_stored(plain, (raw_codecs or {}).get(name, compress)))
     found: dict[str, float | None] = {}
     for name in chosen:
         at = crossover(measured, ours[name], theirs[name])

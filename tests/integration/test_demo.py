@@ -55,7 +55,8 @@ def test_in_full_batches_the_proxy_writes_raw_and_stores_what_producer_zstd_woul
     result: DemoResult,
 ) -> None:
     full = result.window(FULL)
-    assert full is not None and result.crossover is not None
+    # What decided: the proxy's crossover on the topic's latest values, at its batch level.
+    assert full is not None and result.crossover is not None and result.crossover_level
     assert full.fill > result.crossover
     assert full.raw_records == full.records["sidecar"]
     assert full.versus_zstd <= 1.02, full.versus_zstd
@@ -71,6 +72,7 @@ def test_the_printed_figures_are_the_measured_ones(result: DemoResult) -> None:
     assert full is not None
     assert f"the proxy wrote {full.raw_records:,} of {full.records['sidecar']:,}" in text
     assert f"{result.exact:,} byte-exact of {result.produced:,} sent" in text
-    assert f"(crossover {result.first_crossover:g} records per batch)" in text
-    assert f"crossover ({result.crossover:g} records per batch," in text
+    assert f"(crossover at training {result.first_crossover:g} records per batch)" in text
+    level, crossover = result.crossover_level, result.crossover
+    assert f"latest values at zstd level {level}: {crossover:g} records per batch" in text
     assert "1.00 / 1.00" not in text  # no vacuous ratio

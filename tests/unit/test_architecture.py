@@ -108,6 +108,7 @@ PROXY_LAYERS: Final = (
             for name in (
                 "access",
                 "allowlist",
+                "batch_choice",
                 "batches",
                 "client_sasl",
                 "fetch",

@@ -9,6 +9,7 @@ import pytest
 
 from sidecar.codec import Decoder, Encoder, StaticResolver
 from sidecar.dictionaries import Dictionary
+from sidecar.proxy.batch_choice import write
 from sidecar.proxy.batches import Allowance, BatchLimits, BatchRewriter
 from sidecar.proxy.fetched import DecodeWork, PartitionDecoder
 from tests.record_batches import NewRecord, decode_batches, encode_batch
@@ -34,7 +35,7 @@ def _produced(
     rewriter = BatchRewriter(BatchLimits(1 << 20, 1 << 20, "zd", output))
     partition = rewriter.read(stored, Allowance(10**6, 1 << 30))
     encoded = Encoder(trained, min_size=16).encode_batch(partition.inputs)
-    return rewriter.write(partition, encoded), values
+    return write(rewriter, partition, encoded), values
 
 
 @pytest.mark.parametrize("codec", ["none", "gzip", "lz4"])

@@ -30,14 +30,14 @@ from sidecar.metrics import Metrics
 from sidecar.namespaces import Namespace
 from sidecar.proxy.addresses import Address
 from sidecar.proxy.allowlist import TopicAllowList
-from sidecar.proxy.batches import (
+from sidecar.proxy.batch_choice import (
     COMPARE_EVERY,
     COMPARED_SIZES,
-    Allowance,
-    BatchLimits,
-    BatchRewriter,
     Comparisons,
+    FramesOrRaw,
+    write,
 )
+from sidecar.proxy.batches import Allowance, BatchLimits, BatchRewriter
 from sidecar.proxy.frames import read_request_header
 from sidecar.proxy.listeners import Listeners
 from sidecar.proxy.metrics import ForwardMetrics
@@ -847,14 +847,15 @@ def test_a_batch_below_half_the_crossover_or_with_the_comparison_off_is_written_
 def _framed_by(
     rewriter: BatchRewriter,
     encoder: Encoder,
-    comparisons: Comparisons,
+    rule: FramesOrRaw,
     records: list[NewRecord],
     codec: str = "none",
 ) -> bool:
-    """Whether the batch of `records` (compressed with `codec`) is written with frames, every
-    batch of at least 4 records compared (or as `comparisons` found lately)."""
+    """Whether the batch of `records` (compressed with `codec`) is written with frames by
+    `rule` without a crossover: every batch of at least 4 records compared (or as its
+    comparisons found lately)."""
     partition = rewriter.read(encode_batch(records, codec=codec), Allowance(100_000, 64 << 20))
-    out = rewriter.write(partition, encoder.encode_batch(partition.inputs), 4, comparisons)
+    out = write(rewriter, partition, encoder.encode_batch(partition.inputs), rule)
     (written,) = decode_batches(out, 1 << 26)
     return any(HEADER_KEY.encode() in [k for k, _ in r.headers] for r in written.records)
 
@@ -867,13 +868,12 @@ def test_a_batch_size_compared_lately_is_written_the_way_that_won_until_compared
     # size is compared again, `COMPARE_EVERY` batches later. Uncompressed batches: as they came
     # costs a compression in the output codec (zstd).
     rewriter = BatchRewriter(BatchLimits(1 << 20, 1 << 20, HEADER_KEY, "zstd"))
-    comparisons = Comparisons()
+    rule = FramesOrRaw("zstd")
     plain = _records(events[100:106])
-    assert not _framed_by(rewriter, crossover_encoder, comparisons, _blob_batch(events))
-    assert [
-        _framed_by(rewriter, crossover_encoder, comparisons, plain) for _ in range(COMPARE_EVERY)
-    ] == [False] * (COMPARE_EVERY - 1) + [True]
-    assert _framed_by(rewriter, crossover_encoder, comparisons, plain), "frames won, and stay"
+    assert not _framed_by(rewriter, crossover_encoder, rule, _blob_batch(events))
+    framed = [_framed_by(rewriter, crossover_encoder, rule, plain) for _ in range(COMPARE_EVERY)]
+    assert framed == [False] * (COMPARE_EVERY - 1) + [True]
+    assert _framed_by(rewriter, crossover_encoder, rule, plain), "frames won, and stay"
 
 
 def test_a_batch_in_the_output_codec_is_compared_every_time(
@@ -881,10 +881,10 @@ def test_a_batch_in_the_output_codec_is_compared_every_time(
 ) -> None:
     # As it came is the batch's own bytes: no size is followed the way it won lately.
     rewriter = BatchRewriter(BatchLimits(1 << 20, 1 << 20, HEADER_KEY, "zstd"))
-    comparisons = Comparisons()
-    assert not _framed_by(rewriter, crossover_encoder, comparisons, _blob_batch(events), "zstd")
+    rule = FramesOrRaw("zstd")
+    assert not _framed_by(rewriter, crossover_encoder, rule, _blob_batch(events), "zstd")
     plain = _records(events[100:106])
-    assert _framed_by(rewriter, crossover_encoder, comparisons, plain, "zstd")
+    assert _framed_by(rewriter, crossover_encoder, rule, plain, "zstd")
 
 
 def test_comparisons_remember_a_bounded_number_of_sizes() -> None:
@@ -977,7 +977,7 @@ def test_a_batch_written_again_takes_the_batch_level_one_passed_as_it_came_the_c
     def written(level: int) -> bytes:
         partition = rewriter.read(batch, Allowance(10**6, 1 << 30))
         encoded = encoder.encode_batch(partition.inputs)
-        return rewriter.write(partition, encoded, level=level)
+        return write(rewriter, partition, encoded, level=level)
 
     at_default, at_nine = written(3), written(9)
     assert len(at_nine) < len(at_default)

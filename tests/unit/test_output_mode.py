@@ -14,7 +14,7 @@ from confluent_kafka import Message
 from prometheus_client import CollectorRegistry
 
 from sidecar.bench.events import generate
-from sidecar.codec.output_mode import FRAMES, RAW, ModeTable, next_mode, smoothed
+from sidecar.codec.output_mode import FRAMES, RAW, RAW_ABOVE, ModeTable, next_mode, smoothed
 from sidecar.dictionaries.model import DictionaryMeta
 from sidecar.dictionaries.store import DictionaryStore
 from sidecar.kafka.batch_fill import BatchFills, batch_codec, share_batches
@@ -199,6 +199,13 @@ def test_fills_per_partition_come_from_the_window_and_the_running_record_counts(
     assert fills.window(_stats("out", 0, 0, {0: 1200, 1: 203})) == {}
 
 
+def test_a_partitions_fill_is_never_above_what_the_producers_batches_hold() -> None:
+    # A window's records sent and batches are counted at different moments: 11 records and 2
+    # batches of at most 4 read 5.5 a batch.
+    fills = BatchFills(batch_records=4)
+    assert fills.window(_stats("out", 2, 8, {0: 11}))["out"].partitions == {0: 4.0}
+
+
 def test_the_batch_codec_is_the_last_of_compression_type_and_its_alias() -> None:
     assert batch_codec({}) == "none"
     assert batch_codec({"compression.type": "zstd"}) == "zstd"
@@ -314,10 +321,10 @@ def test_before_the_statistics_a_fill_is_at_most_the_producers_batch_num_message
     assert all(c.args[7][0][0] == "zd" for c in producer.produce.call_args_list)
 
 
-def test_a_partitions_first_fill_goes_raw_from_the_crossover_itself_then_hysteresis_holds() -> None:
+def test_a_partitions_first_fill_goes_raw_only_past_the_band_as_any_switch_from_frames() -> None:
     table: ModeTable[str] = ModeTable()
-    table.observe("a", 8.0, 8.0)
-    table.observe("b", 7.9, 8.0)
+    table.observe("a", 8.0 * RAW_ABOVE + 0.1, 8.0)
+    table.observe("b", 8.0, 8.0)  # at the crossover: raw would save next to nothing
     assert (table.mode("a"), table.mode("b")) == (RAW, FRAMES)
-    table.observe("b", 8.5, 8.0)  # smoothed 8.2: inside the band, frames held
+    table.observe("b", 8.5, 8.0)  # smoothed 8.25: inside the band, frames held
     assert table.mode("b") == FRAMES
