@@ -79,8 +79,9 @@ from sidecar.bench.storage import process_cpu
 from sidecar.config import CodecSettings
 from sidecar.errors import InputError
 from sidecar.kafka import plain_admin, plain_consumer, plain_producer
-from sidecar.record_batch import BatchInfo, segment_batches
+from sidecar.record_batch import segment_batches
 from sidecar.tools.tables import render
+from sidecar.wire.record_batch import BatchInfo
 
 #: The fixed rate of the latency part (records/s).
 RATE: Final = 5000

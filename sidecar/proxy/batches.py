@@ -1,6 +1,6 @@
 """The record batches of one Produce partition rewritten in place: values encoded, the rest kept.
 
-Pure: no Kafka client, no I/O. Per v2 batch (layout in `sidecar.record_batch`): the header is
+Pure: no Kafka client, no I/O. Per v2 batch (layout in `sidecar.wire.record_batch`): the header is
 read and checked (whole, magic 2, CRC-32C), a control batch passes untouched, a compressed one is
 decompressed within bounds (`compression`: gzip, lz4, zstd, snappy raw or xerial), every record is
 read with each length checked against the bytes left, the values are encoded by the namespace's
@@ -25,7 +25,6 @@ decoders accept (MESSAGE_TOO_LARGE); a timestamp below -1 or past 2^63 - 1 ms
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import Final, TypeVar
@@ -36,14 +35,19 @@ from sidecar.batch_compression import CODEC_IDS, Compression
 from sidecar.codec import Transformed
 from sidecar.codec.results import Outcome
 from sidecar.errors import CodecError, MalformedBatch, ProduceRefused
-from sidecar.record_batch import (
+from sidecar.record_batch import PRODUCER_ZSTD_LEVEL
+from sidecar.wire.record_batch import (
+    AFTER_CRC,
+    ATTRIBUTES_AT,
     BATCH_HEADER_BYTES,
+    BEFORE_CRC,
+    CODEC_MASK,
     CONTROL_BIT,
+    HEADER,
     LOG_OVERHEAD,
-    PRODUCER_ZSTD_LEVEL,
-    read_varint,
-    varint,
+    MAGIC_V2,
 )
+from sidecar.wire.varint import read_varint, varint
 
 #: Kafka error codes the refusals carry.
 CORRUPT_MESSAGE: Final = 2
@@ -72,15 +76,10 @@ COMPARED_SIZES: Final = 1024
 #: Records sections shorter than this are written uncompressed: their values are frames
 #: already, or short, and a compressor's frame header and setup cost more than it could save.
 MIN_COMPRESSED: Final = 256
-_CODEC_MASK: Final = 0x07
 _COMPRESSED: Final = Outcome.COMPRESSED
 #: Lengths below this have their varint looked up rather than computed.
 _SMALL: Final = 16384
 _SMALL_VARINTS: Final = tuple(varint(n) for n in range(_SMALL))
-_CRC_START: Final = 21
-_HEADER: Final = struct.Struct(">qiiBIhiqqqhii")
-_AFTER_CRC: Final = struct.Struct(">hiqqqhii")
-_BEFORE_CRC: Final = struct.Struct(">qiiBI")
 
 #: One record as read: (attributes, timestamp delta, offset delta and key as they came), value,
 #: header count, headers, the headers as they came.
@@ -247,7 +246,7 @@ class BatchRewriter:
         while pos < size:
             if pos + BATCH_HEADER_BYTES > size:
                 raise _invalid(f"{size - pos} bytes left, fewer than a batch header (truncated)")
-            fields = _HEADER.unpack_from(data, pos)
+            fields = HEADER.unpack_from(data, pos)
             length, magic, crc, attributes, count = (
                 fields[1],
                 fields[3],
@@ -258,10 +257,10 @@ class BatchRewriter:
             end = pos + LOG_OVERHEAD + length
             if length < BATCH_HEADER_BYTES - LOG_OVERHEAD or end > size:
                 raise _invalid(f"a batch of {length} bytes does not fit the request (truncated)")
-            if magic != 2:
+            if magic != MAGIC_V2:
                 raise _invalid(f"record batch of magic {magic}: only v2 (Kafka 0.11+) is taken")
             raw = data[pos:end]
-            if crc32c(raw[_CRC_START:]) != crc:
+            if crc32c(raw[ATTRIBUTES_AT:]) != crc:
                 raise ProduceRefused(
                     CORRUPT_MESSAGE,
                     "corrupt",
@@ -274,7 +273,7 @@ class BatchRewriter:
                 batches.append(ReadBatch(raw, fields, count, [], True))
                 continue
             allowance.take_records(count)
-            codec = attributes & _CODEC_MASK
+            codec = attributes & CODEC_MASK
             section = raw[BATCH_HEADER_BYTES:]
             if codec:
                 section = self._decompress(codec, section, allowance)
@@ -328,7 +327,7 @@ class BatchRewriter:
         `level`)."""
         out: list[bytes] = []
         for batch in partition.batches:
-            if batch.control or batch.fields[5] & _CODEC_MASK == self._output(batch.fields):
+            if batch.control or batch.fields[5] & CODEC_MASK == self._output(batch.fields):
                 out.append(batch.raw)
             else:
                 out.append(self._write_batch(batch.fields, batch.plain, level))
@@ -369,7 +368,7 @@ class BatchRewriter:
             at += batch.count
             # Only an encoded value adds a header: a batch without one is its records as read.
             if not any(e.outcome is _COMPRESSED for e in mine):
-                if batch.fields[5] & _CODEC_MASK == self._output(batch.fields):
+                if batch.fields[5] & CODEC_MASK == self._output(batch.fields):
                     out.append(batch.raw)
                 else:
                     out.append(self._write_batch(batch.fields, batch.plain, level))
@@ -409,7 +408,7 @@ class BatchRewriter:
 
     def _same_codec(self, batch: ReadBatch) -> bool:
         """Whether `batch` came in the codec it is written with: as it came is its bytes."""
-        return batch.fields[5] & _CODEC_MASK == self._output(batch.fields)
+        return batch.fields[5] & CODEC_MASK == self._output(batch.fields)
 
     def _as_read(self, batch: ReadBatch, level: int) -> bytes:
         """`batch` with its values as they came, in the output codec (zstd at `level`)."""
@@ -445,7 +444,7 @@ class BatchRewriter:
 
     def _output(self, fields: tuple[int, ...]) -> int:
         """The codec a batch of header `fields` is written with."""
-        return fields[5] & _CODEC_MASK if self._codec_id < 0 else self._codec_id
+        return fields[5] & CODEC_MASK if self._codec_id < 0 else self._codec_id
 
     def _write_batch(self, fields: tuple[int, ...], plain: bytes, level: int) -> bytes:
         codec = self._output(fields)
@@ -472,8 +471,8 @@ class BatchRewriter:
             count,
         ) = fields
         after_crc = (
-            _AFTER_CRC.pack(
-                (attributes & ~_CODEC_MASK) | codec,
+            AFTER_CRC.pack(
+                (attributes & ~CODEC_MASK) | codec,
                 last_offset_delta,
                 base_timestamp,
                 max_timestamp,
@@ -485,7 +484,10 @@ class BatchRewriter:
             + body
         )
         length = BATCH_HEADER_BYTES - LOG_OVERHEAD + len(body)
-        return _BEFORE_CRC.pack(base_offset, length, leader_epoch, 2, crc32c(after_crc)) + after_crc
+        return (
+            BEFORE_CRC.pack(base_offset, length, leader_epoch, MAGIC_V2, crc32c(after_crc))
+            + after_crc
+        )
 
 
 class Comparisons:

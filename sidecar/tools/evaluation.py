@@ -21,11 +21,12 @@ from typing import Any, Final
 import zstandard
 
 from sidecar.codec import Decoder, Encoder, StaticResolver, Transformed, WireFormat
-from sidecar.record_batch import Record, crossover, producer_codecs, stored_bytes
+from sidecar.record_batch import crossover, producer_codecs, stored_bytes
 from sidecar.runtime import tune_gc
 from sidecar.training.choice import TrainingReport, candidate_dictionary, measure, train
 from sidecar.training.params import TrainingParams
 from sidecar.training.split import TrainingSet
+from sidecar.wire.record_batch import Record
 
 #: Records per producer batch compared (1: a low-latency producer; 512: a saturated one).
 FILLS: Final = (1, 2, 4, 8, 16, 32, 64, 128, 512)

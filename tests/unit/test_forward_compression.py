@@ -18,7 +18,7 @@ from sidecar.batch_compression import (
     Compression,
 )
 from sidecar.errors import MalformedBatch
-from sidecar.record_batch import CODECS
+from sidecar.wire.record_batch import CODECS
 
 #: lz4 frame header: the FLG byte's block-independence bit.
 LZ4_BLOCK_INDEPENDENCE = 0x20

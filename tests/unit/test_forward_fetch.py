@@ -41,13 +41,9 @@ from sidecar.proxy.listeners import Listeners
 from sidecar.proxy.metrics import ForwardMetrics
 from sidecar.proxy.responses import encode_response, parse_response
 from sidecar.proxy.service import _fetch_decoding
-from sidecar.proxy.topics import (
-    DESCRIBE_LOG_DIRS,
-    DESCRIBE_TOPIC_PARTITIONS,
-    TopicView,
-)
-from sidecar.proxy.versions import FETCH, METADATA
-from sidecar.record_batch import CONTROL_BIT
+from sidecar.proxy.topics import TopicView
+from sidecar.proxy.versions import DESCRIBE_LOG_DIRS, DESCRIBE_TOPIC_PARTITIONS, FETCH, METADATA
+from sidecar.wire.record_batch import CONTROL_BIT
 from tests.record_batches import (
     TRANSACTIONAL_BIT,
     DecodedBatch,

@@ -45,8 +45,8 @@ from sidecar.proxy.produce import ProduceRewriter
 from sidecar.proxy.produce_request import FIRST_VERSION, LAST_VERSION, parse_produce
 from sidecar.proxy.routes import ProxyRoutes
 from sidecar.proxy.versions import request_header_version
-from sidecar.record_batch import CONTROL_BIT, record_bytes
 from sidecar.training.sampling import Reservoir
+from sidecar.wire.record_batch import CONTROL_BIT, record_bytes
 from tests.kafka_frames import nested, read_response, request_frame
 from tests.record_batches import TRANSACTIONAL_BIT, NewRecord, decode_batches, encode_batch
 from tests.unit.dictionaries import AddDictionary

@@ -27,11 +27,11 @@ from sidecar.proxy.client_sasl import CLIENT_SASL_APIS
 from sidecar.proxy.listeners import Listeners
 from sidecar.proxy.metrics import ForwardMetrics
 from sidecar.proxy.responses import encode_response
-from sidecar.proxy.sasl import SASL_AUTHENTICATE, SASL_HANDSHAKE, authenticate
+from sidecar.proxy.sasl import authenticate
 from sidecar.proxy.security import SaslCredentials, UpstreamSecurity
 from sidecar.proxy.throttle import Throttle
 from sidecar.proxy.upstream import check_upstream, open_upstream
-from sidecar.proxy.versions import served_versions
+from sidecar.proxy.versions import SASL_AUTHENTICATE, SASL_HANDSHAKE, served_versions
 from tests.kafka_frames import read_response, request_frame
 
 USER = "zdict-proxy"
