@@ -86,11 +86,12 @@ LAYERS: Final = (
 #: Entries of one layer that import nothing of each other.
 INDEPENDENT: Final = ("sidecar.relay", "sidecar.proxy", "sidecar.serde", "sidecar.tools")
 
-#: The proxy's own layers (`make lint` checks them as LAYERS): the service and the listeners
-#: assemble the rest; the filters (one per API behaviour) over what they apply (the rules, the
-#: parsers and writers of requests and records); the network layer (connections, sides, budget,
-#: upstream), which knows no API: it imports none of the layers above, only the wire layer (frames,
-#: the filter API and chain, responses, API keys and versions, metrics).
+#: The proxy's own layers (`make lint` checks them as LAYERS): the service assembles the rest
+#: (the filter chain it hands the listeners included); the filters (one per API behaviour) over
+#: what they apply (the rules, the parsers and writers of requests and records); the network
+#: layer (connections, sides, budget, upstream), which knows no API: it imports none of the
+#: layers above, only the wire layer (frames, the filter API and chain, responses, API keys and
+#: versions, metrics).
 PROXY_LAYERS: Final = (
     (
         "assembly",

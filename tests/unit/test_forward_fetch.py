@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import io
 import struct
 import sys
@@ -37,6 +38,7 @@ from sidecar.proxy.addresses import Address
 from sidecar.proxy.fetch import FetchDecoding, RecentMisses
 from sidecar.proxy.fetch_metrics import FetchMetrics
 from sidecar.proxy.fetched import DecodeWork, PartitionDecoder
+from sidecar.proxy.filters import proxy_filters
 from sidecar.proxy.listeners import Listeners
 from sidecar.proxy.metrics import ForwardMetrics
 from sidecar.proxy.responses import encode_response, parse_response
@@ -664,13 +666,11 @@ def test_through_the_proxy_fetched_records_are_decoded_and_listings_filtered(
         address = Address("127.0.0.1", server.sockets[0].getsockname()[1])
         settings = ProxySettings(listen="127.0.0.1:0", max_buffered_bytes=1 << 26)
         fetch, registry = _fetching(dictionary)
-        listeners = Listeners(
-            settings,
-            [address],
-            ForwardMetrics(registry),
-            fetch=fetch,
-            topics=fetch.topics,
+        metrics = ForwardMetrics(registry)
+        filters = functools.partial(
+            proxy_filters, settings, metrics, fetch=fetch, topics=fetch.topics
         )
+        listeners = Listeners(settings, [address], metrics, filters)
         bound = await listeners.start()
         try:
             reader, writer = await asyncio.open_connection(bound.host, bound.port)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import functools
 import random
 import struct
 import time
@@ -38,6 +39,7 @@ from sidecar.proxy.batches import (
     BatchRewriter,
     Comparisons,
 )
+from sidecar.proxy.filters import proxy_filters
 from sidecar.proxy.frames import read_request_header
 from sidecar.proxy.listeners import Listeners
 from sidecar.proxy.metrics import ForwardMetrics
@@ -600,12 +602,12 @@ async def _proxy(encoder: Encoder) -> AsyncIterator[tuple[int, list[bytes]]]:
     server = await asyncio.start_server(broker, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
     setup = Setup(encoder)
-    listeners = Listeners(
-        ProxySettings(listen="127.0.0.1:0", max_request_bytes=1 << 20, max_buffered_bytes=4 << 20),
-        [Address("127.0.0.1", port)],
-        ForwardMetrics(CollectorRegistry()),
-        produce=setup.rewriter,
+    settings = ProxySettings(
+        listen="127.0.0.1:0", max_request_bytes=1 << 20, max_buffered_bytes=4 << 20
     )
+    metrics = ForwardMetrics(CollectorRegistry())
+    filters = functools.partial(proxy_filters, settings, metrics, produce=setup.rewriter)
+    listeners = Listeners(settings, [Address("127.0.0.1", port)], metrics, filters)
     await listeners.start()
     try:
         yield listeners._servers[None].sockets[0].getsockname()[1], got

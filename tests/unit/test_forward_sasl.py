@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import functools
 import struct
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -24,6 +25,7 @@ from sidecar.config import ProxySettings
 from sidecar.errors import AuthenticationFailed
 from sidecar.proxy.addresses import Address
 from sidecar.proxy.client_sasl import CLIENT_SASL_APIS
+from sidecar.proxy.filters import proxy_filters
 from sidecar.proxy.listeners import Listeners
 from sidecar.proxy.metrics import ForwardMetrics
 from sidecar.proxy.responses import encode_response
@@ -257,7 +259,9 @@ async def proxy(
 ) -> AsyncIterator[tuple[str, int]]:
     async with broker(b) as upstream:
         settings = ProxySettings(listen="127.0.0.1:0", broker_port_base=40000)
-        listeners = Listeners(settings, [upstream], ForwardMetrics(registry), security)
+        metrics = ForwardMetrics(registry)
+        filters = functools.partial(proxy_filters, settings, metrics)
+        listeners = Listeners(settings, [upstream], metrics, filters, security)
         address = await listeners.start()
         try:
             yield address.host, address.port
