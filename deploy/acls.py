@@ -6,7 +6,7 @@ Each role's grants come from the clients it opens: a consumer group, producers, 
 that describes topics and reads their settings, and assign-only readers (the registry, a training
 sample) whose throwaway group `zdict-<purpose>-<uuid>` still looks its coordinator up, which
 needs Describe on the group. tests/integration/test_acls.py applies the relay's, the trainer's
-and the forwarding proxy's grants (without their `when` conditions) with Kafka's own AclCommand
+and the proxy's grants (without their `when` conditions) with Kafka's own AclCommand
 to a broker running the StandardAuthorizer, and runs each role with nothing more.
 """
 

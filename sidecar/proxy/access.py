@@ -1,4 +1,4 @@
-"""What a request may do through the forwarding proxy, decided before it is forwarded.
+"""What a request may do through the proxy, decided before it is forwarded.
 
 Every local client reaches the cluster as the proxy's own principal, so the proxy decides what
 the cluster's ACLs no longer can. A request it refuses is not forwarded: the proxy answers it

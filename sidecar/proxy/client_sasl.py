@@ -1,4 +1,4 @@
-"""The answer to a client that starts a SASL exchange of its own with the forwarding proxy.
+"""The answer to a client that starts a SASL exchange of its own with the proxy.
 
 Clients reach the proxy on loopback in PLAINTEXT; the proxy authenticates to the brokers itself
 (`sasl`), so a client's SaslHandshake or SaslAuthenticate is never forwarded (upstream's

@@ -1,4 +1,4 @@
-"""The records of one fetched partition, decoded for the client: what the forwarding proxy
+"""The records of one fetched partition, decoded for the client: what the proxy
 sends in place of the record batches a broker returned.
 
 Pure: bytes in, bytes out, no Kafka client and no I/O (the decoder's resolver may read the

@@ -1,4 +1,4 @@
-"""Reading what the forwarding proxy needs of a request frame, and nothing more.
+"""Reading what the proxy needs of a request frame, and nothing more.
 
 A request frame (its 4-byte size prefix excluded) starts with the request header: api key
 (int16), api version (int16), correlation id (int32); from header v1 on the client id (a

@@ -1,4 +1,4 @@
-"""Where clients reach the forwarding proxy: the bootstrap listener at `proxy.listen`, and one
+"""Where clients reach the proxy: the bootstrap listener at `proxy.listen`, and one
 local listener per upstream broker, started when a response first names the broker.
 
 A connection to the bootstrap listener is forwarded to the first upstream bootstrap server that

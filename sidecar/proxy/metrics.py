@@ -1,4 +1,4 @@
-"""The forwarding proxy's Prometheus metrics, defined once against the registry passed in.
+"""The proxy's Prometheus metrics, defined once against the registry passed in.
 
 Labels are bounded: `api` is a name from kio's index of Kafka's APIs (or `unknown`),
 `direction` is `request` or `response`, `listener` is `bootstrap` or `broker`, `reason` is one
@@ -82,7 +82,7 @@ class FrameTally(Collector):
     def collect(self) -> Iterator[Metric]:
         frames = CounterMetricFamily(
             "zdict_proxy_frames",
-            "Frames forwarded by the forwarding proxy: requests to upstream, responses to "
+            "Frames forwarded by the proxy: requests to upstream, responses to "
             "clients (a Produce with acks=0 has none).",
             labels=("api", "direction"),
         )

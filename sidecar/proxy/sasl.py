@@ -1,4 +1,4 @@
-"""The SASL exchange the forwarding proxy starts on each fresh upstream connection, with its
+"""The SASL exchange the proxy starts on each fresh upstream connection, with its
 own credentials, before any byte of the client's is forwarded.
 
 SaslHandshake v1 names the mechanism (v1 needs no ApiVersions first: the client's own

@@ -1,4 +1,4 @@
-"""`zdict-sidecar proxy`: the forwarding proxy wired from the settings.
+"""`zdict-sidecar proxy`: the proxy wired from the settings.
 
 Every request is forwarded to the upstream broker the client addressed, broker addresses are
 rewritten to the proxy's listeners, Produce requests are rewritten in place (`produce`):
@@ -204,7 +204,7 @@ def _fetch_decoding(
 
 
 def run_proxy(settings: Settings, ready: Callable[[str, int], None] | None = None) -> int:
-    """Run the forwarding proxy until SIGTERM/SIGINT (exit 0) or a failure (exit 1); `ready`
+    """Run the proxy until SIGTERM/SIGINT (exit 0) or a failure (exit 1); `ready`
     is called with the address it listens on."""
     client = settings.kafka.client_config()
     security = upstream_security(client)

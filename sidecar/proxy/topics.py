@@ -1,4 +1,4 @@
-"""The topics clients of the forwarding proxy see: internal topics and the registry topic left
+"""The topics clients of the proxy see: internal topics and the registry topic left
 out of the responses that list topics, and the topic names behind the ids of Fetch v13+.
 
 Hidden (unless `proxy.show_internal_topics`): the topics a broker flags internal

@@ -1,4 +1,4 @@
-"""What a request may do through the forwarding proxy (`sidecar.proxy.access`): admin APIs
+"""What a request may do through the proxy (`sidecar.proxy.access`): admin APIs
 refused with their own response and left out of ApiVersions unless forwarded, internal topics
 and the registry topic refused by name, id and resource in every request kio knows that can name
 one, ids no listing named refused where records are read or changed, Metadata bounded."""

@@ -1,4 +1,4 @@
-"""The forwarding proxy's batch codecs: every codec round-trips, what each writes is what Kafka's
+"""The proxy's batch codecs: every codec round-trips, what each writes is what Kafka's
 readers take (lz4 independent blocks, snappy xerial), decompression stops at its bound whatever
 the input declares, and an unknown codec or corrupt data is a `MalformedBatch` with its reason."""
 

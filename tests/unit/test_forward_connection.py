@@ -1,4 +1,4 @@
-"""The forwarding proxy in one process against a scripted upstream broker: frames forwarded
+"""The proxy in one process against a scripted upstream broker: frames forwarded
 byte for byte, answers in order, acks=0 never awaited, addresses rewritten to listeners that
 reach the broker, ApiVersions above the proxy's answered in v0, and its bounds (frame size, read
 timeout, budget returned, refused APIs)."""

@@ -1,4 +1,4 @@
-"""Fetch responses through the forwarding proxy: the records of batches written by the Encoder
+"""Fetch responses through the proxy: the records of batches written by the Encoder
 decoded back (values, headers, batch fields, CRC), what passes as stored (raw records, control
 batches, truncated tails, corrupt batches, records that cannot be decoded), the bounds (bombs,
 the response limit), the raw-fetch clients, the registry topic refused, NodeEndpoints rewritten,

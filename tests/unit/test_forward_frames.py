@@ -1,4 +1,4 @@
-"""The forwarding proxy's request framing: headers of every version read without parsing the
+"""The proxy's request framing: headers of every version read without parsing the
 body, Produce's acks, the ApiVersions v0 stand-in, sizes checked before anything is read."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Produce requests rewritten in place by the forwarding proxy (`produce`,
+"""Produce requests rewritten in place by the proxy (`produce`,
 `produce_request`, `batches`): built with kio, rewritten, read again by kio;
 only values, headers, CRCs and sizes change. Every refusal, the bounded reader, compression in
 and out, and local answers given in request order."""

@@ -1,4 +1,4 @@
-"""The forwarding proxy's own SASL exchange against a scripted broker on a loopback socket pair
+"""The proxy's own SASL exchange against a scripted broker on a loopback socket pair
 (PLAIN; SCRAM-SHA-256/512 with scramp's server side; refusals carrying the broker's message),
 the SASL done before any client byte is forwarded, and a client's own SaslHandshake answered
 locally, never forwarded."""
