@@ -63,7 +63,7 @@ _READERS = Grant(
     "group",
     READER_GROUP_PREFIX,
     ("Describe",),
-    "assign-only readers of the registry and of samples (group `zdict-<purpose>-<uuid>`)",
+    "assign-only readers: registry, samples (group `zdict-<purpose>-<uuid>`)",
     prefixed=True,
 )
 
@@ -120,11 +120,14 @@ ROLES: dict[str, Role] = {
         ),
     ),
     "trainer": Role(
-        "`train --topic TOPIC --publish` (the retraining CronJob)",
-        {"registry": "ZDICT_REGISTRY__TOPIC", "input": "the topic it samples"},
+        "`train --configured-topics --publish` (the retraining CronJob)",
+        {
+            "registry": "ZDICT_REGISTRY__TOPIC",
+            "input": "each topic it trains (ZDICT_RELAY__INPUT_TOPICS, ZDICT_PROXY__TOPICS)",
+        },
         (
             Grant("topic", "{registry}", ("Read", "Describe", "Write"), "reads, publishes"),
-            Grant("topic", "{input}", ("Read", "Describe"), "samples"),
+            Grant("topic", "{input}", ("Read", "Describe"), "samples each in turn"),
             _READERS,
         ),
     ),

@@ -3,16 +3,14 @@
 Every `zdict-sidecar bench NAME` writes a JSON file (`--json-out`, by default
 `out/bench-NAME.json`): `{"benchmark", "environment", "settings", "results"}`. This module turns
 each into Markdown tables, medians with [min–max] as the benchmarks print them, under a section
-`## bench NAME` per benchmark (one part per file, e.g. `bench-relay.json` and
+`## bench NAME` per benchmark (one part `### FILE` per file, e.g. `bench-relay.json` and
 `bench-relay-order.json`), each part headed by its provenance: the command (rebuilt from the
-file's settings), when the file was written, the commit it was measured at (`git describe` of
-the checkout the benchmark ran from, when it was one) and the one the page was rendered at, and
-the machine and versions the file records.
+file's settings), the commit it was measured at, when, and the machine.
 
-The page's other sections are kept as they are: figures no benchmark writes as JSON (`make
-evaluate`, the integration tests', the targets), and a benchmark's hand-kept section until a
-JSON file of it is rendered. Rendering is pure (`render_page`); `main` reads and writes the
-files: `python -m sidecar.bench.figures --commit REV --out FILE JSON...` (`make figures`).
+The page holds only rendered figures: a benchmark with no JSON given keeps the part an earlier
+rendering wrote, else its section says which command fills it; anything else on the page goes
+(its history is in git). Rendering is pure (`render_page`); `main` reads and writes the files:
+`python -m sidecar.bench.figures --commit REV --out FILE JSON...` (`make figures`).
 """
 
 from __future__ import annotations
@@ -36,13 +34,12 @@ from sidecar.errors import InputError, ZdictError
 TITLE: Final = "# Figures: what zdict-sidecar was measured to save and cost"
 PREAMBLE: Final = f"""{TITLE}
 
-Every measured figure of the project is on this page, and only here: the other documents link
-to its sections. `make figures` (`python -m sidecar.bench.figures`) renders each `bench` section
-from the benchmarks' JSON in `out/` (`zdict-sidecar bench NAME --json-out FILE`), naming the
-command, the date and the commit each file came from, medians with [min–max] as the benchmarks
-print them. A section no JSON file replaces is kept as it was: those marked *hand-kept* hold the
-last figures typed by hand, each with the command and the date or commit its text names. What
+Rendered by `make figures` from the benchmarks' JSON (`zdict-sidecar bench NAME --json-out
+FILE`): each table under the command and commit that measured it, medians with [min–max]. What
 each benchmark does and how to read it: [README.md](README.md)."""
+
+#: The heading of a rendered part: a section without one was not rendered from JSON.
+PART: Final = "### `"
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,39 +93,31 @@ def command(source: Source) -> str:
 
 
 def provenance(source: Source, commit: str) -> str:
-    """Where `source`'s figures come from: command, date, commit, machine and versions."""
+    """Where `source`'s figures come from: command, commit, date, machine and versions."""
     env = source.document.get("environment", {})
     machine = ", ".join(
-        f"{label} {env[key]}"
+        f"{label}{env[key]}"
         for key, label in (
-            ("zdict_sidecar", "zdict-sidecar"),
-            ("python", "Python"),
-            ("zstandard", "zstandard"),
-            ("libzstd", "libzstd"),
-            ("cpus", "CPUs:"),
-            ("platform", "on"),
+            ("zdict_sidecar", "zdict-sidecar "),
+            ("python", "Python "),
+            ("zstandard", "zstandard "),
+            ("libzstd", "libzstd "),
+            ("cpus", "CPUs: "),
+            ("platform", ""),
         )
         if env.get(key) is not None
     )
-    measured = env.get("commit")
-    at = (
-        f"measured at commit {measured}, rendered at {commit}"
-        if measured
-        else f"rendered at commit {commit} (the JSON records no commit)"
-    )
+    measured = env.get("commit") or "unrecorded"
     return (
-        f"From `{source.name}`, written by `{command(source)}` on "
-        f"{source.written:%Y-%m-%d %H:%M} UTC; {at}; {machine}."
+        f"`{command(source)}` at commit {measured}, {source.written:%Y-%m-%d %H:%M} UTC "
+        f"(rendered at {commit}); {machine}."
     )
 
 
-def render_bench(benchmark: str, sources: Sequence[Source], commit: str) -> str:
-    """A benchmark's section: each of its files' provenance and tables."""
-    lines = [f"## {section_title(benchmark)}"]
-    for source in sources:
-        lines += ["", f"### `{source.name}`", "", provenance(source, commit), ""]
-        lines += BENCHES[benchmark].tables(source.document)
-    return "\n".join(lines)
+def render_part(source: Source, commit: str) -> str:
+    """One file's part of its benchmark's section: its heading, provenance and tables."""
+    lines = [f"{PART}{source.name}`", "", provenance(source, commit), ""]
+    return "\n".join(lines + BENCHES[source.benchmark].tables(source.document))
 
 
 def split_sections(page: str) -> list[tuple[str, str]]:
@@ -140,9 +129,16 @@ def split_sections(page: str) -> list[tuple[str, str]]:
     return sections
 
 
+def rendered_parts(section: str) -> str | None:
+    """The rendered parts of an existing section (None: it has none, e.g. typed by hand)."""
+    start = section.find(f"\n{PART}")
+    return section[start + 1 :] if start >= 0 else None
+
+
 def render_page(sources: Sequence[Source], existing: str, commit: str) -> str:
-    """The figures page: the preamble, then the sections of `existing` in their order, each
-    benchmark's replaced by the rendering of its `sources`, and the benchmarks it lacked after.
+    """The figures page: the preamble, then a section per benchmark in `BENCHES`' order: the
+    rendering of its `sources`, else the parts `existing` had rendered for it, else the
+    command that would fill it.
 
     Raises:
         InputError: a file names no benchmark this module renders.
@@ -153,16 +149,16 @@ def render_page(sources: Sequence[Source], existing: str, commit: str) -> str:
             f"{', '.join(unknown)}: not the JSON of a known benchmark "
             f"({', '.join(BENCHES)}); see sidecar/bench/figures.py"
         )
-    rendered = {
-        section_title(name): render_bench(
-            name, sorted((s for s in sources if s.benchmark == name), key=lambda s: s.name), commit
+    kept = dict(split_sections(existing))
+    body = []
+    for name in BENCHES:
+        title = section_title(name)
+        mine = sorted((s for s in sources if s.benchmark == name), key=lambda s: s.name)
+        parts = "\n\n".join(render_part(s, commit) for s in mine) or rendered_parts(
+            kept.get(title, "")
         )
-        for name in BENCHES
-        if any(s.benchmark == name for s in sources)
-    }
-    kept = split_sections(existing)
-    body = [rendered.pop(title, text) for title, text in kept]
-    body += rendered.values()
+        text = parts or f"Not measured yet: `zdict-sidecar bench {name}`, then `make figures`."
+        body.append(f"## {title}\n\n{text}")
     return "\n\n".join([PREAMBLE, *body]) + "\n"
 
 

@@ -250,7 +250,7 @@ def proxy_markdown(doc: Document) -> list[str]:
     """FIGURES.md's `bench proxy` tables, each under the sentence that reads it."""
     tables = proxy_tables(doc)
     out = [
-        "Direct and through the proxy (`proxy`), median [min–max] of the measured rounds:",
+        "Direct and through the proxy, median [min–max] of the measured rounds:",
         "",
         *table(TIMED_HEADERS, tables.timed),
     ]
@@ -259,10 +259,9 @@ def proxy_markdown(doc: Document) -> list[str]:
     return [
         *out,
         "",
-        "Bytes stored per record at each client fill (records per batch, `batch.num.messages`), "
-        "the broker's log segments: the client's raw values with producer zstd, per-record "
-        "frames (the proxy with `ZDICT_CODEC__OUTPUT_MODE=frames`), through the proxy (frames or "
-        "raw per batch), and the proxy's bytes over the smaller of the first two (target ≤ 1.03):",
+        "Bytes stored per record in the broker's log segments at each client fill "
+        "(`batch.num.messages`); frames: the proxy with `ZDICT_CODEC__OUTPUT_MODE=frames`; "
+        "proxy / smaller: target ≤ 1.03:",
         "",
         *table(STORED_HEADERS, tables.stored),
     ]

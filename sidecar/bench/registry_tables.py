@@ -112,14 +112,11 @@ def registry_tables(doc: Document) -> list[str]:
     ]
     sizes = ", ".join(f"{b['size']:,}" for b in bases)
     return [
-        f"A registry of N dictionaries across {settings['namespaces']} namespaces, published "
-        "through `Registry.publish_dictionary` and `publish_activation`; their bytes are "
-        f"{len(bases)} dictionaries trained by `zdict-sidecar train` ({sizes} bytes), reused "
-        "under distinct ids. Each reader a fresh process (the proxy serving 1 topic, then a topic "
-        "per namespace; a consumer: `RegistryResolver`); its start: spawn to the proxy's "
-        "`proxy_listening`, to the consumer's first decode, to `dicts list`'s exit; median "
-        f"[min–max] of {settings['runs']} runs; bytes are keys, values and headers of the "
-        "records; the projection is linear from the two largest N (flat where a figure fell):",
+        f"A registry of N dictionaries ({len(bases)} trained ones of {sizes} bytes under "
+        f"distinct ids) across {settings['namespaces']} namespaces; each reader a fresh "
+        "process, its start: spawn to its first answer (the proxy serving 1 topic, then a topic "
+        f"per namespace); median [min–max] of {settings['runs']} runs; projected linearly from "
+        "the two largest N:",
         "",
         *table(headers, _rows(doc)),
     ]

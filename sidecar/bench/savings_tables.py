@@ -67,10 +67,9 @@ def savings_tables(doc: Document) -> list[str]:
     if len(paths) > 1:
         through += " (one figure where they are the same)"
     out = [
-        "Bytes in the broker's log segments at each fill (records per batch, "
-        f"{settings['batches']} batches a fill and {settings.get('min_records', 0):,} records at "
-        "least, one partition; the dictionary trained on the corpus's first "
-        f"{settings['sample']:,} values at most, measured on the values after them; –: too few "
+        "Stored bytes (log segments) at each fill (records per batch, "
+        f"{settings['batches']} batches, {settings.get('min_records', 0):,} records at least; "
+        f"trained on the first {settings['sample']:,} values, measured on the rest; –: too few "
         f"values), output mode auto, through {through}; 1: 1.000.",
     ]
     for name, prefix in paths:

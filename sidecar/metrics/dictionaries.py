@@ -43,8 +43,8 @@ class DictionaryMetrics:
         )
         self.batch_level = Gauge(
             "zdict_batch_compression_level",
-            "The zstd level (compression.level) of the producer batches that carry the topic's "
-            "records: chosen at training within its CPU budget, or the one configured.",
+            "The zstd level of the producer batches carrying the topic's records: chosen at "
+            "training, or configured.",
             ("topic",),
             registry=registry,
         )

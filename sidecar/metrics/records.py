@@ -66,9 +66,8 @@ class RecordMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
         self.records = Counter(
             "zdict_records",
-            "Records handled, by op (encode, decode) and what the codec did with the value "
-            "(codec Outcome); raw: written as it came by the output mode (codec.output_mode), "
-            "not encoded.",
+            "Records handled, by op (encode, decode) and what the codec did with the value; raw: "
+            "written as it came by the output mode.",
             ("topic", "op", "outcome"),
             registry=registry,
         )
@@ -86,17 +85,16 @@ class RecordMetrics:
         )
         self.codec_batch_duration = Histogram(
             "zdict_codec_batch_duration_seconds",
-            "Wall time of the codec over one consumed batch, by op (encode, decode); the "
-            "records in those batches are zdict_codec_records_total, so seconds per record = "
-            "rate(_sum) / rate(zdict_codec_records_total).",
+            "Wall time of the codec over one consumed batch; seconds per record: rate(_sum) / "
+            "rate(zdict_codec_records_total).",
             ("topic", "op"),
             buckets=CODEC_BATCH_BUCKETS,
             registry=registry,
         )
         self.codec_records = Counter(
             "zdict_codec_records",
-            "Records in the batches zdict_codec_batch_duration_seconds observed (records written "
-            "raw by the output mode are not: the codec did not see them).",
+            "Records in the batches zdict_codec_batch_duration_seconds observed (not those "
+            "written raw).",
             ("topic", "op"),
             registry=registry,
         )
@@ -118,9 +116,8 @@ class RecordMetrics:
         self.stored = StoredBytes(registry)
         self.output_mode = Gauge(
             "zdict_output_mode",
-            "1 for the mode an output partition is written in, 0 for the other: frames "
-            "(per-record frames with the zd header) or raw (values as they came, batch "
-            "compression only); partition -1: the whole topic (keyed output).",
+            "1 for the mode an output partition is written in (frames or raw), 0 for the other; "
+            "partition -1: the whole topic (keyed output).",
             ("topic", "partition", "mode"),
             registry=registry,
         )

@@ -92,9 +92,8 @@ def _families() -> tuple[
         CounterMetricFamily(
             "zdict_stored_without_sidecar_bytes",
             "Bytes the same records would have stored without the sidecar: the producer's own "
-            "batches with its own codec at the same fill (proxy: the client's batches as "
-            "received, exact; relay and producer: estimated from a sample). Saved: this minus "
-            "zdict_stored_bytes_total.",
+            "batches and codec at the same fill (proxy: exact; relay and producer: estimated from "
+            "a sample).",
             labels=labels,
         ),
     )

@@ -45,8 +45,8 @@ class TrainingMetrics:
         )
         self.last_training = Gauge(
             "zdict_last_training_timestamp_seconds",
-            "When the topic's latest training run recorded in the registry ended (Unix time), "
-            "by trigger (manual: `zdict-sidecar train`, e.g. the retraining CronJob) and result.",
+            "When the topic's latest training run recorded in the registry ended (Unix time), by "
+            "trigger (manual: `zdict-sidecar train`) and result.",
             ("topic", "trigger", "result"),
             registry=registry,
         )
@@ -59,7 +59,7 @@ class TrainingMetrics:
         self.pinned = Gauge(
             "zdict_namespace_pinned",
             "1 while an operator pins the topic's dictionary (`dicts pin`): no training replaces "
-            "it; 0 when not pinned. As the registry says, from every sidecar that follows it.",
+            "it.",
             ("topic",),
             registry=registry,
         )

@@ -82,8 +82,7 @@ class FrameTally(Collector):
     def collect(self) -> Iterator[Metric]:
         frames = CounterMetricFamily(
             "zdict_proxy_frames",
-            "Frames forwarded by the proxy: requests to upstream, responses to "
-            "clients (a Produce with acks=0 has none).",
+            "Frames forwarded: requests to upstream, responses to clients.",
             labels=("api", "direction"),
         )
         sizes = CounterMetricFamily(
@@ -138,9 +137,7 @@ class OutputModeTally(Collector):
     def _family() -> CounterMetricFamily:
         return CounterMetricFamily(
             "zdict_proxy_output_batches",
-            "Record batches the proxy wrote upstream, by topic, partition and mode: `frames` "
-            "(values compressed with the dictionary, our header) or `raw` (values as they came, "
-            "the batch codec only).",
+            "Record batches the proxy wrote upstream, by mode (frames or raw).",
             labels=("topic", "partition", "mode"),
         )
 

@@ -93,7 +93,7 @@ def test_the_command_prints_kafka_acls_lines_and_refuses_bad_input_without_a_tra
         "--add --allow-principal User:cron --operation Read --operation Describe --topic orders"
     )
     assert main(["trainer", "--principal", "User:cron"]) == 2
-    assert "--set input=NAME is needed: the topic it samples" in capsys.readouterr().err
+    assert "--set input=NAME is needed: each topic it trains" in capsys.readouterr().err
     assert main(["trainer", "--principal", "User:cron", "--set", "input"]) == 2
     assert "--set input: expected KEY=NAME" in capsys.readouterr().err
     assert main(["--markdown"]) == 0

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
 
 from confluent_kafka import Producer
@@ -30,6 +31,7 @@ from sidecar.wire.record_batch import BatchInfo
 
 from .launch import StartSidecar
 from .log_dirs import log_dirs
+from .process import Sidecar
 from .records import ConsumeAll, ProduceEvents, Record
 from .topics import MakeTopic
 from .training import train_dictionary
@@ -109,6 +111,34 @@ def _trained(store: Path, topic: str, seed: int, tmp_path: Path) -> Dictionary:
     return dictionary
 
 
+def _relay_in_auto_mode(
+    sidecar: StartSidecar,
+    make_topic: MakeTopic,
+    tmp_path: Path,
+    seed: int,
+    group: str,
+    env: Mapping[str, str] | None = None,
+) -> tuple[str, Dictionary, Sidecar]:
+    """A relay in output mode auto on a new one-partition topic, with `env` on top, and the
+    dictionary the CLI trained for the topic (`seed`) in the relay's local store."""
+    topic = make_topic(1)
+    store = tmp_path / "dictionaries"
+    dictionary = _trained(store, topic, seed, tmp_path)
+    relay = sidecar(
+        "run",
+        *("--input-topic", topic, "--create-topics", "--dictionaries", str(store)),
+        *("--group-id", f"zdict-it-{group}-{uuid.uuid4().hex[:12]}"),
+        env={
+            "ZDICT_PRODUCER__STATISTICS_INTERVAL_MS": STATISTICS_MS,
+            "ZDICT_CODEC__OUTPUT_MODE": "auto",
+            "ZDICT_TRAINING__ENABLED": "false",
+            "ZDICT_REGISTRY__ENABLED": "false",
+            **(env or {}),
+        },
+    )
+    return topic, dictionary, relay
+
+
 def test_the_relay_writes_frames_at_one_record_a_batch_and_raw_values_at_full_batches(
     sidecar: StartSidecar,
     make_topic: MakeTopic,
@@ -120,28 +150,9 @@ def test_the_relay_writes_frames_at_one_record_a_batch_and_raw_values_at_full_ba
 ) -> None:
     started = time.monotonic()
     dirs = log_dirs(kafka_admin)
-    topic = make_topic(1)
-    store = tmp_path / "dictionaries"
-    dictionary = _trained(store, topic, 901, tmp_path)
+    topic, dictionary, relay = _relay_in_auto_mode(sidecar, make_topic, tmp_path, 901, "outmode")
     crossover = dictionary.meta.output_crossover("zstd")
     assert crossover is not None and crossover < 256, dictionary.meta.raw_crossover
-
-    relay = sidecar(
-        "run",
-        "--input-topic",
-        topic,
-        "--create-topics",
-        "--dictionaries",
-        str(store),
-        "--group-id",
-        f"zdict-it-outmode-{uuid.uuid4().hex[:12]}",
-        env={
-            "ZDICT_PRODUCER__STATISTICS_INTERVAL_MS": STATISTICS_MS,
-            "ZDICT_CODEC__OUTPUT_MODE": "auto",
-            "ZDICT_TRAINING__ENABLED": "false",
-            "ZDICT_REGISTRY__ENABLED": "false",
-        },
-    )
     relay.wait_for_event("partitions_assigned", timeout=30)
     output = f"{topic}.zd"
 
@@ -294,25 +305,19 @@ def test_the_relays_full_batches_store_the_chosen_batch_levels_saving(
 ) -> None:
     started = time.monotonic()
     dirs = log_dirs(kafka_admin)
-    topic = make_topic(1)
-    store = tmp_path / "dictionaries"
-    dictionary = _trained(store, topic, 941, tmp_path)
-    level = dictionary.meta.batch_level
-    assert level is not None and level > 3, dictionary.meta
-
-    relay = sidecar(
-        "run",
-        *("--input-topic", topic, "--create-topics", "--dictionaries", str(store)),
-        *("--group-id", f"zdict-it-level-{uuid.uuid4().hex[:12]}"),
-        env={
-            "ZDICT_PRODUCER__STATISTICS_INTERVAL_MS": STATISTICS_MS,
+    topic, dictionary, relay = _relay_in_auto_mode(
+        sidecar,
+        make_topic,
+        tmp_path,
+        941,
+        "level",
+        {
             "ZDICT_PRODUCER__BATCH_NUM_MESSAGES": str(LEVEL_FILL),
             "ZDICT_PRODUCER__LINGER_MS": "1000",
-            "ZDICT_CODEC__OUTPUT_MODE": "auto",
-            "ZDICT_TRAINING__ENABLED": "false",
-            "ZDICT_REGISTRY__ENABLED": "false",
         },
     )
+    level = dictionary.meta.batch_level
+    assert level is not None and level > 3, dictionary.meta
     chosen = relay.wait_for_event("batch_level", timeout=30)
     assert (chosen["chosen_level"], chosen["zstd_level"], chosen["set_by_user"]) == (
         level,

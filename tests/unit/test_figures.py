@@ -465,8 +465,8 @@ def written(tmp_path: Path, name: str, document: Written) -> Path:
 def test_each_benchmarks_json_renders_as_the_benchmark_prints_it(name: str, tmp_path: Path) -> None:
     build, expected = CASES[name]
     source = figures.load(written(tmp_path, name, build()))
-    section = figures.render_bench(source.benchmark, [source], "abc1234")
-    assert section.startswith(f"## bench {name}\n\n### `bench-{name}.json`\n")
+    section = figures.render_part(source, "abc1234")
+    assert section.startswith(f"### `bench-{name}.json`\n")
     for text in expected:
         assert text in section
 
@@ -492,10 +492,10 @@ def test_the_provenance_names_the_command_the_date_the_commits_and_the_machine(
     source = figures.load(written(tmp_path, "relay", relay()))
     line = figures.provenance(source, "4b20d49-dirty")
     assert (
-        "written by `zdict-sidecar bench relay --kind product_viewed -n 400000 --partitions 4 "
-        "--runs 3 --latency-rate 20000 --latency-seconds 6.0` on 2026-12-06 14:03 UTC" in line
+        "`zdict-sidecar bench relay --kind product_viewed -n 400000 --partitions 4 --runs 3 "
+        f"--latency-rate 20000 --latency-seconds 6.0` at commit {checkout_commit()}, "
+        "2026-12-06 14:03 UTC (rendered at 4b20d49-dirty);" in line
     )
-    assert f"measured at commit {checkout_commit()}, rendered at 4b20d49-dirty;" in line
     assert f"CPUs: {os.cpu_count()}" in line and "libzstd" in line
 
 
@@ -505,7 +505,7 @@ def test_the_provenance_says_when_the_json_records_no_commit(tmp_path: Path) -> 
     del document["environment"]["commit"]  # written before benchmarks recorded their commit
     path.write_text(json.dumps(document))
     line = figures.provenance(figures.load(path), "4b20d49")
-    assert "rendered at commit 4b20d49 (the JSON records no commit)" in line
+    assert "at commit unrecorded, " in line and "(rendered at 4b20d49)" in line
 
 
 @pytest.mark.parametrize(
@@ -566,24 +566,35 @@ HAND_KEPT = """# Figures: an older preamble
 ## bench choice
 
 *Hand-kept.* Median 1.039.
+
+## bench registry
+
+### `bench-registry.json`
+
+An earlier rendering.
 """
 
 
-def test_rendered_sections_replace_their_hand_kept_ones_and_the_rest_stays(
+def test_the_page_holds_a_section_per_benchmark_and_only_rendered_figures(
     tmp_path: Path,
 ) -> None:
     sources = [
-        figures.load(written(tmp_path, "relay", relay())),
         figures.load(written(tmp_path, "wire", wire())),
+        figures.load(written(tmp_path, "relay", relay())),
     ]
     page = figures.render_page(sources, HAND_KEPT, "abc1234")
-    assert page.startswith(figures.PREAMBLE + "\n\n## bench relay\n\n### `bench-relay.json`")
-    assert "older preamble" not in page and "87,702" not in page
-    assert "## make evaluate\n\n*Hand-kept.* Ratio 2.095." in page
-    assert "## bench choice\n\n*Hand-kept.* Median 1.039." in page
-    # A benchmark the page had no section for comes after the kept ones.
-    assert page.index("## bench choice") < page.index("## bench wire")
-    assert page.endswith("|\n")
+    assert page.startswith(figures.PREAMBLE + "\n\n## bench codec\n")
+    assert "older preamble" not in page and "Hand-kept" not in page
+    assert "## make evaluate" not in page
+    assert [title for title, _ in figures.split_sections(page)] == [
+        figures.section_title(name) for name in figures.BENCHES
+    ]
+    assert "## bench wire\n\n### `bench-wire.json`" in page
+    assert "## bench relay\n\n### `bench-relay.json`" in page
+    # A section an earlier run rendered stays; one typed by hand says what fills it.
+    assert "## bench registry\n\n### `bench-registry.json`\n\nAn earlier rendering." in page
+    assert "## bench choice\n\nNot measured yet: `zdict-sidecar bench choice`" in page
+    assert page.endswith("\n") and not page.endswith("\n\n")
 
 
 def test_several_files_of_one_benchmark_share_its_section(tmp_path: Path) -> None:
@@ -618,7 +629,7 @@ def test_main_writes_the_page_from_the_files(
     json_file = written(tmp_path, "choice", choice())
     assert figures.main([str(json_file), "--out", str(page), "--commit", "abc1234"]) == 0
     text = page.read_text()
-    assert "rendered at abc1234" in text and "## make evaluate" in text
+    assert "(rendered at abc1234)" in text and "## make evaluate" not in text
     assert "wrote" in capsys.readouterr().out
 
 
@@ -630,13 +641,11 @@ def test_main_without_files_fails_naming_what_to_run(
     assert not (tmp_path / "FIGURES.md").exists()
 
 
-def test_the_committed_page_has_a_section_for_every_benchmark() -> None:
+def test_the_committed_page_has_a_section_for_every_benchmark_and_no_other() -> None:
     page = (ROOT / "sidecar" / "bench" / "FIGURES.md").read_text(encoding="utf-8")
     assert page.startswith(figures.PREAMBLE + "\n")
     titles = [title for title, _ in figures.split_sections(page)]
-    assert [t for t in titles if t.startswith("bench ")] == [
-        figures.section_title(name) for name in figures.BENCHES
-    ]
+    assert titles == [figures.section_title(name) for name in figures.BENCHES]
 
 
 def test_the_generator_loads_no_kafka_client() -> None:

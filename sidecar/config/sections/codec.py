@@ -52,15 +52,14 @@ class CodecSettings(BaseModel):
     checksum: bool = Field(default=False, description="write zstd's 4-byte frame checksum")
     frame_dict_id: bool = Field(
         default=True,
-        description="standard frames: write the dictionary id into each frame (compact frames "
-        "carry a fingerprint in the header instead)",
+        description="standard frames: write the dictionary id into each frame (compact ones carry "
+        "a fingerprint)",
     )
     content_size: bool = Field(default=True, description="write the content size into each frame")
     output_mode: OutputModeSetting = Field(
         default="auto",
-        description="auto: per partition, write raw values (no zd header; batch compression "
-        "only) while the producer's batches hold more records than the dictionary's crossover, "
-        "frames otherwise; frames: per-record frames always",
+        description="auto: per partition, raw values (no zd header) where the producer's batches "
+        "fill past the dictionary's crossover, frames otherwise; frames: always",
     )
 
     @property

@@ -18,7 +18,7 @@ REMOVED_SETTINGS: Final[dict[tuple[str, ...], str]] = {
 
 
 class ProxySettings(BaseModel):
-    """`zdict-sidecar proxy`: the forwarding Kafka proxy next to the clients of a pod."""
+    """`zdict-sidecar proxy`: the Kafka proxy next to the clients of a pod."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -28,34 +28,33 @@ class ProxySettings(BaseModel):
     )
     topics: tuple[str, ...] = Field(
         default=(),
-        description="topics (namespaces) set up at start, a JSON list; other allowed topics "
-        "are set up when a client first produces to them",
+        description="topics (namespaces) set up at start, a JSON list; other allowed topics on "
+        "their first Produce",
     )
     group_id: str = Field(
         default="zdict-proxy",
         min_length=1,
-        description="consumer group the proxies of a topic join (never reading) so that one "
-        "of them, the holder of partition 0, trains its dictionaries",
+        description="consumer group the proxies of a topic join so that one of them trains its "
+        "dictionaries",
     )
     max_request_bytes: int = Field(
         default=16 * 1024 * 1024,
         ge=64 * 1024,
         le=1024 * 1024 * 1024,
-        description="bytes one request may have, and one batch once decompressed; larger: the "
-        "connection is closed (the client's max.request.size must stay below)",
+        description="bytes of one request, and of one batch decompressed; larger: the connection "
+        "is closed (keep the clients' max.request.size below)",
     )
     max_in_flight: int = Field(
         default=32,
         ge=1,
         le=1000,
-        description="requests of one connection served at once: an answer waits for upstream, "
-        "so clients that send one request per partition need several under way",
+        description="requests of one connection served at once",
     )
     max_buffered_bytes: int = Field(
         default=256 * 1024 * 1024,
         ge=64 * 1024,
-        description="bytes of requests being served across all connections; a request waits "
-        "for room before it is read (bounds the proxy's memory)",
+        description="bytes of requests being served across all connections (bounds the proxy's "
+        "memory)",
     )
     max_connections: int = Field(
         default=64, ge=1, le=10_000, description="client connections served at once"
@@ -64,8 +63,7 @@ class ProxySettings(BaseModel):
         default=30.0,
         gt=0.0,
         le=3600.0,
-        description="seconds the start waits for the upstream cluster to answer before the "
-        "proxy exits non-zero",
+        description="seconds the start waits for the upstream cluster before exiting non-zero",
     )
     compress: bool = Field(
         default=True, description="false: pass every record through, a cost baseline"
@@ -80,147 +78,129 @@ class ProxySettings(BaseModel):
         default=30.0,
         gt=0.0,
         le=3600.0,
-        description="seconds a request frame may take to arrive once its first "
-        "byte has; slower: the connection is closed",
+        description="seconds a request may take to arrive once its first byte has; slower: the "
+        "connection is closed",
     )
     write_timeout: float = Field(
         default=30.0,
         gt=0.0,
         le=3600.0,
-        description="seconds a client may take none of the answers the proxy writes to it "
-        "(their bytes held in max_buffered_bytes meanwhile); longer: the connection is closed",
+        description="seconds a client may leave its answers unread; longer: the connection is "
+        "closed",
     )
     max_unread_bytes: int = Field(
         default=64 * 1024 * 1024,
         ge=64 * 1024,
         le=1024 * 1024 * 1024,
-        description="bytes of answers one connection may hold for its client, so that a few "
-        "clients cannot take all of max_buffered_bytes; a decoded Fetch response is cut at "
-        "half of it (decoding holds twice its output)",
+        description="bytes of answers one connection may hold for its client; a decoded Fetch "
+        "response is cut at half of it",
     )
     output_compression: Literal["zstd", "lz4", "gzip", "snappy", "none", "producer"] = Field(
         default="zstd",
-        description="how the record batches the proxy rewrites are compressed (a batch that "
-        "would not shrink goes uncompressed); producer: with the codec its producer chose, so "
-        "that consumers without zstd read what their producers write",
+        description="codec of the batches the proxy rewrites (none where it would not shrink "
+        "them); producer: each batch's own, for consumers without zstd",
     )
     allowed_topics: tuple[str, ...] = Field(
         default=(),
-        description="topics clients may produce to, a JSON list of names or "
-        'patterns (* and ? as in a shell; ["*"]: every topic); empty: the topics of '
-        "ZDICT_PROXY__TOPICS. Internal topics (__*) and the registry topic never are",
+        description="topics clients may produce to, a JSON list of names or shell patterns "
+        '(["*"]: all); empty: ZDICT_PROXY__TOPICS. Never internal topics (__*) or the registry',
     )
     max_records_per_request: int = Field(
         default=100_000,
         ge=1,
         le=10_000_000,
-        description="records one Produce request may hold (bounds the CPU one "
-        "request takes); more: RECORD_LIST_TOO_LARGE",
+        description="records one Produce request may hold; more: RECORD_LIST_TOO_LARGE",
     )
     max_decompressed_request_bytes: int = Field(
         default=64 * 1024 * 1024,
         ge=64 * 1024,
         le=1024 * 1024 * 1024,
-        description="bytes the compressed batches of one Produce request may "
-        "decompress to, all together (one batch: ZDICT_PROXY__MAX_REQUEST_BYTES); more: "
+        description="bytes one Produce request's batches may decompress to in all; more: "
         "RECORD_LIST_TOO_LARGE",
     )
     fetch_decode: Literal["all", "none"] = Field(
         default="all",
-        description="all: the records of Fetch responses are decoded for every "
-        "client but raw_fetch_client_ids; none: every client gets them as stored (zd frames)",
+        description="all: fetched records are decoded for every client but raw_fetch_client_ids; "
+        "none: sent as stored",
     )
     raw_fetch_client_ids: tuple[str, ...] = Field(
         default=(),
-        description="client ids (client.id) that get fetched records as stored, "
-        "for clients that decode themselves, a JSON list",
+        description="client ids (client.id) that get fetched records as stored, a JSON list",
     )
     fetch_compression: Literal["input", "none", "gzip", "snappy", "lz4", "zstd"] = Field(
         default="input",
-        description="the compression of a fetched batch whose records were "
-        "decoded: input keeps the batch's own as stored (its producer's with "
-        "output_compression=producer); none or gzip for consumers without zstd",
+        description="codec of a fetched batch whose records were decoded: input keeps the stored "
+        "one; none or gzip for consumers without zstd",
     )
     max_fetch_bytes: int = Field(
         default=64 * 1024 * 1024,
         ge=64 * 1024,
         le=1024 * 1024 * 1024,
-        description="bytes of one Fetch response, from upstream and as sent "
-        "decoded (a response is cut at a batch boundary before it grows past, as a broker cuts "
-        "at fetch.max.bytes); a larger response from upstream closes the connection: the "
-        "clients' fetch.max.bytes must stay below",
+        description="bytes of one Fetch response, from upstream and decoded (cut at a batch "
+        "boundary); a larger one from upstream closes the connection (keep the clients' "
+        "fetch.max.bytes below)",
     )
     fetch_decode_budget_bytes: int = Field(
         default=32 * 1024 * 1024,
         ge=64 * 1024,
         le=1024 * 1024 * 1024,
-        description="decoding work one Fetch response may cost, in bytes inflated (each "
-        "record with a zd header counts its bytes, what it decodes or failed to decode to, "
-        "and a fixed cost, whether it decodes or not); past it the response's first batch "
-        "goes on as stored and later batches are left for the next Fetch. Values above it "
-        "(or above the budget left) are never decoded: keep it above ZDICT_CODEC__MAX_OUTPUT_SIZE",
+        description="bytes one Fetch response may inflate to in decoding; past it the rest goes "
+        "as stored or waits for the next Fetch. Keep it above ZDICT_CODEC__MAX_OUTPUT_SIZE",
     )
     show_internal_topics: bool = Field(
         default=False,
-        description="list internal topics (__consumer_offsets, ...) and the "
-        "registry topic in Metadata as upstream does, and let clients fetch the registry topic",
+        description="list internal topics and the registry topic in Metadata, and let clients "
+        "fetch the registry",
     )
     max_topics: int = Field(
         default=100,
         ge=1,
         le=10_000,
-        description="topics the proxy serves, each with a namespace of its own (encoder, "
-        "training sample of up to ZDICT_SAMPLING__MAX_BYTES, metric series); a Produce to "
-        "one more allowed topic is refused with POLICY_VIOLATION",
+        description="topics the proxy serves, each a namespace (encoder, sample, metric series); "
+        "a Produce to one more: POLICY_VIOLATION",
     )
     admin_apis: Literal["refuse", "forward"] = Field(
         default="refuse",
-        description="refuse: the APIs producers and consumers do not need (topic, ACL, "
-        "config, record deletion, quota, credential and cluster changes, and any API the "
-        "proxy does not know as a client API) are answered with an authorization error and "
-        "left out of ApiVersions; forward: passed upstream, where every local client acts as "
-        "the proxy's principal. Never on internal topics or the registry topic",
+        description="refuse: APIs producers and consumers do not need (topic, ACL, config, quota "
+        "and cluster changes, unknown APIs) get an authorization error; forward: passed upstream "
+        "as the proxy's principal. Never on internal topics or the registry",
     )
     max_metadata_topics: int = Field(
         default=1000,
         ge=1,
         le=1_000_000,
-        description="topics one Metadata request may name (a request for every topic names "
-        "none); more: answered without brokers or topics, the request not forwarded",
+        description="topics one Metadata request may name; more: answered empty, not forwarded",
     )
     event_loop: Literal["uvloop", "asyncio"] = Field(
         default="uvloop",
-        description="the event loop the connections run on: uvloop (libuv, compiled; the "
-        "default: less CPU per request forwarded) or Python's own asyncio loop",
+        description="uvloop (less CPU per request) or Python's own asyncio loop",
     )
     # Fair connections: idle ones give way, one client address cannot hold every slot.
     max_connections_per_client: int = Field(
         default=0,
         ge=0,
         le=10_000,
-        description="connections one client address may hold (a new one past it closes that "
-        "address's longest idle connection, or is refused); 0: only max_connections bounds "
-        "them. Clients on loopback all share 127.0.0.1",
+        description="connections one client address may hold (past it its longest idle one "
+        "closes, or the new one is refused); 0: max_connections alone. Loopback clients all share "
+        "127.0.0.1",
     )
     first_request_timeout: float = Field(
         default=10.0,
         gt=0.0,
         le=3600.0,
-        description="seconds a connection may stay open without sending a byte; longer: it "
-        "is closed (clients send ApiVersions as they connect)",
+        description="seconds a connection may stay open without sending a byte",
     )
     produce_slice_ms: float = Field(
         default=20.0,
         gt=0.0,
         le=10_000.0,
-        description="milliseconds a Produce request's rewriting holds the event loop at a "
-        "time; it goes on after the loop served the other connections",
+        description="milliseconds a Produce request's rewriting holds the event loop before other "
+        "connections are served",
     )
     compare_batches: bool = Field(
         default=True,
-        description="with codec.output_mode=auto, write a batch near the dictionary's "
-        "crossover both ways and keep the fewer bytes (one more compression of such a batch); "
-        "false: the crossover alone decides",
+        description="with codec.output_mode=auto, write a batch near the crossover both ways and "
+        "keep the fewer bytes; false: the crossover alone decides",
     )
 
     @model_validator(mode="after")

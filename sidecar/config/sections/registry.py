@@ -32,6 +32,6 @@ class RegistrySettings(BaseModel):
         default=32 * 1024 * 1024,
         ge=0,
         le=2**40,
-        description="bytes of dictionaries a reader keeps beyond the one in use; any other is "
-        "read again from the registry by its offset when a record names it",
+        description="bytes of dictionaries a reader keeps beyond those in use (others are read "
+        "again when a record names them)",
     )

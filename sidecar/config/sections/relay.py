@@ -50,9 +50,8 @@ class RelaySettings(BaseModel):
     workers: int = Field(default=1, ge=1, le=64, description="processes in the consumer group")
     input_compression: BatchCodec = Field(
         default="none",
-        description="the compression.type the producers of the input topics use (none: the "
-        "Kafka clients' default): what the saving is counted against "
-        "(zdict_stored_without_sidecar_bytes_total)",
+        description="the compression.type of the input topics' producers (none: the clients' "
+        "default): what the saving is counted against",
     )
     compress: bool = Field(
         default=True, description="false: pass every record through, a cost baseline"
