@@ -56,8 +56,9 @@ __all__ = [
 ]
 
 #: The compiled modules, paths from the repository's root: a connection's frame handling, the
-#: filters every request meets, and the Produce path's parsers and writers. Plain functions and
-#: classes: nothing in them is patched or subclassed at run time.
+#: filters every request meets, the Produce path's parsers and writers, and the varints and
+#: batch layout they read and write with (`sidecar.wire`). Plain functions and classes: nothing
+#: in them is patched or subclassed at run time.
 COMPILED: Final = (
     "sidecar/proxy/addresses.py",
     "sidecar/proxy/batch_choice.py",
@@ -74,6 +75,8 @@ COMPILED: Final = (
     "sidecar/proxy/produce.py",
     "sidecar/proxy/produce_request.py",
     "sidecar/proxy/produce_response.py",
+    "sidecar/wire/record_batch.py",
+    "sidecar/wire/varint.py",
 )
 #: mypy's options for the compilation, after pyproject's [tool.mypy]: the packages installed
 #: where the build runs are not read (a fresh build environment has none of them, a developer's

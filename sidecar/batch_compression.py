@@ -29,7 +29,8 @@ import lz4.frame
 import zstandard
 
 from sidecar.errors import MalformedBatch
-from sidecar.record_batch import CODECS, PRODUCER_ZSTD_LEVEL
+from sidecar.record_batch import PRODUCER_ZSTD_LEVEL
+from sidecar.wire.record_batch import CODECS
 
 #: Codec ids (bits 0-2 of a batch's attributes) by name.
 CODEC_IDS: Final = {name: code for code, name in CODECS.items()}

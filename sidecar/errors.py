@@ -124,12 +124,12 @@ class ProtocolError(ZdictError):
 
 
 class AuthenticationFailed(KafkaUnavailable):
-    """A broker refused the SASL authentication of the forwarding proxy's upstream connection;
+    """A broker refused the SASL authentication of the proxy's upstream connection;
     the message carries the broker's own error message."""
 
 
 class ProduceRefused(ZdictError):
-    """The forwarding proxy refuses a Produce request at the door: `code` is the Kafka error
+    """The proxy refuses a Produce request at the door: `code` is the Kafka error
     code the client gets, `kind` a bounded name of why (a log and metrics key), the message
     says it in words."""
 
@@ -140,7 +140,7 @@ class ProduceRefused(ZdictError):
 
 
 class FetchHeldBack(ZdictError):
-    """A fetched record batch the forwarding proxy cannot send decoded now: no room is left
+    """A fetched record batch the proxy cannot send decoded now: no room is left
     for it in the response. Its partition's records end before it; the client fetches it
     again (a response's first batch is sent as stored instead)."""
 

@@ -31,7 +31,8 @@ from collections.abc import Sequence
 from typing import Final
 
 from sidecar.batch_compression import CODEC_IDS, Compression
-from sidecar.record_batch import BATCH_HEADER_BYTES, Compress, Header, producer_zstd, record_bytes
+from sidecar.record_batch import Compress, producer_zstd
+from sidecar.wire.record_batch import BATCH_HEADER_BYTES, Header, record_bytes
 
 __all__ = [
     "SAMPLE_RECORDS",

@@ -5,8 +5,8 @@ of one partition's records field (CRC-32C checked, gzip, lz4 and zstd decompress
 bound, snappy refused) into `DecodedBatch`es of `DecodedRecord`s: the reference reader the tests
 check the proxy's rewritten and decoded batches with.
 
-Kept beside the tests rather than in `sidecar.record_batch` (the layout, and what the product
-reads and writes): the product writes and reads batches by hand (`sidecar.proxy.batches`,
+Kept beside the tests rather than in `sidecar.wire.record_batch` (the layout, and what the
+product reads and writes): the product writes and reads batches by hand (`sidecar.proxy.batches`,
 `sidecar.proxy.fetched`) and uses none of this.
 """
 
@@ -24,15 +24,15 @@ import zstandard
 from crc32c import crc32c
 
 from sidecar.errors import MalformedBatch
-from sidecar.record_batch import (
+from sidecar.record_batch import PRODUCER_ZSTD_LEVEL
+from sidecar.wire.record_batch import (
     BATCH_HEADER_BYTES,
     CODECS,
     CONTROL_BIT,
     LOG_OVERHEAD,
-    PRODUCER_ZSTD_LEVEL,
-    read_varint,
     record_bytes,
 )
+from sidecar.wire.varint import read_varint
 
 _HEADER: Final = struct.Struct(">qiiBIhiqqqhii")
 #: Attribute bits of a v2 batch besides the codec and CONTROL_BIT (Kafka's `DefaultRecordBatch`).

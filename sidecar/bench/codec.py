@@ -29,18 +29,14 @@ from prometheus_client import CollectorRegistry
 from sidecar import __version__
 from sidecar.codec import Decoder, Encoder, StaticResolver
 from sidecar.errors import InputError
-from sidecar.record_batch import (
-    BATCH_HEADER_BYTES,
-    Record,
-    producer_codecs,
-    records_section,
-)
+from sidecar.record_batch import producer_codecs
 from sidecar.runtime import tune_gc
 from sidecar.serde.metrics import ProducerMetrics
 from sidecar.serde.serializer import ValueEncoding
 from sidecar.training.choice import candidate_dictionary, train
 from sidecar.training.params import TrainingParams
 from sidecar.training.split import split_ordered
+from sidecar.wire.record_batch import BATCH_HEADER_BYTES, Record, records_section
 
 # zstd -b prints e.g. "3#10000 files : 1132741 -> 569876 (x1.988), 94.1 MB/s, 367.4 MB/s"
 _ZSTD_BENCH_LINE = re.compile(

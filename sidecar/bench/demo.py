@@ -41,8 +41,9 @@ from sidecar.bench.workload import DEMO_SETTINGS, SidecarProcess, digest, free_p
 from sidecar.codec import DEFAULT_HEADER_KEY
 from sidecar.errors import InputError
 from sidecar.kafka import plain_admin, plain_consumer, plain_producer
-from sidecar.record_batch import BatchInfo, segment_batches
+from sidecar.record_batch import segment_batches
 from sidecar.tools.tables import render
+from sidecar.wire.record_batch import BatchInfo
 
 #: Partitions of each topic: keyed records spread over them, one or two to a batch.
 PARTITIONS: Final = 16

@@ -44,7 +44,7 @@ from sidecar.dictionaries.registry import Registry
 from sidecar.dictionaries.store import DictionaryStore
 from sidecar.errors import RegistryUnavailable, TrainingError
 from sidecar.kafka import plain_admin, plain_producer
-from sidecar.record_batch import Record, producer_codecs, stored_bytes
+from sidecar.record_batch import producer_codecs, stored_bytes
 from sidecar.serde import ZdictProducer
 from sidecar.serde.following import FollowingEncoder
 from sidecar.serde.metrics import ProducerMetrics
@@ -53,6 +53,7 @@ from sidecar.training.choice import train
 from sidecar.training.params import TrainingParams
 from sidecar.training.promotion import promote
 from sidecar.training.split import split_ordered
+from sidecar.wire.record_batch import Record
 
 #: The record sizes measured: (label, event kind).
 KINDS: Final = (("~100 B", "product_viewed"), ("~500 B", "order"))

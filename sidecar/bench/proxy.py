@@ -1,7 +1,7 @@
-"""`zdict-sidecar bench proxy`: the forwarding proxy (`proxy`) next to the broker
+"""`zdict-sidecar bench proxy`: the proxy (`proxy`) next to the broker
 directly, in one interleaved run.
 
-On a real broker, with `kind` events (~112 B `product_viewed` by default), one forwarding proxy
+On a real broker, with `kind` events (~112 B `product_viewed` by default), one proxy
 (`zdict-sidecar proxy --no-registry --no-training`, `ZDICT_CODEC__OUTPUT_MODE=auto`,
 its dictionary trained first on a warm-up stream) is measured; a second one with
 `ZDICT_CODEC__OUTPUT_MODE=frames` only writes the per-record frames the bytes are compared with,
@@ -79,8 +79,9 @@ from sidecar.bench.storage import process_cpu
 from sidecar.config import CodecSettings
 from sidecar.errors import InputError
 from sidecar.kafka import plain_admin, plain_consumer, plain_producer
-from sidecar.record_batch import BatchInfo, segment_batches
+from sidecar.record_batch import segment_batches
 from sidecar.tools.tables import render
+from sidecar.wire.record_batch import BatchInfo
 
 #: The fixed rate of the latency part (records/s).
 RATE: Final = 5000

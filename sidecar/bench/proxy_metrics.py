@@ -1,4 +1,4 @@
-"""The forwarding proxy's Produce requests, read from its own /metrics (`bench proxy`).
+"""The proxy's Produce requests, read from its own /metrics (`bench proxy`).
 
 The proxy counts every request frame a client sends it in `zdict_proxy_frames_total`
 (`sidecar.proxy.metrics.ForwardMetrics`), by `api` and `direction`; the bench reads the Produce

@@ -60,9 +60,10 @@ from sidecar.codec import Encoder
 from sidecar.dictionaries.store import DictionaryStore
 from sidecar.errors import InputError
 from sidecar.kafka import plain_admin
-from sidecar.record_batch import producer_zstd, records_section, segment_batches
+from sidecar.record_batch import producer_zstd, segment_batches
 from sidecar.serde import ZdictProducer
 from sidecar.training.batch_level import BATCH_LEVELS, level_figures
+from sidecar.wire.record_batch import records_section
 
 #: Records per batch measured: a low-latency producer's to a saturated one's.
 FILLS: Final = (1, 4, 16, 32, 64, 128, 512)

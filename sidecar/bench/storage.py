@@ -38,7 +38,8 @@ from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 from sidecar.bench.codec import time_relay
 from sidecar.errors import InputError
 from sidecar.kafka import plain_admin, plain_consumer, plain_producer
-from sidecar.record_batch import BatchInfo, Record, crossover, segment_batches, stored_bytes
+from sidecar.record_batch import crossover, segment_batches, stored_bytes
+from sidecar.wire.record_batch import BatchInfo, Record
 
 #: Records per batch and partition (librdkafka `batch.num.messages`).
 FILLS: Final = (1, 2, 4, 8, 16, 128)

@@ -506,7 +506,7 @@ def cmd_bench_proxy(args: argparse.Namespace) -> int:
 def _add_bench_proxy(benches: Commands) -> None:
     b = benches.add_parser(
         "proxy",
-        help="the forwarding proxy (zdict-sidecar proxy) next to the broker directly: produce and "
+        help="the proxy (zdict-sidecar proxy) next to the broker directly: produce and "
         "fetch speed with the proxy's CPU, latency, bytes stored",
     )
     b.add_argument("--kind", choices=KINDS, default="product_viewed")

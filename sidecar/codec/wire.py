@@ -28,7 +28,8 @@ from typing import Final, Literal, NamedTuple
 import zstandard
 
 from sidecar.dictionaries.model import MAX_DICT_ID, MIN_DICT_ID, Dictionary
-from sidecar.errors import CorruptFrame
+from sidecar.errors import CorruptFrame, ProtocolError
+from sidecar.wire.varint import read_uvarint, uvarint, varint_size
 
 #: Header key of compressed records. Short on purpose: headers are stored uncompressed with every
 #: record, and each byte of key costs ~1% on a 100-byte event.
@@ -70,22 +71,12 @@ def fingerprint(dictionary: Dictionary | None) -> int:
     return 0 if dictionary is None else int(dictionary.meta.sha256[:2], 16) & 0x7F
 
 
-def _uvarint(n: int) -> bytes:
-    """Unsigned LEB128: 7 bits a byte, low bits first, bit 7 set on all but the last byte."""
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 def tag_value(dict_id: int, wire: WireFormat, mark: int = 0) -> bytes:
     """The header value naming `dict_id` (0: no dictionary) in wire format `wire`; `mark` is
     the dictionary's fingerprint (compact only)."""
     if wire == "standard":
         return str(dict_id).encode("ascii")
-    return bytes([COMPACT_FLAG | mark]) + _uvarint(dict_id - ID_BASE if dict_id else 0)
+    return bytes([COMPACT_FLAG | mark]) + uvarint(dict_id - ID_BASE if dict_id else 0)
 
 
 def parse_tag(raw: bytes | None, key: str = DEFAULT_HEADER_KEY) -> Tag:
@@ -95,17 +86,13 @@ def parse_tag(raw: bytes | None, key: str = DEFAULT_HEADER_KEY) -> Tag:
         CorruptFrame: the value is neither an ASCII decimal id nor a compact tag.
     """
     if raw and raw[0] & COMPACT_FLAG:
-        n = shift = 0
-        for i, byte in enumerate(raw[1:6], 1):
-            n |= (byte & 0x7F) << shift
-            shift += 7
-            if not byte & 0x80:
-                if i + 1 != len(raw):
-                    break  # bytes after the varint's last byte
-                dict_id = n + ID_BASE if n else 0
-                if dict_id <= MAX_DICT_ID:
-                    return Tag(dict_id, True, raw[0] & 0x7F)
-                break
+        try:
+            n, end = read_uvarint(raw, 1, len(raw))
+        except ProtocolError:
+            n, end = 0, -1
+        dict_id = n + ID_BASE if n else 0
+        if end == len(raw) and dict_id <= MAX_DICT_ID:  # no byte after the varint's last
+            return Tag(dict_id, True, raw[0] & 0x7F)
         raise CorruptFrame(
             f"header {key!r} is {raw[:12]!r}: a compact tag whose dictionary id does not parse "
             f"or is above {MAX_DICT_ID}"
@@ -151,20 +138,10 @@ def header_dict_id(headers: Sequence[tuple[str, bytes | None]] | None, key: str)
     return None if tag is None else tag.dict_id
 
 
-def _varint_size(n: int) -> int:
-    """Bytes of Kafka's zig-zag varint for non-negative `n` (record header length fields)."""
-    zigzag = n << 1
-    size = 1
-    while zigzag >= 0x80:
-        zigzag >>= 7
-        size += 1
-    return size
-
-
 def header_cost(key: str, value: bytes) -> int:
     """Bytes one record header adds to a Kafka v2 record: key and value with their lengths."""
     key_bytes = len(key.encode())
-    return _varint_size(key_bytes) + key_bytes + _varint_size(len(value)) + len(value)
+    return varint_size(key_bytes) + key_bytes + varint_size(len(value)) + len(value)
 
 
 def frame_parameters(value: bytes, tag: Tag) -> zstandard.FrameParameters:

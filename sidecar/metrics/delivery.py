@@ -67,9 +67,9 @@ class DeliveryMetrics:
             COMMIT_FAILED: self.commits.labels(COMMIT_FAILED),
         }
         self._group = group
-        # No series until the process joins its group: a process that never joins one (a
-        # proxy without training, the forwarding proxy) holds no partition by design, and a
-        # series at 0 would page ZdictNoPartitionAssigned for it.
+        # No series until the process joins its group: a process that never joins one (the
+        # proxy without training) holds no partition by design, and a series at 0 would page
+        # ZdictNoPartitionAssigned for it.
         self._assigned: Gauge | None = None
 
     def set_lag(self, topic: str, partition: int, lag: int) -> None:

@@ -1,4 +1,4 @@
-"""What a request may do through the forwarding proxy, decided before it is forwarded.
+"""What a request may do through the proxy, decided before it is forwarded.
 
 Every local client reaches the cluster as the proxy's own principal, so the proxy decides what
 the cluster's ACLs no longer can. A request it refuses is not forwarded: the proxy answers it
@@ -50,12 +50,22 @@ from sidecar.errors import ProtocolError
 from sidecar.logs import get_logger
 from sidecar.proxy import group_protocol
 from sidecar.proxy.bounded import check
-from sidecar.proxy.frames import RequestHeader, unsigned_varint
+from sidecar.proxy.frames import RequestHeader
 from sidecar.proxy.metrics import ForwardMetrics
 from sidecar.proxy.refusals import EntryKey, answer, strip_none
 from sidecar.proxy.throttle import Throttle
 from sidecar.proxy.topics import TopicView
-from sidecar.proxy.versions import FETCH, METADATA, PRODUCE, admin_apis, api_name
+from sidecar.proxy.versions import (
+    DESCRIBE_ACLS,
+    FETCH,
+    JOIN_GROUP,
+    METADATA,
+    PRODUCE,
+    SYNC_GROUP,
+    admin_apis,
+    api_name,
+)
+from sidecar.wire.varint import read_uvarint
 
 log = get_logger(__name__)
 
@@ -82,10 +92,6 @@ READS: Final = frozenset(
 #: The APIs whose resources are ACL patterns (CreateAcls, DeleteAcls); DescribeAcls only reads
 #: the ACLs themselves, not a topic, and is not checked.
 ACL_APIS: Final = frozenset({30, 31})
-DESCRIBE_ACLS: Final = 29
-#: The classic group APIs whose requests carry the consumer protocol (`group_protocol`).
-JOIN_GROUP: Final = 11
-SYNC_GROUP: Final = 14
 #: Config resource type and ACL resource types of a topic (`ANY` matches every type).
 _CONFIG_TOPIC: Final = 2
 _ACL_ANY: Final = 1
@@ -445,7 +451,7 @@ def _metadata_topic_count(frame: bytes, header: RequestHeader) -> int:
     """
     offset = header.size
     if header.version >= 9:  # flexible: a compact array, count + 1, 0 for null
-        count, offset = unsigned_varint(frame, offset)
+        count, offset = read_uvarint(frame, offset, len(frame))
         count -= 1
     elif len(frame) < offset + _INT32.size:
         raise ProtocolError("a Metadata request ends before its topic array")

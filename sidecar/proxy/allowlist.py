@@ -1,4 +1,4 @@
-"""Which topics clients may produce to through the forwarding proxy.
+"""Which topics clients may produce to through the proxy.
 
 The allow-list is `proxy.allowed_topics` (names, or patterns with `*` and `?` as in a shell),
 by default the topics of `proxy.topics`. Never writable whatever it says: internal topics (a

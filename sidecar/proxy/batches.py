@@ -1,6 +1,6 @@
 """The record batches of one Produce partition rewritten in place: values encoded, the rest kept.
 
-Pure: no Kafka client, no I/O. Per v2 batch (layout in `sidecar.record_batch`): the header is
+Pure: no Kafka client, no I/O. Per v2 batch (layout in `sidecar.wire.record_batch`): the header is
 read and checked (whole, magic 2, CRC-32C), a control batch passes untouched, a compressed one is
 decompressed within bounds (`compression`: gzip, lz4, zstd, snappy raw or xerial), every record is
 read with each length checked against the bytes left; written again with its values encoded
@@ -22,7 +22,6 @@ decoders accept (MESSAGE_TOO_LARGE); a timestamp below -1 or past 2^63 - 1 ms
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import Final, TypeVar
@@ -32,14 +31,19 @@ from crc32c import crc32c
 from sidecar.batch_compression import CODEC_IDS, Compression
 from sidecar.codec import Transformed
 from sidecar.errors import CodecError, MalformedBatch, ProduceRefused
-from sidecar.record_batch import (
+from sidecar.record_batch import PRODUCER_ZSTD_LEVEL
+from sidecar.wire.record_batch import (
+    AFTER_CRC,
+    ATTRIBUTES_AT,
     BATCH_HEADER_BYTES,
+    BEFORE_CRC,
+    CODEC_MASK,
     CONTROL_BIT,
+    HEADER,
     LOG_OVERHEAD,
-    PRODUCER_ZSTD_LEVEL,
-    read_varint,
-    varint,
+    MAGIC_V2,
 )
+from sidecar.wire.varint import read_varint, varint
 
 #: Kafka error codes the refusals carry.
 CORRUPT_MESSAGE: Final = 2
@@ -63,14 +67,9 @@ STEP_RECORDS: Final = 4096
 #: Records sections shorter than this are written uncompressed: their values are frames
 #: already, or short, and a compressor's frame header and setup cost more than it could save.
 MIN_COMPRESSED: Final = 256
-_CODEC_MASK: Final = 0x07
 #: Lengths below this have their varint looked up rather than computed.
 _SMALL: Final = 16384
 _SMALL_VARINTS: Final = tuple(varint(n) for n in range(_SMALL))
-_CRC_START: Final = 21
-_HEADER: Final = struct.Struct(">qiiBIhiqqqhii")
-_AFTER_CRC: Final = struct.Struct(">hiqqqhii")
-_BEFORE_CRC: Final = struct.Struct(">qiiBI")
 
 #: One record as read: (attributes, timestamp delta, offset delta and key as they came), value,
 #: header count, headers, the headers as they came.
@@ -220,7 +219,7 @@ class BatchRewriter:
         while pos < size:
             if pos + BATCH_HEADER_BYTES > size:
                 raise _invalid(f"{size - pos} bytes left, fewer than a batch header (truncated)")
-            fields = _HEADER.unpack_from(data, pos)
+            fields = HEADER.unpack_from(data, pos)
             length, magic, crc, attributes, count = (
                 fields[1],
                 fields[3],
@@ -231,10 +230,10 @@ class BatchRewriter:
             end = pos + LOG_OVERHEAD + length
             if length < BATCH_HEADER_BYTES - LOG_OVERHEAD or end > size:
                 raise _invalid(f"a batch of {length} bytes does not fit the request (truncated)")
-            if magic != 2:
+            if magic != MAGIC_V2:
                 raise _invalid(f"record batch of magic {magic}: only v2 (Kafka 0.11+) is taken")
             raw = data[pos:end]
-            if crc32c(raw[_CRC_START:]) != crc:
+            if crc32c(raw[ATTRIBUTES_AT:]) != crc:
                 raise ProduceRefused(
                     CORRUPT_MESSAGE,
                     "corrupt",
@@ -247,7 +246,7 @@ class BatchRewriter:
                 batches.append(ReadBatch(raw, fields, count, [], True))
                 continue
             allowance.take_records(count)
-            codec = attributes & _CODEC_MASK
+            codec = attributes & CODEC_MASK
             section = raw[BATCH_HEADER_BYTES:]
             if codec:
                 section = self._decompress(codec, section, allowance)
@@ -316,7 +315,7 @@ class BatchRewriter:
 
     def same_codec(self, batch: ReadBatch) -> bool:
         """Whether `batch` came in the codec it is written with: as it came is its bytes."""
-        return batch.fields[5] & _CODEC_MASK == self._output(batch.fields)
+        return batch.fields[5] & CODEC_MASK == self._output(batch.fields)
 
     def as_read(self, batch: ReadBatch, level: int) -> bytes:
         """`batch` with its values as they came: as read (the client's level kept) when in the
@@ -353,7 +352,7 @@ class BatchRewriter:
 
     def _output(self, fields: tuple[int, ...]) -> int:
         """The codec a batch of header `fields` is written with."""
-        return fields[5] & _CODEC_MASK if self._codec_id < 0 else self._codec_id
+        return fields[5] & CODEC_MASK if self._codec_id < 0 else self._codec_id
 
     def _write_batch(self, fields: tuple[int, ...], plain: bytes, level: int) -> bytes:
         codec = self._output(fields)
@@ -364,11 +363,13 @@ class BatchRewriter:
         )
         if len(body) >= len(plain):  # as librdkafka: a batch compression does not shrink goes plain
             codec, body = 0, plain
-        # `fields` as `_HEADER` read them: base offset, length, leader epoch, magic, CRC,
-        # attributes, then the fields after the attributes as `_AFTER_CRC` writes them.
-        after_crc = _AFTER_CRC.pack((fields[5] & ~_CODEC_MASK) | codec, *fields[6:]) + body
+        # `fields` as `HEADER` read them: base offset, length, leader epoch, magic, CRC,
+        # attributes, then the fields after the attributes as `AFTER_CRC` writes them.
+        after_crc = AFTER_CRC.pack((fields[5] & ~CODEC_MASK) | codec, *fields[6:]) + body
         length = BATCH_HEADER_BYTES - LOG_OVERHEAD + len(body)
-        return _BEFORE_CRC.pack(fields[0], length, fields[2], 2, crc32c(after_crc)) + after_crc
+        return (
+            BEFORE_CRC.pack(fields[0], length, fields[2], MAGIC_V2, crc32c(after_crc)) + after_crc
+        )
 
 
 def encode_checked(encode: Encode, inputs: Inputs) -> list[Transformed]:

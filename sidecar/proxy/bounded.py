@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from sidecar.errors import ProtocolError
+from sidecar.wire.varint import read_uvarint
 
 #: Bytes of the fixed-size `kafka_type`s.
 _FIXED: Final = {
@@ -50,7 +51,6 @@ _FIXED: Final = {
 _SIZED: Final = {"string": 2, "bytes": 4, "records": 4}
 _INT16: Final = struct.Struct(">h")
 _INT32: Final = struct.Struct(">i")
-_MAX_VARINT_BYTES: Final = 5
 #: kio class -> its layout, read once (kio's classes are a fixed set).
 _LAYOUTS: dict[type[Any], _Layout] = {}
 
@@ -102,7 +102,7 @@ def top_level_tags(schema: type[Any], frame: bytes, offset: int = 0) -> int:
         pos = offset
         for field in layout.fields:
             pos = _field(field, True, frame, pos, end)
-        count, _ = _uvarint(frame, pos, end)
+        count, _ = read_uvarint(frame, pos, end)
     except (IndexError, struct.error):
         raise ProtocolError(f"{schema.__name__} ends inside a field (truncated)") from None
     return count
@@ -113,10 +113,10 @@ def _entity(cls: type[Any], data: bytes, pos: int, end: int) -> int:
     for field in layout.fields:
         pos = _field(field, layout.flexible, data, pos, end)
     if layout.flexible:
-        count, pos = _uvarint(data, pos, end)
+        count, pos = read_uvarint(data, pos, end)
         for _ in range(count):
-            tag, pos = _uvarint(data, pos, end)
-            size, pos = _uvarint(data, pos, end)
+            tag, pos = read_uvarint(data, pos, end)
+            size, pos = read_uvarint(data, pos, end)
             stop = pos + size
             _fits(stop, end, f"{cls.__name__}'s tagged field {tag}")
             known = layout.tagged.get(tag)
@@ -129,7 +129,7 @@ def _entity(cls: type[Any], data: bytes, pos: int, end: int) -> int:
 def _field(field: _Field, flexible: bool, data: bytes, pos: int, end: int) -> int:
     if field.array:
         if flexible:
-            count, pos = _uvarint(data, pos, end)
+            count, pos = read_uvarint(data, pos, end)
             count -= 1
         else:
             count, pos = _INT32.unpack_from(data, pos)[0], pos + 4
@@ -160,7 +160,7 @@ def _one(field: _Field, flexible: bool, data: bytes, pos: int, end: int) -> int:
     if fixed is not None:
         return _fits(pos + fixed, end, field.name)
     if flexible:
-        length, pos = _uvarint(data, pos, end)
+        length, pos = read_uvarint(data, pos, end)
         length -= 1
     elif _SIZED[kafka_type] == 2:
         length, pos = _INT16.unpack_from(data, pos)[0], pos + 2
@@ -173,19 +173,6 @@ def _fits(stop: int, end: int, what: str) -> int:
     if stop > end:
         raise ProtocolError(f"{what} runs {stop - end} bytes past the end of its frame")
     return stop
-
-
-def _uvarint(data: bytes, pos: int, end: int) -> tuple[int, int]:
-    value = shift = 0
-    for i in range(_MAX_VARINT_BYTES):
-        if pos + i >= end:
-            break
-        byte = data[pos + i]
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, pos + i + 1
-        shift += 7
-    raise ProtocolError("an unsigned varint is truncated or longer than 5 bytes")
 
 
 @functools.cache

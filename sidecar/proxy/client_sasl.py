@@ -1,4 +1,4 @@
-"""The answer to a client that starts a SASL exchange of its own with the forwarding proxy.
+"""The answer to a client that starts a SASL exchange of its own with the proxy.
 
 Clients reach the proxy on loopback in PLAINTEXT; the proxy authenticates to the brokers itself
 (`sasl`), so a client's SaslHandshake or SaslAuthenticate is never forwarded (upstream's
@@ -21,8 +21,7 @@ from kio.schema.errors import ErrorCode
 
 from sidecar.proxy.frames import RequestHeader, read_request_header
 from sidecar.proxy.responses import encode_response
-from sidecar.proxy.sasl import SASL_AUTHENTICATE, SASL_HANDSHAKE
-from sidecar.proxy.versions import kio_versions
+from sidecar.proxy.versions import SASL_AUTHENTICATE, SASL_HANDSHAKE, kio_versions
 
 #: API keys answered here, never forwarded.
 CLIENT_SASL_APIS: Final = frozenset({SASL_HANDSHAKE, SASL_AUTHENTICATE})

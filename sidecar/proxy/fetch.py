@@ -1,4 +1,4 @@
-"""Fetch responses as the forwarding proxy's clients get them: records decoded, the registry
+"""Fetch responses as the proxy's clients get them: records decoded, the registry
 topic refused, broker addresses (v16+) rewritten.
 
 Every Fetch response is read whole (at most `proxy.max_fetch_bytes`, taken from the proxy's

@@ -1,4 +1,4 @@
-"""The forwarding proxy's Fetch decoding metrics, defined once against the registry passed in.
+"""The proxy's Fetch decoding metrics, defined once against the registry passed in.
 
 Labels are bounded: `topic` is a topic name upstream's responses carry (or `unknown` for a
 topic id no listing named), `outcome` one of `OUTCOMES`.

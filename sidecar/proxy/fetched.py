@@ -1,8 +1,8 @@
-"""The records of one fetched partition, decoded for the client: what the forwarding proxy
+"""The records of one fetched partition, decoded for the client: what the proxy
 sends in place of the record batches a broker returned.
 
 Pure: bytes in, bytes out, no Kafka client and no I/O (the decoder's resolver may read the
-registry, which is its business). Each v2 record batch (layout in `sidecar.record_batch`) is:
+registry, which is its business). Each v2 record batch (layout in `sidecar.wire.record_batch`) is:
 
 * **rewritten** when a record in it carries the codec's header (`zd`): each such record's value
   is decoded, the header dropped; every other byte of every record (attributes, timestamp and
@@ -67,25 +67,24 @@ from sidecar.errors import (
     OutputTooLarge,
     ZdictError,
 )
-from sidecar.record_batch import (
+from sidecar.wire.record_batch import (
+    ATTRIBUTES_AT,
     BATCH_HEADER_BYTES,
+    CODEC_MASK,
     CODECS,
     CONTROL_BIT,
+    COUNT_AT,
+    CRC_AT,
+    LENGTH_AT,
     LOG_OVERHEAD,
-    read_varint,
-    varint,
+    MAGIC_V2,
+    TO_ATTRIBUTES,
 )
+from sidecar.wire.varint import read_varint, varint
 
 #: Codec of the batches rewritten: the fetched batch's own, or one for all.
 FetchCompression = Literal["input", "none", "gzip", "snappy", "lz4", "zstd"]
-#: baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes.
-_HEAD: Final = struct.Struct(">qiibIh")
-#: Where the CRC-32C field is, and where the bytes it covers start (the attributes).
-_CRC_AT: Final = 17
-_CRC_FROM: Final = 21
-_COUNT_AT: Final = 57
 _INT32: Final = struct.Struct(">i")
-_CODEC_MASK: Final = 0x07
 #: The varints of 0..16383 (one or two bytes), looked up rather than built: three are written
 #: per record decoded.
 _SMALL: Final = 1 << 14
@@ -164,7 +163,7 @@ class PartitionDecoder:
             if end_of_data - pos < BATCH_HEADER_BYTES:
                 out.append(data[pos:])  # a truncated batch at the end: the client drops it
                 break
-            _base, length, _epoch, magic, crc, attributes = _HEAD.unpack_from(data, pos)
+            _base, length, _epoch, magic, crc, attributes = TO_ATTRIBUTES.unpack_from(data, pos)
             end = pos + LOG_OVERHEAD + length
             if length < BATCH_HEADER_BYTES - LOG_OVERHEAD or end > end_of_data:
                 out.append(data[pos:])
@@ -192,7 +191,7 @@ class PartitionDecoder:
         return result
 
     def _failed(self, result: Rewritten, data: bytes, pos: int, why: str) -> None:
-        result.failed += max(_INT32.unpack_from(data, pos + _COUNT_AT)[0], 0)
+        result.failed += max(_INT32.unpack_from(data, pos + COUNT_AT)[0], 0)
         result.failure = why
 
     def _batch(
@@ -215,17 +214,17 @@ class PartitionDecoder:
                 looked up.
         """
         magic, crc, attributes = head
-        count: int = _INT32.unpack_from(data, pos + _COUNT_AT)[0]
+        count: int = _INT32.unpack_from(data, pos + COUNT_AT)[0]
         stored = data[pos:end]
-        if magic != 2 or attributes & CONTROL_BIT:
-            result.passed += max(count, 0) if magic == 2 else 0
+        if magic != MAGIC_V2 or attributes & CONTROL_BIT:
+            result.passed += max(count, 0) if magic == MAGIC_V2 else 0
             return stored
-        if crc32c(stored[_CRC_FROM:]) != crc:
+        if crc32c(stored[ATTRIBUTES_AT:]) != crc:
             self._failed(
                 result, data, pos, "a batch's CRC-32C does not match (the client checks it)"
             )
             return stored
-        codec = attributes & _CODEC_MASK
+        codec = attributes & CODEC_MASK
         section = stored[BATCH_HEADER_BYTES:]
         if work.left() <= 0:
             if not must:
@@ -276,14 +275,14 @@ class PartitionDecoder:
         """Batch `stored` with `records` (uncompressed) in its place, compressed with `codec`,
         its length, attributes and CRC-32C written again."""
         body = self._compression.compress(codec, records)
-        head = struct.pack(">h", (attributes & ~_CODEC_MASK) | codec)
-        rest = stored[_CRC_FROM + 2 : BATCH_HEADER_BYTES]
+        head = struct.pack(">h", (attributes & ~CODEC_MASK) | codec)
+        rest = stored[ATTRIBUTES_AT + 2 : BATCH_HEADER_BYTES]
         # Joined once: the batch's bytes are copied one time, not once per field added.
         return b"".join(
             (
-                stored[:8],
-                _INT32.pack(len(head) + len(rest) + len(body) + _CRC_FROM - LOG_OVERHEAD),
-                stored[12:_CRC_AT],
+                stored[:LENGTH_AT],
+                _INT32.pack(len(head) + len(rest) + len(body) + ATTRIBUTES_AT - LOG_OVERHEAD),
+                stored[LOG_OVERHEAD:CRC_AT],
                 struct.pack(">I", crc32c(body, crc32c(rest, crc32c(head)))),
                 head,
                 rest,

@@ -1,4 +1,4 @@
-"""Reading what the forwarding proxy needs of a request frame, and nothing more.
+"""Reading what the proxy needs of a request frame, and nothing more.
 
 A request frame (its 4-byte size prefix excluded) starts with the request header: api key
 (int16), api version (int16), correlation id (int32); from header v1 on the client id (a
@@ -15,15 +15,14 @@ from dataclasses import dataclass
 from typing import Final
 
 from sidecar.errors import ProtocolError
+from sidecar.proxy.versions import API_VERSIONS
+from sidecar.wire.varint import read_uvarint
 
 _FIXED: Final = struct.Struct(">hhi")
 _INT16: Final = struct.Struct(">h")
 _INT32: Final = struct.Struct(">i")
 #: Bytes of the size prefix every frame starts with.
 PREFIX_BYTES: Final = 4
-API_VERSIONS_KEY: Final = 18
-#: An unsigned varint of Kafka's takes at most 5 bytes (32 bits, 7 a byte).
-_MAX_VARINT_BYTES: Final = 5
 
 
 @dataclass(frozen=True, slots=True, init=False)
@@ -94,7 +93,7 @@ def produce_acks(frame: bytes, header: RequestHeader, flexible: bool) -> int:
     offset = header.size
     if header.version >= 3:
         if flexible:
-            length, offset = unsigned_varint(frame, offset)
+            length, offset = read_uvarint(frame, offset, len(frame))
             offset += max(length - 1, 0)  # compact: length + 1, 0 for null
         else:
             _check(frame, offset, _INT16.size)
@@ -112,7 +111,7 @@ def api_versions_v0(frame: bytes, header: RequestHeader) -> bytes:
     client_id = frame[_FIXED.size : header.size]
     return (
         _INT32.pack(_FIXED.size + len(client_id))
-        + _FIXED.pack(API_VERSIONS_KEY, 0, header.correlation_id)
+        + _FIXED.pack(API_VERSIONS, 0, header.correlation_id)
         + client_id
     )
 
@@ -123,29 +122,13 @@ def skip_tagged_fields(frame: bytes, offset: int) -> int:
     Raises:
         ProtocolError: a field runs past the end of the frame.
     """
-    count, offset = unsigned_varint(frame, offset)
+    count, offset = read_uvarint(frame, offset, len(frame))
     for _ in range(count):  # each field takes at least 2 bytes: a count past the frame fails
-        _tag, offset = unsigned_varint(frame, offset)
-        size, offset = unsigned_varint(frame, offset)
+        _tag, offset = read_uvarint(frame, offset, len(frame))
+        size, offset = read_uvarint(frame, offset, len(frame))
         _check(frame, offset, size)
         offset += size
     return offset
-
-
-def unsigned_varint(frame: bytes, offset: int) -> tuple[int, int]:
-    """(value, offset after it) of the unsigned varint at `offset`.
-
-    Raises:
-        ProtocolError: the frame ends inside it, or it is longer than 5 bytes.
-    """
-    value = 0
-    for index in range(_MAX_VARINT_BYTES):
-        _check(frame, offset + index, 1)
-        byte = frame[offset + index]
-        value |= (byte & 0x7F) << (7 * index)
-        if not byte & 0x80:
-            return value, offset + index + 1
-    raise ProtocolError(f"an unsigned varint at byte {offset} is longer than 5 bytes")
 
 
 def _nullable_string(frame: bytes, offset: int) -> tuple[str | None, int]:

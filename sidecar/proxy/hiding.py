@@ -30,16 +30,13 @@ from sidecar.proxy.access import (
     ENTITIES,
     ENTITY,
     ID,
-    JOIN_GROUP,
     NAME,
     NAMES,
-    SYNC_GROUP,
     topic_plan,
 )
 from sidecar.proxy.topics import LISTING, TopicView
-from sidecar.proxy.versions import FETCH, PRODUCE
+from sidecar.proxy.versions import DESCRIBE_GROUPS, FETCH, JOIN_GROUP, PRODUCE, SYNC_GROUP
 
-DESCRIBE_GROUPS: Final = 15
 #: The resource type of a topic, in config resources and ACLs alike.
 TOPIC_RESOURCE: Final = 2
 #: The APIs whose answers carry the consumer protocol.

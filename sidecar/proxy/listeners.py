@@ -1,4 +1,4 @@
-"""Where clients reach the forwarding proxy: the bootstrap listener at `proxy.listen`, and one
+"""Where clients reach the proxy: the bootstrap listener at `proxy.listen`, and one
 local listener per upstream broker, started when a response first names the broker.
 
 A connection to the bootstrap listener is forwarded to the first upstream bootstrap server that
@@ -34,7 +34,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Final
 
 from sidecar.config import ProxySettings
@@ -42,16 +42,14 @@ from sidecar.errors import AuthenticationFailed
 from sidecar.logs import get_logger
 from sidecar.proxy.addresses import Address, PortMap
 from sidecar.proxy.budget import Budget
+from sidecar.proxy.chain import Filters
 from sidecar.proxy.connection import Connection, Limits, Streams
-from sidecar.proxy.fetch import FetchDecoding
-from sidecar.proxy.filters import proxy_filters
+from sidecar.proxy.filters.broker_addresses import Locate
 from sidecar.proxy.metrics import BOOTSTRAP, BROKER, ForwardMetrics
-from sidecar.proxy.produce import ProduceRewriter
 from sidecar.proxy.security import PLAINTEXT_UPSTREAM, UpstreamSecurity
 from sidecar.proxy.sides import Accepted
 from sidecar.proxy.slots import Slots
 from sidecar.proxy.throttle import Throttle
-from sidecar.proxy.topics import TopicView
 from sidecar.proxy.upstream import CONNECT_TIMEOUT, describe, open_upstream, reachable
 
 log = get_logger(__name__)
@@ -113,21 +111,16 @@ class Listeners:
         settings: ProxySettings,
         bootstrap: Sequence[Address],
         metrics: ForwardMetrics,
+        filters: Callable[[Locate], Filters],
         security: UpstreamSecurity = PLAINTEXT_UPSTREAM,
-        *,
-        produce: ProduceRewriter | None = None,
-        fetch: FetchDecoding | None = None,
-        topics: TopicView | None = None,
     ) -> None:
-        """`produce` rewrites the Produce requests of every connection, `fetch` its Fetch
-        responses and `topics` filters listings (None: as they came)."""
+        """`filters`: the assembly's filter chain (`filters.proxy_filters`), made once here
+        with the local listener of each upstream node (`locate`)."""
         self.settings = settings
         self.security = security
         self.bootstrap = tuple(bootstrap)
         self.metrics = metrics
-        self.filters = proxy_filters(
-            settings, metrics, self.locate, produce=produce, fetch=fetch, topics=topics
-        )
+        self.filters = filters(self.locate)
         self.ports = PortMap(settings.broker_port_base)
         self.budget = Budget(settings.max_buffered_bytes)
         self.limits = Limits(

@@ -1,4 +1,4 @@
-"""The forwarding proxy's Prometheus metrics, defined once against the registry passed in.
+"""The proxy's Prometheus metrics, defined once against the registry passed in.
 
 Labels are bounded: `api` is a name from kio's index of Kafka's APIs (or `unknown`),
 `direction` is `request` or `response`, `listener` is `bootstrap` or `broker`, `reason` is one

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from typing import Final
 
 from sidecar.errors import ProtocolError
-from sidecar.proxy.frames import RequestHeader, skip_tagged_fields, unsigned_varint
-from sidecar.record_batch import uvarint
+from sidecar.proxy.frames import RequestHeader, skip_tagged_fields
+from sidecar.wire.varint import read_uvarint, uvarint
 
 #: The Produce versions read: from v3 (record batches v2) to v12; v13 names topics by id.
 FIRST_VERSION: Final = 3
@@ -190,7 +190,7 @@ class _Reader:
             if pos < len(self.frame) and self.frame[pos] < 0x80:  # one byte: most lengths
                 self.pos = pos + 1
                 return self.frame[pos] - 1
-            stored, self.pos = unsigned_varint(self.frame, pos)
+            stored, self.pos = read_uvarint(self.frame, pos, len(self.frame))
             return stored - 1
         return self.int32()
 

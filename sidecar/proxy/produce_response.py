@@ -16,6 +16,7 @@ from kio.index import load_response_schema
 from sidecar.errors import ProtocolError
 from sidecar.proxy.bounded import check, top_level_tags
 from sidecar.proxy.versions import PRODUCE
+from sidecar.wire.varint import read_uvarint
 
 #: The first ProduceResponse version that may name brokers.
 NAMES_BROKERS_FROM: Final = 10
@@ -58,24 +59,24 @@ def _produce_top_level_tags(version: int, frame: bytes) -> int:
     end = len(frame)
     try:
         pos = _skip_tags(frame, 4, end)  # correlation id, the header's tagged fields
-        topics, pos = _uvarint(frame, pos, end)
+        topics, pos = read_uvarint(frame, pos, end)
         _entries(topics - 1, _FEWEST_TOPIC, pos, end)
         for _ in range(topics - 1):
             if version >= PRODUCE_TOPIC_IDS_FROM:
                 pos += _UUID_BYTES
             else:
                 pos = _skip_compact(frame, pos, end)
-            partitions, pos = _uvarint(frame, pos, end)
+            partitions, pos = read_uvarint(frame, pos, end)
             _entries(partitions - 1, _FEWEST_PARTITION, pos, end)
             for _ in range(partitions - 1):
                 pos += _PARTITION_FIXED_BYTES  # index, error code, offsets, append time
-                errors, pos = _uvarint(frame, pos, end)
+                errors, pos = read_uvarint(frame, pos, end)
                 _entries(errors - 1, _FEWEST_RECORD_ERROR, pos, end)
                 for _ in range(errors - 1):
                     pos = _skip_tags(frame, _skip_compact(frame, pos + 4, end), end)
                 pos = _skip_tags(frame, _skip_compact(frame, pos, end), end)
             pos = _skip_tags(frame, pos, end)
-        count, _ = _uvarint(frame, pos + 4, end)  # after the throttle time
+        count, _ = read_uvarint(frame, pos + 4, end)  # after the throttle time
     except IndexError:
         raise ProtocolError(
             "a ProduceResponse runs past the end of its frame (truncated)"
@@ -90,7 +91,7 @@ def _entries(count: int, fewest: int, pos: int, end: int) -> None:
 
 def _skip_compact(frame: bytes, pos: int, end: int) -> int:
     """The position after the compact (nullable) string or bytes at `pos`."""
-    length, pos = _uvarint(frame, pos, end)
+    length, pos = read_uvarint(frame, pos, end)
     stop = pos + max(length - 1, 0)
     if stop > end:
         raise ProtocolError("a ProduceResponse string runs past the end of its frame")
@@ -99,25 +100,11 @@ def _skip_compact(frame: bytes, pos: int, end: int) -> int:
 
 def _skip_tags(frame: bytes, pos: int, end: int) -> int:
     """The position after the tagged fields at `pos` (each: tag, size, that many bytes)."""
-    count, pos = _uvarint(frame, pos, end)
+    count, pos = read_uvarint(frame, pos, end)
     for _ in range(count):
-        _tag, pos = _uvarint(frame, pos, end)
-        size, pos = _uvarint(frame, pos, end)
+        _tag, pos = read_uvarint(frame, pos, end)
+        size, pos = read_uvarint(frame, pos, end)
         pos += size
     if pos > end:
         raise ProtocolError("a ProduceResponse tagged field runs past the end of its frame")
     return pos
-
-
-def _uvarint(frame: bytes, pos: int, end: int) -> tuple[int, int]:
-    byte = frame[pos]
-    if byte < 0x80:
-        return byte, pos + 1
-    value, shift = byte & 0x7F, 7
-    for at in range(pos + 1, min(pos + 5, end)):
-        byte = frame[at]
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, at + 1
-        shift += 7
-    raise ProtocolError("an unsigned varint is truncated or longer than 5 bytes")

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from confluent_kafka import Consumer, TopicPartition
+from kio.schema.errors import ErrorCode
 
 from sidecar.config import Settings
 from sidecar.dictionaries.lifecycle import adopt_local, sync_store
@@ -35,9 +36,6 @@ from sidecar.training.trainer import Trainer
 
 log = get_logger("sidecar.proxy")  # the name these lines have always logged under
 
-#: Kafka's POLICY_VIOLATION: what a Produce to a topic past `proxy.max_topics` gets (a
-#: non-retriable error: the proxy's topics are only ever added to, so a retry cannot succeed).
-POLICY_VIOLATION: Final = 44
 #: The refusal's kind (a metrics label and log key, `produce`).
 TOO_MANY_TOPICS: Final = "too_many_topics"
 
@@ -170,8 +168,9 @@ class ProxyRoutes:
         route = self._routes.get(topic)
         if route is None:
             if len(self._routes) >= self.settings.proxy.max_topics:
+                # Not retriable: the proxy's topics are only ever added to, so a retry fails.
                 raise ProduceRefused(
-                    POLICY_VIOLATION,
+                    ErrorCode.policy_violation,
                     TOO_MANY_TOPICS,
                     f"the proxy serves {len(self._routes)} topics already, its most "
                     "(ZDICT_PROXY__MAX_TOPICS): raise it, or narrow ZDICT_PROXY__ALLOWED_TOPICS "

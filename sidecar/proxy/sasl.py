@@ -1,4 +1,4 @@
-"""The SASL exchange the forwarding proxy starts on each fresh upstream connection, with its
+"""The SASL exchange the proxy starts on each fresh upstream connection, with its
 own credentials, before any byte of the client's is forwarded.
 
 SaslHandshake v1 names the mechanism (v1 needs no ApiVersions first: the client's own
@@ -29,9 +29,8 @@ from scramp import ScramClient, ScramException
 from sidecar.errors import AuthenticationFailed, ProtocolError
 from sidecar.proxy.responses import parse_response
 from sidecar.proxy.security import PLAIN, SaslCredentials
+from sidecar.proxy.versions import SASL_AUTHENTICATE, SASL_HANDSHAKE
 
-SASL_HANDSHAKE: Final = 17
-SASL_AUTHENTICATE: Final = 36
 #: The client id of the proxy's own requests (broker logs and quotas see it).
 CLIENT_ID: Final = "zdict-sidecar-proxy"
 #: Bytes a SASL answer may take: a SCRAM server message is a few hundred.

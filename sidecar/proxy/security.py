@@ -1,4 +1,4 @@
-"""How the forwarding proxy secures its upstream connections, read from the librdkafka
+"""How the proxy secures its upstream connections, read from the librdkafka
 properties of `ZDICT_KAFKA__*` (the relay's own settings), checked once at start.
 
 `security.protocol` PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL. TLS: one `ssl.SSLContext` built

@@ -1,4 +1,4 @@
-"""`zdict-sidecar proxy`: the forwarding proxy wired from the settings.
+"""`zdict-sidecar proxy`: the proxy wired from the settings.
 
 Every request is forwarded to the upstream broker the client addressed, broker addresses are
 rewritten to the proxy's listeners, Produce requests are rewritten in place (`produce`):
@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import gc
 import signal
 from collections.abc import Callable
@@ -46,6 +47,7 @@ from sidecar.proxy.allowlist import TopicAllowList
 from sidecar.proxy.batches import BatchLimits, BatchRewriter
 from sidecar.proxy.fetch import FetchDecoding, RecentMisses
 from sidecar.proxy.fetch_metrics import FetchMetrics
+from sidecar.proxy.filters import proxy_filters
 from sidecar.proxy.known_topics import learn_topics
 from sidecar.proxy.listeners import Listeners
 from sidecar.proxy.lookups import ThrottledLookups
@@ -120,15 +122,10 @@ async def _serve(
     produce = produce_rewriter(settings, routes, metrics)
     # The protected topics' ids before the first client: refused by id from its first request.
     known = await learn_topics(bootstrap, security, fetch.topics)
-    listeners = Listeners(
-        settings.proxy,
-        bootstrap,
-        metrics,
-        security,
-        produce=produce,
-        fetch=fetch,
-        topics=fetch.topics,
+    filters = functools.partial(
+        proxy_filters, settings.proxy, metrics, produce=produce, fetch=fetch, topics=fetch.topics
     )
+    listeners = Listeners(settings.proxy, bootstrap, metrics, filters, security)
     try:
         address = await listeners.start()
     except OSError as exc:
@@ -207,7 +204,7 @@ def _fetch_decoding(
 
 
 def run_proxy(settings: Settings, ready: Callable[[str, int], None] | None = None) -> int:
-    """Run the forwarding proxy until SIGTERM/SIGINT (exit 0) or a failure (exit 1); `ready`
+    """Run the proxy until SIGTERM/SIGINT (exit 0) or a failure (exit 1); `ready`
     is called with the address it listens on."""
     client = settings.kafka.client_config()
     security = upstream_security(client)

@@ -1,4 +1,4 @@
-"""The topics clients of the forwarding proxy see: internal topics and the registry topic left
+"""The topics clients of the proxy see: internal topics and the registry topic left
 out of the responses that list topics, and the topic names behind the ids of Fetch v13+.
 
 Hidden (unless `proxy.show_internal_topics`): the topics a broker flags internal
@@ -29,10 +29,8 @@ from collections.abc import Iterable
 from typing import Any, Final
 
 from sidecar.dictionaries.registry_state import INDEX_SUFFIX
-from sidecar.proxy.versions import METADATA
+from sidecar.proxy.versions import DESCRIBE_LOG_DIRS, DESCRIBE_TOPIC_PARTITIONS, METADATA
 
-DESCRIBE_LOG_DIRS: Final = 35
-DESCRIBE_TOPIC_PARTITIONS: Final = 75
 #: API keys of the responses that list topics, parsed to leave hidden topics out.
 LISTING: Final = frozenset({METADATA, DESCRIBE_LOG_DIRS, DESCRIBE_TOPIC_PARTITIONS})
 #: Names that start with this are Kafka's own topics.

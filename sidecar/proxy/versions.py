@@ -25,12 +25,21 @@ from kio.index import load_request_schema
 from kio.schema.index import api_key_map, schema_name_map
 from kio.static.constants import EntityType
 
+#: The API keys the proxy names (Kafka's message definitions), declared here only.
 PRODUCE: Final = 0
 FETCH: Final = 1
 METADATA: Final = 3
 FIND_COORDINATOR: Final = 10
+JOIN_GROUP: Final = 11
+SYNC_GROUP: Final = 14
+DESCRIBE_GROUPS: Final = 15
+SASL_HANDSHAKE: Final = 17
 API_VERSIONS: Final = 18
+DESCRIBE_ACLS: Final = 29
+DESCRIBE_LOG_DIRS: Final = 35
+SASL_AUTHENTICATE: Final = 36
 DESCRIBE_CLUSTER: Final = 60
+DESCRIBE_TOPIC_PARTITIONS: Final = 75
 #: API key -> why it is never listed nor forwarded.
 REMOVED: Final[dict[int, str]] = {
     52: "Vote: names controllers (NodeEndpoints)",
@@ -54,13 +63,13 @@ CLIENT_APIS: Final[dict[int, str]] = {
     8: "OffsetCommit",
     9: "OffsetFetch",
     FIND_COORDINATOR: "FindCoordinator",
-    11: "JoinGroup",
+    JOIN_GROUP: "JoinGroup",
     12: "Heartbeat",
     13: "LeaveGroup",
-    14: "SyncGroup",
-    15: "DescribeGroups",
+    SYNC_GROUP: "SyncGroup",
+    DESCRIBE_GROUPS: "DescribeGroups",
     16: "ListGroups",
-    17: "SaslHandshake",
+    SASL_HANDSHAKE: "SaslHandshake",
     API_VERSIONS: "ApiVersions",
     22: "InitProducerId",
     23: "OffsetForLeaderEpoch",
@@ -69,7 +78,7 @@ CLIENT_APIS: Final[dict[int, str]] = {
     26: "EndTxn",
     28: "TxnOffsetCommit",
     32: "DescribeConfigs",
-    36: "SaslAuthenticate",
+    SASL_AUTHENTICATE: "SaslAuthenticate",
     DESCRIBE_CLUSTER: "DescribeCluster",
     61: "DescribeProducers",
     65: "DescribeTransactions",
@@ -78,7 +87,7 @@ CLIENT_APIS: Final[dict[int, str]] = {
     69: "ConsumerGroupDescribe",
     71: "GetTelemetrySubscriptions",
     72: "PushTelemetry",
-    75: "DescribeTopicPartitions",
+    DESCRIBE_TOPIC_PARTITIONS: "DescribeTopicPartitions",
 }
 
 

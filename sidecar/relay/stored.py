@@ -18,8 +18,9 @@ from typing import Any, cast
 from confluent_kafka import Message
 
 from sidecar.metrics.stored import RELAY, StoredBytes
-from sidecar.record_batch import Compress, Header
+from sidecar.record_batch import Compress
 from sidecar.stored_estimate import ProducerBatches
+from sidecar.wire.record_batch import Header
 
 
 class RelayStored:

@@ -17,8 +17,8 @@ from typing import Any
 
 from sidecar.batch_compression import CODEC_IDS
 from sidecar.metrics.stored import PRODUCER, StoredBytes
-from sidecar.record_batch import Header
 from sidecar.stored_estimate import SAMPLE_RUN, ProducerBatches, batch_compressor, stride
+from sidecar.wire.record_batch import Header
 
 
 class ProducerStored:

@@ -24,7 +24,6 @@ import zstandard
 from sidecar.codec import Decoder, Encoder, StaticResolver, Transformed, WireFormat
 from sidecar.record_batch import (
     PRODUCER_ZSTD_LEVEL,
-    Record,
     crossover,
     producer_codecs,
     producer_zstd,
@@ -34,6 +33,7 @@ from sidecar.runtime import tune_gc
 from sidecar.training.choice import TrainingReport, candidate_dictionary, measure, train
 from sidecar.training.params import TrainingParams
 from sidecar.training.split import TrainingSet
+from sidecar.wire.record_batch import Record
 
 #: Records per producer batch compared (1: a low-latency producer; 512: a saturated one).
 FILLS: Final = (1, 2, 4, 8, 16, 32, 64, 128, 512)

@@ -35,13 +35,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from sidecar.record_batch import (
-    BATCH_HEADER_BYTES,
-    PRODUCER_ZSTD_LEVEL,
-    Record,
-    producer_zstd,
-    records_section,
-)
+from sidecar.record_batch import PRODUCER_ZSTD_LEVEL, producer_zstd
+from sidecar.wire.record_batch import BATCH_HEADER_BYTES, Record, records_section
 
 #: Levels chosen among: librdkafka's default and the levels it accepts above it.
 BATCH_LEVELS: Final = (3, 6, 9, 12)

@@ -15,14 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Final
 
-from sidecar.record_batch import (
-    BATCH_HEADER_BYTES,
-    Compress,
-    Record,
-    crossover,
-    producer_codecs,
-    records_section,
-)
+from sidecar.record_batch import Compress, crossover, producer_codecs
+from sidecar.wire.record_batch import BATCH_HEADER_BYTES, Record, records_section
 
 #: Records per batch measured: one record (a low-latency producer) to a saturated producer's
 #: batches. Raw values that never win up to the largest are taken to never win.

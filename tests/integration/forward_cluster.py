@@ -1,4 +1,4 @@
-"""The forwarding proxy (`zdict-sidecar proxy`) in front of a 3-broker local cluster:
+"""The proxy (`zdict-sidecar proxy`) in front of a 3-broker local cluster:
 its topics (replication factor 3, min ISR 2), the proxy as a real process that a test may kill
 and start again on the same ports, and the streams of numbered records the failure tests count."""
 
@@ -98,7 +98,7 @@ def free_port_run(count: int) -> int:
 
 @dataclass
 class ClusterProxy:
-    """One forwarding proxy over the cluster, at `address` (bootstrap) and `port_base` + N for
+    """One proxy over the cluster, at `address` (bootstrap) and `port_base` + N for
     broker N; `processes` is every process it has run as, the current one last."""
 
     cluster: LocalCluster

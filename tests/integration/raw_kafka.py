@@ -1,4 +1,4 @@
-"""A raw-socket Kafka client and hand-built frames, for the forwarding proxy's hostile-client
+"""A raw-socket Kafka client and hand-built frames, for the proxy's hostile-client
 and fuzz tests: record batches (v2, CRC-32C computed, any field chosen by the test), Produce v7
 requests (any declared count), Metadata requests, and what a process holds in memory."""
 

@@ -6,7 +6,7 @@ up and checks with. Each role's grants are `deploy.acls`' (what `python -m deplo
 for operators), applied with Kafka's own AclCommand from the broker's jars; then the role runs as
 a real process, configured only through ``ZDICT_KAFKA__*``, with nothing more: the trainer
 publishes a dictionary; the relay consumes, compresses with it from the registry, produces and
-commits; the forwarding proxy serves a producer and a consumer group with it; the operator
+commits; the proxy serves a producer and a consumer group with it; the operator
 retires a dictionary (`--with write --with retire`). One thing outside each role's grants is
 refused with a message naming the authorization. Figures are printed (run
 with ``-s``).

@@ -67,7 +67,7 @@ def forward(
     dictionary: Dictionary,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[tuple[str, Sidecar]]:
-    """One forwarding proxy for the module: (its bootstrap address, the process)."""
+    """One proxy for the module: (its bootstrap address, the process)."""
     env: SidecarEnv = environment_for(kafka_bootstrap, registry_topic)
     starter = start_sidecars(env, tmp_path_factory.mktemp("forward-fetch"))
     start: StartSidecar = next(starter)

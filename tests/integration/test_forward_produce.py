@@ -38,7 +38,7 @@ PREFIX = "zdict-it-fwdp"
 
 
 class Proxy:
-    """The module's forwarding proxy: its address, process and dictionary store, and how to
+    """The module's proxy: its address, process and dictionary store, and how to
     start another of its kind (`start`, `env`: same registry, same trainers' group)."""
 
     def __init__(

@@ -59,7 +59,7 @@ def forward_env(kafka_bootstrap: str, registry_topic: str) -> SidecarEnv:
 def forward(
     forward_env: SidecarEnv, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[str, Sidecar]]:
-    """One forwarding proxy for the module: (its bootstrap address, the process)."""
+    """One proxy for the module: (its bootstrap address, the process)."""
     starter = start_sidecars(forward_env, tmp_path_factory.mktemp("forward"))
     start: StartSidecar = next(starter)
     address, process = start_proxy(start, "forward", env=allowed("zdict-it-forward*"))

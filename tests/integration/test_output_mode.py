@@ -26,10 +26,11 @@ from sidecar.bench.events import generate
 from sidecar.codec import Encoder
 from sidecar.dictionaries.model import Dictionary
 from sidecar.dictionaries.store import DictionaryStore
-from sidecar.record_batch import BatchInfo, segment_batches
+from sidecar.record_batch import segment_batches
 from sidecar.serde import ZdictProducer
 from sidecar.serde.metrics import ProducerMetrics
 from sidecar.training.batch_level import MIN_GAIN
+from sidecar.wire.record_batch import BatchInfo
 
 from .launch import RunCli, StartSidecar
 from .log_dirs import log_dirs

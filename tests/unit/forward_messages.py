@@ -1,4 +1,4 @@
-"""kio payloads of any API version, every field filled, for the forwarding proxy's tests."""
+"""kio payloads of any API version, every field filled, for the proxy's tests."""
 
 from __future__ import annotations
 

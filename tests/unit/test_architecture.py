@@ -35,7 +35,8 @@ PACKAGE_DIR = Path(sidecar.__file__).parent
 #: import none of each other (`INDEPENDENT`); their shared per-topic core; training over the
 #: metrics over the dictionaries' store and registry; Kafka's clients over the settings; the codec
 #: with the values it reads (the dictionary model, a training run's parameters); and below all,
-#: errors, logs, the runtime and Kafka's record-batch format.
+#: errors, logs, the runtime, what batches of records cost as stored, and Kafka's wire formats
+#: (`sidecar.wire`: varints, the record-batch layout).
 #: A module is in the layer of the longest entry naming it or a package above it; an entry
 #: "=name" names a package's own `__init__` only (one that re-exports a lower layer's values).
 LAYERS: Final = (
@@ -78,17 +79,19 @@ LAYERS: Final = (
             "sidecar.runtime",
             "sidecar.record_batch",
             "sidecar.batch_compression",
+            "sidecar.wire",
         ),
     ),
 )
 #: Entries of one layer that import nothing of each other.
 INDEPENDENT: Final = ("sidecar.relay", "sidecar.proxy", "sidecar.serde", "sidecar.tools")
 
-#: The proxy's own layers (`make lint` checks them as LAYERS): the service and the listeners
-#: assemble the rest; the filters (one per API behaviour) over what they apply (the rules, the
-#: parsers and writers of requests and records); the network layer (connections, sides, budget,
-#: upstream), which knows no API: it imports none of the layers above, only the wire layer (frames,
-#: the filter API and chain, responses, API keys and versions, metrics).
+#: The proxy's own layers (`make lint` checks them as LAYERS): the service assembles the rest
+#: (the filter chain it hands the listeners included); the filters (one per API behaviour) over
+#: what they apply (the rules, the parsers and writers of requests and records); the network
+#: layer (connections, sides, budget, upstream), which knows no API: it imports none of the
+#: layers above, only the wire layer (frames, the filter API and chain, responses, API keys and
+#: versions, metrics).
 PROXY_LAYERS: Final = (
     (
         "assembly",
@@ -163,9 +166,13 @@ PROXY_LAYERS: Final = (
     ("package", ("=sidecar.proxy",)),
 )
 
-#: The pure logic: the codec and its wire format, training and its decision, the dictionary model
-#: (and the package that re-exports it), the registry's state, the schedule, the sampling reservoir.
+#: The pure logic: Kafka's wire formats, the codec and its wire format, training and its
+#: decision, the dictionary model (and the package that re-exports it), the registry's state,
+#: the schedule, the sampling reservoir.
 PURE = (
+    "sidecar.wire",
+    "sidecar.wire.varint",
+    "sidecar.wire.record_batch",
     "sidecar.codec",
     "sidecar.codec.wire",
     "sidecar.codec.encoder",
@@ -207,6 +214,8 @@ CODEC_BUILDS_ON = frozenset(
         "sidecar.errors",
         "sidecar.dictionaries",
         "sidecar.dictionaries.model",
+        "sidecar.wire",
+        "sidecar.wire.varint",
     }
 )
 #: The project's dependencies for Kafka, the proxy, metrics, logs and settings: nothing a consumer

@@ -15,12 +15,13 @@ from sidecar.bench.events import generate
 from sidecar.codec import Encoder
 from sidecar.codec.output_mode import FRAMES_BELOW, RAW_ABOVE
 from sidecar.live_crossover import MIN_BATCHES, MIN_FEW, MIN_RECORDS, LiveCrossover
-from sidecar.record_batch import Record, producer_codecs, stored_bytes
+from sidecar.record_batch import producer_codecs, stored_bytes
 from sidecar.stored_estimate import ProducerBatches
 from sidecar.training.choice import TrainingReport, candidate_dictionary, train
 from sidecar.training.crossover import raw_crossovers
 from sidecar.training.params import Decision, TrainingParams
 from sidecar.training.split import split_newest
+from sidecar.wire.record_batch import Record
 
 #: Log lines and CSV lines long enough for a 2,000-value sample (the relay's first training)
 #: and the 2,048 values after it; the generator's JSON events beside them.

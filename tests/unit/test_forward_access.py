@@ -1,4 +1,4 @@
-"""What a request may do through the forwarding proxy (`sidecar.proxy.access`): admin APIs
+"""What a request may do through the proxy (`sidecar.proxy.access`): admin APIs
 refused with their own response and left out of ApiVersions unless forwarded, internal topics
 and the registry topic refused by name, id and resource in every request kio knows that can name
 one, ids no listing named refused where records are read or changed, Metadata bounded."""
@@ -26,7 +26,7 @@ from structlog.testing import capture_logs
 
 from sidecar.dictionaries.registry_state import INDEX_SUFFIX
 from sidecar.errors import ProtocolError
-from sidecar.proxy.access import ACL_APIS, DESCRIBE_ACLS, UNCHECKED, RequestAccess, topic_keys
+from sidecar.proxy.access import ACL_APIS, UNCHECKED, RequestAccess, topic_keys
 from sidecar.proxy.filters.api_versions import filter_api_versions
 from sidecar.proxy.frames import read_request_header
 from sidecar.proxy.metrics import ForwardMetrics
@@ -34,6 +34,7 @@ from sidecar.proxy.responses import encode_response
 from sidecar.proxy.topics import TopicView
 from sidecar.proxy.versions import (
     CLIENT_APIS,
+    DESCRIBE_ACLS,
     REMOVED,
     admin_apis,
     request_header_version,

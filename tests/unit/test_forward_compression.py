@@ -1,4 +1,4 @@
-"""The forwarding proxy's batch codecs: every codec round-trips, what each writes is what Kafka's
+"""The proxy's batch codecs: every codec round-trips, what each writes is what Kafka's
 readers take (lz4 independent blocks, snappy xerial), decompression stops at its bound whatever
 the input declares, and an unknown codec or corrupt data is a `MalformedBatch` with its reason."""
 
@@ -18,7 +18,7 @@ from sidecar.batch_compression import (
     Compression,
 )
 from sidecar.errors import MalformedBatch
-from sidecar.record_batch import CODECS
+from sidecar.wire.record_batch import CODECS
 
 #: lz4 frame header: the FLG byte's block-independence bit.
 LZ4_BLOCK_INDEPENDENCE = 0x20

@@ -1,4 +1,4 @@
-"""The forwarding proxy in one process against a scripted upstream broker: frames forwarded
+"""The proxy in one process against a scripted upstream broker: frames forwarded
 byte for byte, answers in order, acks=0 never awaited, addresses rewritten to listeners that
 reach the broker, ApiVersions above the proxy's answered in v0, and its bounds (frame size, read
 timeout, budget returned, refused APIs)."""
@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime
+import functools
 import socket
 import struct
 import sys
@@ -23,6 +24,7 @@ from structlog.testing import capture_logs
 
 from sidecar.config import ProxySettings
 from sidecar.proxy.addresses import Address
+from sidecar.proxy.filters import proxy_filters
 from sidecar.proxy.listeners import Listeners
 from sidecar.proxy.metrics import ForwardMetrics
 from sidecar.proxy.responses import encode_response, parse_response
@@ -77,9 +79,9 @@ async def running(
         **settings,
     }
     registry = CollectorRegistry()
-    listeners = Listeners(
-        ProxySettings(**values), [upstream.address], ForwardMetrics(registry), produce=produce
-    )
+    proxy, metrics = ProxySettings(**values), ForwardMetrics(registry)
+    filters = functools.partial(proxy_filters, proxy, metrics, produce=produce)
+    listeners = Listeners(proxy, [upstream.address], metrics, filters)
     await listeners.start()
     try:
         yield listeners, upstream, registry
@@ -403,7 +405,9 @@ def test_an_upstream_that_does_not_read_stops_the_client_and_its_bytes_are_count
             max_request_bytes=64 * 1024,
             max_buffered_bytes=1024 * 1024,
         )
-        listeners = Listeners(settings, [address], ForwardMetrics(CollectorRegistry()))
+        metrics = ForwardMetrics(CollectorRegistry())
+        filters = functools.partial(proxy_filters, settings, metrics)
+        listeners = Listeners(settings, [address], metrics, filters)
         await listeners.start()
         try:
             _reader, writer = await asyncio.open_connection(*_bootstrap(listeners))

@@ -1,4 +1,4 @@
-"""Fetch responses through the forwarding proxy: the records of batches written by the Encoder
+"""Fetch responses through the proxy: the records of batches written by the Encoder
 decoded back (values, headers, batch fields, CRC), what passes as stored (raw records, control
 batches, truncated tails, corrupt batches, records that cannot be decoded), the bounds (bombs,
 the response limit), the raw-fetch clients, the registry topic refused, NodeEndpoints rewritten,
@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import io
 import struct
 import sys
@@ -37,17 +38,14 @@ from sidecar.proxy.addresses import Address
 from sidecar.proxy.fetch import FetchDecoding, RecentMisses
 from sidecar.proxy.fetch_metrics import FetchMetrics
 from sidecar.proxy.fetched import DecodeWork, PartitionDecoder
+from sidecar.proxy.filters import proxy_filters
 from sidecar.proxy.listeners import Listeners
 from sidecar.proxy.metrics import ForwardMetrics
 from sidecar.proxy.responses import encode_response, parse_response
 from sidecar.proxy.service import _fetch_decoding
-from sidecar.proxy.topics import (
-    DESCRIBE_LOG_DIRS,
-    DESCRIBE_TOPIC_PARTITIONS,
-    TopicView,
-)
-from sidecar.proxy.versions import FETCH, METADATA
-from sidecar.record_batch import CONTROL_BIT
+from sidecar.proxy.topics import TopicView
+from sidecar.proxy.versions import DESCRIBE_LOG_DIRS, DESCRIBE_TOPIC_PARTITIONS, FETCH, METADATA
+from sidecar.wire.record_batch import CONTROL_BIT
 from tests.record_batches import (
     TRANSACTIONAL_BIT,
     DecodedBatch,
@@ -668,13 +666,11 @@ def test_through_the_proxy_fetched_records_are_decoded_and_listings_filtered(
         address = Address("127.0.0.1", server.sockets[0].getsockname()[1])
         settings = ProxySettings(listen="127.0.0.1:0", max_buffered_bytes=1 << 26)
         fetch, registry = _fetching(dictionary)
-        listeners = Listeners(
-            settings,
-            [address],
-            ForwardMetrics(registry),
-            fetch=fetch,
-            topics=fetch.topics,
+        metrics = ForwardMetrics(registry)
+        filters = functools.partial(
+            proxy_filters, settings, metrics, fetch=fetch, topics=fetch.topics
         )
+        listeners = Listeners(settings, [address], metrics, filters)
         bound = await listeners.start()
         try:
             reader, writer = await asyncio.open_connection(bound.host, bound.port)

@@ -6,6 +6,7 @@ client that reads none of its answers closed after `proxy.write_timeout`."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import socket
 import struct
 from collections.abc import AsyncIterator
@@ -23,6 +24,7 @@ from sidecar.config import ProxySettings
 from sidecar.proxy.addresses import Address
 from sidecar.proxy.fetch import FIRST_ROOM, FetchDecoding
 from sidecar.proxy.fetch_metrics import FetchMetrics
+from sidecar.proxy.filters import proxy_filters
 from sidecar.proxy.listeners import Listeners
 from sidecar.proxy.metrics import ForwardMetrics
 from sidecar.proxy.responses import encode_response, parse_response
@@ -164,11 +166,10 @@ async def _proxy(answer: bytes, **settings: Any) -> AsyncIterator[tuple[str, int
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         base = probe.getsockname()[1] - 1
-    listeners = Listeners(
-        ProxySettings(listen="127.0.0.1:0", broker_port_base=base, **settings),
-        [Address("127.0.0.1", port)],
-        ForwardMetrics(CollectorRegistry()),
-    )
+    proxy = ProxySettings(listen="127.0.0.1:0", broker_port_base=base, **settings)
+    metrics = ForwardMetrics(CollectorRegistry())
+    filters = functools.partial(proxy_filters, proxy, metrics)
+    listeners = Listeners(proxy, [Address("127.0.0.1", port)], metrics, filters)
     await listeners.start()
     try:
         host, bound = listeners._servers[None].sockets[0].getsockname()[:2]

@@ -1,4 +1,4 @@
-"""The forwarding proxy's request framing: headers of every version read without parsing the
+"""The proxy's request framing: headers of every version read without parsing the
 body, Produce's acks, the ApiVersions v0 stand-in, sizes checked before anything is read."""
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from sidecar.proxy.frames import (
     frame_size,
     produce_acks,
     read_request_header,
-    unsigned_varint,
 )
 from sidecar.proxy.versions import request_header_version
 from tests.kafka_frames import request_frame
@@ -95,11 +94,6 @@ def test_header_v2_tagged_fields_are_skipped_and_a_null_client_id_read() -> None
 def test_a_header_running_past_its_frame_is_refused(frame: bytes) -> None:
     with pytest.raises(ProtocolError):
         read_request_header(frame, 2)
-
-
-def test_unsigned_varints() -> None:
-    assert unsigned_varint(bytes([0x96, 0x01]), 0) == (150, 2)
-    assert unsigned_varint(bytes([0, 0x7F]), 1) == (127, 2)
 
 
 @pytest.mark.parametrize("version", [3, 7, 8, 9, 11, 13])

@@ -1,4 +1,4 @@
-"""Produce requests rewritten in place by the forwarding proxy (`produce`,
+"""Produce requests rewritten in place by the proxy (`produce`,
 `produce_request`, `batches`): built with kio, rewritten, read again by kio;
 only values, headers, CRCs and sizes change. Every refusal, the bounded reader, compression in
 and out, and local answers given in request order."""
@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import functools
 import random
 import struct
 import time
@@ -38,6 +39,7 @@ from sidecar.proxy.batch_choice import (
     write,
 )
 from sidecar.proxy.batches import Allowance, BatchLimits, BatchRewriter
+from sidecar.proxy.filters import proxy_filters
 from sidecar.proxy.frames import read_request_header
 from sidecar.proxy.listeners import Listeners
 from sidecar.proxy.metrics import ForwardMetrics
@@ -45,8 +47,8 @@ from sidecar.proxy.produce import ProduceRewriter
 from sidecar.proxy.produce_request import FIRST_VERSION, LAST_VERSION, parse_produce
 from sidecar.proxy.routes import ProxyRoutes
 from sidecar.proxy.versions import request_header_version
-from sidecar.record_batch import CONTROL_BIT, record_bytes
 from sidecar.training.sampling import Reservoir
+from sidecar.wire.record_batch import CONTROL_BIT, record_bytes
 from tests.kafka_frames import nested, read_response, request_frame
 from tests.record_batches import TRANSACTIONAL_BIT, NewRecord, decode_batches, encode_batch
 from tests.unit.dictionaries import AddDictionary
@@ -600,12 +602,12 @@ async def _proxy(encoder: Encoder) -> AsyncIterator[tuple[int, list[bytes]]]:
     server = await asyncio.start_server(broker, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
     setup = Setup(encoder)
-    listeners = Listeners(
-        ProxySettings(listen="127.0.0.1:0", max_request_bytes=1 << 20, max_buffered_bytes=4 << 20),
-        [Address("127.0.0.1", port)],
-        ForwardMetrics(CollectorRegistry()),
-        produce=setup.rewriter,
+    settings = ProxySettings(
+        listen="127.0.0.1:0", max_request_bytes=1 << 20, max_buffered_bytes=4 << 20
     )
+    metrics = ForwardMetrics(CollectorRegistry())
+    filters = functools.partial(proxy_filters, settings, metrics, produce=setup.rewriter)
+    listeners = Listeners(settings, [Address("127.0.0.1", port)], metrics, filters)
     await listeners.start()
     try:
         yield listeners._servers[None].sockets[0].getsockname()[1], got

@@ -1,4 +1,4 @@
-"""The forwarding proxy's own SASL exchange against a scripted broker on a loopback socket pair
+"""The proxy's own SASL exchange against a scripted broker on a loopback socket pair
 (PLAIN; SCRAM-SHA-256/512 with scramp's server side; refusals carrying the broker's message),
 the SASL done before any client byte is forwarded, and a client's own SaslHandshake answered
 locally, never forwarded."""
@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import functools
 import struct
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -24,14 +25,15 @@ from sidecar.config import ProxySettings
 from sidecar.errors import AuthenticationFailed
 from sidecar.proxy.addresses import Address
 from sidecar.proxy.client_sasl import CLIENT_SASL_APIS
+from sidecar.proxy.filters import proxy_filters
 from sidecar.proxy.listeners import Listeners
 from sidecar.proxy.metrics import ForwardMetrics
 from sidecar.proxy.responses import encode_response
-from sidecar.proxy.sasl import SASL_AUTHENTICATE, SASL_HANDSHAKE, authenticate
+from sidecar.proxy.sasl import authenticate
 from sidecar.proxy.security import SaslCredentials, UpstreamSecurity
 from sidecar.proxy.throttle import Throttle
 from sidecar.proxy.upstream import check_upstream, open_upstream
-from sidecar.proxy.versions import served_versions
+from sidecar.proxy.versions import SASL_AUTHENTICATE, SASL_HANDSHAKE, served_versions
 from tests.kafka_frames import read_response, request_frame
 
 USER = "zdict-proxy"
@@ -257,7 +259,9 @@ async def proxy(
 ) -> AsyncIterator[tuple[str, int]]:
     async with broker(b) as upstream:
         settings = ProxySettings(listen="127.0.0.1:0", broker_port_base=40000)
-        listeners = Listeners(settings, [upstream], ForwardMetrics(registry), security)
+        metrics = ForwardMetrics(registry)
+        filters = functools.partial(proxy_filters, settings, metrics)
+        listeners = Listeners(settings, [upstream], metrics, filters, security)
         address = await listeners.start()
         try:
             yield address.host, address.port

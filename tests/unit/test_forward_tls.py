@@ -1,4 +1,4 @@
-"""The forwarding proxy's upstream security from librdkafka settings: the `ssl.SSLContext` (CA
+"""The proxy's upstream security from librdkafka settings: the `ssl.SSLContext` (CA
 only, a client certificate, the hostname check on and off) tried in real TLS handshakes on
 loopback against a certificate authority made here, and the properties and mechanisms it
 refuses with a ConfigError naming them."""

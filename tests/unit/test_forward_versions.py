@@ -1,4 +1,4 @@
-"""What the forwarding proxy lets clients use: ApiVersions filtered to the versions kio parses,
+"""What the proxy lets clients use: ApiVersions filtered to the versions kio parses,
 the APIs that name brokers the proxy does not rewrite removed; and a check, over every response
 kio knows, that no served response names a broker the proxy leaves as it is."""
 

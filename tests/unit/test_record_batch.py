@@ -1,4 +1,5 @@
-"""Kafka's v2 record-batch format as bytes, and the benchmark arithmetic built on it."""
+"""Kafka's v2 record-batch format as bytes (`sidecar.wire.record_batch`), and the size arithmetic
+built on it (`sidecar.record_batch`)."""
 
 from __future__ import annotations
 
@@ -8,33 +9,14 @@ from pathlib import Path
 import pytest
 import zstandard
 
-from sidecar.record_batch import (
+from sidecar.record_batch import batch_bytes, crossover, segment_batches, stored_bytes
+from sidecar.wire.record_batch import (
     BATCH_HEADER_BYTES,
     BatchInfo,
-    batch_bytes,
-    crossover,
     read_batches,
     record_bytes,
     records_section,
-    segment_batches,
-    stored_bytes,
-    varint,
 )
-
-
-@pytest.mark.parametrize(
-    ("n", "encoded"),
-    [
-        (0, b"\x00"),
-        (-1, b"\x01"),
-        (1, b"\x02"),
-        (63, b"\x7e"),
-        (64, b"\x80\x01"),
-        (300, b"\xd8\x04"),
-    ],
-)
-def test_varints_are_zigzag_encoded(n: int, encoded: bytes) -> None:
-    assert varint(n) == encoded
 
 
 def test_a_record_without_key_or_headers_costs_its_value_plus_nine_bytes_of_framing() -> None:

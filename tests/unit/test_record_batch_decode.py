@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sidecar.errors import MalformedBatch
-from sidecar.record_batch import read_batches
+from sidecar.wire.record_batch import read_batches
 from tests.hypothesis_profiles import examples
 from tests.record_batches import TRANSACTIONAL_BIT, NewRecord, decode_batches, encode_batch
 
