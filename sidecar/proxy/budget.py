@@ -1,4 +1,4 @@
-"""The forwarding proxy's memory bound: bytes of frames held across every connection."""
+"""The proxy's memory bound: bytes of frames held across every connection."""
 
 from __future__ import annotations
 

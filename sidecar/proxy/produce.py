@@ -1,4 +1,4 @@
-"""Produce requests rewritten in place by the forwarding proxy, or refused at the door.
+"""Produce requests rewritten in place by the proxy, or refused at the door.
 
 For every Produce request (v3-v12): the frame is read with a bounded reader
 (`produce_request`), each partition's record batches are rewritten (`batches`: values encoded

@@ -1,4 +1,4 @@
-"""Opening the forwarding proxy's connections to upstream brokers: TCP, then TLS, then SASL.
+"""Opening the proxy's connections to upstream brokers: TCP, then TLS, then SASL.
 
 Every client connection gets its own upstream connection, opened here before any of the
 client's bytes is forwarded: TLS (`security.UpstreamSecurity.tls`) with the host dialled as the
