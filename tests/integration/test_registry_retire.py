@@ -130,6 +130,10 @@ def test_a_dictionary_whose_records_are_gone_is_retired_for_every_reader_and_its
     assert listed.returncode == 0, listed.stderr.decode()
     assert [row["id"] for row in json.loads(listed.stdout)] == [current.id]
     assert retire(topic).keys() == {current.id}
+    # What the topic still holds was written with the active dictionary: all of it decodes.
+    kept_records = cli("cat", "--topic", topic, "--exit")
+    assert kept_records.returncode == 0, kept_records.stderr.decode()
+    assert kept_records.stdout.splitlines() == list(generate("order", 20, seed=3))[10:]
     # A record that names it: one clear error line, the retirement named.
     named = make_topic(partitions=1)
     value, headers = Encoder(old, min_size=1).encode(next(iter(generate("order", 1, seed=9))))
